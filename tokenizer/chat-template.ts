@@ -1,0 +1,80 @@
+// Renders OpenAI-style chat messages with the real Qwen3 chat template, normalizing them the way vLLM does first
+// (content parts joined, tool-call arguments parsed to objects), so that prompts match production token for token.
+import { Template } from "@huggingface/jinja";
+import { qwen3Tokenizer } from "./qwen3.ts";
+
+export interface ChatToolCall {
+  id?: string;
+  type?: string;
+  function: { name: string; arguments: string | Record<string, unknown> };
+}
+
+export interface ChatMessage {
+  role: string;
+  content?: string | null | Array<{ type: string; text?: string; [k: string]: unknown }>;
+  reasoning_content?: string | null;
+  tool_calls?: ChatToolCall[] | null;
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface RenderOptions {
+  tools?: unknown[] | null;
+  addGenerationPrompt?: boolean;
+  /** Qwen3's `enable_thinking` (chat_template_kwargs); undefined leaves thinking on. */
+  enableThinking?: boolean;
+}
+
+let template: Template | undefined;
+
+function contentText(content: ChatMessage["content"]): string {
+  if (content == null) return "";
+  if (typeof content === "string") return content;
+  // vLLM's "string" content format joins text parts with newlines.
+  return content
+    .filter((part) => part.type === "text" || part.type === "input_text")
+    .map((part) => part.text ?? "")
+    .join("\n");
+}
+
+function normalizeToolCall(call: ChatToolCall): ChatToolCall {
+  const args = call.function.arguments;
+  if (typeof args !== "string") return call;
+  try {
+    // vLLM parses arguments so the template's `tojson` re-serializes them (this is one source of re-serialization).
+    const parsed: unknown = JSON.parse(args);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+      return { ...call, function: { ...call.function, arguments: parsed as Record<string, unknown> } };
+    }
+  } catch {
+    // Malformed arguments are rendered verbatim, as the template's `is string` branch does.
+  }
+  return call;
+}
+
+export function normalizeMessages(messages: readonly ChatMessage[]): ChatMessage[] {
+  return messages.map((message) => {
+    const out: ChatMessage = { ...message, content: contentText(message.content) };
+    if (message.tool_calls?.length) out.tool_calls = message.tool_calls.map(normalizeToolCall);
+    else delete out.tool_calls;
+    if (message.reasoning_content == null) delete out.reasoning_content;
+    return out;
+  });
+}
+
+export function renderChat(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+  template ??= new Template(qwen3Tokenizer().chatTemplate);
+  const context: Record<string, unknown> = {
+    messages: normalizeMessages(messages),
+    add_generation_prompt: options.addGenerationPrompt ?? true,
+    bos_token: "",
+    eos_token: "<|im_end|>",
+  };
+  if (options.tools?.length) context["tools"] = options.tools;
+  if (options.enableThinking !== undefined) context["enable_thinking"] = options.enableThinking;
+  return template.render(context);
+}
+
+export function renderChatIds(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {
+  return qwen3Tokenizer().encode(renderChat(messages, options));
+}
