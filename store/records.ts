@@ -1,0 +1,77 @@
+// The records rlgate keeps. These shapes are the contract between the gateway (writer), trajectory reconstruction
+// and the control API (readers). Token arrays are plain number arrays here; the store packs them as int32/float32.
+
+/** How a call ended, from the harness's point of view. */
+export type CallStatus = "ok" | "upstream_error" | "client_aborted" | "timeout";
+
+/** Where a call's token ids came from. Only `upstream` calls are trained on; the others are flagged. */
+export type TokenSource = "upstream" | "retokenized" | "missing";
+
+/** A rollout is `open` until the harness's driver finishes it with one of the other statuses. */
+export type RolloutStatus = "open" | "ok" | "infra_error" | "timeout" | "aborted";
+
+/** The harness-facing API a call arrived on. */
+export type ApiSurface = "chat.completions" | "completions" | "responses" | "messages";
+
+export interface ChoiceCapture {
+  index: number;
+  /** Sampled token ids, including the stop token when the upstream reports it (vLLM does for EOS). */
+  tokenIds: number[];
+  /** Logprob of each sampled token, aligned with `tokenIds`; null when the upstream sent none. */
+  logprobs: number[] | null;
+  finishReason: string | null;
+}
+
+export interface CallTimings {
+  /** Epoch milliseconds when rlgate received the request head. */
+  start: number;
+  /** Epoch ms when the request was sent upstream. */
+  upstreamStart: number | null;
+  /** Epoch ms of the first response byte from the upstream. */
+  firstByte: number | null;
+  /** Epoch ms of the first sampled token (first SSE event carrying tokens or content). */
+  firstToken: number | null;
+  /** Epoch ms when the upstream response ended (or failed). */
+  end: number;
+  /** Milliseconds spent in rlgate itself (parsing, rewriting, capture), excluding waiting on the upstream. */
+  overheadMs: number;
+}
+
+export interface CallRecord {
+  /** Global, monotonically increasing call number (also the call's id). */
+  seq: number;
+  rolloutId: string | null;
+  api: ApiSurface;
+  /** Request path as the harness sent it (including any /r/{id} prefix). */
+  path: string;
+  stream: boolean;
+  model: string | null;
+  status: CallStatus;
+  /** Upstream HTTP status; null when no response head arrived. */
+  httpStatus: number | null;
+  error: string | null;
+  /** Body as the harness sent it. */
+  requestReceived: unknown;
+  /** Body as rlgate sent it upstream (with token-id and logprob fields added). */
+  requestForwarded: unknown;
+  /** Response as delivered to the harness; a stream is assembled into one chat.completion-shaped object. */
+  response: unknown;
+  promptTokenIds: number[] | null;
+  choices: ChoiceCapture[];
+  tokenSource: TokenSource;
+  timings: CallTimings;
+}
+
+export interface RolloutRecord {
+  id: string;
+  /** Secret used as a bearer token / x-api-key that reaches only this rollout. */
+  key: string;
+  group: string | null;
+  task: string | null;
+  harness: string | null;
+  metadata: Record<string, unknown>;
+  status: RolloutStatus;
+  reward: number | null;
+  createdAt: number;
+  finishedAt: number | null;
+}
