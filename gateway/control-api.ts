@@ -1,0 +1,172 @@
+// The control API (JSON under /api): rollouts are created by whatever drives the harness, which hands the harness a
+// base URL, and finished with a reward and a status. Calls and rollouts can be listed and read.
+import { randomBytes } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
+import { parseJsonBody, readBody } from "./body.ts";
+import type { GatewayContext } from "./context.ts";
+import { GatewayError } from "./errors.ts";
+
+const createSchema = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9._~-]{1,128}$/, "id may hold letters, digits and . _ ~ - (at most 128)")
+      .optional(),
+    group: z.string().max(512).nullable().optional(),
+    task: z.string().max(512).nullable().optional(),
+    harness: z.string().max(512).nullable().optional(),
+    metadata: z.record(z.unknown()).optional(),
+  })
+  .strict();
+
+const FINISH_STATUSES = ["ok", "infra_error", "timeout", "aborted"] as const;
+const finishSchema = z
+  .object({
+    reward: z.number().finite().nullable().optional(),
+    status: z.enum(FINISH_STATUSES).default("ok"),
+  })
+  .strict()
+  .refine((v) => v.status !== "ok" || typeof v.reward === "number", {
+    message: "a rollout finished with status 'ok' needs a numeric 'reward'",
+    path: ["reward"],
+  });
+
+function validate<T>(schema: z.ZodType<T, z.ZodTypeDef, unknown>, body: unknown): T {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const param = issue.path.join(".");
+  throw new GatewayError("RLGATE_BAD_REQUEST", `${param ? `${param}: ` : ""}${issue.message}`, {
+    param: param || undefined,
+  });
+}
+
+function newRolloutId(): string {
+  return `r_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`;
+}
+
+function newRolloutKey(): string {
+  return ROLLOUT_KEY_PREFIX + randomBytes(24).toString("base64url");
+}
+
+function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { openai: string; anthropic: string } {
+  const origin = ctx.config.publicUrl?.replace(/\/+$/, "") ?? `http://${req.headers.host ?? "127.0.0.1"}`;
+  return { openai: `${origin}/r/${id}/v1`, anthropic: `${origin}/r/${id}` };
+}
+
+function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function rolloutView(ctx: GatewayContext, req: IncomingMessage, rollout: RolloutRecord, withKey: boolean) {
+  const { key, ...rest } = rollout;
+  return {
+    ...rest,
+    ...(withKey ? { key } : {}),
+    calls: ctx.store.countCalls(rollout.id),
+    base_urls: baseUrls(ctx, req, rollout.id),
+  };
+}
+
+
+function checkToken(ctx: GatewayContext, req: IncomingMessage): void {
+  const token = ctx.config.controlToken;
+  if (!token) return;
+  if (req.headers["authorization"] !== `Bearer ${token}`) {
+    throw new GatewayError("RLGATE_UNAUTHORIZED", "the control API needs 'Authorization: Bearer <token>' (--token)");
+  }
+}
+
+function requireRollout(ctx: GatewayContext, id: string): RolloutRecord {
+  const rollout = ctx.store.getRollout(id);
+  if (!rollout) throw new GatewayError("RLGATE_UNKNOWN_ROLLOUT", `unknown rollout '${id}'`);
+  return rollout;
+}
+
+export async function handleControlApi(
+  ctx: GatewayContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+): Promise<void> {
+  checkToken(ctx, req);
+  const parts = url.pathname.split("/").filter(Boolean).map(decodeURIComponent); // ["api", ...]
+  const method = req.method ?? "GET";
+
+  if (parts[1] === "rollouts" && parts.length === 2) {
+    if (method === "POST") {
+      const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
+      const id = input.id ?? newRolloutId();
+      if (ctx.store.getRollout(id)) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
+      const rollout: RolloutRecord = {
+        id,
+        key: newRolloutKey(),
+        group: input.group ?? null,
+        task: input.task ?? null,
+        harness: input.harness ?? null,
+        metadata: input.metadata ?? {},
+        status: "open",
+        reward: null,
+        createdAt: Date.now(),
+        finishedAt: null,
+      };
+      await ctx.store.putRollout(rollout);
+      return sendJson(res, 201, rolloutView(ctx, req, rollout, true));
+    }
+    if (method === "GET") {
+      const limit = Number(url.searchParams.get("limit") ?? "0") || undefined;
+      const rollouts = ctx.store.listRollouts({
+        limit,
+        status: url.searchParams.get("status") ?? undefined,
+        group: url.searchParams.get("group") ?? undefined,
+      });
+      return sendJson(res, 200, { rollouts: rollouts.map((r) => rolloutView(ctx, req, r, false)) });
+    }
+  }
+
+  if (parts[1] === "rollouts" && parts.length >= 3) {
+    const id = parts[2]!;
+    if (parts.length === 3 && method === "GET") {
+      return sendJson(res, 200, rolloutView(ctx, req, requireRollout(ctx, id), true));
+    }
+    if (parts.length === 4 && parts[3] === "finish" && method === "POST") {
+      const rollout = requireRollout(ctx, id);
+      const input = validate(finishSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
+      if (rollout.status !== "open") {
+        throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' is already finished (${rollout.status})`);
+      }
+      const finished: RolloutRecord = {
+        ...rollout,
+        status: input.status,
+        reward: input.reward ?? null,
+        finishedAt: Date.now(),
+      };
+      await ctx.store.putRollout(finished);
+      return sendJson(res, 200, rolloutView(ctx, req, finished, false));
+    }
+    if (parts.length === 4 && parts[3] === "calls" && method === "GET") {
+      requireRollout(ctx, id);
+      return sendJson(res, 200, { calls: ctx.store.listCalls(id) });
+    }
+  }
+
+  if (parts[1] === "calls" && method === "GET") {
+    if (parts.length === 2) {
+      // Calls no rollout claimed.
+      return sendJson(res, 200, { calls: ctx.store.listCalls(null) });
+    }
+    if (parts.length === 3) {
+      const seq = Number(parts[2]);
+      const call = Number.isInteger(seq) ? ctx.store.getCall(seq) : undefined;
+      if (!call) throw new GatewayError("RLGATE_NOT_FOUND", `unknown call '${parts[2]}'`);
+      return sendJson(res, 200, call);
+    }
+  }
+
+  throw new GatewayError("RLGATE_NOT_FOUND", `no control API route ${method} ${url.pathname}`);
+}

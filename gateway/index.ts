@@ -1,0 +1,90 @@
+// Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
+import type { AddressInfo } from "node:net";
+import { Store, type Durability } from "../store/store.ts";
+import type { GatewayContext } from "./context.ts";
+import { GatewayMetrics } from "./metrics.ts";
+import { createGatewayServer } from "./server.ts";
+import { Upstream } from "./upstream/client.ts";
+
+export interface GatewayOptions {
+  /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
+  upstream: string;
+  upstreamApiKey?: string;
+  host?: string;
+  /** Default 8700; 0 picks a free port. */
+  port?: number;
+  /** LMDB directory. */
+  dataDir: string;
+  durability?: Durability;
+  requireRollout?: boolean;
+  /** Default 100 MB. */
+  bodyLimitBytes?: number;
+  publicUrl?: string;
+  controlToken?: string;
+  upstreamTimeoutMs?: number;
+  processMetrics?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface Gateway {
+  url: string;
+  port: number;
+  context: GatewayContext;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_BODY_LIMIT = 100 * 1024 * 1024;
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
+export function isLoopback(host: string): boolean {
+  return LOOPBACK.has(host);
+}
+
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const host = options.host ?? "127.0.0.1";
+  if (!isLoopback(host) && !options.controlToken) {
+    throw new Error(
+      `refusing to listen on ${host} without a control token: the control API would be open to the network (pass --token or set RLGATE_TOKEN)`,
+    );
+  }
+  const store = new Store({ path: options.dataDir, durability: options.durability });
+  const upstream = new Upstream({
+    url: options.upstream,
+    apiKey: options.upstreamApiKey,
+    headersTimeoutMs: options.upstreamTimeoutMs,
+    bodyTimeoutMs: options.upstreamTimeoutMs,
+  });
+  const context: GatewayContext = {
+    store,
+    upstream,
+    metrics: new GatewayMetrics({ processMetrics: options.processMetrics }),
+    config: {
+      bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+      requireRollout: options.requireRollout ?? false,
+      publicUrl: options.publicUrl ?? null,
+      controlToken: options.controlToken ?? null,
+    },
+    log: options.log ?? (() => {}),
+  };
+  const { server, passthrough } = createGatewayServer(context);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 8700, host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+  return {
+    url: `http://${shownHost}:${port}`,
+    port,
+    context,
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      passthrough.close();
+      await upstream.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,72 @@
+// Prometheus metrics for one gateway instance (its own registry, so several gateways can live in one process).
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { CallRecord } from "../store/records.ts";
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1];
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: "rlgate_requests_total",
+    help: "Captured harness calls by API surface and call status",
+    labelNames: ["api", "status"] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamLatency = new Histogram({
+    name: "rlgate_upstream_latency_seconds",
+    help: "Time from sending a call upstream to the end of its response",
+    labelNames: ["api"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly timeToFirstToken = new Histogram({
+    name: "rlgate_time_to_first_token_seconds",
+    help: "Time from receiving a streamed call to its first sampled token",
+    labelNames: ["api"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly overhead = new Histogram({
+    name: "rlgate_overhead_seconds",
+    help: "Time spent in rlgate itself per call (parsing, rewriting, capture, commit), excluding the upstream",
+    labelNames: ["api"] as const,
+    buckets: OVERHEAD_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly tokens = new Counter({
+    name: "rlgate_tokens_captured_total",
+    help: "Token ids captured, by kind (prompt or sampled)",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly errors = new Counter({
+    name: "rlgate_errors_total",
+    help: "Errors by code (gateway errors, upstream errors, client aborts, missing token ids)",
+    labelNames: ["code"] as const,
+    registers: [this.registry],
+  });
+  readonly passthrough = new Counter({
+    name: "rlgate_passthrough_requests_total",
+    help: "Requests forwarded unchanged to the upstream (routes rlgate does not capture)",
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: "rlgate_" });
+  }
+
+  recordCall(call: CallRecord): void {
+    this.requests.inc({ api: call.api, status: call.status });
+    const t = call.timings;
+    if (t.upstreamStart !== null) this.upstreamLatency.observe({ api: call.api }, (t.end - t.upstreamStart) / 1000);
+    if (call.stream && t.firstToken !== null) this.timeToFirstToken.observe({ api: call.api }, (t.firstToken - t.start) / 1000);
+    this.overhead.observe({ api: call.api }, t.overheadMs / 1000);
+    if (call.promptTokenIds) this.tokens.inc({ kind: "prompt" }, call.promptTokenIds.length);
+    let sampled = 0;
+    for (const choice of call.choices) sampled += choice.tokenIds.length;
+    if (sampled) this.tokens.inc({ kind: "sampled" }, sampled);
+    if (call.status !== "ok") this.errors.inc({ code: call.status });
+    if (call.status === "ok" && call.tokenSource !== "upstream") this.errors.inc({ code: `tokens_${call.tokenSource}` });
+  }
+}

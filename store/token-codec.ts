@@ -1,0 +1,28 @@
+// Token arrays are stored as little-endian int32 / float32 bytes: 4 B a token, and no per-number msgpack overhead.
+
+export function packInt32(values: readonly number[] | null): Uint8Array | null {
+  if (values == null) return null;
+  const array = Int32Array.from(values);
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
+
+export function packFloat32(values: readonly number[] | null): Uint8Array | null {
+  if (values == null) return null;
+  const array = Float32Array.from(values);
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
+
+function aligned(bytes: Uint8Array): ArrayBuffer {
+  // Views read from LMDB may start at any byte offset; typed arrays need 4-byte alignment, so copy.
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
+export function unpackInt32(bytes: Uint8Array | null | undefined): number[] | null {
+  if (bytes == null) return null;
+  return Array.from(new Int32Array(aligned(bytes)));
+}
+
+export function unpackFloat32(bytes: Uint8Array | null | undefined): number[] | null {
+  if (bytes == null) return null;
+  return Array.from(new Float32Array(aligned(bytes)));
+}
