@@ -1,0 +1,17 @@
+// The `rlgate` command line: one sub-command per job.
+import { Command } from "commander";
+import { serveCommand } from "./serve-command.ts";
+import { simCommand } from "./sim-command.ts";
+
+const program = new Command()
+  .name("rlgate")
+  .description(
+    "Capture gateway for RL on agent harnesses: point a harness at rlgate instead of vLLM/SGLang, and every call is\n" +
+      "recorded with the exact token ids and logprobs the model saw and sampled.",
+  )
+  .version("0.1.0")
+  .showHelpAfterError()
+  .addCommand(serveCommand())
+  .addCommand(simCommand());
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,83 @@
+// `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
+import { Command, InvalidArgumentError, Option } from "commander";
+import { resolve } from "node:path";
+import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
+import { startSim, type SimServer } from "../sim/index.ts";
+
+function integer(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+function bytes(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
+  if (!match) throw new InvalidArgumentError("expected a size such as 100mb, 512kb or 1048576");
+  const unit = (match[2] ?? "b").toLowerCase();
+  const scale = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit as "b"];
+  return Math.floor(Number(match[1]) * scale);
+}
+
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description(
+      "Run the capture gateway. Harnesses use http://HOST:PORT/r/{rolloutId}/v1 (or a rollout key, or the\n" +
+        "x-rlgate-rollout header) as their OpenAI base URL; create rollouts with POST /api/rollouts.",
+    )
+    .option("--upstream <url|sim>", "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM", process.env.RLGATE_UPSTREAM ?? "sim")
+    .option("--upstream-api-key <key>", "bearer token sent to the upstream", process.env.RLGATE_UPSTREAM_API_KEY)
+    .option("--host <host>", "address to listen on (beyond loopback a --token is required)", "127.0.0.1")
+    .option("--port <port>", "port to listen on", integer, 8700)
+    .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
+    .addOption(
+      new Option("--durability <mode>", "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk")
+        .choices(["commit", "flush"])
+        .default("commit"),
+    )
+    .option("--require-rollout", "refuse calls that no rollout claims (default: forward and record them as unattributed)", false)
+    .option("--body-limit <size>", "largest accepted request body", bytes, DEFAULT_BODY_LIMIT)
+    .option("--public-url <url>", "base URL harnesses reach this gateway at (default: from the request's Host header)")
+    .option("--token <token>", "bearer token for the control API (required when --host is not loopback)", process.env.RLGATE_TOKEN)
+    .option("--upstream-timeout <ms>", "max wait for upstream headers and between body chunks", integer, 600_000)
+    .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
+    .action(async (opts) => {
+      let sim: SimServer | null = null;
+      let upstream: string = opts.upstream;
+      if (upstream === "sim") {
+        sim = await startSim({ port: opts.simPort });
+        upstream = sim.url;
+      }
+      const gateway = await startGateway({
+        upstream,
+        upstreamApiKey: opts.upstreamApiKey,
+        host: opts.host,
+        port: opts.port,
+        dataDir: resolve(opts.data),
+        durability: opts.durability,
+        requireRollout: opts.requireRollout,
+        bodyLimitBytes: opts.bodyLimit,
+        publicUrl: opts.publicUrl,
+        controlToken: opts.token,
+        upstreamTimeoutMs: opts.upstreamTimeout,
+        processMetrics: true,
+        log: (line) => console.error(`[rlgate] ${line}`),
+      });
+      const u = gateway.url;
+      console.log(`rlgate gateway listening on ${u}`);
+      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated vLLM, Qwen3 tokenizer)` : upstream}`);
+      console.log(`  store:         ${resolve(opts.data)}`);
+      console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
+      console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
+      console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
+      let closing = false;
+      const shutdown = async () => {
+        if (closing) return;
+        closing = true;
+        await gateway.close();
+        await sim?.close();
+        process.exit(0);
+      };
+      process.on("SIGINT", shutdown);
+      process.on("SIGTERM", shutdown);
+    });
+}

@@ -1,0 +1,140 @@
+// Rollouts: creation, attribution by path / key / header, finishing, listing; metrics and health.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { startGateway } from "../gateway/index.ts";
+import { createRollout, postJson, rolloutCalls, startStack, tempDir, type Stack } from "./helpers.ts";
+
+const MESSAGES = [{ role: "user", content: "hello" }];
+
+describe("control API and attribution", () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test("a created rollout has an id, a key and base URLs that reach it", async () => {
+    const rollout = await createRollout(stack.gateway.url, {
+      group: "task-7",
+      task: "fix-bug",
+      harness: "qwen-code",
+      metadata: { sample: 3 },
+    });
+    assert.match(rollout.id, /^r_/);
+    assert.match(rollout.key, /^rlk_/);
+    assert.equal(rollout.base_urls.openai, `${stack.gateway.url}/r/${rollout.id}/v1`);
+    assert.equal(rollout.base_urls.anthropic, `${stack.gateway.url}/r/${rollout.id}`);
+    const read = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as any;
+    assert.equal(read.group, "task-7");
+    assert.equal(read.task, "fix-bug");
+    assert.equal(read.harness, "qwen-code");
+    assert.deepEqual(read.metadata, { sample: 3 });
+    assert.equal(read.status, "open");
+  });
+
+  test("calls are attributed by path, by rollout key and by header", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const viaPath = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
+    const viaKey = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
+      authorization: `Bearer ${rollout.key}`,
+    });
+    const viaApiKey = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
+      "x-api-key": rollout.key,
+    });
+    const viaHeader = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
+      "x-rlgate-rollout": rollout.id,
+    });
+    for (const res of [viaPath, viaKey, viaApiKey, viaHeader]) assert.equal(res.status, 200, res.text);
+    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+    assert.equal(calls.length, 4);
+    assert.ok(calls.every((c) => c.rolloutId === rollout.id));
+    // Calls are listed in the order they were made.
+    const seqs = calls.map((c) => c.seq);
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+  });
+
+  test("a rollout key reaches only its own rollout, and unknown keys are refused", async () => {
+    const a = await createRollout(stack.gateway.url);
+    const b = await createRollout(stack.gateway.url);
+    const cross = await postJson(`${b.base_urls.openai}/chat/completions`, { messages: MESSAGES }, {
+      authorization: `Bearer ${a.key}`,
+    });
+    assert.equal(cross.status, 401);
+    assert.equal(cross.json.error.code, "RLGATE_UNAUTHORIZED");
+    const forged = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
+      authorization: "Bearer rlk_forged",
+    });
+    assert.equal(forged.status, 401);
+    assert.equal((await rolloutCalls(stack.gateway.url, b.id)).length, 0);
+  });
+
+  test("finishing a rollout records reward and status; bad finishes are refused clearly", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "g-finish" });
+    const noReward = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { status: "ok" });
+    assert.equal(noReward.status, 400);
+    assert.match(noReward.json.error.message, /reward/);
+    const badStatus = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1, status: "great" });
+    assert.equal(badStatus.status, 400);
+    const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 0.5 });
+    assert.equal(done.status, 200, done.text);
+    assert.equal(done.json.status, "ok");
+    assert.equal(done.json.reward, 0.5);
+    const again = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+    assert.equal(again.status, 400);
+    assert.match(again.json.error.message, /already finished/);
+    const infra = await createRollout(stack.gateway.url, { group: "g-finish" });
+    const infraDone = await postJson(`${stack.gateway.url}/api/rollouts/${infra.id}/finish`, { status: "infra_error" });
+    assert.equal(infraDone.status, 200);
+    const list = (await (await fetch(`${stack.gateway.url}/api/rollouts?group=g-finish`)).json()) as any;
+    assert.deepEqual(list.rollouts.map((r: any) => r.status).sort(), ["infra_error", "ok"]);
+    assert.equal(list.rollouts[0].key, undefined, "listing does not reveal rollout keys");
+  });
+
+  test("--require-rollout refuses unattributed calls", async () => {
+    const dataDir = tempDir("require");
+    const gateway = await startGateway({ upstream: stack.sim.url, port: 0, dataDir, requireRollout: true });
+    try {
+      const res = await postJson(`${gateway.url}/v1/chat/completions`, { messages: MESSAGES });
+      assert.equal(res.status, 400);
+      assert.equal(res.json.error.code, "RLGATE_ROLLOUT_REQUIRED");
+      const rollout = await createRollout(gateway.url);
+      assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES })).status, 200);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  test("the control API needs the token when one is set, and non-loopback listening requires one", async () => {
+    await assert.rejects(
+      startGateway({ upstream: stack.sim.url, port: 0, dataDir: tempDir("open"), host: "0.0.0.0" }),
+      /without a control token/,
+    );
+    const gateway = await startGateway({ upstream: stack.sim.url, port: 0, dataDir: tempDir("token"), controlToken: "s3cret" });
+    try {
+      const denied = await postJson(`${gateway.url}/api/rollouts`, {});
+      assert.equal(denied.status, 401);
+      const allowed = await postJson(`${gateway.url}/api/rollouts`, {}, { authorization: "Bearer s3cret" });
+      assert.equal(allowed.status, 201);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  test("pass-through routes reach the upstream unchanged; metrics and health answer", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const models = await fetch(`${rollout.base_urls.openai}/models`);
+    assert.equal(models.status, 200);
+    const direct = await fetch(`${stack.sim.url}/v1/models`);
+    assert.deepEqual(((await models.json()) as any).data.map((m: any) => m.id), ((await direct.json()) as any).data.map((m: any) => m.id));
+    assert.equal((await fetch(`${stack.gateway.url}/healthz`)).status, 200);
+    await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
+    const metrics = await (await fetch(`${stack.gateway.url}/metrics`)).text();
+    assert.match(metrics, /rlgate_requests_total\{api="chat.completions",status="ok"\} \d+/);
+    assert.match(metrics, /rlgate_tokens_captured_total\{kind="sampled"\} \d+/);
+    assert.match(metrics, /rlgate_overhead_seconds_bucket/);
+    assert.match(metrics, /rlgate_upstream_latency_seconds_count\{api="chat.completions"\} \d+/);
+    assert.match(metrics, /rlgate_passthrough_requests_total [1-9]/);
+  });
+});
