@@ -6,7 +6,7 @@ import { simCommand } from "./sim-command.ts";
 const program = new Command()
   .name("rlgate")
   .description(
-    "Capture gateway for RL on agent harnesses: point a harness at rlgate instead of vLLM/SGLang, and every call is\n" +
+    "Capture gateway for RL on agent harnesses: point a harness at rlgate instead of vLLM/SGLang, and every call is " +
       "recorded with the exact token ids and logprobs the model saw and sampled.",
   )
   .version("0.1.0")

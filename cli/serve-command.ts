@@ -21,7 +21,7 @@ function bytes(value: string): number {
 export function serveCommand(): Command {
   return new Command("serve")
     .description(
-      "Run the capture gateway. Harnesses use http://HOST:PORT/r/{rolloutId}/v1 (or a rollout key, or the\n" +
+      "Run the capture gateway. Harnesses use http://HOST:PORT/r/{rolloutId}/v1 (or a rollout key, or the " +
         "x-rlgate-rollout header) as their OpenAI base URL; create rollouts with POST /api/rollouts.",
     )
     .option("--upstream <url|sim>", "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM", process.env.RLGATE_UPSTREAM ?? "sim")

@@ -82,6 +82,13 @@ function checkToken(ctx: GatewayContext, req: IncomingMessage): void {
   }
 }
 
+function findCall(ctx: GatewayContext, rolloutId: string | null, seqText: string): CallRecord {
+  const seq = Number(seqText);
+  const call = Number.isSafeInteger(seq) ? ctx.store.getCall(rolloutId, seq) : undefined;
+  if (!call) throw new GatewayError("RLGATE_NOT_FOUND", `unknown call '${seqText}'`);
+  return call;
+}
+
 function requireRollout(ctx: GatewayContext, id: string): RolloutRecord {
   const rollout = ctx.store.getRollout(id);
   if (!rollout) throw new GatewayError("RLGATE_UNKNOWN_ROLLOUT", `unknown rollout '${id}'`);
@@ -149,23 +156,17 @@ export async function handleControlApi(
       await ctx.store.putRollout(finished);
       return sendJson(res, 200, rolloutView(ctx, req, finished, false));
     }
-    if (parts.length === 4 && parts[3] === "calls" && method === "GET") {
+    if (parts[3] === "calls" && method === "GET") {
       requireRollout(ctx, id);
-      return sendJson(res, 200, { calls: ctx.store.listCalls(id) });
+      if (parts.length === 4) return sendJson(res, 200, { calls: ctx.store.listCalls(id) });
+      if (parts.length === 5) return sendJson(res, 200, findCall(ctx, id, parts[4]!));
     }
   }
 
   if (parts[1] === "calls" && method === "GET") {
-    if (parts.length === 2) {
-      // Calls no rollout claimed.
-      return sendJson(res, 200, { calls: ctx.store.listCalls(null) });
-    }
-    if (parts.length === 3) {
-      const seq = Number(parts[2]);
-      const call = Number.isInteger(seq) ? ctx.store.getCall(seq) : undefined;
-      if (!call) throw new GatewayError("RLGATE_NOT_FOUND", `unknown call '${parts[2]}'`);
-      return sendJson(res, 200, call);
-    }
+    // Calls no rollout claimed.
+    if (parts.length === 2) return sendJson(res, 200, { calls: ctx.store.listCalls(null) });
+    if (parts.length === 3) return sendJson(res, 200, findCall(ctx, null, parts[2]!));
   }
 
   throw new GatewayError("RLGATE_NOT_FOUND", `no control API route ${method} ${url.pathname}`);

@@ -34,8 +34,9 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     const { routePath } = splitRolloutPath(path);
     if (req.method === "POST" && routePath === "/v1/chat/completions") {
       const attribution = attribute(path, req.headers, lookup);
-      const body = parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes));
-      return handleChatCompletions(ctx, { req, res, attribution, body, startEpoch, startPerf });
+      const rawBody = await readBody(req, ctx.config.bodyLimitBytes);
+      const body = parseJsonBody(rawBody);
+      return handleChatCompletions(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
     }
     if (isPassthroughPath(routePath)) {
       const attribution = attribute(path, req.headers, lookup);

@@ -1,6 +1,23 @@
 // The records rlgate keeps. These shapes are the contract between the gateway (writer), trajectory reconstruction
 // and the control API (readers). Token arrays are plain number arrays here; the store packs them as int32/float32.
 
+/**
+ * A JSON body kept as the bytes that travelled, so the hot path never re-encodes a request or response it already
+ * holds as bytes. It serializes (JSON.stringify, the store) as the value itself.
+ */
+export class RawJson {
+  readonly bytes: Uint8Array;
+  constructor(bytes: Uint8Array | string) {
+    this.bytes = typeof bytes === "string" ? Buffer.from(bytes) : bytes;
+  }
+  value(): unknown {
+    return JSON.parse(Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength).toString("utf8"));
+  }
+  toJSON(): unknown {
+    return this.value();
+  }
+}
+
 /** How a call ended, from the harness's point of view. */
 export type CallStatus = "ok" | "upstream_error" | "client_aborted" | "timeout";
 
@@ -59,6 +76,8 @@ export interface CallRecord {
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
   tokenSource: TokenSource;
+  /** Why the token ids are not trustworthy (null when they are): e.g. fewer ids than the upstream's usage counts. */
+  tokenIssue: string | null;
   timings: CallTimings;
 }
 

@@ -1,10 +1,10 @@
 // The durable store: one LMDB environment holding rollouts, rollout keys and captured calls.
 // Writes are committed by lmdb-js on its writer thread; a put's promise resolves once the transaction is committed.
 //   durability "commit" (default): committed into the OS page cache (safe from a gateway crash or SIGKILL), synced to
-//     disk in the background every second. Measured: ~0.1 ms a commit.
+//     disk in the background every second. Committed inline, measured ~0.03 ms a call.
 //   durability "flush": each commit also waits for fsync (safe from a machine crash). Measured: ~0.6 ms a commit.
 import { open, type Database, type RootDatabase } from "lmdb";
-import type { CallRecord, ChoiceCapture, RolloutRecord } from "./records.ts";
+import { RawJson, type CallRecord, type ChoiceCapture, type RolloutRecord } from "./records.ts";
 import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export type Durability = "commit" | "flush";
@@ -24,14 +24,30 @@ interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
   logprobs: Uint8Array | null;
 }
 
-interface StoredCall extends Omit<CallRecord, "promptTokenIds" | "choices"> {
+interface StoredCall
+  extends Omit<CallRecord, "promptTokenIds" | "choices" | "requestReceived" | "requestForwarded" | "response"> {
   promptTokenIds: Uint8Array | null;
   choices: StoredChoice[];
+  // Bodies are stored as JSON bytes: as they travelled when rlgate holds them as bytes, encoded once otherwise.
+  requestReceived: Uint8Array;
+  requestForwarded: Uint8Array;
+  response: Uint8Array;
+}
+
+function jsonBytes(value: unknown): Uint8Array {
+  return value instanceof RawJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
+}
+
+function fromJsonBytes(bytes: Uint8Array): unknown {
+  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
 }
 
 function toStored(call: CallRecord): StoredCall {
   return {
     ...call,
+    requestReceived: jsonBytes(call.requestReceived),
+    requestForwarded: jsonBytes(call.requestForwarded),
+    response: jsonBytes(call.response),
     promptTokenIds: packInt32(call.promptTokenIds),
     choices: call.choices.map((c) => ({ ...c, tokenIds: packInt32(c.tokenIds)!, logprobs: packFloat32(c.logprobs) })),
   };
@@ -40,6 +56,9 @@ function toStored(call: CallRecord): StoredCall {
 function fromStored(stored: StoredCall): CallRecord {
   return {
     ...stored,
+    requestReceived: fromJsonBytes(stored.requestReceived),
+    requestForwarded: fromJsonBytes(stored.requestForwarded),
+    response: fromJsonBytes(stored.response),
     promptTokenIds: unpackInt32(stored.promptTokenIds),
     choices: stored.choices.map((c) => ({
       ...c,
@@ -55,9 +74,8 @@ export class Store {
   readonly #rollouts: Database<RolloutRecord, string>;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
-  readonly #callIndex: Database<string, number>;
   readonly #durability: Durability;
-  #nextSeq: number;
+  #lastSeq: number;
   readonly #syncTimer: NodeJS.Timeout | null;
 
   constructor(options: StoreOptions) {
@@ -68,10 +86,7 @@ export class Store {
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
-    this.#callIndex = this.#root.openDB<string, number>({ name: "call-index" });
-    let last = 0;
-    for (const key of this.#callIndex.getKeys({ reverse: true, limit: 1 })) last = key;
-    this.#nextSeq = last + 1;
+    this.#lastSeq = 0;
     this.#syncTimer = commitOnly ? setInterval(() => this.#sync(), options.syncIntervalMs ?? 1000) : null;
     this.#syncTimer?.unref();
   }
@@ -82,9 +97,13 @@ export class Store {
     });
   }
 
-  /** Reserves the next call number; numbers keep increasing across restarts. */
+  /**
+   * Reserves the next call number. Numbers are microseconds since the epoch, bumped by one when calls arrive within
+   * the same microsecond: unique and increasing across restarts without reading anything back from the store.
+   */
   nextCallSeq(): number {
-    return this.#nextSeq++;
+    this.#lastSeq = Math.max(this.#lastSeq + 1, Date.now() * 1000);
+    return this.#lastSeq;
   }
 
   async #settle(write: Promise<unknown>): Promise<void> {
@@ -122,11 +141,15 @@ export class Store {
 
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
   putCall(call: CallRecord): Promise<void> {
-    const rolloutKey = call.rolloutId ?? UNATTRIBUTED;
+    const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
     const stored = toStored(call);
-    // Both puts are issued in the same event turn, so lmdb-js commits them in one transaction.
-    this.#calls.put([rolloutKey, call.seq], stored);
-    return this.#settle(this.#callIndex.put(call.seq, rolloutKey));
+    if (this.#durability === "commit") {
+      // Without fsync a synchronous commit costs tens of microseconds, far less CPU than lmdb-js's asynchronous
+      // batching machinery (measured ~0.3 ms a call): the hot path commits inline.
+      this.#calls.putSync(key, stored);
+      return Promise.resolve();
+    }
+    return this.#settle(this.#calls.put(key, stored));
   }
 
   listCalls(rolloutId: string | null): CallRecord[] {
@@ -138,10 +161,8 @@ export class Store {
     return out;
   }
 
-  getCall(seq: number): CallRecord | undefined {
-    const rolloutKey = this.#callIndex.get(seq);
-    if (rolloutKey === undefined) return undefined;
-    const stored = this.#calls.get([rolloutKey, seq]);
+  getCall(rolloutId: string | null, seq: number): CallRecord | undefined {
+    const stored = this.#calls.get([rolloutId ?? UNATTRIBUTED, seq]);
     return stored ? fromStored(stored) : undefined;
   }
 

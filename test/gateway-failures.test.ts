@@ -54,27 +54,30 @@ describe("gateway failure behaviour", () => {
     assert.ok(call!.promptTokenIds && call!.promptTokenIds.length > 0, "prompt ids from the first chunk are kept");
   });
 
-  test("a harness that disconnects mid-stream aborts the upstream request and the call is client_aborted", async () => {
-    const rollout = await createRollout(stack.gateway.url);
-    const abortedBefore = stack.sim.stats.aborted;
-    const url = new URL(`${rollout.base_urls.openai}/chat/completions`);
-    await new Promise<void>((resolve, reject) => {
-      const req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", "x-sim-fault": "hang" } }, (res) => {
-        res.once("data", () => {
-          // First bytes arrived (headers + role chunk): now walk away.
-          req.destroy();
-          resolve();
-        });
-      });
+  for (const [fault, moment] of [
+    ["stall", "mid-stream"],
+    ["hang", "before the upstream answers"],
+  ] as const) {
+    test(`a harness that disconnects ${moment} aborts the upstream request and the call is client_aborted`, async () => {
+      const rollout = await createRollout(stack.gateway.url);
+      const abortedBefore = stack.sim.stats.aborted;
+      const requestsBefore = stack.sim.stats.requests;
+      const url = new URL(`${rollout.base_urls.openai}/chat/completions`);
+      const req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", "x-sim-fault": fault } });
       req.on("error", () => {});
-      req.setTimeout(5000, () => reject(new Error("no first chunk")));
+      let firstChunk = false;
+      req.on("response", (res) => res.once("data", () => (firstChunk = true)));
       req.end(JSON.stringify({ messages: MESSAGES, stream: true }));
+      if (fault === "stall") await waitFor(() => firstChunk, "the first streamed chunk");
+      else await waitFor(() => stack.sim.stats.requests > requestsBefore, "the upstream to receive the call");
+      req.destroy();
+      await waitFor(() => stack.sim.stats.aborted > abortedBefore, "the upstream to see the abort");
+      await waitFor(async () => (await rolloutCalls(stack.gateway.url, rollout.id)).length === 1, "the call record");
+      const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
+      assert.equal(call!.status, "client_aborted");
+      if (fault === "stall") assert.ok(call!.promptTokenIds!.length > 0, "what arrived before the disconnect is kept");
     });
-    await waitFor(() => stack.sim.stats.aborted > abortedBefore, "the upstream to see the abort");
-    await waitFor(async () => (await rolloutCalls(stack.gateway.url, rollout.id)).length === 1, "the call record");
-    const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.equal(call!.status, "client_aborted");
-  });
+  }
 
   test("malformed JSON, wrong types, empty bodies and unknown routes get OpenAI-style JSON errors", async () => {
     const url = `${stack.gateway.url}/v1/chat/completions`;

@@ -69,10 +69,11 @@ test("SIGKILL during concurrent load loses no completed call", { timeout: 120_00
 
   const workers = Array.from({ length: 8 }, (_, i) => worker(i));
   while (completed.size < 60) await new Promise((r) => setTimeout(r, 5));
+  const firstExited = new Promise((r) => first.child.once("exit", r));
   first.child.kill("SIGKILL");
   killed = true;
   await Promise.all(workers);
-  await new Promise((r) => first.child.once("exit", r));
+  await firstExited;
 
   const second = await spawnGateway(sim.url, dataDir);
   try {
@@ -96,7 +97,8 @@ test("SIGKILL during concurrent load loses no completed call", { timeout: 120_00
     assert.equal(after.status, 200);
     assert.ok(Number(after.headers.get("x-rlgate-call")) > Math.max(...stored.keys()));
   } finally {
+    const secondExited = new Promise((r) => second.child.once("exit", r));
     second.child.kill("SIGTERM");
-    await new Promise((r) => second.child.once("exit", r));
+    await secondExited;
   }
 });

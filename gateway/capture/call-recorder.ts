@@ -24,16 +24,46 @@ export interface CallOutcome {
   response: unknown;
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
+  /** The upstream's usage block, to check the ids against its counts. */
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
 }
 
-export function tokenSourceOf(outcome: Pick<CallOutcome, "promptTokenIds" | "choices" | "status">): TokenSource {
-  if (outcome.promptTokenIds === null || outcome.promptTokenIds.length === 0) return "missing";
-  if (outcome.status === "ok" && outcome.choices.length === 0) return "missing";
-  for (const choice of outcome.choices) {
-    // A choice that finished normally but carries no ids means the upstream did not report them.
-    if (choice.tokenIds.length === 0 && choice.finishReason !== null) return "missing";
+export interface TokenVerdict {
+  source: TokenSource;
+  issue: string | null;
+}
+
+/**
+ * Where the ids came from, and whether they can be trusted. Ids that disagree with the upstream's own counts (usage,
+ * one logprob per token) are never silently trained on: e.g. vLLM 0.10.2 streams no ids for tokens without text.
+ */
+export function judgeTokens(outcome: Pick<CallOutcome, "promptTokenIds" | "choices" | "status" | "usage">): TokenVerdict {
+  const missing = (issue: string): TokenVerdict => ({ source: "missing", issue });
+  if (outcome.promptTokenIds === null || outcome.promptTokenIds.length === 0) {
+    return missing("the upstream reported no prompt token ids");
   }
-  return "upstream";
+  if (outcome.status === "ok" && outcome.choices.length === 0) return missing("the upstream reported no choices");
+  let sampled = 0;
+  for (const choice of outcome.choices) {
+    sampled += choice.tokenIds.length;
+    // A choice that finished normally but carries no ids means the upstream did not report them.
+    if (choice.tokenIds.length === 0 && choice.finishReason !== null) {
+      return missing(`choice ${choice.index} finished without sampled token ids`);
+    }
+    if (choice.logprobs !== null && choice.logprobs.length !== choice.tokenIds.length) {
+      return missing(`choice ${choice.index}: ${choice.tokenIds.length} token ids but ${choice.logprobs.length} logprobs`);
+    }
+  }
+  const usage = outcome.usage;
+  if (outcome.status === "ok" && usage) {
+    if (typeof usage.prompt_tokens === "number" && usage.prompt_tokens !== outcome.promptTokenIds.length) {
+      return missing(`${outcome.promptTokenIds.length} prompt token ids but usage.prompt_tokens is ${usage.prompt_tokens}`);
+    }
+    if (typeof usage.completion_tokens === "number" && usage.completion_tokens !== sampled) {
+      return missing(`${sampled} sampled token ids but usage.completion_tokens is ${usage.completion_tokens}`);
+    }
+  }
+  return { source: "upstream", issue: null };
 }
 
 export class CallRecorder {
@@ -90,6 +120,7 @@ export class CallRecorder {
   /** Builds and commits the record. Idempotent: only the first outcome counts. */
   finish(outcome: CallOutcome): Promise<void> {
     if (this.#committed) return this.#committed;
+    const verdict = judgeTokens(outcome);
     const record: CallRecord = {
       seq: this.seq,
       rolloutId: this.#start.rolloutId,
@@ -105,7 +136,8 @@ export class CallRecorder {
       response: outcome.response,
       promptTokenIds: outcome.promptTokenIds,
       choices: outcome.choices,
-      tokenSource: tokenSourceOf(outcome),
+      tokenSource: verdict.source,
+      tokenIssue: verdict.issue,
       timings: {
         start: this.#start.startEpoch,
         upstreamStart: this.#upstreamStart,

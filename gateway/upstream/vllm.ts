@@ -56,14 +56,35 @@ export function stripChatResponse(response: Json, wants: HarnessWants): void {
   }
 }
 
-/** The same for one streamed chunk: vLLM leaves unrequested token-id fields out of chunks, and sends logprobs null. */
+/**
+ * The same for one streamed chunk. vLLM writes chunks with every field it set explicitly, None included, so a chunk
+ * of an un-asked-for stream carries `prompt_token_ids: null` / `token_ids: null` / `logprobs: null`.
+ */
 export function stripChatChunk(chunk: Json, wants: HarnessWants): void {
-  if (!wants.tokenIds) delete chunk["prompt_token_ids"];
+  if (!wants.tokenIds && "prompt_token_ids" in chunk) chunk["prompt_token_ids"] = null;
   const choices = chunk["choices"];
   if (!Array.isArray(choices)) return;
   for (const choice of choices) {
     if (!isObject(choice)) continue;
-    if (!wants.tokenIds) delete choice["token_ids"];
+    if (!wants.tokenIds && "token_ids" in choice) choice["token_ids"] = null;
     if (!wants.logprobs && "logprobs" in choice) choice["logprobs"] = null;
   }
+}
+
+/**
+ * True for a chunk that exists only to carry token ids: vLLM emits tokens that produce no text (`<think>`,
+ * `<tool_call>` markup) as empty deltas when token ids were requested, and skips them otherwise. Such chunks are
+ * dropped for a harness that did not ask for ids, so it receives the chunks it would have received directly.
+ */
+export function isTokenOnlyChunk(chunk: Json): boolean {
+  if (chunk["usage"] != null) return false;
+  const choices = chunk["choices"];
+  if (!Array.isArray(choices) || choices.length === 0) return false;
+  for (const choice of choices) {
+    if (!isObject(choice)) return false;
+    if (choice["finish_reason"] != null) return false;
+    const delta = choice["delta"];
+    if (!isObject(delta) || Object.keys(delta).length > 0) return false;
+  }
+  return true;
 }

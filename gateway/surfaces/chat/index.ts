@@ -3,14 +3,15 @@
 // the call's record is committed, so a harness never sees a complete answer that is not on disk.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
+import { RawJson } from "../../../store/records.ts";
 import type { Attribution } from "../../attribution.ts";
-import { CallRecorder } from "../../capture/call-recorder.ts";
+import { CallRecorder, type CallOutcome } from "../../capture/call-recorder.ts";
 import type { GatewayContext } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../../forward.ts";
 import { harnessResponseHeaders } from "../../headers.ts";
 import { SseParser } from "../../sse-parser.ts";
-import { prepareChatRequest, stripChatChunk, stripChatResponse, type HarnessWants } from "../../upstream/vllm.ts";
+import { isTokenOnlyChunk, prepareChatRequest, stripChatChunk, stripChatResponse, type HarnessWants } from "../../upstream/vllm.ts";
 import { ChatStreamAssembler, captureChatResponse } from "./assembler.ts";
 import { parseChatRequest } from "./request.ts";
 
@@ -21,6 +22,8 @@ export interface ChatCall {
   res: ServerResponse;
   attribution: Attribution;
   body: unknown;
+  /** The body's bytes as received (recorded as they are). */
+  rawBody: Buffer;
   startEpoch: number;
   startPerf: number;
 }
@@ -35,18 +38,18 @@ export async function handleChatCompletions(ctx: GatewayContext, call: ChatCall)
     );
   }
   const { forwarded, wants } = prepareChatRequest(request);
+  const payload = JSON.stringify(forwarded);
   const recorder = new CallRecorder(ctx.store, ctx.metrics, {
     rolloutId: attribution.rolloutId,
     api: "chat.completions",
     path: req.url ?? "",
     stream: request.stream === true,
     model: request.model ?? null,
-    requestReceived: call.body,
-    requestForwarded: forwarded,
+    requestReceived: new RawJson(call.rawBody),
+    requestForwarded: new RawJson(payload),
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
   });
-  const payload = JSON.stringify(forwarded);
 
   const abort = new AbortController();
   let harnessGone = false;
@@ -136,7 +139,13 @@ async function relayWhole(
     stripChatResponse(parsed, wants);
     out = Buffer.from(JSON.stringify(parsed));
     recorder.endWork();
-    await recorder.finish({ status: "ok", httpStatus: 200, response: parsed, ...captured });
+    await recorder.finish({
+      status: "ok",
+      httpStatus: 200,
+      response: new RawJson(out),
+      usage: parsed["usage"] as CallOutcome["usage"],
+      ...captured,
+    });
   } else {
     // Errors pass through verbatim; the call is recorded as failed and never trained on.
     recorder.endWork();
@@ -202,6 +211,7 @@ async function relayStream(
       }
       if (assembler.add(parsed)) recorder.markFirstToken();
       if (stripNeeded) {
+        if (!wants.tokenIds && isTokenOnlyChunk(parsed)) continue;
         stripChatChunk(parsed, wants);
         pieces.push(Buffer.from(`data: ${JSON.stringify(parsed)}\n\n`));
       } else {
@@ -226,7 +236,13 @@ async function relayStream(
 
   const response = assembler.assembled();
   stripChatResponse(response, wants);
-  const base = { httpStatus: 200, response, promptTokenIds: assembler.promptTokenIds, choices: assembler.captures() };
+  const base = {
+    httpStatus: 200,
+    response,
+    promptTokenIds: assembler.promptTokenIds,
+    choices: assembler.captures(),
+    usage: response["usage"] as CallOutcome["usage"],
+  };
   if (failure !== null || harnessGone()) {
     const status = classifyUpstreamFailure(failure, harnessGone());
     const message = status === "client_aborted" ? "harness disconnected mid-stream" : (failure as Error).message;

@@ -1,0 +1,84 @@
+// `rlgate sim`: the simulated vLLM as a standalone server, for demos, benchmarks and pointing a harness at directly.
+import { Command, InvalidArgumentError } from "commander";
+import { resolve } from "node:path";
+import type { ScriptTurn } from "../sim/index.ts";
+
+function integer(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+function nonNegative(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError("expected a non-negative number");
+  return n;
+}
+
+function probability(value: string): number {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError("expected a probability between 0 and 1");
+  return n;
+}
+
+export function simCommand(): Command {
+  return new Command("sim")
+    .description(
+      [
+        "Run a simulated vLLM (>= 0.10.2) serving a Qwen3 model: the real Qwen3 tokenizer and chat template, qwen3 " +
+          "reasoning and hermes tool-call parsing, return_token_ids, and deterministic seeded logprobs. Routes: " +
+          "/v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /health.",
+        "Default policy: given tools, one call to a shell-like tool (`echo rlgate-sim`), then an answer quoting the " +
+          "tool's output; without tools, a short answer. --script FILE plays one conversation instead: a JSON array of " +
+          '{"reasoning", "content", "tool_calls": [{"name", "arguments"}]} turns (or {"turns": [...]}); turn k answers ' +
+          "a request whose history holds k assistant messages.",
+        "Per request, the header x-sim-fault: error | reset | hang | stall forces a fault, and x-sim-delay-ms: N adds a delay.",
+      ].join("\n\n"),
+    )
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--port <port>", "port to listen on (0 = any free port)", integer, 8000)
+    .option("--model <name>", "served model name", "Qwen/Qwen3-8B")
+    .option("--max-model-len <tokens>", "context length reported and enforced", integer, 40960)
+    .option("--seed <n>", "seed for wording, logprobs and fault draws", integer, 0)
+    .option("--script <file>", "scripted policy: a JSON file of assistant turns")
+    .option("--ttft-ms <ms>", "delay before the first token", nonNegative, 0)
+    .option("--inter-token-ms <ms>", "delay between streamed tokens", nonNegative, 0)
+    .option("--error-rate <p>", "probability that a generation request gets a 500", probability, 0)
+    .option("--reset-rate <p>", "probability that a stream's connection is destroyed mid-stream", probability, 0)
+    .option("--logprob-noise <std>", "std-dev of seeded gaussian noise added to reported logprobs", nonNegative, 0)
+    .action(async (opts) => {
+      // Loaded here so that `rlgate --help` and other commands do not pay for the tokenizer's 10 MB vocabulary.
+      const { loadScript, startSim } = await import("../sim/index.ts");
+      let script: ScriptTurn[] | undefined;
+      if (opts.script) script = loadScript(resolve(opts.script));
+      const sim = await startSim({
+        host: opts.host,
+        port: opts.port,
+        model: opts.model,
+        maxModelLen: opts.maxModelLen,
+        seed: opts.seed,
+        script,
+        ttftMs: opts.ttftMs,
+        interTokenMs: opts.interTokenMs,
+        errorRate: opts.errorRate,
+        resetRate: opts.resetRate,
+        logprobNoise: opts.logprobNoise,
+      });
+      console.log(`rlgate sim (simulated vLLM, ${opts.model}) listening on ${sim.url}`);
+      console.log(`  OpenAI base URL: ${sim.url}/v1${script ? `   script: ${script.length} turns` : ""}`);
+      let closing = false;
+      const shutdown = () => {
+        if (closing) return;
+        closing = true;
+        sim.close().then(
+          () => process.exit(0),
+          (error: unknown) => {
+            console.error(error);
+            process.exit(1);
+          },
+        );
+      };
+      process.once("SIGINT", shutdown);
+      process.once("SIGTERM", shutdown);
+    });
+}

@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { after, describe, test } from "node:test";
+import { postJson } from "./test-helpers.ts";
+
+const ENTRY = new URL("./fixtures/run-sim-command.ts", import.meta.url).pathname;
+const SCRIPT = new URL("./fixtures/two-step.json", import.meta.url).pathname;
+const children: ChildProcess[] = [];
+after(() => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+});
+
+function start(args: string[]): { child: ChildProcess; url: Promise<string> } {
+  const child = spawn(process.execPath, ["--import", "tsx", ENTRY, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  const url = new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (data: Buffer) => {
+      out += data.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`exited with ${code} before listening: ${out}`)));
+  });
+  return { child, url };
+}
+
+describe("rlgate sim (command line)", () => {
+  test("--help describes the sim and its knobs", () => {
+    const help = spawnSync(process.execPath, ["--import", "tsx", ENTRY, "--help"], { encoding: "utf8" });
+    assert.equal(help.status, 0);
+    for (const flag of ["--port", "--host", "--model", "--seed", "--script", "--ttft-ms", "--inter-token-ms", "--error-rate", "--reset-rate", "--logprob-noise"]) {
+      assert.ok(help.stdout.includes(flag), flag);
+    }
+    assert.match(help.stdout, /simulated vLLM/);
+    assert.match(help.stdout, /x-sim-fault/);
+  });
+
+  test("serves with the given options, prints its URL, and exits cleanly on SIGTERM", async () => {
+    const { child, url } = start(["--port", "0", "--model", "cli/model", "--seed", "5", "--script", SCRIPT]);
+    const base = await url;
+    const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] };
+    assert.equal(models.data[0]!.id, "cli/model");
+    const res = await postJson(`${base}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }] });
+    assert.equal(res.body["choices"][0]["message"]["reasoning_content"], "\nI will look at the directory first.\n");
+    const exited = once(child, "exit");
+    child.kill("SIGTERM");
+    const [code] = await exited;
+    assert.equal(code, 0);
+  });
+
+  test("rejects a bad knob value", () => {
+    const bad = spawnSync(process.execPath, ["--import", "tsx", ENTRY, "--error-rate", "2"], { encoding: "utf8" });
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /probability/);
+  });
+});

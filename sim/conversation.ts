@@ -1,0 +1,125 @@
+// What a policy needs to know about a request, read either from chat messages or from a prompt that is already a
+// rendered Qwen3 chat (a /v1/completions call). Policies never see the wire format.
+import type { ChatMessage } from "../tokenizer/chat-template.ts";
+
+export interface ToolSpec {
+  name: string;
+  parameters: unknown;
+}
+
+export type ToolChoice = "auto" | "none" | "required" | { name: string };
+
+export interface ConversationView {
+  /** Assistant messages already in the history: the index of the turn being generated. */
+  assistantTurns: number;
+  tools: ToolSpec[];
+  toolChoice: ToolChoice;
+  /** Tool results that came after the last user message, oldest first. */
+  toolResults: string[];
+  lastUserText: string;
+  /** Whether the model opens a `<think>` block (Qwen3's enable_thinking). */
+  thinking: boolean;
+  /** False for a raw completion prompt that is not a rendered chat: the model just continues the text. */
+  chatShaped: boolean;
+}
+
+function text(content: ChatMessage["content"]): string {
+  if (content == null) return "";
+  if (typeof content === "string") return content;
+  return content.map((part) => (typeof part.text === "string" ? part.text : "")).join("\n");
+}
+
+export function toolSpecs(tools: unknown): ToolSpec[] {
+  if (!Array.isArray(tools)) return [];
+  const specs: ToolSpec[] = [];
+  for (const tool of tools) {
+    if (!tool || typeof tool !== "object") continue;
+    const t = tool as Record<string, unknown>;
+    const fn = (t["function"] && typeof t["function"] === "object" ? t["function"] : t) as Record<string, unknown>;
+    if (typeof fn["name"] === "string") specs.push({ name: fn["name"], parameters: fn["parameters"] });
+  }
+  return specs;
+}
+
+export function toolChoiceOf(value: unknown): ToolChoice {
+  if (value === "none" || value === "required" || value === "auto") return value;
+  if (value && typeof value === "object") {
+    const fn = (value as Record<string, unknown>)["function"];
+    if (fn && typeof fn === "object" && typeof (fn as Record<string, unknown>)["name"] === "string") {
+      return { name: (fn as Record<string, string>)["name"]! };
+    }
+  }
+  return "auto";
+}
+
+export function viewFromChat(
+  messages: readonly ChatMessage[],
+  tools: unknown,
+  toolChoice: unknown,
+  enableThinking: boolean | undefined,
+): ConversationView {
+  let assistantTurns = 0;
+  let lastUser = -1;
+  for (let i = 0; i < messages.length; i++) {
+    const role = messages[i]!.role;
+    if (role === "assistant") assistantTurns++;
+    if (role === "user") lastUser = i;
+  }
+  const toolResults: string[] = [];
+  for (let i = lastUser + 1; i < messages.length; i++) {
+    if (messages[i]!.role === "tool") toolResults.push(text(messages[i]!.content));
+  }
+  return {
+    assistantTurns,
+    tools: toolSpecs(tools),
+    toolChoice: toolChoiceOf(toolChoice),
+    toolResults,
+    lastUserText: lastUser >= 0 ? text(messages[lastUser]!.content) : "",
+    thinking: enableThinking !== false,
+    chatShaped: true,
+  };
+}
+
+const BLOCK = /<\|im_start\|>(\w+)\n([\s\S]*?)(?:<\|im_end\|>|$)/g;
+const TOOL_RESPONSE = /<tool_response>\n([\s\S]*?)\n<\/tool_response>/g;
+const NO_THINK_SUFFIX = "<think>\n\n</think>\n\n";
+
+/** Reads a prompt rendered with the Qwen3 chat template back into a view; any other text is a plain continuation. */
+export function viewFromPromptText(prompt: string): ConversationView {
+  const plain: ConversationView = {
+    assistantTurns: 0,
+    tools: [],
+    toolChoice: "auto",
+    toolResults: [],
+    lastUserText: prompt,
+    thinking: false,
+    chatShaped: false,
+  };
+  const generating = /<\|im_start\|>assistant\n(<think>\n\n<\/think>\n\n)?$/.exec(prompt);
+  if (!generating) return plain;
+  const view: ConversationView = { ...plain, lastUserText: "", chatShaped: true, thinking: !prompt.endsWith(NO_THINK_SUFFIX) };
+  const tools = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
+  if (tools) {
+    const parsed: unknown[] = [];
+    for (const line of tools[1]!.split("\n")) {
+      try {
+        parsed.push(JSON.parse(line));
+      } catch {
+        // A line that is not JSON is not a tool signature.
+      }
+    }
+    view.tools = toolSpecs(parsed);
+  }
+  const blocks = [...prompt.slice(0, generating.index).matchAll(BLOCK)];
+  for (const [, role, body] of blocks) {
+    if (role === "assistant") view.assistantTurns++;
+    if (role !== "user") continue;
+    const responses = [...body!.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
+    if (responses.length > 0 && body!.trimStart().startsWith("<tool_response>")) view.toolResults.push(...responses);
+    else {
+      view.lastUserText = body!;
+      view.toolResults = [];
+    }
+  }
+  return view;
+}

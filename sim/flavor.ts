@@ -1,0 +1,43 @@
+// The one place that picks which inference server the sim imitates. A flavour owns routes, request parsing and
+// response shapes; the server core, policies, tokenization and logprobs are shared.
+import type { ScriptTurn } from "./script.ts";
+import type { Reply, SimHttpError } from "./reply.ts";
+import { vllmFlavor } from "./vllm/index.ts";
+
+export type FlavorName = "vllm";
+
+/** Settings every handler reads. */
+export interface SimContext {
+  model: string;
+  seed: number;
+  script?: readonly ScriptTurn[];
+  logprobNoise: number;
+  maxModelLen: number;
+}
+
+export interface HandlerInput {
+  body: unknown;
+  ctx: SimContext;
+}
+
+export type RouteHandler = (input: HandlerInput) => Reply;
+
+export interface SimFlavor {
+  readonly name: FlavorName;
+  /** The handler for a method and path; undefined → `notFound`. `null` → the path exists, not with this method. */
+  route(method: string, path: string): RouteHandler | null | undefined;
+  /** Whether a path generates tokens (where error and reset rates apply). */
+  isGeneration(path: string): boolean;
+  notFound(): { status: number; body: unknown };
+  methodNotAllowed(): { status: number; body: unknown };
+  errorBody(error: SimHttpError): unknown;
+}
+
+export function selectFlavor(name: FlavorName = "vllm"): SimFlavor {
+  switch (name) {
+    case "vllm":
+      return vllmFlavor;
+    default:
+      throw new Error(`unknown sim flavor: ${String(name)}`);
+  }
+}

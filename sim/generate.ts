@@ -1,0 +1,141 @@
+// One sampled completion: an assistant turn written in Qwen3's output format, tokenized with the real tokenizer,
+// ended by the EOS token and cut by max_tokens / stop conditions the way vLLM cuts it.
+import type { SimTurn } from "./policy.ts";
+import { encodeCached } from "./prompt.ts";
+import { pyJson } from "./py-json.ts";
+import { textPieces, TOKEN } from "./token-text.ts";
+
+/** Where one tool call sits in the generated text (offsets into `Generation.fullText`). */
+export interface ToolCallSpan {
+  name: string;
+  /** Offset of `<tool_call>`. */
+  start: number;
+  /** Just after the closing quote of the name: where vLLM's hermes parser can first report the name. */
+  nameEnd: number;
+  argsStart: number;
+  argsEnd: number;
+  /** What vLLM's hermes parser returns as `arguments` (json.dumps of the parsed JSON); null if not JSON. */
+  arguments: string | null;
+}
+
+export interface Generation {
+  /** Sampled ids: the text's tokens, then the stop token unless cut short. */
+  ids: number[];
+  /** The text each id releases when detokenized incrementally (special tokens release none). */
+  pieces: string[];
+  /** vLLM's `output.text`: the pieces joined, cut at a stop string. */
+  text: string;
+  /** The whole text the turn would produce, uncut. */
+  fullText: string;
+  finishReason: "stop" | "length";
+  stopReason: number | string | null;
+  toolCalls: ToolCallSpan[];
+}
+
+export interface GenerateOptions {
+  maxTokens: number;
+  /** The token that ends the turn: <|im_end|> for a chat, <|endoftext|> for a plain continuation. */
+  stopToken: number;
+  stop?: readonly string[];
+  stopTokenIds?: readonly number[];
+  includeStopStrInOutput?: boolean;
+}
+
+export interface FormattedTurn {
+  text: string;
+  toolCalls: ToolCallSpan[];
+}
+
+/** `<think>\n{reasoning}\n</think>\n\n{content}` then `<tool_call>\n{...}\n</tool_call>` blocks, as Qwen3 writes them. */
+export function formatTurn(turn: SimTurn): FormattedTurn {
+  let text = "";
+  if (turn.reasoning !== null) text += `<think>\n${turn.reasoning.normalize("NFC")}\n</think>\n\n`;
+  const content = turn.content.normalize("NFC");
+  text += content;
+  const toolCalls: ToolCallSpan[] = [];
+  turn.toolCalls.forEach((call, i) => {
+    if (i > 0 || content) text += "\n";
+    const start = text.length;
+    const name = call.name.normalize("NFC");
+    text += `<tool_call>\n{"name": "${name}`;
+    const nameEnd = text.length + 1;
+    text += `", "arguments": `;
+    const raw = (typeof call.arguments === "string" ? call.arguments : pyJson(call.arguments)).normalize("NFC");
+    const argsStart = text.length;
+    text += raw;
+    const argsEnd = text.length;
+    text += "}\n</tool_call>";
+    toolCalls.push({ name, start, nameEnd, argsStart, argsEnd, arguments: hermesArguments(raw) });
+  });
+  return { text, toolCalls };
+}
+
+function hermesArguments(raw: string): string | null {
+  try {
+    return pyJson(JSON.parse(raw));
+  } catch {
+    return null;
+  }
+}
+
+export function generate(turn: SimTurn, options: GenerateOptions): Generation {
+  const formatted = formatTurn(turn);
+  let ids = [...encodeCached(formatted.text), options.stopToken];
+  let pieces = textPieces(ids);
+  let finishReason: Generation["finishReason"] = "stop";
+  let stopReason: Generation["stopReason"] = options.stopToken === TOKEN.imEnd ? null : options.stopToken;
+  let cutText: number | undefined;
+
+  // stop_token_ids end the turn at the first one sampled (it stays in the ids).
+  if (options.stopTokenIds?.length) {
+    const at = ids.findIndex((id, i) => i < ids.length - 1 && options.stopTokenIds!.includes(id));
+    if (at >= 0) {
+      ids = ids.slice(0, at + 1);
+      pieces = pieces.slice(0, at + 1);
+      stopReason = ids[at]!;
+    }
+  }
+  // Stop strings: the first token whose text completes one ends the turn; the text is cut before the string.
+  if (options.stop?.length) {
+    let text = "";
+    outer: for (let i = 0; i < ids.length; i++) {
+      text += pieces[i]!;
+      for (const stop of options.stop) {
+        const at = stop ? text.indexOf(stop) : -1;
+        if (at >= 0) {
+          ids = ids.slice(0, i + 1);
+          pieces = pieces.slice(0, i + 1);
+          cutText = options.includeStopStrInOutput ? at + stop.length : at;
+          stopReason = stop;
+          break outer;
+        }
+      }
+    }
+  }
+  if (ids.length > options.maxTokens) {
+    ids = ids.slice(0, options.maxTokens);
+    pieces = pieces.slice(0, options.maxTokens);
+    finishReason = "length";
+    stopReason = null;
+    cutText = undefined;
+  }
+  if (cutText !== undefined) pieces = cutPieces(pieces, cutText);
+  return {
+    ids,
+    pieces,
+    text: pieces.join(""),
+    fullText: formatted.text,
+    finishReason,
+    stopReason,
+    toolCalls: formatted.toolCalls,
+  };
+}
+
+function cutPieces(pieces: string[], length: number): string[] {
+  let pos = 0;
+  return pieces.map((piece) => {
+    const keep = Math.max(0, Math.min(piece.length, length - pos));
+    pos += piece.length;
+    return piece.slice(0, keep);
+  });
+}

@@ -1,0 +1,89 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { renderChat } from "../tokenizer/chat-template.ts";
+import { viewFromChat, viewFromPromptText } from "./conversation.ts";
+import { argumentsFor, decideTurn, SIM_COMMAND } from "./policy.ts";
+import { READ_TOOL, SHELL_TOOL } from "./test-helpers.ts";
+
+const tool = (name: string, parameters: unknown = {}) => ({ type: "function", function: { name, parameters } });
+const USER = [{ role: "user", content: "do it" }];
+
+describe("default policy", () => {
+  test("calls the shell-like tool, else the first tool", () => {
+    for (const [tools, expected] of [
+      [[READ_TOOL, tool("run_shell_command")], "run_shell_command"],
+      [[tool("Bash"), READ_TOOL], "Bash"],
+      [[READ_TOOL, tool("exec_command")], "exec_command"],
+      [[READ_TOOL, tool("web_search")], "read_file"],
+    ] as const) {
+      const turn = decideTurn(viewFromChat(USER, tools, undefined, undefined), { seed: 0, choice: 0 });
+      assert.equal(turn.toolCalls[0]?.name, expected);
+      assert.match(turn.reasoning!, new RegExp(expected));
+    }
+  });
+
+  test("fills arguments from the schema: command strings, argv arrays, required typed values", () => {
+    assert.deepEqual(argumentsFor(SHELL_TOOL.function.parameters), { command: SIM_COMMAND });
+    assert.deepEqual(
+      argumentsFor({ type: "object", properties: { command: { type: "array", items: { type: "string" } }, workdir: { type: "string" } } }),
+      { command: ["bash", "-lc", SIM_COMMAND] },
+    );
+    assert.deepEqual(argumentsFor(READ_TOOL.function.parameters), { path: "rlgate-sim", limit: 10, mode: "text" });
+    assert.deepEqual(
+      argumentsFor({
+        type: "object",
+        properties: { cmd: { type: "string" }, opts: { type: "object", properties: { force: { type: "boolean" } }, required: ["force"] }, n: { type: ["null", "number"] } },
+        required: ["opts", "n"],
+      }),
+      { cmd: SIM_COMMAND, opts: { force: false }, n: 1 },
+    );
+  });
+
+  test("tool_choice none answers in text; a named tool_choice picks that tool", () => {
+    const tools = [SHELL_TOOL, READ_TOOL];
+    assert.equal(decideTurn(viewFromChat(USER, tools, "none", undefined), { seed: 0, choice: 0 }).toolCalls.length, 0);
+    const named = decideTurn(viewFromChat(USER, tools, { type: "function", function: { name: "read_file" } }, undefined), { seed: 0, choice: 0 });
+    assert.equal(named.toolCalls[0]?.name, "read_file");
+  });
+
+  test("a tool result after the last user message leads to an answer; a new user message to a new call", () => {
+    const history = [...USER, { role: "assistant", content: null }, { role: "tool", content: "\n  first line  \nsecond" }];
+    const answer = decideTurn(viewFromChat(history, [SHELL_TOOL], undefined, undefined), { seed: 0, choice: 0 });
+    assert.equal(answer.toolCalls.length, 0);
+    assert.match(answer.content, /"first line"/);
+    const again = decideTurn(viewFromChat([...history, { role: "user", content: "again" }], [SHELL_TOOL], undefined, undefined), { seed: 0, choice: 0 });
+    assert.equal(again.toolCalls.length, 1);
+  });
+
+  test("wording depends on seed and choice; thinking off drops the reasoning", () => {
+    const view = viewFromChat(USER, [], undefined, undefined);
+    const words = new Set([0, 1, 2, 3, 4, 5].map((choice) => decideTurn(view, { seed: 0, choice }).content));
+    assert.equal(words.size, 6);
+    const bySeed = new Set([0, 1, 2, 3, 4, 5, 6, 7].map((seed) => decideTurn(view, { seed, choice: 0 }).content));
+    assert.ok(bySeed.size > 1);
+    assert.equal(decideTurn(viewFromChat(USER, [], undefined, false), { seed: 0, choice: 0 }).reasoning, null);
+  });
+});
+
+describe("reading a rendered chat back (completions prompts)", () => {
+  test("counts assistant turns, finds tools, tool results and the thinking switch", () => {
+    const messages = [
+      { role: "system", content: "sys" },
+      { role: "user", content: "first" },
+      { role: "assistant", content: "", tool_calls: [{ id: "a", type: "function", function: { name: "bash", arguments: { command: "ls" } } }] },
+      { role: "tool", content: "out1" },
+      { role: "tool", content: "out2" },
+    ];
+    const prompt = renderChat(messages, { tools: [SHELL_TOOL] });
+    const view = viewFromPromptText(prompt);
+    assert.equal(view.chatShaped, true);
+    assert.equal(view.assistantTurns, 1);
+    assert.deepEqual(view.tools.map((t) => t.name), ["bash"]);
+    assert.deepEqual(view.toolResults, ["out1", "out2"]);
+    assert.equal(view.lastUserText, "first");
+    assert.equal(view.thinking, true);
+    assert.deepEqual(viewFromChat(messages, [SHELL_TOOL], undefined, undefined).toolResults, view.toolResults);
+    assert.equal(viewFromPromptText(renderChat(messages.slice(0, 2), { enableThinking: false })).thinking, false);
+    assert.equal(viewFromPromptText("just some text").chatShaped, false);
+  });
+});

@@ -1,0 +1,39 @@
+// What a flavour's route handler hands back to the server core, which owns sockets, timing and faults.
+
+export type Reply = JsonReply | StreamReply;
+
+export interface JsonReply {
+  kind: "json";
+  status: number;
+  /** undefined: an empty body (vLLM's /health). */
+  body: unknown;
+  /** Engine steps the response took (tokens of the longest choice): scales the simulated latency. */
+  steps?: number;
+}
+
+export interface StreamReply {
+  kind: "stream";
+  /** Server-sent event payloads (JSON text), grouped by engine step: one step is written at once. */
+  steps: string[][];
+  /** Payloads after the last step (the usage chunk); `data: [DONE]` follows. */
+  tail: string[];
+}
+
+/** An error a route reports to the client in the flavour's error shape. */
+export class SimHttpError extends Error {
+  readonly code = "RLGATE_SIM_HTTP";
+  readonly status: number;
+  readonly errorType: string;
+  readonly param: string | null;
+
+  constructor(status: number, message: string, options: { type?: string; param?: string | null; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.status = status;
+    this.errorType = options.type ?? (status === 404 ? "NotFoundError" : status >= 500 ? "InternalServerError" : "BadRequestError");
+    this.param = options.param ?? null;
+  }
+}
+
+export function badRequest(message: string, cause?: unknown): SimHttpError {
+  return new SimHttpError(400, message, { cause });
+}

@@ -1,0 +1,57 @@
+// Scripted policies: a JSON file holding one conversation, turn by turn. The server stays stateless because the turn
+// to play is chosen by how many assistant messages the request's history already holds.
+import { readFileSync } from "node:fs";
+
+export type ScriptToolCall = { name: string; arguments: Record<string, unknown> | string };
+export type ScriptTurn = { reasoning?: string; content?: string; tool_calls?: ScriptToolCall[] };
+
+export class ScriptError extends Error {
+  readonly code = "RLGATE_SIM_BAD_SCRIPT";
+}
+
+/** Reads a script file: a JSON array of turns, or `{"turns": [...]}`. */
+export function loadScript(path: string): ScriptTurn[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (cause) {
+    throw new ScriptError(`cannot read script ${path}: ${(cause as Error).message}`, { cause });
+  }
+  return parseScript(raw, path);
+}
+
+export function parseScript(raw: unknown, source = "script"): ScriptTurn[] {
+  const turns = Array.isArray(raw) ? raw : isObject(raw) && Array.isArray(raw["turns"]) ? raw["turns"] : undefined;
+  if (!turns) throw new ScriptError(`${source}: expected an array of turns or {"turns": [...]}`);
+  return turns.map((turn, i) => parseTurn(turn, `${source}: turn ${i}`));
+}
+
+function parseTurn(turn: unknown, where: string): ScriptTurn {
+  if (!isObject(turn)) throw new ScriptError(`${where} is not an object`);
+  const out: ScriptTurn = {};
+  for (const key of ["reasoning", "content"] as const) {
+    const value = turn[key];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== "string") throw new ScriptError(`${where}: ${key} must be a string`);
+    out[key] = value;
+  }
+  const calls = turn["tool_calls"];
+  if (calls !== undefined && calls !== null) {
+    if (!Array.isArray(calls)) throw new ScriptError(`${where}: tool_calls must be an array`);
+    out.tool_calls = calls.map((call, j) => {
+      if (!isObject(call) || typeof call["name"] !== "string") {
+        throw new ScriptError(`${where}: tool_calls[${j}] needs a string name`);
+      }
+      const args = call["arguments"] ?? {};
+      if (typeof args !== "string" && !isObject(args)) {
+        throw new ScriptError(`${where}: tool_calls[${j}].arguments must be an object or a string`);
+      }
+      return { name: call["name"], arguments: args as Record<string, unknown> | string };
+    });
+  }
+  return out;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,199 @@
+// POST /v1/chat/completions as vLLM >= 0.10.2 answers it, served with the qwen3 reasoning parser and the hermes
+// tool parser (`--reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes`).
+import type { ChatMessage } from "../../tokenizer/chat-template.ts";
+import { viewFromChat } from "../conversation.ts";
+import type { HandlerInput } from "../flavor.ts";
+import { generate, type Generation } from "../generate.ts";
+import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
+import { parseChatOutput, streamDeltas, type TokenDelta } from "../parse.ts";
+import { decideTurn } from "../policy.ts";
+import { chatPrompt } from "../prompt.ts";
+import { badRequest, type Reply } from "../reply.ts";
+import { TOKEN } from "../token-text.ts";
+import {
+  chatLogprobEntry,
+  checkLogprobCount,
+  checkModel,
+  randomId,
+  requestSeed,
+  resolveMaxTokens,
+} from "./common.ts";
+import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
+
+interface Choice {
+  gen: Generation;
+  logprobs: TokenLogprob[] | null;
+}
+
+export function chatCompletions({ body, ctx }: HandlerInput): Reply {
+  const req = parseBody(chatRequest, body);
+  checkModel(req.model, ctx);
+  if (req.stream_options && !req.stream) throw badRequest("Stream options can only be defined when `stream=True`.");
+  const topK = req.top_logprobs ?? 0;
+  if (topK > 0 && !req.logprobs) throw badRequest("when using `top_logprobs`, `logprobs` must be set to true.");
+  checkLogprobCount(topK);
+  const tools = req.tools?.length ? req.tools : undefined;
+  if (req.tool_choice != null && req.tool_choice !== "none" && req.tool_choice !== "auto" && !tools) {
+    throw badRequest("When using `tool_choice`, `tools` must be set.");
+  }
+  const thinkingArg = req.chat_template_kwargs?.["enable_thinking"];
+  const enableThinking = typeof thinkingArg === "boolean" ? thinkingArg : undefined;
+  const messages = req.messages as unknown as ChatMessage[];
+
+  let promptIds: number[];
+  try {
+    promptIds = chatPrompt({ messages, tools, enableThinking }).ids;
+  } catch (cause) {
+    // The chat template raises on histories it cannot render; vLLM reports those as 400.
+    throw badRequest((cause as Error).message, cause);
+  }
+  const maxTokens = resolveMaxTokens(req.max_completion_tokens ?? req.max_tokens, promptIds.length, ctx);
+  const view = viewFromChat(messages, tools, req.tool_choice, enableThinking);
+  const seed = requestSeed(ctx, req.seed);
+  const promptHash = req.logprobs ? contextHash(promptIds) : 0;
+  const choices: Choice[] = [];
+  for (let i = 0; i < (req.n ?? 1); i++) {
+    const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
+      maxTokens,
+      stopToken: TOKEN.imEnd,
+      stop: stopList(req.stop),
+      stopTokenIds: req.stop_token_ids ?? undefined,
+      includeStopStrInOutput: req.include_stop_str_in_output ?? false,
+    });
+    const logprobs = req.logprobs ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK) : null;
+    choices.push({ gen, logprobs });
+  }
+  const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
+  const toolParsing = tools !== undefined && req.tool_choice !== "none";
+  return req.stream
+    ? streamReply(req, head, promptIds, choices, toolParsing, topK)
+    : jsonReply(req, head, promptIds, choices, toolParsing, topK);
+}
+
+interface Head {
+  id: string;
+  created: number;
+  model: string;
+}
+
+function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+  const wantIds = req.return_token_ids === true;
+  let completionTokens = 0;
+  const out = choices.map(({ gen, logprobs }, index) => {
+    completionTokens += gen.ids.length;
+    const parsed = parseChatOutput(gen.text, toolParsing);
+    return {
+      index,
+      message: {
+        role: "assistant",
+        content: parsed.content,
+        refusal: null,
+        annotations: null,
+        audio: null,
+        function_call: null,
+        tool_calls: parsed.toolCalls.map((call) => ({
+          id: `chatcmpl-tool-${randomId()}`,
+          type: "function",
+          function: { name: call.name, arguments: call.arguments },
+        })),
+        reasoning_content: req.include_reasoning === false ? null : parsed.reasoning,
+      },
+      logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK)) } : null,
+      finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : gen.finishReason,
+      stop_reason: gen.stopReason,
+      token_ids: wantIds ? gen.ids : null,
+    };
+  });
+  const body = {
+    id: head.id,
+    object: "chat.completion",
+    created: head.created,
+    model: head.model,
+    choices: out,
+    service_tier: null,
+    system_fingerprint: null,
+    usage: {
+      prompt_tokens: promptIds.length,
+      total_tokens: promptIds.length + completionTokens,
+      completion_tokens: completionTokens,
+      prompt_tokens_details: null,
+    },
+    prompt_logprobs: null,
+    prompt_token_ids: wantIds ? promptIds : null,
+    kv_transfer_params: null,
+  };
+  return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
+}
+
+function deltaJson(delta: TokenDelta, callIds: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (delta.content !== undefined) out["content"] = delta.content;
+  if (delta.reasoning_content !== undefined) out["reasoning_content"] = delta.reasoning_content;
+  if (delta.toolCalls) {
+    out["tool_calls"] = delta.toolCalls.map((call) => {
+      const fn: Record<string, string> = {};
+      if (call.name !== undefined) fn["name"] = call.name;
+      if (call.arguments !== undefined) fn["arguments"] = call.arguments;
+      if (call.name === undefined) return { index: call.index, function: fn };
+      callIds[call.index] ??= `chatcmpl-tool-${randomId()}`;
+      return { id: callIds[call.index], type: "function", index: call.index, function: fn };
+    });
+  }
+  return out;
+}
+
+// vLLM writes chunks with exclude_unset: fields it sets explicitly appear even when null (token_ids, logprobs,
+// prompt_token_ids on the first chunk), fields it never sets are absent.
+function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+  const wantIds = req.return_token_ids === true;
+  const includeUsage = req.stream_options?.include_usage === true;
+  const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
+  const promptTokens = promptIds.length;
+  const base = { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model };
+  const usage = (completion: number) => ({ prompt_tokens: promptTokens, total_tokens: promptTokens + completion, completion_tokens: completion });
+
+  const steps: string[][] = [[]];
+  for (let i = 0; i < choices.length; i++) {
+    const chunk: Record<string, unknown> = {
+      ...base,
+      choices: [{ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }],
+    };
+    if (continuous) chunk["usage"] = usage(0);
+    chunk["prompt_token_ids"] = wantIds ? promptIds : null;
+    steps[0]!.push(JSON.stringify(chunk));
+  }
+
+  const plans = choices.map(({ gen }) => ({ deltas: streamDeltas(gen, toolParsing), callIds: [] as string[], toolsStreamed: false }));
+  const longest = Math.max(...choices.map((c) => c.gen.ids.length));
+  for (let t = 0; t < longest; t++) {
+    const step = (steps[t] ??= []);
+    choices.forEach(({ gen, logprobs }, i) => {
+      if (t >= gen.ids.length) return;
+      const plan = plans[i]!;
+      let delta = plan.deltas[t] ?? null;
+      if (delta?.reasoning_content !== undefined && req.include_reasoning === false) delta = null;
+      const last = t === gen.ids.length - 1;
+      if (delta?.toolCalls) plan.toolsStreamed = true;
+      // A token that adds no text is still sent when its id or logprob was asked for, so the chunks cover every token.
+      if (!delta && !last && !wantIds && !logprobs) return;
+      const deltaBody = delta ? deltaJson(delta, plan.callIds) : last && gen.ids[t] === TOKEN.imEnd ? { content: "" } : {};
+      const choice: Record<string, unknown> = {
+        index: i,
+        delta: deltaBody,
+        logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK)] } : null,
+        finish_reason: last ? (plan.toolsStreamed ? "tool_calls" : gen.finishReason) : null,
+      };
+      if (last) choice["stop_reason"] = gen.stopReason;
+      choice["token_ids"] = wantIds ? [gen.ids[t]!] : null;
+      const chunk: Record<string, unknown> = { ...base, choices: [choice] };
+      if (continuous) chunk["usage"] = usage(t + 1);
+      step.push(JSON.stringify(chunk));
+    });
+  }
+  const tail: string[] = [];
+  if (includeUsage) {
+    const completion = choices.reduce((sum, c) => sum + c.gen.ids.length, 0);
+    tail.push(JSON.stringify({ ...base, choices: [], usage: usage(completion) }));
+  }
+  return { kind: "stream", steps, tail };
+}

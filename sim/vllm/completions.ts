@@ -1,0 +1,148 @@
+// POST /v1/completions as vLLM >= 0.10.2 answers it: prompts as text or token ids (one or a batch), choice-level
+// prompt_token_ids / token_ids when return_token_ids is set, OpenAI completions logprobs.
+import { viewFromPromptText } from "../conversation.ts";
+import type { HandlerInput } from "../flavor.ts";
+import { generate, type Generation } from "../generate.ts";
+import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
+import { decideTurn } from "../policy.ts";
+import { encodeCached } from "../prompt.ts";
+import { badRequest, type Reply } from "../reply.ts";
+import { TOKEN, VOCAB_SIZE } from "../token-text.ts";
+import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
+import {
+  checkLogprobCount,
+  checkModel,
+  completionLogprobs,
+  pyLength,
+  randomId,
+  requestSeed,
+  resolveMaxTokens,
+  validateIds,
+} from "./common.ts";
+import { completionRequest, parseBody, stopList, type CompletionRequest } from "./requests.ts";
+
+interface Choice {
+  promptIds: number[];
+  gen: Generation;
+  logprobs: TokenLogprob[] | null;
+}
+
+function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: number[] }[] {
+  const list: (string | number[])[] =
+    typeof prompt === "string" ? [prompt] : prompt.length > 0 && typeof prompt[0] === "number" ? [prompt as number[]] : (prompt as (string | number[])[]);
+  if (list.length === 0) throw badRequest("Either prompt or prompt_embeds must be provided and non-empty.");
+  return list.map((p) => {
+    if (typeof p === "string") return { text: p, ids: encodeCached(p) };
+    validateIds(p, VOCAB_SIZE);
+    return { text: qwen3Tokenizer().decode(p), ids: p };
+  });
+}
+
+export function completions({ body, ctx }: HandlerInput): Reply {
+  const req = parseBody(completionRequest, body);
+  checkModel(req.model, ctx);
+  if (req.echo) throw badRequest("rlgate sim does not support echo on /v1/completions");
+  if (req.stream_options && !req.stream) throw badRequest("Stream options can only be defined when `stream=True`.");
+  if (req.logprobs != null) checkLogprobCount(req.logprobs);
+  const seed = requestSeed(ctx, req.seed);
+  const n = req.n ?? 1;
+  const choices: Choice[] = [];
+  for (const prompt of prompts(req.prompt)) {
+    if (prompt.ids.length === 0) throw badRequest("The decoder prompt cannot be empty");
+    const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
+    const view = viewFromPromptText(prompt.text);
+    const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
+    for (let i = 0; i < n; i++) {
+      const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
+        maxTokens,
+        // A rendered chat ends its turn with <|im_end|>; plain text ends with <|endoftext|> (a generation-config stop id).
+        stopToken: view.chatShaped ? TOKEN.imEnd : TOKEN.endOfText,
+        stop: stopList(req.stop),
+        stopTokenIds: req.stop_token_ids ?? undefined,
+        includeStopStrInOutput: req.include_stop_str_in_output ?? false,
+      });
+      const logprobs =
+        req.logprobs != null ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, req.logprobs) : null;
+      choices.push({ promptIds: prompt.ids, gen, logprobs });
+    }
+  }
+  const head = { id: `cmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
+  return req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+}
+
+interface Head {
+  id: string;
+  created: number;
+  model: string;
+}
+
+function usageOf(choices: Choice[], n: number) {
+  let prompt = 0;
+  let completion = 0;
+  choices.forEach((c, i) => {
+    if (i % n === 0) prompt += c.promptIds.length;
+    completion += c.gen.ids.length;
+  });
+  return { prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion };
+}
+
+function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
+  const wantIds = req.return_token_ids === true;
+  const body = {
+    id: head.id,
+    object: "text_completion",
+    created: head.created,
+    model: head.model,
+    choices: choices.map(({ promptIds, gen, logprobs }, index) => ({
+      index,
+      text: gen.text,
+      logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0) : null,
+      finish_reason: gen.finishReason,
+      stop_reason: gen.stopReason,
+      prompt_logprobs: null,
+      prompt_token_ids: wantIds ? promptIds : null,
+      token_ids: wantIds ? gen.ids : null,
+    })),
+    service_tier: null,
+    system_fingerprint: null,
+    usage: { ...usageOf(choices, n), prompt_tokens_details: null },
+    kv_transfer_params: null,
+  };
+  return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
+}
+
+// Completion chunks are written with every field (exclude_unset=False): nulls included, one chunk per token.
+function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
+  const wantIds = req.return_token_ids === true;
+  const includeUsage = req.stream_options?.include_usage === true;
+  const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
+  const base = { id: head.id, object: "text_completion", created: head.created, model: head.model };
+  const steps: string[][] = [];
+  const textSoFar = choices.map(() => 0);
+  const longest = Math.max(...choices.map((c) => c.gen.ids.length));
+  for (let t = 0; t < longest; t++) {
+    const step: string[] = [];
+    choices.forEach(({ promptIds, gen, logprobs }, index) => {
+      if (t >= gen.ids.length) return;
+      const last = t === gen.ids.length - 1;
+      const text = gen.pieces[t]!;
+      const choice = {
+        index,
+        text,
+        logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, textSoFar[index]!) : null,
+        finish_reason: last ? gen.finishReason : null,
+        stop_reason: last ? gen.stopReason : null,
+        prompt_token_ids: wantIds && t === 0 ? promptIds : null,
+        token_ids: wantIds ? [gen.ids[t]!] : null,
+      };
+      textSoFar[index]! += pyLength(text);
+      const usage = continuous
+        ? { prompt_tokens: promptIds.length, total_tokens: promptIds.length + t + 1, completion_tokens: t + 1 }
+        : null;
+      step.push(JSON.stringify({ ...base, choices: [choice], usage }));
+    });
+    steps.push(step);
+  }
+  const tail = includeUsage ? [JSON.stringify({ ...base, choices: [], usage: usageOf(choices, n) })] : [];
+  return { kind: "stream", steps, tail };
+}
