@@ -1,0 +1,183 @@
+// From an engine's leaves and arrays to the reconstruction record: which leaves are dead, which trajectories are
+// trained, sampled spans, breaks per trajectory, statistics and flags. Shared by the prefix tree and the naive
+// reference so that both are judged on the same rules.
+import type { CallNote } from "./call-tokens.ts";
+import type { TrajectorySource } from "./source.ts";
+import {
+  BREAK_KINDS,
+  type Break,
+  type BreakKind,
+  type CallSummary,
+  type ChoiceFate,
+  type Reconstruction,
+  type ReconstructOptions,
+  type RolloutFlags,
+  type SampledSpan,
+  type Segment,
+  type SegmentKind,
+  type Trajectory,
+} from "./types.ts";
+
+export const DEFAULT_TRAIN_SEGMENTS: readonly SegmentKind[] = ["main"];
+export const DEFAULT_MAX_LEAVES = 64;
+
+export function trajectoryId(rolloutId: string, callSeq: number, choiceIndex: number): string {
+  return `${rolloutId}:${callSeq}:${choiceIndex}`;
+}
+
+export function assemble(src: TrajectorySource, options: ReconstructOptions): Reconstruction {
+  const { rolloutId } = options;
+  const reward = options.reward ?? null;
+  const segments = src.segments.finalize(options.trainSegments ?? DEFAULT_TRAIN_SEGMENTS);
+  const seqs = src.seqs;
+
+  // A proposed compaction that turned out to be a fork is reported as the sub-agent it is.
+  const breakOf = new Map<number, Break>();
+  const attachOf = new Map<number, (typeof src.treeCalls)[number]["attach"]>();
+  for (const call of src.treeCalls) {
+    const kind = segmentKindFix(call.attach.kind, segments[call.attach.segmentId]!);
+    attachOf.set(call.callSeq, { ...call.attach, kind });
+    if (call.brk !== null) breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
+  }
+  const breaks = [...breakOf.values()].sort((a, b) => a.callSeq - b.callSeq);
+
+  // Leaves: dead when every sequence ending there was superseded by a later call with the same prompt.
+  const fate = new Map<number, ChoiceFate>();
+  const trajectoryOfSeq = new Map<number, string>();
+  const live: Array<{ rep: number; members: number[] }> = [];
+  let deadLeaves = 0;
+  const groups = src.leafGroups();
+  for (const members of groups) {
+    const alive = members.filter((id) => !src.isDead(id));
+    for (const id of members) fate.set(id, alive.includes(id) ? "leaf" : "dead");
+    if (alive.length === 0) deadLeaves++;
+    else live.push({ rep: alive.reduce((a, b) => Math.max(a, b)), members });
+  }
+  live.sort((a, b) => a.rep - b.rep);
+
+  const emit = src.emitter();
+  const trajectories: Trajectory[] = [];
+  for (const { rep, members } of live) {
+    const leafSeq = seqs[rep]!;
+    const segment = segments[leafSeq.segmentId]!;
+    const raw = emit(rep, segment.trained);
+    const id = trajectoryId(rolloutId, leafSeq.callSeq, leafSeq.choiceIndex);
+    for (const m of members) trajectoryOfSeq.set(m, id);
+    const spans: SampledSpan[] = [];
+    const { attribution, lossMask } = raw;
+    for (let i = 0; i < attribution.length; ) {
+      const a = attribution[i]!;
+      if (a < 0) {
+        i++;
+        continue;
+      }
+      const seq = seqs[a]!;
+      const kind: SampledSpan["kind"] = !seq.trusted ? "untrusted" : lossMask[i] === 1 ? "trained" : "shared";
+      let j = i + 1;
+      while (j < attribution.length && attribution[j] === a && spanKind(seqs[a]!.trusted, lossMask[j]!) === kind) j++;
+      spans.push({ start: i, end: j, callSeq: seq.callSeq, choiceIndex: seq.choiceIndex, kind });
+      i = j;
+    }
+    const onPathBreaks = [...new Set(raw.promptCalls)]
+      .sort((a, b) => a - b)
+      .flatMap((callSeq) => (breakOf.has(callSeq) ? [breakOf.get(callSeq)!] : []));
+    trajectories.push({
+      trajectoryId: id,
+      rolloutId,
+      segment: segment.kind,
+      segmentId: segment.id,
+      trained: segment.trained,
+      leaf: { callSeq: leafSeq.callSeq, choiceIndex: leafSeq.choiceIndex },
+      tokenIds: raw.tokenIds,
+      lossMask: raw.lossMask,
+      logprobs: raw.logprobs,
+      spans,
+      reward,
+      breaks: onPathBreaks,
+    });
+  }
+
+  // Calls, in seq order, with the fate of each choice.
+  const seqsOfCall = new Map<number, number[]>();
+  for (const call of src.treeCalls) seqsOfCall.set(call.callSeq, call.seqIds);
+  const calls: CallSummary[] = [...src.notes]
+    .sort((a, b) => a.callSeq - b.callSeq)
+    .map((note) => {
+      const ids = seqsOfCall.get(note.callSeq) ?? [];
+      return {
+        callSeq: note.callSeq,
+        status: note.status,
+        tokenSource: note.tokenSource,
+        attach: attachOf.get(note.callSeq) ?? null,
+        choices: note.choices.map((choice) => {
+            const id = ids.find((s) => seqs[s]!.choiceIndex === choice.index);
+            return {
+              index: choice.index,
+              sampledTokens: choice.sampledTokens,
+              fate: id === undefined ? "not_in_tree" : (fate.get(id) ?? "inner"),
+              trajectoryId: id === undefined ? null : (trajectoryOfSeq.get(id) ?? null),
+            };
+          }),
+      };
+    });
+
+  const retained = trajectories.filter((t) => t.trained);
+  const uniqueTokens = src.uniqueTokens();
+  const trajectoryTokens = retained.reduce((n, t) => n + t.tokenIds.length, 0);
+  let trainedTokens = 0;
+  for (const t of retained) for (const m of t.lossMask) trainedTokens += m;
+  const breakCounts = Object.fromEntries(BREAK_KINDS.map((k) => [k, 0])) as Record<BreakKind, number>;
+  for (const b of breaks) breakCounts[b.kind]++;
+
+  const stats = {
+    calls: src.notes.length,
+    treeCalls: src.treeCalls.length,
+    leaves: groups.length,
+    deadLeaves,
+    retainedTrajectories: retained.length,
+    untrainedTrajectories: trajectories.length - retained.length,
+    breaks: breakCounts,
+    uniqueTokens,
+    sampledTokens: src.sampledTokens(),
+    trainedTokens,
+    trajectoryTokens,
+    amplification: uniqueTokens === 0 ? 0 : trajectoryTokens / uniqueTokens,
+  };
+  return { rolloutId, trajectories, calls, segments, breaks, stats, flags: rolloutFlags(src, trajectories.length, options) };
+}
+
+function spanKind(trusted: boolean, mask: number): SampledSpan["kind"] {
+  return !trusted ? "untrusted" : mask === 1 ? "trained" : "shared";
+}
+
+// A compaction call always opens its own segment, so the segment's final kind is the call's.
+function segmentKindFix<K extends string>(kind: K, segment: Segment): K | "sub_agent" {
+  return kind === "compaction" && segment.kind === "sub_agent" ? "sub_agent" : kind;
+}
+
+function rolloutFlags(src: TrajectorySource, liveLeaves: number, options: ReconstructOptions): RolloutFlags {
+  const maxLeaves = options.maxLeaves ?? DEFAULT_MAX_LEAVES;
+  const seqOf = (pred: (note: CallNote) => boolean): number[] =>
+    src.notes.filter(pred).map((note) => note.callSeq).sort((a, b) => a - b);
+  const flags: RolloutFlags = {
+    flagged: false,
+    reasons: [],
+    maxLeaves,
+    tooManyLeaves: liveLeaves > maxLeaves,
+    missingTokenIds: seqOf((p) => p.missingTokenIds),
+    retokenized: seqOf((p) => p.retokenized),
+    missingLogprobs: seqOf((p) => p.missingLogprobs),
+    failedCalls: seqOf((p) => p.failed),
+    tokenIssues: [...src.notes]
+      .filter((note) => note.tokenIssue !== null && !note.failed)
+      .sort((a, b) => a.callSeq - b.callSeq)
+      .map((note) => ({ callSeq: note.callSeq, issue: note.tokenIssue! })),
+  };
+  if (flags.tooManyLeaves) flags.reasons.push(`${liveLeaves} leaves > ${maxLeaves}`);
+  if (flags.missingTokenIds.length > 0) flags.reasons.push(`no token ids: calls ${flags.missingTokenIds.join(", ")}`);
+  for (const { callSeq, issue } of flags.tokenIssues) flags.reasons.push(`call ${callSeq}: ${issue}`);
+  if (flags.retokenized.length > 0) flags.reasons.push(`retokenized ids: calls ${flags.retokenized.join(", ")}`);
+  if (flags.missingLogprobs.length > 0) flags.reasons.push(`no logprobs: calls ${flags.missingLogprobs.join(", ")}`);
+  flags.flagged = flags.reasons.length > 0;
+  return flags;
+}

@@ -1,0 +1,43 @@
+// Token-id rules for "near the root" and "system prompt". Reconstruction never decodes text: a chat format is the
+// few special ids that delimit turns.
+import type { TokenIds } from "./types.ts";
+
+export interface ChatFormat {
+  /** Opens every turn, the generation prompt included (`<|im_start|>`). */
+  turnStart: number;
+  /** Closes a turn (`<|im_end|>`). */
+  turnEnd: number;
+  /** Ids a system turn starts with (`<|im_start|>system`). */
+  systemHeader: readonly number[];
+}
+
+/** Qwen3 (and Qwen2.5): `<|im_start|>` 151644, `<|im_end|>` 151645, "system" 8948. */
+export const QWEN3_CHAT_FORMAT: ChatFormat = { turnStart: 151644, turnEnd: 151645, systemHeader: [151644, 8948] };
+
+function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {
+  if (ids.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * Whether two prompts that agree on their first `divergence` tokens have different system prompts.
+ * They do when they part inside the header of the first turn (different roles: one has a system turn, the other
+ * does not, or not a chat at all), or inside the system turn up to and including its `<|im_end|>`.
+ */
+export function divergesInSystemPrompt(prompt: TokenIds, divergence: number, format: ChatFormat): boolean {
+  const header = format.systemHeader;
+  if (divergence < header.length) return true;
+  if (!startsWith(prompt, header)) return false;
+  for (let i = header.length; i < prompt.length; i++) {
+    if (prompt[i] === format.turnEnd) return divergence <= i;
+  }
+  return true;
+}
+
+/** Turns in a prompt: the number of turn-start ids (the generation prompt counts as one). */
+export function countTurns(prompt: TokenIds, format: ChatFormat): number {
+  let n = 0;
+  for (let i = 0; i < prompt.length; i++) if (prompt[i] === format.turnStart) n++;
+  return n;
+}

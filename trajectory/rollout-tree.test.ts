@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { CallRecord } from "../store/records.ts";
+import { fromCallRecord } from "./call-tokens.ts";
+import { reconstructRollout } from "./reconstruct.ts";
+import { RolloutTree } from "./rollout-tree.ts";
+
+describe("RolloutTree", () => {
+  it("says where any prompt's deepest match is, for storing it as a reference plus new tokens", () => {
+    const rt = new RolloutTree();
+    const choice = (ids: number[]) => ({ index: 0, tokenIds: ids, logprobs: ids.map(() => -1), finishReason: "stop" });
+    const base = { tokenSource: "upstream" as const, status: "ok" as const, startedAt: 0 };
+    assert.deepEqual(rt.add({ ...base, callSeq: 1, promptIds: [1, 2, 3], choices: [choice([4, 5])] })?.ref, null);
+    const attach = rt.add({ ...base, callSeq: 2, promptIds: [1, 2, 3, 4, 5, 6], choices: [choice([7])] });
+    assert.deepEqual([attach?.kind, attach?.ref, attach?.matchedTokens], ["extend", { callSeq: 1, choiceIndex: 0 }, 5]);
+    assert.equal(rt.add({ ...base, callSeq: 3, status: "timeout", promptIds: [1, 2, 3, 4, 5, 6, 7, 8], choices: [] }), null);
+    assert.deepEqual(rt.locate([1, 2, 3, 4, 5, 6, 7, 8]), { ref: { callSeq: 2, choiceIndex: 0 }, matchedTokens: 7 });
+    assert.deepEqual(rt.locate([1, 2, 9]), { ref: { callSeq: 2, choiceIndex: 0 }, matchedTokens: 2 });
+    assert.deepEqual(rt.locate([9]), { ref: null, matchedTokens: 0 });
+    const rec = rt.build({ rolloutId: "r" });
+    assert.deepEqual(rec.flags.failedCalls, [3]);
+    assert.equal(rec.stats.uniqueTokens, 7);
+  });
+});
+
+describe("fromCallRecord", () => {
+  it("takes the prompt ids, every choice's ids and logprobs, status and source from a stored call", () => {
+    const record: CallRecord = {
+      seq: 42,
+      rolloutId: "r",
+      api: "chat.completions",
+      path: "/r/r/v1/chat/completions",
+      stream: true,
+      model: "qwen3",
+      status: "ok",
+      httpStatus: 200,
+      error: null,
+      requestReceived: {},
+      requestForwarded: {},
+      response: {},
+      promptTokenIds: [1, 2, 3],
+      choices: [
+        { index: 1, tokenIds: [6], logprobs: [-0.5], finishReason: "stop" },
+        { index: 0, tokenIds: [4, 5], logprobs: [-0.25, -0.125], finishReason: "stop" },
+      ],
+      tokenSource: "upstream",
+      tokenIssue: null,
+      timings: { start: 1000, upstreamStart: 1001, firstByte: 1002, firstToken: 1003, end: 1004, overheadMs: 0.1 },
+    };
+    const call = fromCallRecord(record);
+    assert.deepEqual([call.callSeq, call.startedAt, call.status, call.tokenSource], [42, 1000, "ok", "upstream"]);
+    const rec = reconstructRollout([call], { rolloutId: "r" });
+    assert.deepEqual(
+      rec.trajectories.map((t) => [t.trajectoryId, [...t.tokenIds], [...t.lossMask], [...t.logprobs]]),
+      [
+        ["r:42:0", [1, 2, 3, 4, 5], [0, 0, 0, 1, 1], [0, 0, 0, -0.25, -0.125]],
+        ["r:42:1", [1, 2, 3, 6], [0, 0, 0, 1], [0, 0, 0, -0.5]],
+      ],
+    );
+  });
+});

@@ -1,0 +1,229 @@
+// One rollout's prefix tree, built call by call. `add` attaches a call (and says where: the storage reference for its
+// prompt); `build` turns the tree into trajectories. Add calls in seq order for a deterministic result
+// (`reconstructRollout` does).
+import { assemble } from "./assemble.ts";
+import { noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
+import { countTurns, divergesInSystemPrompt, QWEN3_CHAT_FORMAT, type ChatFormat } from "./chat-format.ts";
+import type { DivergenceFacts } from "./classify.ts";
+import { CONTEXT, ownerSeq, PrefixTree, RadixNode, trustedCode, untrustedCode } from "./prefix-tree.ts";
+import { SegmentBook } from "./segments.ts";
+import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
+import type { CallAttach, CallTokens, ReconstructOptions, Reconstruction, SequenceRef } from "./types.ts";
+
+interface TreeSeq extends SeqRecord {
+  endNode: RadixNode;
+  callIndex: number;
+}
+
+interface TreeCallEntry extends TreeCall {
+  promptNode: RadixNode;
+}
+
+export class RolloutTree implements TrajectorySource {
+  readonly tree = new PrefixTree();
+  readonly segments = new SegmentBook();
+  readonly #format: ChatFormat;
+  readonly #seqs: TreeSeq[] = [];
+  readonly #calls: TreeCallEntry[] = [];
+  readonly #notes: CallNote[] = [];
+
+  constructor(format: ChatFormat = QWEN3_CHAT_FORMAT) {
+    this.#format = format;
+  }
+
+  get seqs(): readonly SeqRecord[] {
+    return this.#seqs;
+  }
+  get treeCalls(): readonly TreeCall[] {
+    return this.#calls;
+  }
+  get notes(): readonly CallNote[] {
+    return this.#notes;
+  }
+
+  /** Adds one call; returns where its prompt attached, or null when it adds nothing (failed, no token ids). */
+  add(call: CallTokens): CallAttach | null {
+    const prepared = prepareCall(call);
+    this.#notes.push(noteCall(prepared));
+    if (!prepared.usable) return null;
+    const tree = this.tree;
+    const prompt = prepared.prompt;
+    const locus = tree.match(prompt, 0, prompt.length, tree.rootLocus());
+    const facts = this.#facts(locus.node, locus.offset, locus.depth, prompt);
+    const { attach, brk } = attachCall(call.callSeq, prompt.length, facts, this.#seqs, this.segments);
+
+    let promptNode = tree.boundary(locus);
+    if (locus.depth < prompt.length) promptNode = tree.append(promptNode, prompt, locus.depth, prompt.length, CONTEXT, null);
+    const callIndex = this.#calls.length;
+    (promptNode.promptEnds ??= []).push(callIndex);
+    const entry: TreeCallEntry = { callSeq: call.callSeq, promptLength: prompt.length, attach, brk, seqIds: [], promptNode };
+    this.#calls.push(entry);
+
+    for (const choice of prepared.choices) {
+      const id = this.#seqs.length;
+      const code = prepared.trusted ? trustedCode(id) : untrustedCode(id);
+      const ids = choice.tokenIds;
+      const mark = { code, logprobs: choice.logprobs };
+      const reached = tree.match(ids, 0, ids.length, PrefixTree.endOf(promptNode), mark);
+      let endNode = tree.boundary(reached);
+      const consumed = reached.depth - promptNode.depth;
+      if (consumed < ids.length) endNode = tree.append(endNode, ids, consumed, ids.length, code, choice.logprobs);
+      (endNode.seqEnds ??= []).push(id);
+      for (let n: RadixNode | null = endNode; n !== null; n = n.parent) if (n.lastSeq < id) n.lastSeq = id;
+      this.#seqs.push({
+        id,
+        callSeq: call.callSeq,
+        choiceIndex: choice.index,
+        promptLength: prompt.length,
+        length: prompt.length + ids.length,
+        trusted: prepared.trusted,
+        segmentId: attach.segmentId,
+        logprobs: choice.logprobs,
+        endNode,
+        callIndex,
+      });
+      entry.seqIds.push(id);
+    }
+    return attach;
+  }
+
+  /**
+   * The deepest stored match of any token sequence (e.g. the prompt of a failed call, which never enters the tree):
+   * `ids[0, matchedTokens)` equals the first tokens of sequence `ref`. For storing prompts as reference + new tokens.
+   */
+  locate(ids: ArrayLike<number>): { ref: SequenceRef | null; matchedTokens: number } {
+    const locus = this.tree.match(ids, 0, ids.length, this.tree.rootLocus());
+    const seq = locus.depth === 0 ? undefined : this.#seqs[locus.node.lastSeq];
+    if (seq === undefined) return { ref: null, matchedTokens: 0 };
+    return { ref: { callSeq: seq.callSeq, choiceIndex: seq.choiceIndex }, matchedTokens: locus.depth };
+  }
+
+  #facts(node: RadixNode, offset: number, matched: number, prompt: ArrayLike<number>): DivergenceFacts {
+    const atEnd = offset === node.length;
+    let identical: number | null = null;
+    let extended: number | null = null;
+    if (atEnd && matched === prompt.length && node.promptEnds !== null) {
+      for (const c of node.promptEnds) for (const id of this.#calls[c]!.seqIds) identical = Math.max(identical ?? -1, id);
+    }
+    if (atEnd && node.seqEnds !== null) for (const id of node.seqEnds) extended = Math.max(extended ?? -1, id);
+    let oldBranch: number | null = null;
+    let oldSlot = -1;
+    let oldNode: RadixNode | null = null;
+    if (!atEnd) {
+      oldBranch = node.lastSeq;
+      oldNode = node;
+      oldSlot = node.start + offset;
+    } else if (node.children !== null) {
+      for (const child of node.children.values()) {
+        if (oldNode === null || child.lastSeq > oldNode.lastSeq) oldNode = child;
+      }
+      if (oldNode !== null) {
+        oldBranch = oldNode.lastSeq;
+        oldSlot = oldNode.start;
+      }
+    }
+    const format = this.#format;
+    return {
+      empty: this.#seqs.length === 0,
+      promptLength: prompt.length,
+      matched,
+      identical,
+      extended,
+      oldBranch,
+      oldOwner: oldNode === null ? null : ownerSeq(oldNode.chunk.owner[oldSlot]!),
+      inSystemPrompt: () => divergesInSystemPrompt(prompt, matched, format),
+      fewerTurns: () => {
+        const old = this.#seqs[oldBranch!]!;
+        return countTurns(prompt, format) < this.#turnsOnPath(this.#calls[old.callIndex]!.promptNode);
+      },
+    };
+  }
+
+  /** Turns in the prompt that ends at `node` (the tree keeps no prompt arrays). */
+  #turnsOnPath(node: RadixNode): number {
+    let n = 0;
+    for (const step of PrefixTree.path(node)) n += countTurns(step.chunk.tokens.subarray(step.start, step.start + step.length), this.#format);
+    return n;
+  }
+
+  leafGroups(): number[][] {
+    return this.tree.leaves().map((leaf) => [...leaf.seqEnds!]);
+  }
+
+  isDead(seqId: number): boolean {
+    const seq = this.#seqs[seqId]!;
+    const node = this.#calls[seq.callIndex]!.promptNode;
+    return node.promptEnds!.some((c) => this.#calls[c]!.callSeq > seq.callSeq);
+  }
+
+  uniqueTokens(): number {
+    return this.tree.size;
+  }
+
+  sampledTokens(): number {
+    return this.tree.countTrustedSampled();
+  }
+
+  emitter(): Emitter {
+    const trainedSlots = new Uint8Array(this.tree.capacity);
+    return (rep, trained) => {
+      const seqs = this.#seqs;
+      const leaf = seqs[rep]!;
+      const path = PrefixTree.path(leaf.endNode);
+      const length = leaf.endNode.depth;
+      const tokenIds = new Int32Array(length);
+      const attribution = new Int32Array(length).fill(-1);
+      const logprobs = new Float32Array(length);
+      const lossMask = new Uint8Array(length);
+      const onPath: number[] = [];
+      const promptCalls: number[] = [];
+      for (const c of this.tree.root.promptEnds ?? []) promptCalls.push(this.#calls[c]!.callSeq);
+      for (const node of path) {
+        tokenIds.set(node.chunk.tokens.subarray(node.start, node.start + node.length), node.startDepth);
+        if (node.seqEnds !== null) onPath.push(...node.seqEnds);
+        if (node.promptEnds !== null) for (const c of node.promptEnds) promptCalls.push(this.#calls[c]!.callSeq);
+      }
+      // Who is credited with a sampled position, first match wins: a trusted sequence wholly on the path (the latest),
+      // the position's trusted owner (a completion the path left, e.g. re-serialized), an untrusted sequence wholly on
+      // the path, the untrusted owner.
+      onPath.sort((a, b) => a - b);
+      let untrustedOnPath: Int32Array | null = null;
+      for (const id of onPath) {
+        const seq = seqs[id]!;
+        const target = seq.trusted ? attribution : (untrustedOnPath ??= new Int32Array(length).fill(-1));
+        const lps = seq.logprobs;
+        for (let i = seq.promptLength; i < seq.length; i++) {
+          target[i] = id;
+          if (seq.trusted) logprobs[i] = lps === null ? NaN : lps[i - seq.promptLength]!;
+        }
+      }
+      for (const node of path) {
+        const { owner, logprob } = node.chunk;
+        for (let k = 0, i = node.startDepth; k < node.length; k++, i++) {
+          const slot = node.start + k;
+          if (attribution[i] === -1) {
+            const code = owner[slot]!;
+            if (code >= 0) {
+              attribution[i] = code;
+              logprobs[i] = logprob[slot]!;
+            } else if (untrustedOnPath !== null && untrustedOnPath[i] !== -1) attribution[i] = untrustedOnPath[i]!;
+            else if (code !== CONTEXT) attribution[i] = ownerSeq(code)!;
+          }
+          const credited = attribution[i]!;
+          if (trained && credited >= 0 && seqs[credited]!.trusted) {
+            const global = node.chunk.base + slot;
+            if (trainedSlots[global] === 0) {
+              trainedSlots[global] = 1;
+              lossMask[i] = 1;
+            }
+          }
+        }
+      }
+      return { tokenIds, lossMask, logprobs, attribution, promptCalls };
+    };
+  }
+
+  build(options: ReconstructOptions): Reconstruction {
+    return assemble(this, options);
+  }
+}

@@ -1,0 +1,97 @@
+// What a reconstruction engine (the prefix tree, or the naive reference) hands to `assemble`: the sequences, the
+// attach decision of every call, the leaves, and a way to emit one trajectory's arrays.
+import type { CallNote } from "./call-tokens.ts";
+import { classifyDivergence, type DivergenceFacts } from "./classify.ts";
+import type { SegmentBook } from "./segments.ts";
+import type { Break, CallAttach } from "./types.ts";
+
+/** One inserted sequence: a call's prompt followed by one choice's sampled ids. Ids follow insertion order. */
+export interface SeqRecord {
+  id: number;
+  callSeq: number;
+  choiceIndex: number;
+  promptLength: number;
+  /** Prompt plus completion. */
+  length: number;
+  trusted: boolean;
+  segmentId: number;
+  /** The choice's logprobs (null when unknown): a sequence on a trajectory's path is credited with its own. */
+  logprobs: ArrayLike<number> | null;
+}
+
+export interface TreeCall {
+  callSeq: number;
+  promptLength: number;
+  attach: CallAttach;
+  brk: Break | null;
+  seqIds: number[];
+}
+
+export interface RawTrajectory {
+  tokenIds: Int32Array;
+  lossMask: Uint8Array;
+  logprobs: Float32Array;
+  /** Sequence credited with each position's sample; -1 for context. */
+  attribution: Int32Array;
+  /** Calls whose prompt lies on this path. */
+  promptCalls: number[];
+}
+
+/** Emits trajectories in order; sampled positions trained by an earlier `trained` emission get mask 0. */
+export type Emitter = (rep: number, trained: boolean) => RawTrajectory;
+
+export interface TrajectorySource {
+  readonly seqs: readonly SeqRecord[];
+  readonly treeCalls: readonly TreeCall[];
+  /** Every call handed over, in the tree or not. */
+  readonly notes: readonly CallNote[];
+  readonly segments: SegmentBook;
+  /** Sequence ids ending at each leaf (identical sequences share a leaf). */
+  leafGroups(): number[][];
+  /** A later call has the same prompt. */
+  isDead(seqId: number): boolean;
+  emitter(): Emitter;
+  uniqueTokens(): number;
+  sampledTokens(): number;
+}
+
+/** Classifies a call's divergence, puts it in a segment and writes its attach record and break. */
+export function attachCall(
+  callSeq: number,
+  promptLength: number,
+  facts: DivergenceFacts,
+  seqs: readonly SeqRecord[],
+  segments: SegmentBook,
+): { attach: CallAttach; brk: Break | null } {
+  const d = classifyDivergence(facts);
+  const refSeq = d.ref === null ? null : seqs[d.ref]!;
+  let segmentId: number;
+  if (refSeq === null) segmentId = segments.open("main", null, callSeq);
+  else if (d.kind === "sub_agent" || d.kind === "compaction") segmentId = segments.open(d.kind, refSeq.segmentId, callSeq);
+  else {
+    segmentId = refSeq.segmentId;
+    segments.join(segmentId, callSeq);
+  }
+  const attach: CallAttach = {
+    callSeq,
+    kind: d.kind,
+    matchedTokens: facts.matched,
+    promptTokens: promptLength,
+    ref: refSeq === null ? null : { callSeq: refSeq.callSeq, choiceIndex: refSeq.choiceIndex },
+    segmentId,
+  };
+  let brk: Break | null = null;
+  if (d.kind !== "root" && d.kind !== "extend") {
+    const from = seqs[d.from!]!;
+    brk = {
+      kind: d.kind,
+      callSeq,
+      at: facts.matched,
+      from: { callSeq: from.callSeq, choiceIndex: from.choiceIndex },
+      offsetInCompletion: d.kind === "reserialization" ? facts.matched - from.promptLength : null,
+      oldTokens: from.length - facts.matched,
+      newTokens: promptLength - facts.matched,
+    };
+  }
+  return { attach, brk };
+}

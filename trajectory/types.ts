@@ -1,0 +1,195 @@
+// The shapes of trajectory reconstruction: what goes in (the tokens of each call), what comes out (trajectories,
+// the attach event of every call, segments, statistics and flags).
+import type { CallStatus, TokenSource } from "../store/records.ts";
+import type { ChatFormat } from "./chat-format.ts";
+
+/** Token ids as they arrive: a plain array from JSON or a typed array from the store. */
+export type TokenIds = ArrayLike<number>;
+
+export interface ChoiceTokens {
+  index: number;
+  /** Sampled ids (including the stop token when the upstream reports it); null when the upstream gave none. */
+  tokenIds: TokenIds | null;
+  /** Logprob of each sampled id; null (or a length mismatch) means unknown. */
+  logprobs: ArrayLike<number> | null;
+  finishReason: string | null;
+}
+
+/** The minimal view of one captured call that reconstruction needs. Build it with `fromCallRecord`. */
+export interface CallTokens {
+  callSeq: number;
+  promptIds: TokenIds | null;
+  choices: readonly ChoiceTokens[];
+  tokenSource: TokenSource;
+  /** Why the ids are not trusted, as the gateway judged it (shown in the flags). */
+  tokenIssue?: string | null;
+  status: CallStatus;
+  startedAt: number;
+}
+
+export type SegmentKind = "main" | "sub_agent" | "compaction";
+
+/**
+ * How a call's prompt attached to the tree.
+ * - `root`: first call of the rollout with token ids.
+ * - `extend`: the prompt continues an earlier sequence (prompt + completion) exactly.
+ * - `retry`: the prompt is identical to an earlier call's (retry, regeneration); the earlier leaf is dead.
+ * - `reserialization`: the prompt left the tree inside an earlier call's sampled tokens (history re-rendered).
+ * - `sub_agent`: the prompt left the tree inside the system prompt (another agent).
+ * - `compaction`: same system prompt, left the tree in context with fewer turns than the history it left.
+ * - `branch`: any other departure (history edited without shortening, prompt ending inside an earlier sequence).
+ */
+export type AttachKind = "root" | "extend" | "retry" | "reserialization" | "sub_agent" | "compaction" | "branch";
+export type BreakKind = Exclude<AttachKind, "root" | "extend">;
+export const BREAK_KINDS: readonly BreakKind[] = ["reserialization", "retry", "sub_agent", "compaction", "branch"];
+
+export interface SequenceRef {
+  callSeq: number;
+  choiceIndex: number;
+}
+
+/** Where and how a call's prompt attached, decided when the call is added. */
+export interface CallAttach {
+  callSeq: number;
+  kind: AttachKind;
+  /** Length of the prompt's deepest match in the tree (the divergence depth). */
+  matchedTokens: number;
+  promptTokens: number;
+  /**
+   * An earlier sequence that holds the first `matchedTokens` tokens of this prompt: the storage reference
+   * (prompt = ref[0, matchedTokens) ++ new tokens). Null for the root call.
+   */
+  ref: SequenceRef | null;
+  segmentId: number;
+}
+
+/** A divergence met while attaching a call (every attach kind but root and extend). */
+export interface Break {
+  kind: BreakKind;
+  /** The call whose prompt diverged. */
+  callSeq: number;
+  /** Token position of the divergence (= matched tokens). */
+  at: number;
+  /** The earlier sequence it diverged from: the owner of the sampled span for reserialization, else the latest one. */
+  from: SequenceRef | null;
+  /** For reserialization: the divergence's offset into `from`'s sampled tokens. */
+  offsetInCompletion: number | null;
+  /** Tokens of `from`'s sequence after the divergence (for a retry: its whole completion). */
+  oldTokens: number;
+  /** Tokens of the new prompt after the divergence. */
+  newTokens: number;
+}
+
+export interface Segment {
+  id: number;
+  kind: SegmentKind;
+  parentId: number | null;
+  firstCallSeq: number;
+  callSeqs: number[];
+  /** Whether trajectories ending in this segment are trained (kind is in `trainSegments`). */
+  trained: boolean;
+}
+
+/** A run of sampled tokens in a trajectory; positions not covered by a span are context. */
+export interface SampledSpan {
+  start: number;
+  end: number;
+  callSeq: number;
+  choiceIndex: number;
+  /** "trained": mask 1 here. "shared": sampled, trained in another trajectory (or segment not trained).
+   *  "untrusted": the call's ids were retokenized, never trained. */
+  kind: "trained" | "shared" | "untrusted";
+}
+
+export interface Trajectory {
+  /** `${rolloutId}:${callSeq}:${choiceIndex}` of the leaf sequence. */
+  trajectoryId: string;
+  rolloutId: string;
+  segment: SegmentKind;
+  segmentId: number;
+  /** False when the segment's kind is not trained: the loss mask is then all zero. */
+  trained: boolean;
+  leaf: SequenceRef;
+  tokenIds: Int32Array;
+  /** 1 where the token is trained. */
+  lossMask: Uint8Array;
+  /** Logprob of each sampled token (NaN where the upstream sent none); 0 for context and untrusted tokens. */
+  logprobs: Float32Array;
+  spans: SampledSpan[];
+  reward: number | null;
+  /** Breaks of the calls whose prompts lie on this trajectory's path. */
+  breaks: Break[];
+}
+
+export type ChoiceFate = "leaf" | "dead" | "inner" | "not_in_tree";
+
+export interface CallSummary {
+  callSeq: number;
+  status: CallStatus;
+  tokenSource: TokenSource;
+  /** Null when the call added nothing to the tree (failed, or no token ids). */
+  attach: CallAttach | null;
+  choices: Array<{ index: number; sampledTokens: number; fate: ChoiceFate; trajectoryId: string | null }>;
+}
+
+export interface RolloutStats {
+  calls: number;
+  /** Calls whose tokens are in the tree. */
+  treeCalls: number;
+  leaves: number;
+  deadLeaves: number;
+  /** Non-dead leaves in trained segments: the trajectories sent to training. */
+  retainedTrajectories: number;
+  /** Non-dead leaves in segments that are not trained (labelled, mask all zero). */
+  untrainedTrajectories: number;
+  breaks: Record<BreakKind, number>;
+  /** Positions in the tree. */
+  uniqueTokens: number;
+  /** Positions sampled by calls whose ids came from the upstream. */
+  sampledTokens: number;
+  trainedTokens: number;
+  /** Tokens of all retained trajectories. */
+  trajectoryTokens: number;
+  /** trajectoryTokens / uniqueTokens. */
+  amplification: number;
+}
+
+export interface RolloutFlags {
+  /** True when the rollout must not be used silently (too many leaves, or token ids/logprobs missing). */
+  flagged: boolean;
+  reasons: string[];
+  maxLeaves: number;
+  tooManyLeaves: boolean;
+  /** Calls (seq) whose upstream gave no token ids, or ids the gateway judged wrong (tokenSource "missing"). */
+  missingTokenIds: number[];
+  /** The gateway's reason for each call whose ids are not trusted. */
+  tokenIssues: Array<{ callSeq: number; issue: string }>;
+  /** Calls whose token ids were retokenized by rlgate (kept as context, never trained). */
+  retokenized: number[];
+  /** Trusted calls with sampled tokens but no logprobs (their logprobs are NaN). */
+  missingLogprobs: number[];
+  /** Calls that did not end ok (not trained; listed, not flagged: a failed call that was retried is normal). */
+  failedCalls: number[];
+}
+
+export interface ReconstructOptions {
+  rolloutId: string;
+  reward?: number | null;
+  /** Segment kinds whose trajectories are trained. Default: main only. */
+  trainSegments?: readonly SegmentKind[];
+  /** Flag the rollout above this many non-dead leaves. Default 64. */
+  maxLeaves?: number;
+  /** Special ids that delimit turns. Default: Qwen3. */
+  chatFormat?: ChatFormat;
+}
+
+export interface Reconstruction {
+  rolloutId: string;
+  /** Every non-dead leaf, in the order of its leaf call (seq, choice); `trained` says which go to training. */
+  trajectories: Trajectory[];
+  calls: CallSummary[];
+  segments: Segment[];
+  breaks: Break[];
+  stats: RolloutStats;
+  flags: RolloutFlags;
+}
