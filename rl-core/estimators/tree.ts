@@ -1,0 +1,85 @@
+// Tree-aware advantages over the rollouts' prefix trees, after TreeRL (Hou et al., ACL 2025,
+// arXiv:2506.11902, "process supervision from the tree"):
+//   V(n)  = mean outcome reward of the leaves (kept trajectories) under node n
+//   G(n)  = V(n) - V(root)           global advantage
+//   L(n)  = V(n) - V(parent(n))      local advantage
+//   A(n)  = (G(n) + L(n)) / sqrt(|leaves(n)|)
+// and every trained token of segment n gets A(n). The root is a virtual node per group joining the group's
+// rollout trees (so V(root) is the group mean and the top of each rollout is judged against its siblings).
+// Nodes are TreeRL's segments between branch points: a node with the same leaves as its parent (a unary
+// chain, e.g. a segment split at a call boundary) takes the nearest ancestor with more leaves as its
+// parent, so splitting a segment changes nothing. With no branching at all, A = 2 (r - mean) / 1 per
+// trajectory, i.e. twice Dr.GRPO.
+import { prepareBatch } from "./batch.ts";
+import { EstimatorError } from "./errors.ts";
+import { normalizeSteps } from "./normalize.ts";
+import { call, type Steps } from "./steps.ts";
+import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
+
+export type TreeEstimatorSpec = Extract<EstimatorSpec, { estimator: "tree" }>;
+
+export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<AdvantageResult> {
+  const p = prepareBatch("tree", batch, true);
+  const { parent, tokenNode, rowLeaf } = spec.tree ?? {};
+  if (!(parent instanceof Int32Array)) throw new EstimatorError("tree", "tree.parent must be an Int32Array");
+  if (!(tokenNode instanceof Int32Array) || tokenNode.length !== p.tokens) {
+    throw new EstimatorError("tree", `tree.tokenNode must be an Int32Array with one entry per token (${p.tokens})`);
+  }
+  if (!(rowLeaf instanceof Int32Array) || rowLeaf.length !== p.rows) {
+    throw new EstimatorError("tree", `tree.rowLeaf must be an Int32Array with one entry per row (${p.rows})`);
+  }
+  const n = parent.length;
+  const groups = p.numGroups;
+  const groupIds = p.groupIds!;
+
+  const rootOf = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const q = parent[i]!;
+    if (q < -1 || q >= i) throw new EstimatorError("tree", `tree.parent[${i}] = ${q}: nodes must follow their parent`);
+    rootOf[i] = q < 0 ? i : rootOf[q]!;
+  }
+  // Hang every rollout tree under its group's virtual root (nodes 0..groups-1 of the extended forest).
+  const rootGroup = new Int32Array(n).fill(-1);
+  const leafNode = new Int32Array(p.rows).fill(-1);
+  for (let r = 0; r < p.rows; r++) {
+    if (groupIds[r]! < 0) continue;
+    const leaf = rowLeaf[r]!;
+    if (leaf < 0 || leaf >= n) throw new EstimatorError("tree", `row ${r} has leaf node ${leaf}, outside 0..${n - 1}`);
+    const root = rootOf[leaf]!;
+    if (rootGroup[root] !== -1 && rootGroup[root] !== groupIds[r]) {
+      throw new EstimatorError("tree", `tree rooted at node ${root} holds rows of two groups`);
+    }
+    rootGroup[root] = groupIds[r]!;
+    leafNode[r] = groups + leaf;
+  }
+  const ext = new Int32Array(groups + n).fill(-1);
+  for (let i = 0; i < n; i++) ext[groups + i] = parent[i]! >= 0 ? groups + parent[i]! : rootGroup[i]!;
+
+  const { value, leafCount } = yield* call("treeNodeValues", { parent: ext, leafNode, leafReward: batch.rewards });
+
+  const scale = spec.scaleBySqrtLeaves ?? true;
+  const top = new Int32Array(groups + n); // root of each node in the extended forest
+  const branchParent = new Int32Array(groups + n).fill(-1); // nearest ancestor with more leaves
+  const nodeAdvantage = new Float64Array(groups + n);
+  for (let j = 0; j < groups + n; j++) {
+    const q = ext[j]!;
+    top[j] = q < 0 ? j : top[q]!;
+    if (q < 0) continue;
+    branchParent[j] = leafCount[q]! > leafCount[j]! || branchParent[q]! < 0 ? q : branchParent[q]!;
+    const leaves = leafCount[j]!;
+    if (leaves === 0) continue;
+    const v = value[j]!;
+    // A unary chain up to the root leaves no ancestor with more leaves: L = G there.
+    const local = leafCount[branchParent[j]!]! > leaves ? v - value[branchParent[j]!]! : v - value[top[j]!]!;
+    const advantage = v - value[top[j]!]! + local;
+    nodeAdvantage[j] = scale ? advantage / Math.sqrt(leaves) : advantage;
+  }
+
+  let advantages = yield* call("gatherTokens", {
+    values: nodeAdvantage.subarray(groups),
+    index: tokenNode,
+    mask: p.lossMask,
+  });
+  advantages = yield* normalizeSteps("tree", batch, p, advantages, spec.normalize);
+  return { advantages, lossMask: p.lossMask, rowAdvantages: null, returns: null };
+}
