@@ -1,6 +1,7 @@
 // The `rlgate` command line: one sub-command per job.
 import { Command } from "commander";
 import { serveCommand } from "./serve-command.ts";
+import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
 
 const program = new Command()
@@ -12,6 +13,7 @@ const program = new Command()
   .version("0.1.0")
   .showHelpAfterError()
   .addCommand(serveCommand())
-  .addCommand(simCommand());
+  .addCommand(simCommand())
+  .addCommand(showCommand());
 
 await program.parseAsync(process.argv);

@@ -1,7 +1,10 @@
 // What every request handler of one gateway shares.
 import type { Store } from "../store/store.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import type { TrajectorySettings } from "./trajectories.ts";
 import type { Upstream } from "./upstream/client.ts";
+import type { UpstreamFlavor } from "./upstream/flavor.ts";
+import type { ModelMap } from "./upstream/model-map.ts";
 
 export interface GatewayConfig {
   /** Largest accepted request body in bytes. */
@@ -12,12 +15,18 @@ export interface GatewayConfig {
   publicUrl: string | null;
   /** Bearer token for /api when set (required when listening beyond loopback). */
   controlToken: string | null;
+  /** How finished rollouts become trajectories. */
+  trajectories: TrajectorySettings;
 }
 
 export interface GatewayContext {
   store: Store;
   metrics: GatewayMetrics;
   upstream: Upstream;
+  /** How the upstream (vLLM, SGLang) is asked for token ids and how they are read back. */
+  flavor: UpstreamFlavor;
+  /** Requested model name → served model name. */
+  modelMap: ModelMap;
   config: GatewayConfig;
   log: (line: string) => void;
 }

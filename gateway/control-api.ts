@@ -8,6 +8,8 @@ import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
+import { reconstructStored } from "./trajectories.ts";
+import { reconstructionToJson } from "../trajectory/index.ts";
 
 const createSchema = z
   .object({
@@ -153,8 +155,16 @@ export async function handleControlApi(
         reward: input.reward ?? null,
         finishedAt: Date.now(),
       };
-      await ctx.store.putRollout(finished);
-      return sendJson(res, 200, rolloutView(ctx, req, finished, false));
+      await ctx.store.finishRollout(finished);
+      const reconstruction = reconstructStored(ctx.store, finished, ctx.config.trajectories);
+      return sendJson(res, 200, {
+        ...rolloutView(ctx, req, finished, false),
+        trajectories: { stats: reconstruction.stats, flags: reconstruction.flags },
+      });
+    }
+    if (parts.length === 4 && parts[3] === "trajectories" && method === "GET") {
+      const reconstruction = reconstructStored(ctx.store, requireRollout(ctx, id), ctx.config.trajectories);
+      return sendJson(res, 200, reconstructionToJson(reconstruction));
     }
     if (parts[3] === "calls" && method === "GET") {
       requireRollout(ctx, id);

@@ -4,12 +4,19 @@ import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
+import type { TrajectorySettings } from "./trajectories.ts";
 import { Upstream } from "./upstream/client.ts";
+import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
+import { ModelMap } from "./upstream/model-map.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
   upstream: string;
   upstreamApiKey?: string;
+  /** Which inference server the upstream is (default vllm): decides how token ids are requested and read. */
+  upstreamFlavor?: FlavorName;
+  /** Requested model → served model, as `claude-*=Qwen/Qwen3-8B[,…]` specs or a ModelMap. */
+  modelMap?: string | readonly string[] | ModelMap;
   host?: string;
   /** Default 8700; 0 picks a free port. */
   port?: number;
@@ -22,6 +29,7 @@ export interface GatewayOptions {
   publicUrl?: string;
   controlToken?: string;
   upstreamTimeoutMs?: number;
+  trajectories?: TrajectorySettings;
   processMetrics?: boolean;
   log?: (line: string) => void;
 }
@@ -57,12 +65,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const context: GatewayContext = {
     store,
     upstream,
+    flavor: selectUpstreamFlavor(options.upstreamFlavor),
+    modelMap: options.modelMap instanceof ModelMap ? options.modelMap : ModelMap.parse(options.modelMap),
     metrics: new GatewayMetrics({ processMetrics: options.processMetrics }),
     config: {
       bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
       requireRollout: options.requireRollout ?? false,
       publicUrl: options.publicUrl ?? null,
       controlToken: options.controlToken ?? null,
+      trajectories: options.trajectories ?? {},
     },
     log: options.log ?? (() => {}),
   };

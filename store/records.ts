@@ -73,6 +73,12 @@ export interface CallRecord {
   requestForwarded: unknown;
   /** Response as delivered to the harness; a stream is assembled into one chat.completion-shaped object. */
   response: unknown;
+  /**
+   * For calls translated to chat completions (Messages, Responses): the upstream's chat response (a stream assembled
+   * into one chat.completion), so a reader sees what the harness sent, what the model saw and said, and what the
+   * harness got. Absent for calls the upstream answered in the harness's own API.
+   */
+  upstreamResponse?: unknown;
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
   tokenSource: TokenSource;

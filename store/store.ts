@@ -1,72 +1,22 @@
 // The durable store: one LMDB environment holding rollouts, rollout keys and captured calls.
 // Writes are committed by lmdb-js on its writer thread; a put's promise resolves once the transaction is committed.
-//   durability "commit" (default): committed into the OS page cache (safe from a gateway crash or SIGKILL), synced to
-//     disk in the background every second. Committed inline, measured ~0.03 ms a call.
+//   durability "commit" (default): committed into the OS page cache (safe from a gateway crash or SIGKILL); the OS
+//     writes it to disk on its own schedule. Committed inline, measured ~0.03 ms a call.
 //   durability "flush": each commit also waits for fsync (safe from a machine crash). Measured: ~0.6 ms a commit.
 import { open, type Database, type RootDatabase } from "lmdb";
-import { RawJson, type CallRecord, type ChoiceCapture, type RolloutRecord } from "./records.ts";
-import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
+import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
+import { PromptIndex } from "./prompt-index.ts";
+import type { CallRecord, RolloutRecord } from "./records.ts";
 
 export type Durability = "commit" | "flush";
 
 export interface StoreOptions {
   path: string;
   durability?: Durability;
-  /** Background sync period in "commit" mode. */
-  syncIntervalMs?: number;
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
 const UNATTRIBUTED = "";
-
-interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
-  tokenIds: Uint8Array;
-  logprobs: Uint8Array | null;
-}
-
-interface StoredCall
-  extends Omit<CallRecord, "promptTokenIds" | "choices" | "requestReceived" | "requestForwarded" | "response"> {
-  promptTokenIds: Uint8Array | null;
-  choices: StoredChoice[];
-  // Bodies are stored as JSON bytes: as they travelled when rlgate holds them as bytes, encoded once otherwise.
-  requestReceived: Uint8Array;
-  requestForwarded: Uint8Array;
-  response: Uint8Array;
-}
-
-function jsonBytes(value: unknown): Uint8Array {
-  return value instanceof RawJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
-}
-
-function fromJsonBytes(bytes: Uint8Array): unknown {
-  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
-}
-
-function toStored(call: CallRecord): StoredCall {
-  return {
-    ...call,
-    requestReceived: jsonBytes(call.requestReceived),
-    requestForwarded: jsonBytes(call.requestForwarded),
-    response: jsonBytes(call.response),
-    promptTokenIds: packInt32(call.promptTokenIds),
-    choices: call.choices.map((c) => ({ ...c, tokenIds: packInt32(c.tokenIds)!, logprobs: packFloat32(c.logprobs) })),
-  };
-}
-
-function fromStored(stored: StoredCall): CallRecord {
-  return {
-    ...stored,
-    requestReceived: fromJsonBytes(stored.requestReceived),
-    requestForwarded: fromJsonBytes(stored.requestForwarded),
-    response: fromJsonBytes(stored.response),
-    promptTokenIds: unpackInt32(stored.promptTokenIds),
-    choices: stored.choices.map((c) => ({
-      ...c,
-      tokenIds: unpackInt32(c.tokenIds) ?? [],
-      logprobs: unpackFloat32(c.logprobs),
-    })),
-  };
-}
 
 export class Store {
   readonly path: string;
@@ -74,9 +24,12 @@ export class Store {
   readonly #rollouts: Database<RolloutRecord, string>;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
+  readonly #finished: Database<string, number>;
+  readonly #cursors: Database<number, string>;
+  #lastFinishCursor = 0;
   readonly #durability: Durability;
+  readonly #prompts = new PromptIndex();
   #lastSeq: number;
-  readonly #syncTimer: NodeJS.Timeout | null;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
@@ -86,15 +39,10 @@ export class Store {
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
+    this.#finished = this.#root.openDB<string, number>({ name: "finished" });
+    this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
+    for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
     this.#lastSeq = 0;
-    this.#syncTimer = commitOnly ? setInterval(() => this.#sync(), options.syncIntervalMs ?? 1000) : null;
-    this.#syncTimer?.unref();
-  }
-
-  #sync(): Promise<void> {
-    return new Promise((resolve) => {
-      (this.#root as unknown as { sync(callback: (error?: Error) => void): void }).sync(() => resolve());
-    });
   }
 
   /**
@@ -120,6 +68,38 @@ export class Store {
     );
   }
 
+  /**
+   * Records a rollout's end and appends it to the finished log, in one transaction. The log is what trajectory
+   * consumers read from a cursor (at least once, resumable): cursors increase across restarts.
+   */
+  finishRollout(rollout: RolloutRecord): Promise<number> {
+    const cursor = Math.max(this.#lastFinishCursor + 1, Date.now() * 1000);
+    this.#lastFinishCursor = cursor;
+    this.#prompts.forget(rollout.id);
+    return this.#settle(
+      this.#root.transaction(() => {
+        this.#rollouts.put(rollout.id, rollout);
+        this.#finished.put(cursor, rollout.id);
+      }),
+    ).then(() => cursor);
+  }
+
+  /** Finished rollouts after `cursor`, oldest first. */
+  finishedAfter(cursor: number, limit = 100): Array<{ cursor: number; rolloutId: string }> {
+    const out: Array<{ cursor: number; rolloutId: string }> = [];
+    for (const { key, value } of this.#finished.getRange({ start: cursor + 1, limit })) out.push({ cursor: key, rolloutId: value });
+    return out;
+  }
+
+  /** A trajectory consumer group's committed cursor into the finished log (0 when it has none yet). */
+  getCursor(consumer: string): number {
+    return this.#cursors.get(consumer) ?? 0;
+  }
+
+  putCursor(consumer: string, cursor: number): Promise<void> {
+    return this.#settle(this.#cursors.put(consumer, cursor));
+  }
+
   getRollout(id: string): RolloutRecord | undefined {
     return this.#rollouts.get(id);
   }
@@ -142,7 +122,7 @@ export class Store {
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
   putCall(call: CallRecord): Promise<void> {
     const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
-    const stored = toStored(call);
+    const stored = encodeCall(call, this.#promptRef(call));
     if (this.#durability === "commit") {
       // Without fsync a synchronous commit costs tens of microseconds, far less CPU than lmdb-js's asynchronous
       // batching machinery (measured ~0.3 ms a call): the hot path commits inline.
@@ -152,18 +132,47 @@ export class Store {
     return this.#settle(this.#calls.put(key, stored));
   }
 
+  /** Prompts of open rollouts are stored as a reference to the longest stored prefix plus their new tokens. */
+  #promptRef(call: CallRecord) {
+    const rolloutId = call.rolloutId;
+    if (rolloutId === null) return null;
+    if (this.getRollout(rolloutId)?.status !== "open") return null;
+    if (!this.#prompts.has(rolloutId)) this.#prompts.rebuild(rolloutId, this.listCalls(rolloutId));
+    return this.#prompts.admit(rolloutId, call);
+  }
+
+  #decoder(rolloutKey: string): CallDecoder {
+    return new CallDecoder((seq) => this.#calls.get([rolloutKey, seq]));
+  }
+
   listCalls(rolloutId: string | null): CallRecord[] {
     const key = rolloutId ?? UNATTRIBUTED;
+    const decoder = this.#decoder(key);
     const out: CallRecord[] = [];
     for (const { value } of this.#calls.getRange({ start: [key, 0], end: [key, Number.MAX_SAFE_INTEGER] })) {
-      out.push(fromStored(value));
+      out.push(decoder.decode(value));
     }
     return out;
   }
 
   getCall(rolloutId: string | null, seq: number): CallRecord | undefined {
-    const stored = this.#calls.get([rolloutId ?? UNATTRIBUTED, seq]);
-    return stored ? fromStored(stored) : undefined;
+    const key = rolloutId ?? UNATTRIBUTED;
+    const stored = this.#calls.get([key, seq]);
+    return stored ? this.#decoder(key).decode(stored) : undefined;
+  }
+
+  /** Bytes of packed token ids stored for a rollout's calls (prompt tails and sampled ids). */
+  storedTokenBytes(rolloutId: string): { ids: number; logprobs: number } {
+    let ids = 0;
+    let logprobs = 0;
+    for (const { value } of this.#calls.getRange({ start: [rolloutId, 0], end: [rolloutId, Number.MAX_SAFE_INTEGER] })) {
+      ids += value.promptTail?.byteLength ?? 0;
+      for (const choice of value.choices) {
+        ids += choice.tokenIds.byteLength;
+        logprobs += choice.logprobs?.byteLength ?? 0;
+      }
+    }
+    return { ids, logprobs };
   }
 
   countCalls(rolloutId: string | null): number {
@@ -177,9 +186,7 @@ export class Store {
   }
 
   async close(): Promise<void> {
-    if (this.#syncTimer) clearInterval(this.#syncTimer);
     await this.#root.committed;
-    await this.#sync();
     await this.#root.close();
   }
 }

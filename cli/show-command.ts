@@ -1,0 +1,86 @@
+// `rlgate show <rolloutId>`: a rollout's prefix tree and trajectories as text, with sampled spans set apart from
+// context. Reads the calls from a running gateway's control API, or straight from a store directory (--data).
+import { Command, InvalidArgumentError } from "commander";
+import { resolve } from "node:path";
+import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import type { SegmentKind } from "../trajectory/index.ts";
+
+const SEGMENTS: readonly SegmentKind[] = ["main", "sub_agent", "compaction"];
+
+function segments(value: string): SegmentKind[] {
+  const kinds = value.split(",").map((s) => s.trim());
+  for (const kind of kinds) {
+    if (!SEGMENTS.includes(kind as SegmentKind)) throw new InvalidArgumentError(`segment kinds are ${SEGMENTS.join(", ")}`);
+  }
+  return kinds as SegmentKind[];
+}
+
+async function fromGateway(url: string, id: string, token: string | undefined): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
+  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const get = async (path: string) => {
+    let res: Response;
+    try {
+      res = await fetch(`${url.replace(/\/+$/, "")}${path}`, { headers });
+    } catch (error) {
+      throw new Error(`cannot reach the gateway at ${url} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`);
+    }
+    const body = (await res.json()) as { error?: { message: string } };
+    if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
+    return body as unknown;
+  };
+  const rollout = (await get(`/api/rollouts/${encodeURIComponent(id)}`)) as RolloutRecord;
+  const { calls } = (await get(`/api/rollouts/${encodeURIComponent(id)}/calls`)) as { calls: CallRecord[] };
+  return { rollout, calls };
+}
+
+async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
+  const { Store } = await import("../store/store.ts");
+  const store = new Store({ path: resolve(dir) });
+  try {
+    const rollout = store.getRollout(id);
+    if (!rollout) throw new Error(`no rollout '${id}' in the store at ${resolve(dir)}`);
+    return { rollout, calls: store.listCalls(id) };
+  } finally {
+    await store.close();
+  }
+}
+
+export function showCommand(): Command {
+  return new Command("show")
+    .description("Show a rollout as rlgate reconstructs it: its calls as a prefix tree (branches, segments, breaks) and each trajectory with sampled spans set apart from context")
+    .argument("<rolloutId>", "the rollout to show")
+    .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
+    .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
+    .option("--data <dir>", "read a store directory directly instead of a gateway")
+    .option("--train-segments <kinds>", "segment kinds that are trained (main, sub_agent, compaction)", segments, ["main"])
+    .option("--max-leaves <n>", "flag rollouts with more leaves than this", (v) => Number.parseInt(v, 10), 64)
+    .option("--trajectory <id...>", "print only these trajectories in full")
+    .option("--full", "print context in full instead of head and tail")
+    .option("--json", "print the reconstruction as JSON instead of text")
+    .option("--no-color", "no ANSI colours (also when stdout is not a terminal)")
+    .action(async (id: string, opts) => {
+      const { rollout, calls } = opts.data ? await fromStore(opts.data, id) : await fromGateway(opts.gateway, id, opts.token);
+      const { fromCallRecord, reconstructRollout, formatReconstruction, reconstructionToJson } = await import("../trajectory/index.ts");
+      const reconstruction = reconstructRollout(calls.map(fromCallRecord), {
+        rolloutId: rollout.id,
+        reward: rollout.reward,
+        trainSegments: opts.trainSegments,
+        maxLeaves: opts.maxLeaves,
+      });
+      if (opts.json) {
+        console.log(JSON.stringify(reconstructionToJson(reconstruction), null, 2));
+        return;
+      }
+      const { qwen3Tokenizer } = await import("../tokenizer/qwen3.ts");
+      const tokenizer = qwen3Tokenizer();
+      console.log(`rollout ${rollout.id}  status ${rollout.status}  reward ${rollout.reward ?? "—"}  group ${rollout.group ?? "—"}  harness ${rollout.harness ?? "—"}`);
+      console.log(
+        formatReconstruction(reconstruction, {
+          detokenize: (ids) => tokenizer.decode(ids),
+          color: opts.color !== false && process.stdout.isTTY === true,
+          maxContextChars: opts.full ? Infinity : undefined,
+          trajectoryIds: opts.trajectory,
+        }),
+      );
+    });
+}

@@ -1,0 +1,21 @@
+// A rollout's trajectories, rebuilt from its stored calls: on demand for an open rollout, and when it is finished.
+import { fromCallRecord, reconstructRollout, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
+import type { RolloutRecord } from "../store/records.ts";
+import type { Store } from "../store/store.ts";
+
+export interface TrajectorySettings {
+  /** Segment kinds trained (default: main agent only). */
+  trainSegments?: readonly SegmentKind[];
+  /** Flag a rollout with more non-dead leaves than this (default 64). */
+  maxLeaves?: number;
+}
+
+export function reconstructStored(store: Store, rollout: RolloutRecord, settings: TrajectorySettings = {}): Reconstruction {
+  const calls = store.listCalls(rollout.id).map(fromCallRecord);
+  return reconstructRollout(calls, {
+    rolloutId: rollout.id,
+    reward: rollout.reward,
+    trainSegments: settings.trainSegments,
+    maxLeaves: settings.maxLeaves,
+  });
+}
