@@ -1,5 +1,6 @@
 // The `rlgate` command line: one sub-command per job.
 import { Command } from "commander";
+import { coreCommand } from "./core-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
@@ -14,6 +15,7 @@ const program = new Command()
   .showHelpAfterError()
   .addCommand(serveCommand())
   .addCommand(simCommand())
-  .addCommand(showCommand());
+  .addCommand(showCommand())
+  .addCommand(coreCommand());
 
 await program.parseAsync(process.argv);

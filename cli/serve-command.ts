@@ -2,6 +2,8 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
+import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
+import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 
 function integer(value: string): number {
@@ -26,8 +28,19 @@ export function serveCommand(): Command {
     )
     .option("--upstream <url|sim>", "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM", process.env.RLGATE_UPSTREAM ?? "sim")
     .option("--upstream-api-key <key>", "bearer token sent to the upstream", process.env.RLGATE_UPSTREAM_API_KEY)
+    .addOption(
+      new Option("--upstream-flavor <flavor>", "the inference server behind --upstream: how token ids are requested and read back (sglang: streamed chat calls go upstream unstreamed and are re-emitted)")
+        .choices([...FLAVOR_NAMES])
+        .default(process.env.RLGATE_UPSTREAM_FLAVOR ?? "vllm"),
+    )
+    .option(
+      "--model-map <pattern=model,...>",
+      "rewrite requested model names to the served one, globs tried in order (e.g. 'claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B'); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option("--host <host>", "address to listen on (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port to listen on", integer, 8700)
+    .option("--grpc-port <port>", "port of the gRPC trajectory stream that RL cores read, same host and --token (default 8701; 0 with --port 0)", integer)
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
       new Option("--durability <mode>", "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk")
@@ -44,14 +57,17 @@ export function serveCommand(): Command {
       let sim: SimServer | null = null;
       let upstream: string = opts.upstream;
       if (upstream === "sim") {
-        sim = await startSim({ port: opts.simPort });
+        sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor });
         upstream = sim.url;
       }
       const gateway = await startGateway({
         upstream,
         upstreamApiKey: opts.upstreamApiKey,
+        upstreamFlavor: opts.upstreamFlavor,
+        modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
         host: opts.host,
         port: opts.port,
+        grpcPort: opts.grpcPort ?? (opts.port === 0 ? 0 : DEFAULT_GRPC_PORT),
         dataDir: resolve(opts.data),
         durability: opts.durability,
         requireRollout: opts.requireRollout,
@@ -64,11 +80,12 @@ export function serveCommand(): Command {
       });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
-      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated vLLM, Qwen3 tokenizer)` : upstream}`);
+      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer)` : `${upstream} (${opts.upstreamFlavor})`}`);
       console.log(`  store:         ${resolve(opts.data)}`);
       console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
       console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
       console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
+      if (gateway.grpc) console.log(`  trajectories:  grpc://${gateway.grpc.address}  (rlgate core --gateway ${gateway.grpc.address})`);
       let closing = false;
       const shutdown = async () => {
         if (closing) return;

@@ -1,5 +1,6 @@
-// One error root for the gateway. Each error has a stable code and an HTTP status; `toOpenAIErrorBody` is the one
-// place that turns it into the body a harness sees (OpenAI's error shape, the shape chat-completion clients parse).
+// One error root for the gateway. Each error has a stable code and an HTTP status; this module is the one place that
+// turns it into the body a harness sees, in the harness API's own shape: OpenAI's (chat completions, completions,
+// Responses) or Anthropic's (Messages).
 
 export type GatewayErrorCode =
   | "RLGATE_BAD_REQUEST"
@@ -61,6 +62,68 @@ export function toOpenAIErrorBody(error: GatewayError): string {
       type: OPENAI_TYPE[error.status] ?? "invalid_request_error",
       param: error.param,
       code: error.code,
+    },
+  });
+}
+
+/** The error shape of the harness API a route belongs to. */
+export type ErrorShape = "openai" | "anthropic";
+
+const ANTHROPIC_TYPE: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  500: "api_error",
+  502: "api_error",
+  503: "overloaded_error",
+  504: "api_error",
+  529: "overloaded_error",
+};
+
+function anthropicType(status: number): string {
+  return ANTHROPIC_TYPE[status] ?? (status >= 500 ? "api_error" : "invalid_request_error");
+}
+
+/** Anthropic's error shape: `{type:"error", error:{type, message}}`. */
+export function toAnthropicErrorBody(error: GatewayError): string {
+  return JSON.stringify({ type: "error", error: { type: anthropicType(error.status), message: error.message } });
+}
+
+export function toErrorBody(error: GatewayError, shape: ErrorShape): string {
+  return shape === "anthropic" ? toAnthropicErrorBody(error) : toOpenAIErrorBody(error);
+}
+
+function field(value: unknown, key: string): unknown {
+  return typeof value === "object" && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+}
+
+/**
+ * An error the upstream answered a translated call with, re-shaped for the harness's API (the HTTP status is kept).
+ * Upstreams write `{error:{message,type,param,code}}` (vLLM), `{object:"error",message,type,param,code}` (SGLang)
+ * or FastAPI's `{detail}`; the message and what else is there is carried over.
+ */
+export function upstreamErrorBody(shape: ErrorShape, status: number, upstreamBody: unknown): string {
+  const inner = typeof field(upstreamBody, "error") === "object" ? field(upstreamBody, "error") : upstreamBody;
+  const raw = field(inner, "message") ?? field(upstreamBody, "detail");
+  const message =
+    typeof raw === "string"
+      ? raw
+      : typeof upstreamBody === "string" && upstreamBody
+        ? upstreamBody
+        : `the upstream answered HTTP ${status}`;
+  if (shape === "anthropic") return JSON.stringify({ type: "error", error: { type: anthropicType(status), message } });
+  const type = field(inner, "type");
+  const param = field(inner, "param");
+  const code = field(inner, "code");
+  return JSON.stringify({
+    error: {
+      message,
+      type: typeof type === "string" ? type : (OPENAI_TYPE[status] ?? "upstream_error"),
+      param: typeof param === "string" ? param : null,
+      code: typeof code === "string" || typeof code === "number" ? code : status,
     },
   });
 }

@@ -1,8 +1,7 @@
 // Sends one captured call upstream, wiring the harness's disconnect to an abort of the upstream request so that no
 // GPU time is spent on an answer nobody will read.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { errors as undiciErrors, type Dispatcher } from "undici";
-import type { Attribution } from "./attribution.ts";
 import type { GatewayContext } from "./context.ts";
 import { upstreamRequestHeaders } from "./headers.ts";
 
@@ -17,19 +16,28 @@ export function watchHarnessDisconnect(res: ServerResponse, onDisconnect: () => 
   });
 }
 
+/** Where and with which harness headers one call goes upstream. */
+export interface ForwardTarget {
+  /** Upstream route, e.g. /v1/chat/completions (the upstream's base path is prepended). */
+  path: string;
+  /** The harness's request headers (hop-by-hop and rlgate's own are removed). */
+  headers: IncomingHttpHeaders;
+  /** True when the harness authenticated with a rollout key, which must not travel upstream. */
+  dropAuthorization: boolean;
+}
+
 export async function forward(
   ctx: GatewayContext,
-  req: IncomingMessage,
-  attribution: Attribution,
+  target: ForwardTarget,
   body: string,
   abort: AbortController,
 ): Promise<Dispatcher.ResponseData> {
   const { upstream } = ctx;
   return upstream.pool.request({
     method: "POST",
-    path: upstream.basePath + attribution.routePath,
-    headers: upstreamRequestHeaders(req.headers, {
-      dropAuthorization: attribution.usedRolloutKey,
+    path: upstream.basePath + target.path,
+    headers: upstreamRequestHeaders(target.headers, {
+      dropAuthorization: target.dropAuthorization,
       apiKey: upstream.apiKey,
     }),
     body,

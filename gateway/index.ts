@@ -2,6 +2,7 @@
 import type { AddressInfo } from "node:net";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
+import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
@@ -32,12 +33,18 @@ export interface GatewayOptions {
   trajectories?: TrajectorySettings;
   processMetrics?: boolean;
   log?: (line: string) => void;
+  /** Port of the gRPC trajectory stream (the CLI's default is 8701; 0 picks a free port); unset or null: no gRPC server. */
+  grpcPort?: number | null;
+  /** Largest gRPC message (a rollout's trajectories); default 512 MiB. */
+  grpcMaxMessageBytes?: number;
 }
 
 export interface Gateway {
   url: string;
   port: number;
   context: GatewayContext;
+  /** The trajectory stream's server, when grpcPort was given. */
+  grpc: GatewayGrpc | null;
   close(): Promise<void>;
 }
 
@@ -83,12 +90,26 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     server.listen(options.port ?? 8700, host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
+  let grpc: GatewayGrpc | null = null;
+  if (options.grpcPort !== undefined && options.grpcPort !== null) {
+    try {
+      grpc = await startGatewayGrpc(context, { host, port: options.grpcPort, maxMessageBytes: options.grpcMaxMessageBytes });
+    } catch (error) {
+      server.close();
+      passthrough.close();
+      await upstream.close();
+      await store.close();
+      throw error;
+    }
+  }
   const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
   return {
     url: `http://${shownHost}:${port}`,
     port,
     context,
+    grpc,
     async close() {
+      await grpc?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

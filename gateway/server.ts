@@ -5,9 +5,29 @@ import { attribute, splitRolloutPath } from "./attribution.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { handleControlApi } from "./control-api.ts";
-import { GatewayError, asGatewayError, toOpenAIErrorBody } from "./errors.ts";
+import { GatewayError, asGatewayError, toErrorBody, type ErrorShape } from "./errors.ts";
 import { Passthrough, isPassthroughPath } from "./passthrough.ts";
+import type { HarnessCall } from "./relay/exchange.ts";
 import { handleChatCompletions } from "./surfaces/chat/index.ts";
+import { handleCompletions } from "./surfaces/completions/index.ts";
+import { handleCountTokens } from "./surfaces/messages/count-tokens.ts";
+import { handleMessages } from "./surfaces/messages/index.ts";
+import { handleResponses } from "./surfaces/responses/index.ts";
+
+/** The capture surfaces: harness APIs rlgate records, by route (POST). */
+const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promise<void>> = {
+  "/v1/chat/completions": handleChatCompletions,
+  "/v1/completions": handleCompletions,
+  "/v1/responses": handleResponses,
+  "/v1/messages": handleMessages,
+  "/v1/messages/count_tokens": handleCountTokens,
+};
+
+/** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. */
+function errorShapeOf(url: string | undefined): ErrorShape {
+  const { routePath } = splitRolloutPath(new URL(url ?? "/", "http://rlgate.local").pathname);
+  return routePath === "/v1/messages" || routePath.startsWith("/v1/messages/") ? "anthropic" : "openai";
+}
 
 export function createGatewayServer(ctx: GatewayContext): { server: Server; passthrough: Passthrough } {
   const passthrough = new Passthrough(ctx);
@@ -32,11 +52,12 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (path === "/api" || path.startsWith("/api/")) return handleControlApi(ctx, req, res, url);
 
     const { routePath } = splitRolloutPath(path);
-    if (req.method === "POST" && routePath === "/v1/chat/completions") {
+    const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
+    if (surface) {
       const attribution = attribute(path, req.headers, lookup);
       const rawBody = await readBody(req, ctx.config.bodyLimitBytes);
       const body = parseJsonBody(rawBody);
-      return handleChatCompletions(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
+      return surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
     }
     if (isPassthroughPath(routePath)) {
       const attribution = attribute(path, req.headers, lookup);
@@ -55,7 +76,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         res.destroy();
         return;
       }
-      const body = toOpenAIErrorBody(gatewayError);
+      const body = toErrorBody(gatewayError, errorShapeOf(req.url));
       res.writeHead(gatewayError.status, {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(body),

@@ -2,9 +2,10 @@
 // response shapes; the server core, policies, tokenization and logprobs are shared.
 import type { ScriptTurn } from "./script.ts";
 import type { Reply, SimHttpError } from "./reply.ts";
+import { sglangFlavor } from "./sglang/index.ts";
 import { vllmFlavor } from "./vllm/index.ts";
 
-export type FlavorName = "vllm";
+export type FlavorName = "vllm" | "sglang";
 
 /** Settings every handler reads. */
 export interface SimContext {
@@ -37,6 +38,8 @@ export function selectFlavor(name: FlavorName = "vllm"): SimFlavor {
   switch (name) {
     case "vllm":
       return vllmFlavor;
+    case "sglang":
+      return sglangFlavor;
     default:
       throw new Error(`unknown sim flavor: ${String(name)}`);
   }

@@ -23,16 +23,18 @@ export async function startStack(
   const sim = await startSim({ port: 0, ...options.sim });
   const dataDir = tempDir("store");
   const gateway = await startGateway({ upstream: sim.url, port: 0, dataDir, ...options.gateway });
-  return {
+  const stack: Stack = {
     sim,
     gateway,
     dataDir,
     async close() {
-      await gateway.close();
-      await sim.close();
+      // A test may have replaced the gateway (a restart on the same store): close the current one.
+      await stack.gateway.close();
+      await stack.sim.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return stack;
 }
 
 export interface CreatedRollout {

@@ -13,7 +13,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 function spawnGateway(upstream: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "cli/index.ts", "serve", "--upstream", upstream, "--port", "0", "--data", dataDir],
+    ["--import", "tsx", "cli/index.ts", "serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
   );
   return new Promise((resolve, reject) => {

@@ -1,12 +1,14 @@
 // Rollouts driven through the gateway become trajectories: GET /api/rollouts/{id}/trajectories, rlgate show, and
 // prompts stored as references so stored token bytes follow the rollout's unique tokens.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
 import { TOOLS, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
+const execFileAsync = promisify(execFile);
 const SCRIPT = [
   { reasoning: "I should look at the files.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls" } }] },
   { reasoning: "Now count them.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls | wc -l" } }] },
@@ -83,12 +85,12 @@ describe("trajectories from captured rollouts", () => {
     const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
     assert.equal(trained, sampled);
 
-    const out = spawnSync(
+    // The gateway lives in this process: the CLI must run asynchronously so the gateway can answer it.
+    const out = await execFileAsync(
       process.execPath,
       ["--import", "tsx", "cli/index.ts", "show", rollout.id, "--gateway", stack.gateway.url, "--no-color"],
       { cwd: ROOT, encoding: "utf8", timeout: 60_000 },
     );
-    assert.equal(out.status, 0, out.stderr);
     assert.match(out.stdout, new RegExp(`rollout ${rollout.id}`));
     assert.match(out.stdout, /reserialization/);
     assert.match(out.stdout, /⟦#/, "sampled spans are marked");

@@ -24,6 +24,8 @@ export interface CallOutcome {
   response: unknown;
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
+  /** For translated calls: the upstream's chat response (plain JSON), kept beside the translated `response`. */
+  upstreamResponse?: unknown;
   /** The upstream's usage block, to check the ids against its counts. */
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
 }
@@ -134,6 +136,7 @@ export class CallRecorder {
       requestReceived: this.#start.requestReceived,
       requestForwarded: this.#start.requestForwarded,
       response: outcome.response,
+      ...(outcome.upstreamResponse === undefined ? {} : { upstreamResponse: outcome.upstreamResponse }),
       promptTokenIds: outcome.promptTokenIds,
       choices: outcome.choices,
       tokenSource: verdict.source,

@@ -1,71 +1,37 @@
 // What rlgate asks of a vLLM (>= 0.10.2) upstream, and how it reads token ids and logprobs back.
 // rlgate adds `return_token_ids` and `logprobs` to every captured request and remembers whether the harness asked for
 // them itself, so the response can be given back exactly as the upstream would have sent it to the harness.
+import { ChatStreamAssembler, captureChatResponse } from "../surfaces/chat/assembler.ts";
+import { CompletionStreamAssembler, captureCompletionResponse } from "../surfaces/completions/assembler.ts";
+import { choicesOf, isObject, type Json } from "./fields.ts";
+import type { ApiCodec, HarnessWants, PreparedRequest, UpstreamFlavor } from "./flavor.ts";
 
-/** Which of the fields rlgate adds the harness asked for itself. */
-export interface HarnessWants {
-  tokenIds: boolean;
-  logprobs: boolean;
-}
-
-export interface PreparedRequest {
-  forwarded: Record<string, unknown>;
-  wants: HarnessWants;
-}
-
-export function prepareChatRequest(body: Record<string, unknown>): PreparedRequest {
-  const wants: HarnessWants = { tokenIds: body["return_token_ids"] === true, logprobs: body["logprobs"] === true };
-  const forwarded: Record<string, unknown> = { ...body, return_token_ids: true };
+export function prepareChatRequest(body: Json, harnessStream: boolean): PreparedRequest {
+  const ids = body["return_token_ids"] === true;
+  const wants: HarnessWants = { promptTokenIds: ids, tokenIds: ids, logprobs: body["logprobs"] === true };
+  const forwarded: Json = { ...body, return_token_ids: true };
   if (!wants.logprobs) forwarded["logprobs"] = true;
-  return { forwarded, wants };
+  return { forwarded, wants, upstreamStream: harnessStream };
 }
 
-type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** Chat `choices[].logprobs.content[].logprob` → numbers (null when the upstream sent none). */
-export function chatLogprobs(choice: Json): number[] | null {
-  const logprobs = choice["logprobs"];
-  if (!isObject(logprobs) || !Array.isArray(logprobs["content"])) return null;
-  return (logprobs["content"] as unknown[]).map((entry) =>
-    isObject(entry) && typeof entry["logprob"] === "number" ? entry["logprob"] : Number.NaN,
-  );
-}
-
-export function numberArray(value: unknown): number[] | null {
-  if (!Array.isArray(value)) return null;
-  for (const item of value) if (typeof item !== "number") return null;
-  return value as number[];
+/** Completions: `logprobs` is a count there; 1 returns the sampled token's logprob (and one top entry). */
+export function prepareCompletionRequest(body: Json, harnessStream: boolean): PreparedRequest {
+  const ids = body["return_token_ids"] === true;
+  const wants: HarnessWants = { promptTokenIds: ids, tokenIds: ids, logprobs: body["logprobs"] != null };
+  const forwarded: Json = { ...body, return_token_ids: true };
+  if (!wants.logprobs) forwarded["logprobs"] = 1;
+  return { forwarded, wants, upstreamStream: harnessStream };
 }
 
 /**
- * Removes from a non-streamed chat response what the harness did not ask for. vLLM serializes these fields as null
- * when they were not requested, so they are set to null (not deleted) to give the harness the bytes it would have got.
+ * Sets what the harness did not ask for to null. vLLM serializes these fields as null when they were not requested
+ * (whole bodies, and stream chunks too: it dumps chunks with exclude_unset, which keeps explicit Nones), so the
+ * harness gets the bytes it would have got.
  */
-export function stripChatResponse(response: Json, wants: HarnessWants): void {
-  if (!wants.tokenIds && "prompt_token_ids" in response) response["prompt_token_ids"] = null;
-  const choices = response["choices"];
-  if (!Array.isArray(choices)) return;
-  for (const choice of choices) {
-    if (!isObject(choice)) continue;
-    if (!wants.tokenIds && "token_ids" in choice) choice["token_ids"] = null;
-    if (!wants.logprobs && "logprobs" in choice) choice["logprobs"] = null;
-  }
-}
-
-/**
- * The same for one streamed chunk. vLLM writes chunks with every field it set explicitly, None included, so a chunk
- * of an un-asked-for stream carries `prompt_token_ids: null` / `token_ids: null` / `logprobs: null`.
- */
-export function stripChatChunk(chunk: Json, wants: HarnessWants): void {
-  if (!wants.tokenIds && "prompt_token_ids" in chunk) chunk["prompt_token_ids"] = null;
-  const choices = chunk["choices"];
-  if (!Array.isArray(choices)) return;
-  for (const choice of choices) {
-    if (!isObject(choice)) continue;
+function nullUnwanted(body: Json, wants: HarnessWants): void {
+  if (!wants.promptTokenIds && "prompt_token_ids" in body) body["prompt_token_ids"] = null;
+  for (const choice of choicesOf(body)) {
+    if (!wants.promptTokenIds && "prompt_token_ids" in choice) choice["prompt_token_ids"] = null;
     if (!wants.tokenIds && "token_ids" in choice) choice["token_ids"] = null;
     if (!wants.logprobs && "logprobs" in choice) choice["logprobs"] = null;
   }
@@ -88,3 +54,28 @@ export function isTokenOnlyChunk(chunk: Json): boolean {
   }
   return true;
 }
+
+const chat: ApiCodec = {
+  prepare: prepareChatRequest,
+  captureWhole: captureChatResponse,
+  stripWhole: nullUnwanted,
+  newAssembler: () => new ChatStreamAssembler(),
+  stripChunk(chunk, wants) {
+    if (!wants.tokenIds && isTokenOnlyChunk(chunk)) return false;
+    nullUnwanted(chunk, wants);
+    return true;
+  },
+};
+
+const completions: ApiCodec = {
+  prepare: prepareCompletionRequest,
+  captureWhole: captureCompletionResponse,
+  stripWhole: nullUnwanted,
+  newAssembler: () => new CompletionStreamAssembler(),
+  stripChunk(chunk, wants) {
+    nullUnwanted(chunk, wants);
+    return true;
+  },
+};
+
+export const vllmFlavor: UpstreamFlavor = { name: "vllm", chat, completions };

@@ -2,7 +2,7 @@
 // tool parser (`--reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes`).
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
 import { viewFromChat } from "../conversation.ts";
-import type { HandlerInput } from "../flavor.ts";
+import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
 import { parseChatOutput, streamDeltas, type TokenDelta } from "../parse.ts";
@@ -20,14 +20,23 @@ import {
 } from "./common.ts";
 import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
 
-interface Choice {
+export interface Choice {
   gen: Generation;
   logprobs: TokenLogprob[] | null;
 }
 
-export function chatCompletions({ body, ctx }: HandlerInput): Reply {
-  const req = parseBody(chatRequest, body);
-  checkModel(req.model, ctx);
+/** What one chat request generates, before any server writes it in its own response shape. */
+export interface ChatPlan {
+  req: ChatRequest;
+  promptIds: number[];
+  choices: Choice[];
+  /** Whether tool calls are parsed out of the text (tools given and tool_choice is not "none"). */
+  toolParsing: boolean;
+  topK: number;
+}
+
+/** Checks a parsed chat request as vLLM does, renders its prompt and generates every choice. */
+export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
   if (req.stream_options && !req.stream) throw badRequest("Stream options can only be defined when `stream=True`.");
   const topK = req.top_logprobs ?? 0;
   if (topK > 0 && !req.logprobs) throw badRequest("when using `top_logprobs`, `logprobs` must be set to true.");
@@ -63,8 +72,14 @@ export function chatCompletions({ body, ctx }: HandlerInput): Reply {
     const logprobs = req.logprobs ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK) : null;
     choices.push({ gen, logprobs });
   }
+  return { req, promptIds, choices, toolParsing: tools !== undefined && req.tool_choice !== "none", topK };
+}
+
+export function chatCompletions({ body, ctx }: HandlerInput): Reply {
+  const req = parseBody(chatRequest, body);
+  checkModel(req.model, ctx);
+  const { promptIds, choices, toolParsing, topK } = planChat(req, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
-  const toolParsing = tools !== undefined && req.tool_choice !== "none";
   return req.stream
     ? streamReply(req, head, promptIds, choices, toolParsing, topK)
     : jsonReply(req, head, promptIds, choices, toolParsing, topK);

@@ -1,7 +1,7 @@
 // POST /v1/completions as vLLM >= 0.10.2 answers it: prompts as text or token ids (one or a batch), choice-level
 // prompt_token_ids / token_ids when return_token_ids is set, OpenAI completions logprobs.
 import { viewFromPromptText } from "../conversation.ts";
-import type { HandlerInput } from "../flavor.ts";
+import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
 import { decideTurn } from "../policy.ts";
@@ -21,7 +21,7 @@ import {
 } from "./common.ts";
 import { completionRequest, parseBody, stopList, type CompletionRequest } from "./requests.ts";
 
-interface Choice {
+export interface Choice {
   promptIds: number[];
   gen: Generation;
   logprobs: TokenLogprob[] | null;
@@ -38,9 +38,8 @@ function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: numb
   });
 }
 
-export function completions({ body, ctx }: HandlerInput): Reply {
-  const req = parseBody(completionRequest, body);
-  checkModel(req.model, ctx);
+/** Checks a parsed completions request as vLLM does and generates n choices per prompt. */
+export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice[] {
   if (req.echo) throw badRequest("rlgate sim does not support echo on /v1/completions");
   if (req.stream_options && !req.stream) throw badRequest("Stream options can only be defined when `stream=True`.");
   if (req.logprobs != null) checkLogprobCount(req.logprobs);
@@ -66,6 +65,14 @@ export function completions({ body, ctx }: HandlerInput): Reply {
       choices.push({ promptIds: prompt.ids, gen, logprobs });
     }
   }
+  return choices;
+}
+
+export function completions({ body, ctx }: HandlerInput): Reply {
+  const req = parseBody(completionRequest, body);
+  checkModel(req.model, ctx);
+  const choices = planCompletions(req, ctx);
+  const n = req.n ?? 1;
   const head = { id: `cmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
   return req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
 }
@@ -76,7 +83,7 @@ interface Head {
   model: string;
 }
 
-function usageOf(choices: Choice[], n: number) {
+export function usageOf(choices: Choice[], n: number) {
   let prompt = 0;
   let completion = 0;
   choices.forEach((c, i) => {
@@ -111,38 +118,57 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
   return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
 }
 
+/** One token of one choice in a completion stream. */
+export interface StreamedToken {
+  choice: Choice;
+  index: number;
+  t: number;
+  last: boolean;
+  text: string;
+  /** Characters (Python code points) of the choice's text before this token: the logprobs' text offset. */
+  offset: number;
+}
+
+/** A completion stream's engine steps: one chunk (written by `chunk`) per choice that still has a token at step t. */
+export function completionSteps(choices: Choice[], chunk: (token: StreamedToken) => string): string[][] {
+  const steps: string[][] = [];
+  const textSoFar = choices.map(() => 0);
+  const longest = Math.max(...choices.map((c) => c.gen.ids.length));
+  for (let t = 0; t < longest; t++) {
+    const step: string[] = [];
+    choices.forEach((choice, index) => {
+      const { gen } = choice;
+      if (t >= gen.ids.length) return;
+      const text = gen.pieces[t]!;
+      step.push(chunk({ choice, index, t, last: t === gen.ids.length - 1, text, offset: textSoFar[index]! }));
+      textSoFar[index]! += pyLength(text);
+    });
+    steps.push(step);
+  }
+  return steps;
+}
+
 // Completion chunks are written with every field (exclude_unset=False): nulls included, one chunk per token.
 function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
   const wantIds = req.return_token_ids === true;
   const includeUsage = req.stream_options?.include_usage === true;
   const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
   const base = { id: head.id, object: "text_completion", created: head.created, model: head.model };
-  const steps: string[][] = [];
-  const textSoFar = choices.map(() => 0);
-  const longest = Math.max(...choices.map((c) => c.gen.ids.length));
-  for (let t = 0; t < longest; t++) {
-    const step: string[] = [];
-    choices.forEach(({ promptIds, gen, logprobs }, index) => {
-      if (t >= gen.ids.length) return;
-      const last = t === gen.ids.length - 1;
-      const text = gen.pieces[t]!;
-      const choice = {
-        index,
-        text,
-        logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, textSoFar[index]!) : null,
-        finish_reason: last ? gen.finishReason : null,
-        stop_reason: last ? gen.stopReason : null,
-        prompt_token_ids: wantIds && t === 0 ? promptIds : null,
-        token_ids: wantIds ? [gen.ids[t]!] : null,
-      };
-      textSoFar[index]! += pyLength(text);
-      const usage = continuous
-        ? { prompt_tokens: promptIds.length, total_tokens: promptIds.length + t + 1, completion_tokens: t + 1 }
-        : null;
-      step.push(JSON.stringify({ ...base, choices: [choice], usage }));
-    });
-    steps.push(step);
-  }
+  const steps = completionSteps(choices, ({ choice: { promptIds, gen, logprobs }, index, t, last, text, offset }) => {
+    const choice = {
+      index,
+      text,
+      logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, offset) : null,
+      finish_reason: last ? gen.finishReason : null,
+      stop_reason: last ? gen.stopReason : null,
+      prompt_token_ids: wantIds && t === 0 ? promptIds : null,
+      token_ids: wantIds ? [gen.ids[t]!] : null,
+    };
+    const usage = continuous
+      ? { prompt_tokens: promptIds.length, total_tokens: promptIds.length + t + 1, completion_tokens: t + 1 }
+      : null;
+    return JSON.stringify({ ...base, choices: [choice], usage });
+  });
   const tail = includeUsage ? [JSON.stringify({ ...base, choices: [], usage: usageOf(choices, n) })] : [];
   return { kind: "stream", steps, tail };
 }

@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
+import { killGroup } from "./process-group.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type CreatedRollout, type Stack } from "../helpers.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -55,16 +56,6 @@ interface QwenRun {
   ms: number;
   stdout: string;
   stderr: string;
-}
-
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    // cli.js relaunches itself in a child process; only killing the group stops the worker (and its shell commands).
-    process.kill(-child.pid, "SIGKILL");
-  } catch {
-    child.kill("SIGKILL");
-  }
 }
 
 describe("Qwen Code CLI through rlgate", { skip: !QWEN_PRESENT && `qwen binary absent (${QWEN_CLI}); run npm install` }, () => {
@@ -246,5 +237,28 @@ describe("Qwen Code CLI through rlgate", { skip: !QWEN_PRESENT && `qwen binary a
       assert.ok(next.length > prev.length, `call ${i} prompt grows`);
       assert.deepEqual(next.slice(0, prev.length), prev, `call ${i} prompt starts with call ${i - 1}'s prompt`);
     }
+  });
+
+  test("its trajectories: each tool turn re-serialized by the template, every sampled token trained once", async () => {
+    const finish = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ reward: 1 }),
+    });
+    assert.equal(finish.status, 200);
+    const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
+    // Why not one trajectory: vLLM returns the text before a tool call ("\n\n" after </think>) as `content`, Qwen Code
+    // sends it back, and the Qwen3 template then writes one more "\n" before <tool_call> than the model sampled. So each
+    // tool-calling completion is re-serialized in the next prompt: it stays its own leaf, and the next call's
+    // trajectory continues from the re-rendered history. Nothing is lost and nothing is trained twice.
+    const toolTurns = calls.filter((c) => c.choices[0]!.finishReason === "tool_calls").length;
+    assert.equal(rec.stats.breaks.reserialization, toolTurns, JSON.stringify(rec.breaks));
+    assert.equal(rec.trajectories.length, toolTurns + 1);
+    assert.ok(rec.trajectories.every((t: any) => t.segment === "main" && t.reward === 1));
+    for (const brk of rec.breaks) assert.equal(brk.kind, "reserialization");
+    const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
+    const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
+    assert.equal(trained, sampled, "every sampled token is trained exactly once");
+    assert.equal(rec.flags.flagged, false, JSON.stringify(rec.flags));
   });
 });

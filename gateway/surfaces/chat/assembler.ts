@@ -2,7 +2,8 @@
 // logprobs from the chunks' deltas. vLLM sends prompt_token_ids on the first chunk only; each chunk's token_ids is
 // that chunk's delta, so the concatenation over chunks is the sampled sequence.
 import type { ChoiceCapture } from "../../../store/records.ts";
-import { chatLogprobs, numberArray } from "../../upstream/vllm.ts";
+import { chatLogprobs, choicesOf, numberArray } from "../../upstream/fields.ts";
+import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
 
 type Json = Record<string, unknown>;
 
@@ -27,7 +28,7 @@ interface ChoiceState {
   stopReason: unknown;
 }
 
-export class ChatStreamAssembler {
+export class ChatStreamAssembler implements StreamAssembler {
   promptTokenIds: number[] | null = null;
   #choices = new Map<number, ChoiceState>();
   #head: Json | null = null;
@@ -165,18 +166,15 @@ export class ChatStreamAssembler {
   }
 }
 
-/** Captures from a non-streamed chat response. */
-export function captureChatResponse(response: Json): { promptTokenIds: number[] | null; choices: ChoiceCapture[] } {
-  const choices: ChoiceCapture[] = [];
-  if (Array.isArray(response["choices"])) {
-    for (const raw of response["choices"] as Json[]) {
-      choices.push({
-        index: typeof raw["index"] === "number" ? raw["index"] : choices.length,
-        tokenIds: numberArray(raw["token_ids"]) ?? [],
-        logprobs: chatLogprobs(raw),
-        finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
-      });
-    }
-  }
-  return { promptTokenIds: numberArray(response["prompt_token_ids"]), choices };
+/** Captures from a non-streamed chat response: prompt ids top-level (vLLM) or on the choices (SGLang). */
+export function captureChatResponse(response: Json): Captured {
+  const choices = choicesOf(response);
+  const captures: ChoiceCapture[] = choices.map((raw, i) => ({
+    index: typeof raw["index"] === "number" ? raw["index"] : i,
+    tokenIds: numberArray(raw["token_ids"]) ?? [],
+    logprobs: chatLogprobs(raw),
+    finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
+  }));
+  const promptTokenIds = numberArray(response["prompt_token_ids"]) ?? numberArray(choices[0]?.["prompt_token_ids"]);
+  return { promptTokenIds, choices: captures };
 }

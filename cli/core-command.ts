@@ -1,0 +1,90 @@
+// `rlgate core`: the RL core. Reads finished rollouts from gateways' trajectory streams, groups them, computes
+// advantages with the native kernels, packs batches by a token budget and serves them to trainers over gRPC.
+import { Command, InvalidArgumentError, Option } from "commander";
+import { resolve } from "node:path";
+import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
+import { CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
+
+function integer(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+function duration(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError("expected a duration such as 500ms, 30s or 2m");
+  return Math.round(Number(match[1]) * { ms: 1, s: 1000, m: 60_000 }[(match[2] ?? "ms") as "ms"]);
+}
+
+export function coreCommand(): Command {
+  return new Command("core")
+    .description(
+      "Run the RL core: read finished rollouts from gateways (at least once, resumable), group them, compute " +
+        "token-level advantages, pack batches by a token budget and serve them to trainers (gRPC, proto/rlgate/v1/trainer.proto).",
+    )
+    .requiredOption("--gateway <addr[,addr...]>", "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701)", (v: string) =>
+      v.split(",").map((s) => s.trim()).filter(Boolean),
+    )
+    .option("--gateway-token <token>", "bearer token of the gateways (their --token)", process.env.RLGATE_TOKEN)
+    .option("--host <host>", "address of the trainer service (beyond loopback a --token is required)", "127.0.0.1")
+    .option("--port <port>", "port of the trainer service", integer, DEFAULT_CORE_PORT)
+    .option("--metrics-port <port>", "port of /metrics and /healthz (default: --port + 1)", integer)
+    .option("--token <token>", "bearer token trainers must send", process.env.RLGATE_CORE_TOKEN)
+    .option("--data <dir>", "directory of the core's store (what it needs to resume)", process.env.RLGATE_CORE_DATA ?? ".rlgate/core")
+    .addOption(new Option("--estimator <name>", "advantage estimator (GAE: trainers call ComputeAdvantages with their values)").choices([...CORE_ESTIMATORS]).default("grpo"))
+    .addOption(
+      new Option("--normalize <by>", "whiten advantages per batch, or per task / harness / both within a batch")
+        .choices(["none", "batch", "task", "harness", "task-harness"])
+        .default("none"),
+    )
+    .addOption(new Option("--loss-agg <mode>", "loss aggregation the per-token loss weights implement").choices([...LOSS_AGG_MODES]).default("token-mean"))
+    .option("--token-budget <tokens>", "tokens per batch (rows are never split; a longer row is a batch alone)", integer, DEFAULT_TOKEN_BUDGET)
+    .option("--batch-timeout <duration>", "build a partial batch once its oldest trajectory waited this long", duration, 5000)
+    .option("--group-size <n>", "rollouts per group when a rollout's metadata declares no group_size (0: wait for --group-timeout)", integer, 0)
+    .option("--group-timeout <duration>", "process a group that has not reached its size after this long", duration, 120_000)
+    .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
+    .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
+    .option("--member <name>", "this core's name in the consumer group (default host:pid)")
+    .option("--max-in-flight <n>", "unacked rollouts held per gateway (at least groups in flight x group size)", integer, 1024)
+    .action(async (opts) => {
+      const core = await startCore({
+        gateways: opts.gateway,
+        gatewayToken: opts.gatewayToken,
+        consumerGroup: opts.consumerGroup,
+        member: opts.member,
+        maxInFlight: opts.maxInFlight,
+        host: opts.host,
+        port: opts.port,
+        metricsPort: opts.metricsPort,
+        token: opts.token,
+        dataDir: resolve(opts.data),
+        estimator: opts.estimator,
+        normalize: opts.normalize,
+        lossAgg: opts.lossAgg,
+        tokenBudget: opts.tokenBudget,
+        batchTimeoutMs: opts.batchTimeout,
+        groupSize: opts.groupSize,
+        groupTimeoutMs: opts.groupTimeout,
+        trainFlagged: opts.trainFlagged,
+        processMetrics: true,
+        log: (line) => console.error(`[rlgate] ${line}`),
+      });
+      console.log(`rlgate core: trainer service on grpc://${core.address}`);
+      console.log(`  gateways:   ${opts.gateway.join(", ")}`);
+      console.log(`  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`);
+      console.log(`  batches:    ${opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`);
+      console.log(`  store:      ${resolve(opts.data)}`);
+      if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
+      console.log(`  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}`);
+      let closing = false;
+      const shutdown = async () => {
+        if (closing) return;
+        closing = true;
+        await core.close();
+        process.exit(0);
+      };
+      process.on("SIGINT", shutdown);
+      process.on("SIGTERM", shutdown);
+    });
+}

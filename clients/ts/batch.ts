@@ -1,0 +1,26 @@
+// A training batch as a trainer uses it: typed-array views over the message's bytes (no copy where aligned).
+import { float32s, int32s, uint8s, type BatchMessage } from "../../rl-core/wire/index.ts";
+
+/** A batch with its per-token arrays as typed arrays (rows + 1 `offsets`: row r holds tokens [offsets[r], offsets[r + 1])). */
+export interface TrainingBatch extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights"> {
+  offsets: Int32Array;
+  tokenIds: Int32Array;
+  lossMask: Uint8Array;
+  /** The inference server's sampling logprobs. */
+  logprobs: Float32Array;
+  advantages: Float32Array;
+  /** loss = sum(lossWeights * perTokenLoss). */
+  lossWeights: Float32Array;
+}
+
+export function decodeBatch(m: BatchMessage): TrainingBatch {
+  return {
+    ...m,
+    offsets: int32s(m.offsets, "offsets"),
+    tokenIds: int32s(m.tokenIds, "token_ids"),
+    lossMask: uint8s(m.lossMask),
+    logprobs: float32s(m.logprobs, "logprobs"),
+    advantages: float32s(m.advantages, "advantages"),
+    lossWeights: float32s(m.lossWeights, "loss_weights"),
+  };
+}

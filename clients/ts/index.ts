@@ -1,0 +1,6 @@
+// TypeScript clients of rlgate's gRPC services: a gateway's trajectory stream (what an RL core reads) and an
+// RL core's trainer service (what a trainer reads).
+export { TrajectoryConsumer, type TrajectoryConsumerOptions } from "./trajectory-consumer.ts";
+export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerClientOptions } from "./trainer-client.ts";
+export { decodeBatch, type TrainingBatch } from "./batch.ts";
+export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../rl-core/wire/index.ts";

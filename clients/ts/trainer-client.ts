@@ -1,0 +1,158 @@
+// A trainer's view of an RL core: stream batches, ack them, report recomputed logprobs (consistency figures and
+// importance weights back), compute advantages with the trainer's own values (GAE). Unary calls carry a deadline.
+import { credentials, type Client, type ClientReadableStream } from "@grpc/grpc-js";
+import {
+  bytesOf,
+  channelOptions,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  float32s,
+  grpcTarget,
+  TrainerClient as TrainerGrpcClient,
+  uint8s,
+  type AdvantageRequest,
+  type AdvantageResponse,
+  type BatchMessage,
+  type Consistency,
+  type ConsistencyReport,
+  type CoreStatus,
+} from "../../rl-core/wire/index.ts";
+import { decodeBatch, type TrainingBatch } from "./batch.ts";
+import { DEFAULT_DEADLINE_MS, metadataFor, unary } from "./unary.ts";
+
+export interface TrainerClientOptions {
+  token?: string | null;
+  /** Deadline of each unary call; default 30 s. */
+  deadlineMs?: number;
+  maxMessageBytes?: number;
+}
+
+export interface LogprobResult {
+  harnesses: Consistency[];
+  /** min(exp(trainer − rollout logprob), cap) per token, when a cap was given. */
+  importanceWeights: Float32Array | null;
+  acked: boolean;
+}
+
+export interface AdvantageInput {
+  /** Use a served (unacked) batch's layout, masks, rewards and groups. */
+  batchId?: number;
+  offsets?: Int32Array;
+  lossMask?: Uint8Array;
+  rewards?: number[];
+  groupIds?: number[];
+  taskIds?: number[];
+  harnessIds?: number[];
+  estimator?: string;
+  values?: Float32Array;
+  tokenRewards?: Float32Array;
+  gamma?: number;
+  lambda?: number;
+  whiten?: boolean;
+  normalize?: string;
+}
+
+const EMPTY = Buffer.alloc(0);
+const TRAINER_WINDOW_BYTES = 16 * 1024 * 1024;
+
+export class TrainerClient {
+  readonly address: string;
+  readonly #client: Client;
+  readonly #token: string | null;
+  readonly #deadlineMs: number;
+
+  constructor(address: string, options: TrainerClientOptions = {}) {
+    this.address = grpcTarget(address);
+    this.#token = options.token ?? null;
+    this.#deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
+    this.#client = new TrainerGrpcClient(
+      this.address,
+      credentials.createInsecure(),
+      // Batches are megabytes: a 16 MiB window instead of HTTP/2's 64 KiB saves most flow-control round trips
+      // (measured ~1.6x the throughput in bench:grpc).
+      { ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES), "grpc-node.flow_control_window": TRAINER_WINDOW_BYTES },
+    );
+  }
+
+  /**
+   * Batches as they become ready. The stream holds at most `maxInFlight` unacked batches: ack each (ack(), or
+   * reportLogprobs with ack) to get more. Ends when `signal` aborts or the core closes the stream.
+   */
+  async *batches(options: { trainer?: string; maxInFlight?: number; signal?: AbortSignal } = {}): AsyncGenerator<TrainingBatch> {
+    const call = (this.#client as unknown as { streamBatches(r: unknown, m: unknown): ClientReadableStream<BatchMessage> }).streamBatches(
+      { trainer: options.trainer ?? "", maxInFlight: options.maxInFlight ?? 0 },
+      metadataFor(this.#token),
+    );
+    const abort = () => call.cancel();
+    options.signal?.addEventListener("abort", abort, { once: true });
+    try {
+      for await (const message of call as AsyncIterable<BatchMessage>) yield decodeBatch(message);
+    } catch (error) {
+      if (!options.signal?.aborted) throw error;
+    } finally {
+      options.signal?.removeEventListener("abort", abort);
+      call.cancel();
+    }
+  }
+
+  async ack(batchIds: readonly number[]): Promise<number> {
+    const res = await this.#unary<{ acked: number }>("ackBatch", { batchIds: [...batchIds] });
+    return res.acked;
+  }
+
+  async reportLogprobs(
+    batchId: number,
+    logprobs: Float32Array,
+    options: { ack?: boolean; importanceCap?: number } = {},
+  ): Promise<LogprobResult> {
+    const res = await this.#unary<ConsistencyReport>("reportLogprobs", {
+      batchId,
+      logprobs: bytesOf(logprobs),
+      ack: options.ack ?? false,
+      importanceCap: options.importanceCap ?? 0,
+    });
+    return {
+      harnesses: res.harnesses,
+      importanceWeights: res.importanceWeights.byteLength ? float32s(res.importanceWeights) : null,
+      acked: res.acked,
+    };
+  }
+
+  async computeAdvantages(input: AdvantageInput): Promise<{ advantages: Float32Array; returns: Float32Array | null; lossMask: Uint8Array }> {
+    const request: AdvantageRequest = {
+      batchId: input.batchId ?? 0,
+      rows: input.offsets ? input.offsets.length - 1 : 0,
+      offsets: input.offsets ? bytesOf(input.offsets) : EMPTY,
+      lossMask: input.lossMask ? bytesOf(input.lossMask) : EMPTY,
+      rewards: input.rewards ?? [],
+      groupIds: input.groupIds ?? [],
+      taskIds: input.taskIds ?? [],
+      harnessIds: input.harnessIds ?? [],
+      estimator: input.estimator ?? "",
+      values: input.values ? bytesOf(input.values) : EMPTY,
+      tokenRewards: input.tokenRewards ? bytesOf(input.tokenRewards) : EMPTY,
+      gae:
+        input.gamma === undefined && input.lambda === undefined && input.whiten === undefined
+          ? null
+          : { gamma: input.gamma ?? 1, lambda: input.lambda ?? 1, whiten: input.whiten ?? true },
+      normalize: input.normalize ?? "",
+    };
+    const res = await this.#unary<AdvantageResponse>("computeAdvantages", request);
+    return {
+      advantages: float32s(res.advantages),
+      returns: res.returns.byteLength ? float32s(res.returns) : null,
+      lossMask: uint8s(res.lossMask),
+    };
+  }
+
+  status(): Promise<CoreStatus> {
+    return this.#unary<CoreStatus>("status", {});
+  }
+
+  #unary<Res>(method: string, request: unknown): Promise<Res> {
+    return unary<unknown, Res>(this.#client, method, request, metadataFor(this.#token), this.#deadlineMs);
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}

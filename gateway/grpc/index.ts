@@ -1,0 +1,53 @@
+// The gateway's gRPC server: the trajectory stream (proto/rlgate/v1/trajectories.proto) on its own port.
+import { Server } from "@grpc/grpc-js";
+import {
+  bindServer,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  dialAddress,
+  serverOptions,
+  shutdownServer,
+  trajectoryStreamService,
+} from "../../rl-core/wire/index.ts";
+import type { GatewayContext } from "../context.ts";
+import { TrajectoryStreamService } from "./trajectory-stream.ts";
+
+export { TrajectoryStreamService } from "./trajectory-stream.ts";
+export { ConsumerGroup } from "./consumer-group.ts";
+
+export const DEFAULT_GRPC_PORT = 8701;
+
+export interface GatewayGrpcOptions {
+  host: string;
+  port: number;
+  maxMessageBytes?: number;
+}
+
+export interface GatewayGrpc {
+  port: number;
+  address: string;
+  stream: TrajectoryStreamService;
+  close(): Promise<void>;
+}
+
+export async function startGatewayGrpc(context: GatewayContext, options: GatewayGrpcOptions): Promise<GatewayGrpc> {
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const stream = new TrajectoryStreamService({
+    store: context.store,
+    settings: context.config.trajectories,
+    maxMessageBytes,
+    token: context.config.controlToken,
+    log: context.log,
+  });
+  const server = new Server(serverOptions(maxMessageBytes));
+  server.addService(trajectoryStreamService, { subscribe: stream.subscribe });
+  const port = await bindServer(server, options.host, options.port);
+  return {
+    port,
+    address: dialAddress(options.host, port),
+    stream,
+    async close() {
+      await stream.close();
+      await shutdownServer(server, 2000);
+    },
+  };
+}

@@ -1,0 +1,208 @@
+// The TrajectoryStream service: one bidirectional call per member session. The member subscribes, then acks and
+// heartbeats; the gateway leases it rollouts from its consumer group and sends them one at a time, the next only
+// once the previous was handed to HTTP/2 (a member that stops reading stops its session's reads of the store).
+import { randomBytes } from "node:crypto";
+import type { ServerDuplexStream } from "@grpc/grpc-js";
+import type { Store } from "../../store/store.ts";
+import {
+  checkToken,
+  errorToStatus,
+  isOpen,
+  LinkError,
+  send,
+  type RolloutMessage,
+  type StreamMessage,
+  type SubscribeMessage,
+  type SubscribeRequest,
+} from "../../rl-core/wire/index.ts";
+import type { TrajectorySettings } from "../trajectories.ts";
+import { ConsumerGroup, type Lease, type Session } from "./consumer-group.ts";
+import { bareRolloutMessage, rolloutMessage } from "./rollout-message.ts";
+
+export const DEFAULT_CONSUMER_GROUP = "rl-core";
+export const DEFAULT_MAX_IN_FLIGHT = 1024;
+export const DEFAULT_LEASE_TIMEOUT_MS = 30_000;
+const MIN_LEASE_TIMEOUT_MS = 500;
+/** How often an idle session looks for newly finished rollouts. */
+const POLL_MS = 50;
+const SUBSCRIBE_TIMEOUT_MS = 10_000;
+
+export interface TrajectoryStreamOptions {
+  store: Store;
+  settings: TrajectorySettings;
+  maxMessageBytes: number;
+  token: string | null;
+  log: (line: string) => void;
+}
+
+type Call = ServerDuplexStream<SubscribeMessage, StreamMessage>;
+
+class MemberSession implements Session {
+  readonly id = `s_${randomBytes(6).toString("hex")}`;
+  readonly member: string;
+  readonly maxInFlight: number;
+  readonly leaseTimeoutMs: number;
+  inFlight = 0;
+  scanPos = 0;
+  epoch = 0;
+  lastHeard = Date.now();
+  #waiter: (() => void) | null = null;
+
+  constructor(request: SubscribeRequest, peer: string) {
+    this.member = request.member || peer;
+    this.maxInFlight = request.maxInFlight > 0 ? request.maxInFlight : DEFAULT_MAX_IN_FLIGHT;
+    this.leaseTimeoutMs = request.leaseTimeoutMs > 0 ? Math.max(MIN_LEASE_TIMEOUT_MS, request.leaseTimeoutMs) : DEFAULT_LEASE_TIMEOUT_MS;
+  }
+
+  wake(): void {
+    const w = this.#waiter;
+    this.#waiter = null;
+    w?.();
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.wake(), ms);
+      this.#waiter = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+export class TrajectoryStreamService {
+  readonly #options: TrajectoryStreamOptions;
+  readonly #groups = new Map<string, ConsumerGroup>();
+  readonly #calls = new Set<Call>();
+
+  constructor(options: TrajectoryStreamOptions) {
+    this.#options = options;
+  }
+
+  group(name: string): ConsumerGroup {
+    let group = this.#groups.get(name);
+    if (!group) {
+      group = new ConsumerGroup(name, this.#options.store);
+      this.#groups.set(name, group);
+    }
+    return group;
+  }
+
+  readonly subscribe = (call: Call): void => {
+    this.#calls.add(call);
+    call.once("close", () => this.#calls.delete(call));
+    void this.#serve(call).catch((error) => {
+      this.#options.log(`trajectory stream: ${error instanceof Error ? error.message : String(error)}`);
+      if (isOpen(call)) call.emit("error", errorToStatus(error));
+    });
+  };
+
+  async #serve(call: Call): Promise<void> {
+    checkToken(call.metadata, this.#options.token);
+    let session: MemberSession | null = null;
+    let group: ConsumerGroup | null = null;
+    let ended = false;
+    let watchdog: NodeJS.Timeout | null = null;
+    const end = (error?: LinkError) => {
+      if (ended) return;
+      ended = true;
+      if (watchdog) clearInterval(watchdog);
+      if (group && session) group.leave(session);
+      session?.wake();
+      if (!isOpen(call)) return;
+      if (error) call.emit("error", errorToStatus(error));
+      else call.end();
+    };
+    const subscribed = new Promise<SubscribeRequest>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new LinkError("RLGATE_BAD_REQUEST", `no subscribe message within ${SUBSCRIBE_TIMEOUT_MS} ms`)),
+        SUBSCRIBE_TIMEOUT_MS,
+      );
+      call.on("data", (message: SubscribeMessage) => {
+        if (session) session.lastHeard = Date.now();
+        if (message.kind === "subscribe" && !session) {
+          clearTimeout(timer);
+          resolve(message.subscribe);
+        } else if (message.kind === "ack" && group) {
+          group.ack(message.ack.cursors);
+        } else if (message.kind === "subscribe") {
+          end(new LinkError("RLGATE_BAD_REQUEST", "subscribe sent twice on one call"));
+        } else if (!session && message.kind !== "heartbeat") {
+          clearTimeout(timer);
+          reject(new LinkError("RLGATE_BAD_REQUEST", "the first message must be subscribe"));
+        }
+      });
+      for (const event of ["end", "cancelled", "close", "error"] as const) {
+        call.once(event, () => {
+          clearTimeout(timer);
+          reject(new LinkError("RLGATE_CANCELLED", "the member left before subscribing"));
+          end();
+        });
+      }
+    });
+    const request = await subscribed;
+    session = new MemberSession(request, call.getPeer());
+    group = this.group(request.consumerGroup || DEFAULT_CONSUMER_GROUP);
+    group.join(session);
+    const s = session;
+    const heartbeatMs = Math.max(100, Math.floor(s.leaseTimeoutMs / 3));
+    watchdog = setInterval(() => {
+      if (Date.now() - s.lastHeard > s.leaseTimeoutMs) {
+        this.#options.log(`trajectory stream: member ${s.member} silent for ${s.leaseTimeoutMs} ms, leases released`);
+        end(new LinkError("RLGATE_SESSION_EXPIRED", `no message from the member for ${s.leaseTimeoutMs} ms`));
+      }
+    }, Math.min(1000, heartbeatMs));
+    watchdog.unref();
+    await send(call, {
+      subscribed: { sessionId: s.id, committedCursor: group.committed, maxMessageBytes: this.#options.maxMessageBytes },
+    });
+    let lastSent = Date.now();
+    while (!ended && isOpen(call)) {
+      const lease = group.next(s);
+      if (lease) {
+        const message = this.#message(lease);
+        try {
+          await send(call, { rollout: message });
+        } catch {
+          break; // the session is over; leave() gives its leases back
+        }
+        lastSent = Date.now();
+        continue;
+      }
+      const idle = Date.now() - lastSent;
+      if (idle >= heartbeatMs) {
+        try {
+          await send(call, { heartbeat: { atMs: Date.now() } });
+        } catch {
+          break;
+        }
+        lastSent = Date.now();
+        continue;
+      }
+      await s.sleep(Math.min(POLL_MS, heartbeatMs - idle));
+    }
+    end();
+  }
+
+  #message(lease: Lease): RolloutMessage {
+    const { store, settings, maxMessageBytes } = this.#options;
+    try {
+      return rolloutMessage(store, lease.cursor, lease.rollout, settings, maxMessageBytes);
+    } catch (error) {
+      // Delivered flagged and without tokens rather than blocking the stream on one rollout.
+      const reason = `reconstruction failed: ${error instanceof Error ? error.message : String(error)}`;
+      this.#options.log(`trajectory stream: rollout ${lease.rollout.id}: ${reason}`);
+      return bareRolloutMessage(lease.cursor, lease.rollout, [reason]);
+    }
+  }
+
+  status() {
+    return [...this.#groups.values()].map((g) => g.status());
+  }
+
+  async close(): Promise<void> {
+    for (const call of this.#calls) if (isOpen(call)) call.end();
+    await Promise.all([...this.#groups.values()].map((g) => g.persist()));
+  }
+}

@@ -1,0 +1,210 @@
+// One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
+// wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { Dispatcher } from "undici";
+import { RawJson, type ApiSurface } from "../../store/records.ts";
+import type { Attribution } from "../attribution.ts";
+import { CallRecorder, type CallOutcome } from "../capture/call-recorder.ts";
+import type { GatewayContext } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
+import { SseParser, type SseEvent } from "../sse-parser.ts";
+import type { Json } from "../upstream/fields.ts";
+
+/** A harness request as the router hands it to a surface. */
+export interface HarnessCall {
+  req: IncomingMessage;
+  res: ServerResponse;
+  attribution: Attribution;
+  body: unknown;
+  /** The body's bytes as received (recorded as they are). */
+  rawBody: Buffer;
+  startEpoch: number;
+  startPerf: number;
+}
+
+export interface ExchangeSpec {
+  api: ApiSurface;
+  /** The upstream route the call goes to (/v1/chat/completions, /v1/completions). */
+  upstreamPath: string;
+  /** Whether the harness asked for a stream. */
+  stream: boolean;
+  /** The model the harness asked for. */
+  model: string | null;
+  /** The body sent upstream (recorded as `requestForwarded`). */
+  forwarded: Json;
+  /** Harness headers that belong to its own API and do not travel upstream (e.g. Anthropic's). */
+  omitHeader?: (name: string) => boolean;
+}
+
+export function checkRolloutRequired(ctx: GatewayContext, attribution: Attribution): void {
+  if (ctx.config.requireRollout && attribution.rolloutId === null) {
+    throw new GatewayError(
+      "RLGATE_ROLLOUT_REQUIRED",
+      "this gateway requires every call to belong to a rollout: use the base URL /r/{rolloutId}/v1, a rollout key, or the x-rlgate-rollout header",
+    );
+  }
+}
+
+export class Exchange {
+  readonly ctx: GatewayContext;
+  readonly res: ServerResponse;
+  readonly recorder: CallRecorder;
+  readonly upstream: Dispatcher.ResponseData;
+  readonly #gone: () => boolean;
+
+  constructor(ctx: GatewayContext, res: ServerResponse, recorder: CallRecorder, upstream: Dispatcher.ResponseData, gone: () => boolean) {
+    this.ctx = ctx;
+    this.res = res;
+    this.recorder = recorder;
+    this.upstream = upstream;
+    this.#gone = gone;
+  }
+
+  get harnessGone(): boolean {
+    return this.#gone();
+  }
+
+  /** rlgate's own response headers: the call's id and the time rlgate spent on it so far. */
+  headers(base: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
+    return { ...base, "x-rlgate-call": String(this.recorder.seq), "x-rlgate-overhead-ms": this.recorder.overheadMs.toFixed(3) };
+  }
+
+  /**
+   * Records a failure of the upstream's body (or the harness leaving), then ends the harness's response: by default
+   * it breaks the connection, as a direct connection to the broken upstream would have.
+   */
+  async fail(
+    failure: unknown,
+    partial: Omit<CallOutcome, "status" | "error">,
+    endHarness: (message: string) => void = () => this.res.destroy(),
+  ): Promise<void> {
+    const status = classifyUpstreamFailure(failure, this.harnessGone);
+    const message = status === "client_aborted" ? "harness disconnected mid-stream" : (failure as Error).message;
+    this.recorder.endWork();
+    await this.recorder.finish({ ...partial, status, error: message });
+    if (!this.harnessGone) endHarness(message);
+    this.ctx.log(`call ${this.recorder.seq}: ${status}: ${message}`);
+  }
+
+  /** Reads the upstream's whole body; null when it failed (recorded, harness connection broken). */
+  async readBody(): Promise<Buffer | null> {
+    this.recorder.endWork();
+    try {
+      const raw = Buffer.from(await this.upstream.body.arrayBuffer());
+      this.recorder.beginWork();
+      return raw;
+    } catch (error) {
+      this.recorder.beginWork();
+      await this.fail(error, { httpStatus: this.upstream.statusCode, response: null, promptTokenIds: null, choices: [] });
+      return null;
+    }
+  }
+
+  /**
+   * Feeds the upstream's server-sent events to `onEvents`, the events each received chunk completes, as they arrive
+   * (rlgate's time in it counts as overhead). Resolves with the failure that ended the stream, or null when it ended
+   * cleanly; `rest` holds an event the stream was cut in the middle of.
+   */
+  async pumpEvents(onEvents: (events: SseEvent[]) => void): Promise<{ failure: unknown; rest: Buffer }> {
+    const parser = new SseParser();
+    const onData = (chunk: Buffer): void => {
+      this.recorder.beginWork();
+      const events = parser.push(chunk);
+      if (events.length) onEvents(events);
+      this.recorder.endWork();
+    };
+    let failure: unknown = null;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.upstream.body.on("data", onData);
+        this.upstream.body.once("end", resolve);
+        this.upstream.body.once("error", reject);
+      });
+    } catch (error) {
+      failure = error;
+    }
+    this.recorder.beginWork();
+    return { failure, rest: parser.rest() };
+  }
+
+  get isEventStream(): boolean {
+    return this.upstream.statusCode === 200 && String(this.upstream.headers["content-type"] ?? "").includes("text/event-stream");
+  }
+}
+
+/**
+ * Records the call's start and sends it upstream. Resolves with the exchange once the upstream's response head
+ * arrived; null when the harness left first (recorded). An unreachable or silent upstream is recorded and thrown.
+ */
+export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec: ExchangeSpec): Promise<Exchange | null> {
+  const { req, res, attribution } = call;
+  const payload = JSON.stringify(spec.forwarded);
+  const recorder = new CallRecorder(ctx.store, ctx.metrics, {
+    rolloutId: attribution.rolloutId,
+    api: spec.api,
+    path: req.url ?? "",
+    stream: spec.stream,
+    model: spec.model,
+    requestReceived: new RawJson(call.rawBody),
+    requestForwarded: new RawJson(payload),
+    startEpoch: call.startEpoch,
+    startPerf: call.startPerf,
+  });
+
+  const abort = new AbortController();
+  let harnessGone = false;
+  watchHarnessDisconnect(res, () => {
+    harnessGone = true;
+    abort.abort();
+  });
+
+  const omit = spec.omitHeader;
+  const headers = omit ? Object.fromEntries(Object.entries(req.headers).filter(([name]) => !omit(name))) : req.headers;
+  recorder.endWork();
+  recorder.markUpstreamStart();
+  let upstream: Dispatcher.ResponseData;
+  try {
+    upstream = await forward(
+      ctx,
+      { path: spec.upstreamPath, headers, dropAuthorization: attribution.usedRolloutKey },
+      payload,
+      abort,
+    );
+  } catch (error) {
+    recorder.beginWork();
+    const status = classifyUpstreamFailure(error, harnessGone);
+    await recorder.finish({ status, httpStatus: null, error: (error as Error).message, response: null, promptTokenIds: null, choices: [] });
+    if (harnessGone) return null;
+    throw status === "timeout"
+      ? new GatewayError("RLGATE_UPSTREAM_TIMEOUT", "the upstream did not answer in time", { cause: error })
+      : new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${(error as Error).message}`, {
+          cause: error,
+        });
+  }
+  recorder.beginWork();
+  recorder.markFirstByte();
+  return new Exchange(ctx, res, recorder, upstream, () => harnessGone);
+}
+
+/** A JSON object from bytes, or null when they are not one. */
+export function parseJsonObject(raw: Buffer | string): Json | null {
+  try {
+    const value: unknown = JSON.parse(typeof raw === "string" ? raw : raw.toString("utf8"));
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The upstream's error response as the call's outcome: recorded as failed, never trained on. */
+export function upstreamErrorOutcome(httpStatus: number, parsed: Json | null, raw: Buffer): CallOutcome {
+  return {
+    status: "upstream_error",
+    httpStatus,
+    error: httpStatus === 200 ? "upstream sent a response that is not a JSON object" : `upstream HTTP ${httpStatus}`,
+    response: parsed ?? raw.toString("utf8"),
+    promptTokenIds: null,
+    choices: [],
+  };
+}

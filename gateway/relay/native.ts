@@ -1,0 +1,169 @@
+// Relays a call the upstream answers in the harness's own API (chat completions, completions): the response goes back
+// as the upstream sent it, minus the token-id and logprob fields rlgate asked for itself. Streams are relayed event by
+// event as they arrive; the final `[DONE]` (or the end of the body) is held back until the call's record is committed,
+// so a harness never sees a complete answer that is not on disk.
+import { RawJson, type ApiSurface } from "../../store/records.ts";
+import type { CallOutcome } from "../capture/call-recorder.ts";
+import type { GatewayContext } from "../context.ts";
+import { harnessResponseHeaders } from "../headers.ts";
+import type { Json } from "../upstream/fields.ts";
+import { withServedModel } from "../upstream/model-map.ts";
+import { wantsEverything, type ApiCodec, type HarnessWants, type PreparedRequest } from "../upstream/flavor.ts";
+import { checkRolloutRequired, openExchange, parseJsonObject, upstreamErrorOutcome, type Exchange, type HarnessCall } from "./exchange.ts";
+
+/** A surface whose API the upstream speaks: the request goes upstream as it came, with what capture needs added. */
+export interface NativeSurface {
+  api: ApiSurface;
+  upstreamPath: string;
+  codec: ApiCodec;
+}
+
+export async function handleNative(ctx: GatewayContext, call: HarnessCall, surface: NativeSurface, request: Json): Promise<void> {
+  checkRolloutRequired(ctx, call.attribution);
+  const stream = request["stream"] === true;
+  const model = request["model"];
+  const prepared = surface.codec.prepare(withServedModel(ctx.modelMap, request), stream);
+  const ex = await openExchange(ctx, call, {
+    api: surface.api,
+    upstreamPath: surface.upstreamPath,
+    stream,
+    model: typeof model === "string" ? model : null,
+    forwarded: prepared.forwarded,
+  });
+  if (ex) await relayNative(ex, surface.codec, prepared, request);
+}
+
+const DONE = "[DONE]";
+const DONE_EVENT = `data: ${DONE}\n\n`;
+
+export async function relayNative(
+  ex: Exchange,
+  codec: ApiCodec,
+  prepared: PreparedRequest,
+  harnessRequest: Json,
+): Promise<void> {
+  if (ex.isEventStream) return relayStream(ex, codec, prepared.wants);
+  const raw = await ex.readBody();
+  if (raw === null) return;
+  const parsed = parseJsonObject(raw);
+  const harnessStream = harnessRequest["stream"] === true;
+  if (ex.upstream.statusCode === 200 && parsed && harnessStream && !prepared.upstreamStream && codec.reemit) {
+    return relayReemitted(ex, codec, prepared.wants, parsed, codec.reemit(parsed, harnessRequest));
+  }
+  return relayWhole(ex, codec, prepared.wants, raw, parsed);
+}
+
+/** Non-streamed responses and every upstream error: read whole, capture, commit, then send. */
+async function relayWhole(ex: Exchange, codec: ApiCodec, wants: HarnessWants, raw: Buffer, parsed: Json | null): Promise<void> {
+  const { recorder, upstream } = ex;
+  let out = raw;
+  if (upstream.statusCode === 200 && parsed) {
+    const captured = codec.captureWhole(parsed);
+    codec.stripWhole(parsed, wants);
+    out = Buffer.from(JSON.stringify(parsed));
+    recorder.endWork();
+    await recorder.finish({
+      status: "ok",
+      httpStatus: 200,
+      response: new RawJson(out),
+      usage: parsed["usage"] as CallOutcome["usage"],
+      ...captured,
+    });
+  } else {
+    // Errors pass through verbatim; the call is recorded as failed and never trained on.
+    recorder.endWork();
+    await recorder.finish(upstreamErrorOutcome(upstream.statusCode, parsed, raw));
+  }
+  if (ex.harnessGone) return;
+  const headers = harnessResponseHeaders(upstream.headers);
+  headers["content-length"] = out.length;
+  ex.res.writeHead(upstream.statusCode, ex.headers(headers));
+  ex.res.end(out);
+}
+
+async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): Promise<void> {
+  const { recorder, res } = ex;
+  const stripNeeded = !wantsEverything(wants);
+  const assembler = codec.newAssembler();
+  let held: Buffer | null = null;
+  let malformed: string | null = null;
+
+  res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));
+  res.flushHeaders();
+  recorder.endWork();
+
+  const { failure, rest } = await ex.pumpEvents((events) => {
+    const pieces: Buffer[] = [];
+    for (const event of events) {
+      if (event.data === null) {
+        pieces.push(event.raw);
+        continue;
+      }
+      if (event.data.trim() === DONE) {
+        held = event.raw;
+        continue;
+      }
+      const parsed = parseJsonObject(event.data);
+      if (parsed === null) {
+        malformed ??= `upstream sent an event that is not a JSON object: ${event.data.slice(0, 200)}`;
+        pieces.push(event.raw);
+        continue;
+      }
+      if (assembler.add(parsed)) recorder.markFirstToken();
+      if (!stripNeeded) pieces.push(event.raw);
+      else if (codec.stripChunk(parsed, wants)) pieces.push(Buffer.from(`data: ${JSON.stringify(parsed)}\n\n`));
+    }
+    if (pieces.length && !ex.harnessGone) res.write(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
+  });
+
+  const response = assembler.assembled();
+  codec.stripWhole(response, wants);
+  const base = {
+    httpStatus: 200,
+    response,
+    promptTokenIds: assembler.promptTokenIds,
+    choices: assembler.captures(),
+    usage: response["usage"] as CallOutcome["usage"],
+  };
+  if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
+  const complete = held !== null || base.choices.some((c) => c.finishReason !== null);
+  recorder.endWork();
+  await recorder.finish({
+    ...base,
+    status: complete && malformed === null ? "ok" : "upstream_error",
+    error: malformed ?? (complete ? null : "upstream stream ended before any choice finished"),
+  });
+  if (ex.harnessGone) return;
+  if (rest.length) res.write(rest);
+  res.end(held ?? undefined);
+}
+
+/**
+ * A streamed call the upstream answered whole (SGLang chat): captured from the whole response, then sent to the
+ * harness as the stream of chunks it corresponds to, `[DONE]` after the commit.
+ */
+async function relayReemitted(ex: Exchange, codec: ApiCodec, wants: HarnessWants, whole: Json, chunks: Json[]): Promise<void> {
+  const { recorder, res } = ex;
+  recorder.markFirstToken();
+  const captured = codec.captureWhole(whole);
+  let body = "";
+  for (const chunk of chunks) {
+    codec.stripWhole(chunk, wants);
+    body += `data: ${JSON.stringify(chunk)}\n\n`;
+  }
+  codec.stripWhole(whole, wants);
+  if (!ex.harnessGone) {
+    res.writeHead(200, ex.headers({ "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }));
+    res.write(body);
+  }
+  recorder.endWork();
+  await recorder.finish({
+    status: "ok",
+    httpStatus: 200,
+    response: whole,
+    usage: whole["usage"] as CallOutcome["usage"],
+    ...captured,
+  });
+  if (ex.harnessGone) return;
+  res.end(DONE_EVENT);
+}

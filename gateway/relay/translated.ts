@@ -1,0 +1,158 @@
+// Relays a call of an API the upstream does not speak with token ids (Anthropic Messages, OpenAI Responses): it went
+// upstream as a chat completion; the chat answer is captured as on the chat surface and translated back by the
+// surface's encoder, chunk by chunk as it arrives. The encoder's last frame (`message_stop`, `response.completed`) —
+// or a whole response's body — is held back until the record is committed.
+import type { CallOutcome } from "../capture/call-recorder.ts";
+import { upstreamErrorBody, type ErrorShape } from "../errors.ts";
+import { chatChunksFromResponse } from "../upstream/chat-chunks.ts";
+import type { Json } from "../upstream/fields.ts";
+import type { HarnessWants } from "../upstream/flavor.ts";
+import { parseJsonObject, upstreamErrorOutcome, type Exchange } from "./exchange.ts";
+
+/** Writes one surface's response from the upstream's chat chunks. */
+export interface TranslationEncoder {
+  /** Frames for one upstream chat chunk ("" when it adds nothing the harness sees yet). */
+  chunk(chunk: Json): string;
+  /** The prompt length, when the capture knows it before the chunks tell (an upstream that answered whole). */
+  setPromptTokens(count: number | null): void;
+  /** The end of a complete answer: frames to send now, and the last frame, held until the record is committed. */
+  finish(): { frames: string; last: string };
+  /** The response as the harness's API returns it whole: the non-streamed body, and the record's `response`. */
+  snapshot(): Json;
+  /** The frame that tells a streaming harness the upstream failed mid-answer. */
+  failureFrame(message: string): string;
+}
+
+export interface TranslatedRelay {
+  encoder: TranslationEncoder;
+  errorShape: ErrorShape;
+  /** Whether the harness asked for a stream. */
+  stream: boolean;
+  /** Called once the call is committed as ok, with the delivered response and the upstream's chat response. */
+  onComplete?(delivered: Json, upstreamChat: Json): void;
+}
+
+const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" };
+/** Token ids and logprobs live in the capture; the upstream chat response is kept without them. */
+const KEEP_NONE: HarnessWants = { promptTokenIds: false, tokenIds: false, logprobs: false };
+
+export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Promise<void> {
+  if (ex.isEventStream) return relayStream(ex, spec);
+  const raw = await ex.readBody();
+  if (raw === null) return;
+  const parsed = parseJsonObject(raw);
+  const { recorder, res, upstream } = ex;
+  if (upstream.statusCode !== 200 || parsed === null) {
+    recorder.endWork();
+    await recorder.finish(upstreamErrorOutcome(upstream.statusCode, parsed, raw));
+    if (ex.harnessGone) return;
+    // The upstream's status is kept; a 200 that is not a chat completion is the upstream's fault: 502.
+    const status = upstream.statusCode === 200 ? 502 : upstream.statusCode;
+    const body = upstreamErrorBody(spec.errorShape, status, parsed ?? raw.toString("utf8"));
+    res.writeHead(status, ex.headers({ "content-type": "application/json", "content-length": Buffer.byteLength(body) }));
+    res.end(body);
+    return;
+  }
+
+  recorder.markFirstToken();
+  const codec = ex.ctx.flavor.chat;
+  const captured = codec.captureWhole(parsed);
+  const { encoder } = spec;
+  encoder.setPromptTokens(captured.promptTokenIds?.length ?? null);
+  let frames = "";
+  for (const chunk of chatChunksFromResponse(parsed, { includeUsage: true })) frames += encoder.chunk(chunk);
+  const end = encoder.finish();
+  const delivered = encoder.snapshot();
+  codec.stripWhole(parsed, KEEP_NONE);
+  const outcome: CallOutcome = {
+    status: "ok",
+    httpStatus: 200,
+    response: delivered,
+    upstreamResponse: parsed,
+    usage: parsed["usage"] as CallOutcome["usage"],
+    ...captured,
+  };
+  if (spec.stream) {
+    if (!ex.harnessGone) {
+      res.writeHead(200, ex.headers(SSE_HEADERS));
+      res.write(frames + end.frames);
+    }
+    recorder.endWork();
+    await recorder.finish(outcome);
+    spec.onComplete?.(delivered, parsed);
+    if (!ex.harnessGone) res.end(end.last);
+    return;
+  }
+  const body = JSON.stringify(delivered);
+  recorder.endWork();
+  await recorder.finish(outcome);
+  spec.onComplete?.(delivered, parsed);
+  if (ex.harnessGone) return;
+  res.writeHead(200, ex.headers({ "content-type": "application/json", "content-length": Buffer.byteLength(body) }));
+  res.end(body);
+}
+
+async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
+  const { recorder, res } = ex;
+  const { encoder } = spec;
+  const assembler = ex.ctx.flavor.chat.newAssembler();
+  let done = false;
+  let malformed: string | null = null;
+
+  res.writeHead(200, ex.headers(SSE_HEADERS));
+  res.flushHeaders();
+  recorder.endWork();
+
+  const { failure } = await ex.pumpEvents((events) => {
+    let out = "";
+    for (const event of events) {
+      if (event.data === null) continue;
+      if (event.data.trim() === "[DONE]") {
+        done = true;
+        continue;
+      }
+      const parsed = parseJsonObject(event.data);
+      if (parsed === null) {
+        malformed ??= `upstream sent an event that is not a JSON object: ${event.data.slice(0, 200)}`;
+        continue;
+      }
+      if (assembler.add(parsed)) recorder.markFirstToken();
+      out += encoder.chunk(parsed);
+    }
+    if (out && !ex.harnessGone) res.write(out);
+  });
+
+  const upstreamChat = assembler.assembled();
+  const choices = assembler.captures();
+  const usage = upstreamChat["usage"] as CallOutcome["usage"];
+  ex.ctx.flavor.chat.stripWhole(upstreamChat, KEEP_NONE);
+  const endHarness = (message: string): void => void res.end(encoder.failureFrame(message));
+  const complete = (done || choices.some((c) => c.finishReason !== null)) && malformed === null;
+  if (failure !== null || ex.harnessGone || !complete) {
+    const reason = failure ?? new Error(malformed ?? "upstream stream ended before the answer finished");
+    const partial = { httpStatus: 200, response: encoder.snapshot(), upstreamResponse: upstreamChat, promptTokenIds: assembler.promptTokenIds, choices, usage };
+    if (failure === null && !ex.harnessGone) {
+      // The upstream ended cleanly but short: recorded as its error, not as a transport failure.
+      recorder.endWork();
+      await recorder.finish({ ...partial, status: "upstream_error", error: (reason as Error).message });
+      endHarness((reason as Error).message);
+      return;
+    }
+    return ex.fail(reason, partial, endHarness);
+  }
+  const end = encoder.finish();
+  if (!ex.harnessGone) res.write(end.frames);
+  const delivered = encoder.snapshot();
+  recorder.endWork();
+  await recorder.finish({
+    status: "ok",
+    httpStatus: 200,
+    response: delivered,
+    upstreamResponse: upstreamChat,
+    promptTokenIds: assembler.promptTokenIds,
+    choices,
+    usage,
+  });
+  spec.onComplete?.(delivered, upstreamChat);
+  if (!ex.harnessGone) res.end(end.last);
+}

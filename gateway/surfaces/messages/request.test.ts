@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { GatewayError } from "../../errors.ts";
+import { parseMessagesRequest, toChatRequest } from "./request.ts";
+
+const translate = (body: Record<string, unknown>) => toChatRequest(parseMessagesRequest({ model: "m", max_tokens: 10, ...body }));
+
+test("tool results become tool messages before the rest of their user turn; images become image_url parts", () => {
+  const chat = translate({
+    system: [{ type: "text", text: "A" }, { type: "text", text: "B", cache_control: { type: "ephemeral" } }],
+    messages: [
+      { role: "user", content: "go" },
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "hm", signature: "s" },
+          { type: "text", text: "ok" },
+          { type: "tool_use", id: "t1", name: "sh", input: { c: 1 } },
+        ],
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "out" }] },
+          { type: "text", text: "and this" },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } },
+        ],
+      },
+    ],
+  });
+  assert.deepEqual(chat["messages"], [
+    { role: "system", content: [{ type: "text", text: "A" }, { type: "text", text: "B" }] },
+    { role: "user", content: "go" },
+    { role: "assistant", content: "ok", reasoning_content: "hm", tool_calls: [{ id: "t1", type: "function", function: { name: "sh", arguments: '{"c":1}' } }] },
+    { role: "tool", tool_call_id: "t1", content: "out" },
+    { role: "user", content: [{ type: "text", text: "and this" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] },
+  ]);
+});
+
+test("tools, tool_choice, thinking, stop sequences and sampling map to their chat counterparts", () => {
+  const chat = translate({
+    messages: [{ role: "user", content: "x" }],
+    stream: true,
+    tools: [{ name: "sh", description: "shell", input_schema: { type: "object" }, eager_input_streaming: true }],
+    tool_choice: { type: "any", disable_parallel_tool_use: true },
+    thinking: { type: "enabled", budget_tokens: 1024 },
+    stop_sequences: ["END"],
+    temperature: 0.5,
+    top_k: 20,
+    metadata: { user_id: "u" },
+  });
+  assert.deepEqual(chat, {
+    model: "m",
+    messages: [{ role: "user", content: "x" }],
+    max_tokens: 10,
+    stream: true,
+    stream_options: { include_usage: true },
+    tools: [{ type: "function", function: { name: "sh", parameters: { type: "object" }, description: "shell" } }],
+    tool_choice: "required",
+    parallel_tool_calls: false,
+    stop: ["END"],
+    temperature: 0.5,
+    top_k: 20,
+    chat_template_kwargs: { enable_thinking: true },
+  });
+  assert.deepEqual(translate({ messages: [{ role: "user", content: "x" }], tools: [{ name: "a", input_schema: {} }], tool_choice: { type: "tool", name: "a" } })["tool_choice"], {
+    type: "function",
+    function: { name: "a" },
+  });
+});
+
+test("what cannot be carried is refused by name, never dropped", () => {
+  const refused = (body: Record<string, unknown>, pattern: RegExp) =>
+    assert.throws(() => translate(body), (e: unknown) => e instanceof GatewayError && e.status === 400 && pattern.test(e.message));
+  refused({ messages: [{ role: "user", content: "x" }], tools: [{ type: "bash_20250124", name: "bash" }] }, /bash_20250124/);
+  refused({ messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [{ type: "image", source: {} }] }] }] }, /tool_result/);
+  refused({ messages: [{ role: "user", content: [{ type: "container_upload", file_id: "f" }] }] }, /container_upload/);
+  refused({ messages: [{ role: "system", content: "x" }] }, /messages\.0\.role/);
+  assert.throws(() => parseMessagesRequest({ model: "m", messages: [] }), /max_tokens/);
+  assert.doesNotThrow(() => parseMessagesRequest({ model: "m", messages: [] }, { countOnly: true }));
+});

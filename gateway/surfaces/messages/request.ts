@@ -1,0 +1,220 @@
+// An Anthropic Messages request, checked and translated to the chat completion the upstream runs:
+//   system (string or text blocks)      → a system message
+//   text / image blocks                  → content parts (images as data: or https: image_url parts; the upstream
+//                                          decides whether its model takes them)
+//   tool_result blocks (user turn)       → tool messages, before the rest of that user turn
+//   assistant text / thinking / tool_use → content / reasoning_content / tool_calls of one assistant message
+//   tools, tool_choice, stop_sequences, thinking, sampling parameters → their chat-completions counterparts
+// Anything the translation cannot carry faithfully (server tools, images inside tool results, unknown blocks) is
+// refused with a 400 that names it, rather than dropped.
+import { GatewayError } from "../../errors.ts";
+import { isObject, type Json } from "../../upstream/fields.ts";
+
+export interface MessagesRequest extends Json {
+  model: string;
+  max_tokens: number;
+  messages: Json[];
+  stream?: boolean;
+}
+
+function invalid(param: string, message: string): GatewayError {
+  return new GatewayError("RLGATE_BAD_REQUEST", `${param}: ${message}`, { param });
+}
+
+/** `countOnly`: a count_tokens request, which has no max_tokens. */
+export function parseMessagesRequest(body: unknown, options: { countOnly?: boolean } = {}): MessagesRequest {
+  if (!isObject(body)) throw new GatewayError("RLGATE_BAD_REQUEST", "request body must be a JSON object");
+  if (typeof body["model"] !== "string" || !body["model"]) throw invalid("model", "Field required (a model name string)");
+  const maxTokens = body["max_tokens"];
+  if (!options.countOnly && (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1)) {
+    throw invalid("max_tokens", "Field required (an integer ≥ 1)");
+  }
+  const messages = body["messages"];
+  if (!Array.isArray(messages)) throw invalid("messages", "Field required (an array of messages)");
+  messages.forEach((message, i) => {
+    if (!isObject(message)) throw invalid(`messages.${i}`, "each message must be an object");
+    if (message["role"] !== "user" && message["role"] !== "assistant") {
+      throw invalid(`messages.${i}.role`, `expected 'user' or 'assistant', got ${JSON.stringify(message["role"])}`);
+    }
+    const content = message["content"];
+    if (typeof content !== "string" && !(Array.isArray(content) && content.every(isObject))) {
+      throw invalid(`messages.${i}.content`, "expected a string or an array of content blocks");
+    }
+  });
+  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") throw invalid("stream", "expected a boolean");
+  return body as MessagesRequest;
+}
+
+type ChatPart = Json;
+
+function blocksOf(content: unknown): Json[] {
+  return typeof content === "string" ? [{ type: "text", text: content }] : (content as Json[]);
+}
+
+function imagePart(block: Json, where: string): ChatPart {
+  const source = block["source"];
+  if (isObject(source) && source["type"] === "base64" && typeof source["data"] === "string") {
+    return { type: "image_url", image_url: { url: `data:${String(source["media_type"] ?? "image/png")};base64,${source["data"]}` } };
+  }
+  if (isObject(source) && source["type"] === "url" && typeof source["url"] === "string") {
+    return { type: "image_url", image_url: { url: source["url"] } };
+  }
+  throw invalid(where, "image blocks need a base64 or url source");
+}
+
+function userPart(block: Json, where: string): ChatPart {
+  switch (block["type"]) {
+    case "text":
+      return { type: "text", text: String(block["text"] ?? "") };
+    case "image":
+      return imagePart(block, where);
+    case "document": {
+      const source = block["source"];
+      if (isObject(source) && source["type"] === "text" && typeof source["data"] === "string") {
+        return { type: "text", text: source["data"] };
+      }
+      throw invalid(where, "only plain-text document blocks can be passed to a chat-completions upstream");
+    }
+    default:
+      throw invalid(where, `content blocks of type '${String(block["type"])}' cannot be passed to a chat-completions upstream`);
+  }
+}
+
+/** One content value from parts: a string for a single text part (what most clients send), else the parts. */
+function contentOf(parts: ChatPart[]): string | ChatPart[] {
+  const [only] = parts;
+  return parts.length === 1 && only?.["type"] === "text" ? String(only["text"]) : parts;
+}
+
+function toolResultContent(block: Json, where: string): string | ChatPart[] {
+  const content = block["content"];
+  if (content === undefined || content === null) return "";
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) throw invalid(where, "tool_result content must be a string or an array of blocks");
+  return contentOf(
+    content.filter(isObject).map((part, k) => {
+      if (part["type"] !== "text") {
+        throw invalid(`${where}.content.${k}`, `'${String(part["type"])}' blocks inside tool_result cannot be passed to a chat-completions upstream (tool messages carry text)`);
+      }
+      return { type: "text", text: String(part["text"] ?? "") };
+    }),
+  );
+}
+
+function userMessages(message: Json, i: number): Json[] {
+  const out: Json[] = [];
+  const parts: ChatPart[] = [];
+  blocksOf(message["content"]).forEach((block, k) => {
+    const where = `messages.${i}.content.${k}`;
+    if (block["type"] === "tool_result") {
+      out.push({ role: "tool", tool_call_id: String(block["tool_use_id"] ?? ""), content: toolResultContent(block, where) });
+    } else {
+      parts.push(userPart(block, where));
+    }
+  });
+  if (parts.length) out.push({ role: "user", content: contentOf(parts) });
+  return out;
+}
+
+function assistantMessage(message: Json, i: number): Json {
+  let text = "";
+  let reasoning: string | null = null;
+  const toolCalls: Json[] = [];
+  blocksOf(message["content"]).forEach((block, k) => {
+    switch (block["type"]) {
+      case "text":
+        text += String(block["text"] ?? "");
+        break;
+      case "thinking":
+        reasoning = (reasoning ?? "") + String(block["thinking"] ?? "");
+        break;
+      case "redacted_thinking":
+        break;
+      case "tool_use":
+        toolCalls.push({
+          id: String(block["id"] ?? ""),
+          type: "function",
+          function: { name: String(block["name"] ?? ""), arguments: JSON.stringify(block["input"] ?? {}) },
+        });
+        break;
+      default:
+        throw invalid(`messages.${i}.content.${k}`, `assistant blocks of type '${String(block["type"])}' cannot be passed to a chat-completions upstream`);
+    }
+  });
+  const out: Json = { role: "assistant", content: text };
+  if (reasoning !== null) out["reasoning_content"] = reasoning;
+  if (toolCalls.length) out["tool_calls"] = toolCalls;
+  return out;
+}
+
+function systemMessage(system: unknown): Json | null {
+  if (system === undefined || system === null) return null;
+  if (typeof system === "string") return system ? { role: "system", content: system } : null;
+  if (!Array.isArray(system)) throw invalid("system", "expected a string or an array of text blocks");
+  const parts = system.map((block, k) => {
+    if (!isObject(block) || block["type"] !== "text") throw invalid(`system.${k}`, "system blocks must be text blocks");
+    return { type: "text", text: String(block["text"] ?? "") };
+  });
+  return parts.length ? { role: "system", content: contentOf(parts) } : null;
+}
+
+function chatTools(tools: unknown): Json[] | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) throw invalid("tools", "expected an array of tools");
+  return tools.map((tool, k) => {
+    if (!isObject(tool) || typeof tool["name"] !== "string") throw invalid(`tools.${k}`, "each tool needs a name");
+    if (tool["type"] !== undefined && tool["type"] !== null && tool["type"] !== "custom") {
+      throw invalid(`tools.${k}.type`, `server tool '${String(tool["type"])}' cannot run on a chat-completions upstream; declare it as a custom tool with an input_schema`);
+    }
+    const fn: Json = { name: tool["name"], parameters: tool["input_schema"] ?? { type: "object", properties: {} } };
+    if (typeof tool["description"] === "string") fn["description"] = tool["description"];
+    return { type: "function", function: fn };
+  });
+}
+
+function chatToolChoice(choice: unknown, out: Json): void {
+  if (!isObject(choice)) return;
+  if (choice["disable_parallel_tool_use"] === true) out["parallel_tool_calls"] = false;
+  switch (choice["type"]) {
+    case "auto":
+      out["tool_choice"] = "auto";
+      break;
+    case "any":
+      out["tool_choice"] = "required";
+      break;
+    case "none":
+      out["tool_choice"] = "none";
+      break;
+    case "tool":
+      out["tool_choice"] = { type: "function", function: { name: String(choice["name"] ?? "") } };
+      break;
+    default:
+      throw invalid("tool_choice.type", `expected auto, any, tool or none, got ${JSON.stringify(choice["type"])}`);
+  }
+}
+
+/** The chat-completions request for an Anthropic Messages request (model name as requested). */
+export function toChatRequest(request: MessagesRequest): Json {
+  const messages: Json[] = [];
+  const system = systemMessage(request["system"]);
+  if (system) messages.push(system);
+  request.messages.forEach((message, i) => {
+    if (message["role"] === "user") messages.push(...userMessages(message, i));
+    else messages.push(assistantMessage(message, i));
+  });
+  const chat: Json = { model: request.model, messages };
+  if (typeof request.max_tokens === "number") chat["max_tokens"] = request.max_tokens;
+  if (request.stream === true) {
+    chat["stream"] = true;
+    chat["stream_options"] = { include_usage: true };
+  }
+  const tools = chatTools(request["tools"]);
+  if (tools?.length) chat["tools"] = tools;
+  chatToolChoice(request["tool_choice"], chat);
+  const stop = request["stop_sequences"];
+  if (Array.isArray(stop) && stop.length) chat["stop"] = stop;
+  for (const key of ["temperature", "top_p", "top_k"]) if (typeof request[key] === "number") chat[key] = request[key];
+  const thinking = request["thinking"];
+  if (isObject(thinking)) chat["chat_template_kwargs"] = { enable_thinking: thinking["type"] !== "disabled" };
+  return chat;
+}

@@ -1,0 +1,50 @@
+// POST /v1/responses: the Responses request is translated to a chat completion (with token ids and logprobs
+// requested), captured like any chat call, and its answer translated back to a Response, streamed event by event.
+// `previous_response_id` is served from the in-memory conversation history (history.ts).
+import type { GatewayContext } from "../../context.ts";
+import { GatewayError } from "../../errors.ts";
+import { checkRolloutRequired, openExchange, type HarnessCall } from "../../relay/exchange.ts";
+import { relayTranslated } from "../../relay/translated.ts";
+import type { Json } from "../../upstream/fields.ts";
+import { withServedModel } from "../../upstream/model-map.ts";
+import { ResponsesEncoder } from "./encoder.ts";
+import { responseHistory } from "./history.ts";
+import { inputMessages, parseResponsesRequest, toChatRequest } from "./request.ts";
+
+export async function handleResponses(ctx: GatewayContext, call: HarnessCall): Promise<void> {
+  const request = parseResponsesRequest(call.body);
+  checkRolloutRequired(ctx, call.attribution);
+  const history = responseHistory(ctx);
+  let previous: readonly Json[] = [];
+  if (request.previous_response_id) {
+    const found = history.get(request.previous_response_id);
+    if (!found) {
+      throw new GatewayError(
+        "RLGATE_BAD_REQUEST",
+        `Previous response with id '${request.previous_response_id}' not found (rlgate keeps recent responses in memory; it may have been created with store: false, evicted, or before a restart).`,
+        { param: "previous_response_id" },
+      );
+    }
+    previous = found;
+  }
+  const { chat, conversation } = toChatRequest(request, previous);
+  const stream = request.stream === true;
+  const prepared = ctx.flavor.chat.prepare(withServedModel(ctx.modelMap, chat), stream);
+  const encoder = new ResponsesEncoder(request);
+  const ex = await openExchange(ctx, call, {
+    api: "responses",
+    upstreamPath: "/v1/chat/completions",
+    stream,
+    model: request.model,
+    forwarded: prepared.forwarded,
+  });
+  if (!ex) return;
+  await relayTranslated(ex, {
+    encoder,
+    errorShape: "openai",
+    stream,
+    onComplete(delivered) {
+      if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"])]);
+    },
+  });
+}

@@ -1,0 +1,205 @@
+// An OpenAI Responses request, checked and translated to the chat completion the upstream runs:
+//   instructions                          → a system message (not carried over by previous_response_id, as OpenAI)
+//   input: string                         → one user message
+//   message items (user/system/developer) → user / system messages (input_text and input_image parts)
+//   reasoning, assistant message and function_call items in a row → one assistant message
+//                                           (reasoning_content, content, tool_calls)
+//   function_call_output                  → a tool message
+//   function tools, tool_choice, max_output_tokens, text.format, reasoning.effort, sampling → their chat counterparts
+// Items and tools that cannot be carried (item_reference, hosted tools, files) are refused with a 400 naming them.
+import { GatewayError } from "../../errors.ts";
+import { isObject, type Json } from "../../upstream/fields.ts";
+
+export interface ResponsesRequest extends Json {
+  model: string;
+  stream?: boolean;
+  previous_response_id?: string | null;
+}
+
+function invalid(param: string, message: string): GatewayError {
+  return new GatewayError("RLGATE_BAD_REQUEST", `invalid request: ${param}: ${message}`, { param });
+}
+
+export function parseResponsesRequest(body: unknown): ResponsesRequest {
+  if (!isObject(body)) throw new GatewayError("RLGATE_BAD_REQUEST", "request body must be a JSON object");
+  if (typeof body["model"] !== "string" || !body["model"]) throw invalid("model", "a model name string is required");
+  const input = body["input"];
+  if (input !== undefined && typeof input !== "string" && !(Array.isArray(input) && input.every(isObject))) {
+    throw invalid("input", "expected a string or an array of input items");
+  }
+  if (body["instructions"] != null && typeof body["instructions"] !== "string") throw invalid("instructions", "expected a string");
+  if (body["stream"] != null && typeof body["stream"] !== "boolean") throw invalid("stream", "expected a boolean");
+  const previous = body["previous_response_id"];
+  if (previous != null && typeof previous !== "string") throw invalid("previous_response_id", "expected a string");
+  return body as ResponsesRequest;
+}
+
+/** Reasoning text handed back to a client that asked for `reasoning.encrypted_content` (rlgate encrypts nothing). */
+const ENCRYPTED_PREFIX = "rlgate.v1.";
+
+export function encodeReasoning(text: string): string {
+  return ENCRYPTED_PREFIX + Buffer.from(text, "utf8").toString("base64");
+}
+
+function decodeReasoning(value: unknown): string | null {
+  if (typeof value !== "string" || !value.startsWith(ENCRYPTED_PREFIX)) return null;
+  return Buffer.from(value.slice(ENCRYPTED_PREFIX.length), "base64").toString("utf8");
+}
+
+function texts(parts: unknown, types: readonly string[]): string[] {
+  if (!Array.isArray(parts)) return [];
+  return parts.filter((p) => isObject(p) && types.includes(String(p["type"])) && typeof p["text"] === "string").map((p) => (p as Json)["text"] as string);
+}
+
+function userContent(content: unknown, where: string): string | Json[] {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) throw invalid(where, "expected a string or an array of content parts");
+  const parts = content.map((part, k) => {
+    if (!isObject(part)) throw invalid(`${where}.${k}`, "each content part must be an object");
+    switch (part["type"]) {
+      case "input_text":
+      case "output_text":
+      case "text":
+        return { type: "text", text: String(part["text"] ?? "") };
+      case "input_image":
+        if (typeof part["image_url"] === "string") return { type: "image_url", image_url: { url: part["image_url"] } };
+        throw invalid(`${where}.${k}`, "input_image parts need an image_url (file ids cannot be resolved by rlgate)");
+      default:
+        throw invalid(`${where}.${k}`, `content parts of type '${String(part["type"])}' cannot be passed to a chat-completions upstream`);
+    }
+  });
+  const [only] = parts;
+  return parts.length === 1 && only?.type === "text" ? String(only.text) : parts;
+}
+
+function toolOutput(output: unknown): string {
+  if (typeof output === "string") return output;
+  return texts(output, ["input_text", "output_text", "text"]).join("\n");
+}
+
+/** The chat messages for an input (string or items); `where` names the field in errors. */
+export function inputMessages(input: unknown, where = "input"): Json[] {
+  if (input === undefined || input === null) return [];
+  if (typeof input === "string") return [{ role: "user", content: input }];
+  const messages: Json[] = [];
+  let assistant: Json | null = null;
+  const flush = (): void => {
+    if (assistant) messages.push(assistant);
+    assistant = null;
+  };
+  const open = (): Json => (assistant ??= { role: "assistant", content: "" });
+  (input as Json[]).forEach((item, i) => {
+    const at = `${where}.${i}`;
+    const type = item["type"] ?? (typeof item["role"] === "string" ? "message" : undefined);
+    switch (type) {
+      case "message": {
+        const role = item["role"];
+        if (role === "assistant") {
+          if (assistant?.["tool_calls"]) flush();
+          const text = typeof item["content"] === "string" ? item["content"] : texts(item["content"], ["output_text", "input_text", "text", "refusal"]).join("");
+          const message = open();
+          message["content"] = String(message["content"]) + text;
+          return;
+        }
+        flush();
+        if (role === "user") messages.push({ role: "user", content: userContent(item["content"], `${at}.content`) });
+        else if (role === "system" || role === "developer") messages.push({ role: "system", content: userContent(item["content"], `${at}.content`) });
+        else throw invalid(`${at}.role`, `expected user, assistant, system or developer, got ${JSON.stringify(role)}`);
+        return;
+      }
+      case "reasoning": {
+        if (assistant && (assistant["content"] || assistant["tool_calls"])) flush();
+        const text =
+          texts(item["content"], ["reasoning_text"]).join("") ||
+          decodeReasoning(item["encrypted_content"]) ||
+          texts(item["summary"], ["summary_text"]).join("\n");
+        const message = open();
+        message["reasoning_content"] = String(message["reasoning_content"] ?? "") + text;
+        return;
+      }
+      case "function_call": {
+        const message = open();
+        const calls = (message["tool_calls"] ??= []) as Json[];
+        calls.push({
+          id: String(item["call_id"] ?? item["id"] ?? ""),
+          type: "function",
+          function: { name: String(item["name"] ?? ""), arguments: typeof item["arguments"] === "string" ? item["arguments"] : "{}" },
+        });
+        return;
+      }
+      case "function_call_output":
+        flush();
+        messages.push({ role: "tool", tool_call_id: String(item["call_id"] ?? ""), content: toolOutput(item["output"]) });
+        return;
+      default:
+        throw invalid(`${at}.type`, `input items of type '${String(type)}' cannot be passed to a chat-completions upstream`);
+    }
+  });
+  flush();
+  return messages;
+}
+
+function chatTools(tools: unknown): Json[] | undefined {
+  if (tools == null) return undefined;
+  if (!Array.isArray(tools)) throw invalid("tools", "expected an array of tools");
+  return tools.map((tool, k) => {
+    if (!isObject(tool) || tool["type"] !== "function" || typeof tool["name"] !== "string") {
+      const type = isObject(tool) ? String(tool["type"]) : typeof tool;
+      throw invalid(`tools.${k}`, `only function tools can run on a chat-completions upstream (got '${type}')`);
+    }
+    const fn: Json = { name: tool["name"], parameters: tool["parameters"] ?? { type: "object", properties: {} } };
+    if (typeof tool["description"] === "string") fn["description"] = tool["description"];
+    if (typeof tool["strict"] === "boolean") fn["strict"] = tool["strict"];
+    return { type: "function", function: fn };
+  });
+}
+
+function chatToolChoice(choice: unknown): unknown {
+  if (choice == null || choice === "auto" || choice === "none" || choice === "required") return choice ?? undefined;
+  if (isObject(choice) && choice["type"] === "function" && typeof choice["name"] === "string") {
+    return { type: "function", function: { name: choice["name"] } };
+  }
+  throw invalid("tool_choice", "expected auto, none, required or {type:'function', name}");
+}
+
+function responseFormat(text: unknown): Json | undefined {
+  if (!isObject(text) || !isObject(text["format"])) return undefined;
+  const format = text["format"];
+  if (format["type"] === "json_schema") {
+    return { type: "json_schema", json_schema: { name: format["name"] ?? "response", schema: format["schema"], strict: format["strict"] ?? null } };
+  }
+  if (format["type"] === "json_object") return { type: "json_object" };
+  return undefined;
+}
+
+/**
+ * The chat-completions request for a Responses request. `history` is the conversation of the previous response
+ * (its input and output as chat messages); `conversation` is what this response's successor will need.
+ */
+export function toChatRequest(request: ResponsesRequest, history: readonly Json[]): { chat: Json; conversation: Json[] } {
+  const conversation = [...history, ...inputMessages(request["input"])];
+  const messages = typeof request["instructions"] === "string" && request["instructions"]
+    ? [{ role: "system", content: request["instructions"] }, ...conversation]
+    : conversation;
+  const chat: Json = { model: request.model, messages };
+  if (request.stream === true) {
+    chat["stream"] = true;
+    chat["stream_options"] = { include_usage: true };
+  }
+  const tools = chatTools(request["tools"]);
+  if (tools?.length) {
+    chat["tools"] = tools;
+    const choice = chatToolChoice(request["tool_choice"]);
+    if (choice !== undefined) chat["tool_choice"] = choice;
+  }
+  if (typeof request["parallel_tool_calls"] === "boolean") chat["parallel_tool_calls"] = request["parallel_tool_calls"];
+  if (typeof request["max_output_tokens"] === "number") chat["max_tokens"] = request["max_output_tokens"];
+  for (const key of ["temperature", "top_p"]) if (typeof request[key] === "number") chat[key] = request[key];
+  const format = responseFormat(request["text"]);
+  if (format) chat["response_format"] = format;
+  const reasoning = request["reasoning"];
+  if (isObject(reasoning) && (reasoning["effort"] === "none" || reasoning["effort"] === "minimal")) {
+    chat["chat_template_kwargs"] = { enable_thinking: false };
+  }
+  return { chat, conversation };
+}

@@ -1,0 +1,40 @@
+// Readers for the token-id and logprob fields inference servers add to OpenAI-shaped bodies. Both vLLM and SGLang
+// use the same names (`prompt_token_ids`, `token_ids`, chat `logprobs.content[].logprob`, completions
+// `logprobs.token_logprobs`); they differ in where the prompt ids sit and how absent fields are written.
+
+export type Json = Record<string, unknown>;
+
+export function isObject(value: unknown): value is Json {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function numberArray(value: unknown): number[] | null {
+  if (!Array.isArray(value)) return null;
+  for (const item of value) if (typeof item !== "number") return null;
+  return value as number[];
+}
+
+/** Chat `choices[].logprobs.content[].logprob` → numbers (null when the upstream sent none). */
+export function chatLogprobs(choice: Json): number[] | null {
+  const logprobs = choice["logprobs"];
+  if (!isObject(logprobs) || !Array.isArray(logprobs["content"])) return null;
+  return (logprobs["content"] as unknown[]).map((entry) =>
+    isObject(entry) && typeof entry["logprob"] === "number" ? entry["logprob"] : Number.NaN,
+  );
+}
+
+/** Completions `choices[].logprobs.token_logprobs` → numbers (null when the upstream sent none). */
+export function completionLogprobs(choice: Json): number[] | null {
+  const logprobs = choice["logprobs"];
+  if (!isObject(logprobs) || !Array.isArray(logprobs["token_logprobs"])) return null;
+  return (logprobs["token_logprobs"] as unknown[]).map((value) => (typeof value === "number" ? value : Number.NaN));
+}
+
+export function choicesOf(body: Json): Json[] {
+  const choices = body["choices"];
+  return Array.isArray(choices) ? (choices.filter(isObject) as Json[]) : [];
+}
+
+export function choiceIndex(choice: Json, fallback: number): number {
+  return typeof choice["index"] === "number" ? choice["index"] : fallback;
+}

@@ -1,0 +1,74 @@
+// The one place that picks how rlgate talks to its inference server. An upstream flavour knows, for each API the
+// upstream speaks natively (chat completions, completions), what to add to a request so the response carries token
+// ids and logprobs, where to read them back, and how to give the harness the response it would have had directly.
+import type { ChoiceCapture } from "../../store/records.ts";
+import type { Json } from "./fields.ts";
+import { sglangFlavor } from "./sglang.ts";
+import { vllmFlavor } from "./vllm.ts";
+
+export const FLAVOR_NAMES = ["vllm", "sglang"] as const;
+export type FlavorName = (typeof FLAVOR_NAMES)[number];
+
+/** Which of the fields rlgate adds the harness asked for itself (those are left in what it receives). */
+export interface HarnessWants {
+  promptTokenIds: boolean;
+  tokenIds: boolean;
+  logprobs: boolean;
+}
+
+export interface PreparedRequest {
+  /** The body sent upstream. */
+  forwarded: Json;
+  wants: HarnessWants;
+  /**
+   * Whether the upstream request streams. False for a streamed call the upstream cannot stream with token ids
+   * (a chat call to SGLang): rlgate asks for the whole response and re-emits it to the harness as a stream.
+   */
+  upstreamStream: boolean;
+}
+
+export interface Captured {
+  promptTokenIds: number[] | null;
+  choices: ChoiceCapture[];
+}
+
+/** Collects token ids and logprobs from a stream's chunks and assembles the equivalent whole response. */
+export interface StreamAssembler {
+  /** Adds one parsed chunk; true when it carried sampled tokens or text (for time-to-first-token). */
+  add(chunk: Json): boolean;
+  readonly promptTokenIds: number[] | null;
+  captures(): ChoiceCapture[];
+  assembled(): Json;
+}
+
+/** How one native API carries token ids on one upstream. */
+export interface ApiCodec {
+  prepare(body: Json, harnessStream: boolean): PreparedRequest;
+  captureWhole(response: Json): Captured;
+  /** Removes from a whole response what the harness did not ask for. */
+  stripWhole(response: Json, wants: HarnessWants): void;
+  newAssembler(): StreamAssembler;
+  /** Rewrites one streamed chunk for the harness; false when the harness would not have received it at all. */
+  stripChunk(chunk: Json, wants: HarnessWants): boolean;
+  /** The chunks a stream of this whole response holds (used when the upstream was asked not to stream). */
+  reemit?(response: Json, harnessRequest: Json): Json[];
+}
+
+export interface UpstreamFlavor {
+  readonly name: FlavorName;
+  readonly chat: ApiCodec;
+  readonly completions: ApiCodec;
+}
+
+const FLAVORS: Record<FlavorName, UpstreamFlavor> = { vllm: vllmFlavor, sglang: sglangFlavor };
+
+export function selectUpstreamFlavor(name: FlavorName = "vllm"): UpstreamFlavor {
+  const flavor = Object.hasOwn(FLAVORS, name) ? FLAVORS[name] : undefined;
+  if (!flavor) throw new Error(`unknown upstream flavor '${String(name)}' (expected one of ${FLAVOR_NAMES.join(", ")})`);
+  return flavor;
+}
+
+/** True when nothing rlgate added must be removed: the upstream's bytes can be forwarded as they are. */
+export function wantsEverything(wants: HarnessWants): boolean {
+  return wants.promptTokenIds && wants.tokenIds && wants.logprobs;
+}

@@ -1,0 +1,84 @@
+// Training–inference agreement: the logprobs a trainer recomputes for a batch's sampled tokens against the
+// inference server's, per harness and for the whole batch ("*"). Only mask-1 tokens where both are finite count.
+import { klDivergence } from "../kernels/index.ts";
+import type { Consistency } from "../wire/index.ts";
+
+export interface ConsistencyInput {
+  offsets: Int32Array;
+  lossMask: Uint8Array;
+  /** The inference server's sampling logprobs. */
+  rollout: Float32Array;
+  /** The trainer's. */
+  trainer: Float32Array;
+  /** Per row. */
+  harness: readonly string[];
+}
+
+/** numpy.percentile's default (linear interpolation) over sorted values. */
+export function percentile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return NaN;
+  const at = (q / 100) * (sorted.length - 1);
+  const lo = Math.floor(at);
+  const hi = Math.min(sorted.length - 1, lo + 1);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
+}
+
+function figures(harness: string, tokens: number[], input: ConsistencyInput, k3: Float32Array): Consistency {
+  const n = tokens.length;
+  let sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0, sk = 0;
+  const diff = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const t = tokens[i]!;
+    const x = input.rollout[t]!;
+    const y = input.trainer[t]!;
+    sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y;
+    sk += k3[t]!;
+    diff[i] = Math.abs(y - x);
+  }
+  diff.sort();
+  let sd = 0;
+  for (let i = 0; i < n; i++) sd += diff[i]!;
+  const cov = sxy - (sx * sy) / n;
+  const vx = sxx - (sx * sx) / n;
+  const vy = syy - (sy * sy) / n;
+  // Pearson is undefined with no spread: NaN then (both constant and equal is still perfect agreement in p50/p99).
+  const pearson = n >= 2 && vx > 0 && vy > 0 ? cov / Math.sqrt(vx * vy) : NaN;
+  return {
+    harness,
+    tokens: n,
+    pearson,
+    k3Kl: n ? sk / n : NaN,
+    absDiffMean: n ? sd / n : NaN,
+    absDiffP50: percentile(diff, 50),
+    absDiffP99: percentile(diff, 99),
+    absDiffMax: n ? diff[n - 1]! : NaN,
+  };
+}
+
+export function consistencyFigures(input: ConsistencyInput): Consistency[] {
+  const tokensTotal = input.lossMask.length;
+  if (input.trainer.length !== tokensTotal || input.rollout.length !== tokensTotal) {
+    throw new RangeError(`logprobs have ${input.trainer.length} entries, the batch has ${tokensTotal} tokens`);
+  }
+  const mask = new Uint8Array(tokensTotal);
+  for (let t = 0; t < tokensTotal; t++) {
+    mask[t] = input.lossMask[t] && Number.isFinite(input.rollout[t]!) && Number.isFinite(input.trainer[t]!) ? 1 : 0;
+  }
+  // k3 of KL(inference ‖ trainer): the tokens were sampled by the inference server, d = trainer − inference.
+  const k3 = klDivergence({ logp: input.rollout, logpRef: input.trainer, mask, kind: "k3" });
+  const all: number[] = [];
+  const byHarness = new Map<string, number[]>();
+  for (let r = 0; r + 1 < input.offsets.length; r++) {
+    const h = input.harness[r] || "unknown";
+    let list = byHarness.get(h);
+    if (!list) byHarness.set(h, (list = []));
+    for (let t = input.offsets[r]!; t < input.offsets[r + 1]!; t++) {
+      if (!mask[t]) continue;
+      list.push(t);
+      all.push(t);
+    }
+  }
+  const out = [figures("*", all, input, k3)];
+  for (const [h, list] of [...byHarness].sort((a, b) => a[0].localeCompare(b[0]))) out.push(figures(h, list, input, k3));
+  return out;
+}

@@ -1,0 +1,180 @@
+// The RL core's own LMDB store: what it needs to resume after a restart.
+//   pending   rollouts received whose group is not complete (not yet acked to the gateway)
+//   seen      rollouts processed (a re-delivered one is skipped and acked again)
+//   groups    groups processed (a rollout arriving after its group is late)
+//   ready     trajectories with advantages, waiting to be packed into a batch
+//   batches   packed batches, until a trainer acks them
+// A group's rows, its rollouts' `seen` marks and the removal of its pending rollouts commit in one transaction,
+// and so do a batch and the removal of its rows: a crash leaves either the before or the after.
+import { open, type Database, type RootDatabase } from "lmdb";
+import type { BatchMessage, RowInfo } from "../wire/index.ts";
+
+/** A rollout as received from a gateway (arrays as little-endian bytes, as on the wire). */
+export interface PendingRollout {
+  rolloutId: string;
+  groupKey: string;
+  group: string;
+  task: string;
+  harness: string;
+  status: string;
+  reward: number | null;
+  /** Group size the rollout declares (metadata group_size / groupSize), 0 when none. */
+  declaredSize: number;
+  flagged: boolean;
+  flagReasons: string[];
+  oversize: boolean;
+  rows: number;
+  offsets: Uint8Array;
+  tokenIds: Uint8Array;
+  lossMask: Uint8Array;
+  logprobs: Uint8Array;
+  trajectoryIds: string[];
+  segments: string[];
+  trained: Uint8Array;
+  gateway: string;
+  cursor: number;
+  receivedAt: number;
+}
+
+/** One trajectory with its advantages. */
+export interface ReadyRow {
+  rolloutId: string;
+  trajectoryId: string;
+  groupKey: string;
+  group: string;
+  task: string;
+  harness: string;
+  reward: number;
+  segment: string;
+  tokenIds: Uint8Array;
+  lossMask: Uint8Array;
+  logprobs: Uint8Array;
+  advantages: Uint8Array;
+}
+
+/** A batch as it is served, with each row's group key (for advantages on request). */
+export interface StoredBatch extends Omit<BatchMessage, "rowInfo"> {
+  rowInfo: Array<RowInfo & { groupKey: string }>;
+}
+
+export class CoreStore {
+  readonly #root: RootDatabase;
+  readonly #pending: Database<PendingRollout, string>;
+  readonly #seen: Database<number, string>;
+  readonly #groups: Database<number, string>;
+  readonly #ready: Database<ReadyRow, number>;
+  readonly #batches: Database<StoredBatch, number>;
+  readonly #meta: Database<number, string>;
+  #nextReady: number;
+  #nextBatch: number;
+
+  constructor(path: string) {
+    // Commit durability as the gateway's store: safe from a process kill; the OS writes to disk on its schedule.
+    this.#root = open({ path, compression: false, maxDbs: 8, noSync: true });
+    this.#pending = this.#root.openDB({ name: "pending" });
+    this.#seen = this.#root.openDB({ name: "seen" });
+    this.#groups = this.#root.openDB({ name: "groups" });
+    this.#ready = this.#root.openDB({ name: "ready" });
+    this.#batches = this.#root.openDB({ name: "batches" });
+    this.#meta = this.#root.openDB({ name: "meta" });
+    this.#nextReady = 1;
+    for (const key of this.#ready.getKeys({ reverse: true, limit: 1 })) this.#nextReady = key + 1;
+    this.#nextBatch = Math.max(1, this.#meta.get("nextBatch") ?? 1);
+  }
+
+  isSeen(rolloutId: string): boolean {
+    return this.#seen.get(rolloutId) !== undefined;
+  }
+
+  isGroupDone(groupKey: string): boolean {
+    return this.#groups.get(groupKey) !== undefined;
+  }
+
+  putPending(rollout: PendingRollout): Promise<boolean> {
+    return this.#pending.put(rollout.rolloutId, rollout);
+  }
+
+  getPending(rolloutId: string): PendingRollout | undefined {
+    return this.#pending.get(rolloutId);
+  }
+
+  allPending(): PendingRollout[] {
+    return [...this.#pending.getRange()].map(({ value }) => value);
+  }
+
+  /** Marks rollouts seen without a group (late, or dropped before grouping). */
+  markSeen(rolloutIds: readonly string[]): Promise<void> {
+    const now = Date.now();
+    return this.#root.transaction(() => {
+      for (const id of rolloutIds) {
+        this.#seen.put(id, now);
+        this.#pending.remove(id);
+      }
+    });
+  }
+
+  /** A processed group: its rows become ready, its rollouts seen. Returns the rows' keys. */
+  async commitGroup(groupKey: string, rolloutIds: readonly string[], rows: readonly ReadyRow[]): Promise<number[]> {
+    const now = Date.now();
+    const keys = rows.map(() => this.#nextReady++);
+    await this.#root.transaction(() => {
+      rows.forEach((row, i) => this.#ready.put(keys[i]!, row));
+      for (const id of rolloutIds) {
+        this.#seen.put(id, now);
+        this.#pending.remove(id);
+      }
+      this.#groups.put(groupKey, now);
+    });
+    return keys;
+  }
+
+  readyKeys(): Array<{ key: number; tokens: number }> {
+    return [...this.#ready.getRange()].map(({ key, value }) => ({ key, tokens: value.tokenIds.byteLength / 4 }));
+  }
+
+  getReady(keys: readonly number[]): ReadyRow[] {
+    return keys.map((k) => {
+      const row = this.#ready.get(k);
+      if (!row) throw new Error(`ready row ${k} is missing`);
+      return row;
+    });
+  }
+
+  nextBatchId(): number {
+    return this.#nextBatch++;
+  }
+
+  async commitBatch(batch: StoredBatch, readyKeys: readonly number[]): Promise<void> {
+    await this.#root.transaction(() => {
+      this.#batches.put(batch.batchId, batch);
+      for (const k of readyKeys) this.#ready.remove(k);
+      this.#meta.put("nextBatch", Math.max(this.#nextBatch, batch.batchId + 1));
+    });
+  }
+
+  getBatch(id: number): StoredBatch | undefined {
+    return this.#batches.get(id);
+  }
+
+  batchIds(): number[] {
+    return [...this.#batches.getKeys()];
+  }
+
+  async removeBatches(ids: readonly number[]): Promise<number> {
+    let removed = 0;
+    await this.#root.transaction(() => {
+      for (const id of ids) {
+        if (this.#batches.doesExist(id)) {
+          this.#batches.remove(id);
+          removed++;
+        }
+      }
+    });
+    return removed;
+  }
+
+  async close(): Promise<void> {
+    await this.#root.committed;
+    await this.#root.close();
+  }
+}

@@ -1,0 +1,30 @@
+// Starting and stopping a grpc-js server (the gateway's and the core's).
+import { ServerCredentials, type Server } from "@grpc/grpc-js";
+
+/** Binds host:port (0 = any free port) without TLS; resolves with the bound port. */
+export function bindServer(server: Server, host: string, port: number): Promise<number> {
+  const h = host.includes(":") ? `[${host}]` : host;
+  return new Promise((resolve, reject) =>
+    server.bindAsync(`${h}:${port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+  );
+}
+
+/** Lets calls finish for up to `graceMs`, then cuts the rest. */
+export function shutdownServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/** The address clients should dial for a server bound to `host`. */
+export function dialAddress(host: string, port: number): string {
+  if (host === "0.0.0.0" || host === "::") return `127.0.0.1:${port}`;
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
