@@ -19,6 +19,7 @@ function duration(value: string): number {
 
 export function coreCommand(): Command {
   return new Command("core")
+    .summary("the RL core: groups finished rollouts, computes advantages, serves batches to trainers")
     .description(
       "Run the RL core: read finished rollouts from gateways (at least once, resumable), group them, compute " +
         "token-level advantages, pack batches by a token budget and serve them to trainers (gRPC, proto/rlgate/v1/trainer.proto).",

@@ -22,6 +22,7 @@ function bytes(value: string): number {
 
 export function serveCommand(): Command {
   return new Command("serve")
+    .summary("the capture gateway a harness is pointed at (with the simulated vLLM by default)")
     .description(
       "Run the capture gateway. Harnesses use http://HOST:PORT/r/{rolloutId}/v1 (or a rollout key, or the " +
         "x-rlgate-rollout header) as their OpenAI base URL; create rollouts with POST /api/rollouts.",

@@ -47,6 +47,7 @@ async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRec
 
 export function showCommand(): Command {
   return new Command("show")
+    .summary("a rollout's prefix tree and trajectories as text")
     .description("Show a rollout as rlgate reconstructs it: its calls as a prefix tree (branches, segments, breaks) and each trajectory with sampled spans set apart from context")
     .argument("<rolloutId>", "the rollout to show")
     .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")

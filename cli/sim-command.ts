@@ -23,6 +23,7 @@ function probability(value: string): number {
 
 export function simCommand(): Command {
   return new Command("sim")
+    .summary("a simulated vLLM serving Qwen3 (real tokenizer and chat template) for tests and demos")
     .description(
       [
         "Run a simulated vLLM (>= 0.10.2) serving a Qwen3 model: the real Qwen3 tokenizer and chat template, qwen3 " +
