@@ -89,7 +89,12 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   let malformed: string | null = null;
 
   res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));
-  res.flushHeaders();
+  // The head goes out with the first events when they arrive in the same read as the upstream's head (one write
+  // instead of two); otherwise it is flushed on the next turn of the event loop, as soon as the upstream's was.
+  let wroteBody = false;
+  setImmediate(() => {
+    if (!wroteBody && !res.writableEnded && !ex.harnessGone) res.flushHeaders();
+  });
   recorder.endWork();
 
   const { failure, rest } = await ex.pumpEvents((events) => {
@@ -113,7 +118,10 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
       if (!stripNeeded) pieces.push(event.raw);
       else if (codec.stripChunk(parsed, wants)) pieces.push(Buffer.from(`data: ${JSON.stringify(parsed)}\n\n`));
     }
-    if (pieces.length && !ex.harnessGone) res.write(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
+    if (pieces.length && !ex.harnessGone) {
+      wroteBody = true;
+      res.write(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
+    }
   });
 
   const response = assembler.assembled();
