@@ -1,5 +1,6 @@
 // Small deterministic hashing and seeded randomness. Everything the sim "samples" derives from these, so a seed and
 // a request always give the same answer.
+export { seededRandom } from "../util/seeded-random.ts";
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
@@ -45,14 +46,3 @@ export function gaussian(h1: number, h2: number): number {
   return Math.sqrt(-2 * Math.log(unit(h1))) * Math.cos(2 * Math.PI * unit(h2));
 }
 
-/** mulberry32: a tiny seeded PRNG for per-request knob draws (error and reset rates). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -1,17 +1,8 @@
 // Seeded random ragged batches shaped like agent trajectories (context runs with mask 0 between sampled
 // runs with mask 1), for the native-vs-reference tests and bench/kernels.ts.
+import { seededRandom } from "../../util/seeded-random.ts";
 
-/** mulberry32: a small, fast, seedable PRNG returning floats in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
 
 export interface RandomBatchOptions {
   rows: number;

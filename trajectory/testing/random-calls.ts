@@ -1,26 +1,17 @@
 // Random call sequences shaped like agent sessions, for property tests: extensions, re-serialized histories, retries,
 // sub-agents, compactions, prompts ending inside earlier sequences, n > 1 choices, failures and missing ids. A tiny
 // vocabulary makes accidental sharing (identical completions, shared sampled prefixes) common.
+import { seededRandom } from "../../util/seeded-random.ts";
 import { QWEN3_CHAT_FORMAT } from "../chat-format.ts";
 import type { CallTokens } from "../types.ts";
 
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const { turnStart: IM_START, turnEnd: IM_END } = QWEN3_CHAT_FORMAT;
 const SYSTEM = 8948;
 const USER = 872;
 
 export function randomCalls(seed: number): CallTokens[] {
-  const rand = mulberry32(seed);
+  const rand = seededRandom(seed);
   const int = (n: number): number => Math.floor(rand() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const tokens = (n: number): number[] => Array.from({ length: n }, () => 1 + int(4));
