@@ -5,11 +5,6 @@ import { errors as undiciErrors, type Dispatcher } from "undici";
 import type { GatewayContext } from "./context.ts";
 import { upstreamRequestHeaders } from "./headers.ts";
 
-export interface Forwarded {
-  response: Dispatcher.ResponseData;
-  abort: AbortController;
-}
-
 export function watchHarnessDisconnect(res: ServerResponse, onDisconnect: () => void): void {
   res.on("close", () => {
     if (!res.writableFinished) onDisconnect();

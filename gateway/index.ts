@@ -1,5 +1,6 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
 import type { AddressInfo } from "node:net";
+import { isLoopbackHost } from "../rl-core/wire/options.ts";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
@@ -49,15 +50,10 @@ export interface Gateway {
 }
 
 export const DEFAULT_BODY_LIMIT = 100 * 1024 * 1024;
-const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
-
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host);
-}
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = options.host ?? "127.0.0.1";
-  if (!isLoopback(host) && !options.controlToken) {
+  if (!isLoopbackHost(host) && !options.controlToken) {
     throw new Error(
       `refusing to listen on ${host} without a control token: the control API would be open to the network (pass --token or set RLGATE_TOKEN)`,
     );

@@ -18,6 +18,14 @@ export interface StoreOptions {
 /** Calls without a rollout are kept under this key so they still sort and list together. */
 const UNATTRIBUTED = "";
 
+/**
+ * The next of an increasing series of numbers: microseconds since the epoch, bumped by one when two fall in the same
+ * microsecond. Unique and increasing across restarts without reading anything back from the store.
+ */
+function nextStamp(last: number): number {
+  return Math.max(last + 1, Date.now() * 1000);
+}
+
 export class Store {
   readonly path: string;
   readonly #root: RootDatabase;
@@ -29,7 +37,7 @@ export class Store {
   #lastFinishCursor = 0;
   readonly #durability: Durability;
   readonly #prompts = new PromptIndex();
-  #lastSeq: number;
+  #lastSeq = 0;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
@@ -42,15 +50,11 @@ export class Store {
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
-    this.#lastSeq = 0;
   }
 
-  /**
-   * Reserves the next call number. Numbers are microseconds since the epoch, bumped by one when calls arrive within
-   * the same microsecond: unique and increasing across restarts without reading anything back from the store.
-   */
+  /** Reserves the next call number (a stamp: see `nextStamp`). */
   nextCallSeq(): number {
-    this.#lastSeq = Math.max(this.#lastSeq + 1, Date.now() * 1000);
+    this.#lastSeq = nextStamp(this.#lastSeq);
     return this.#lastSeq;
   }
 
@@ -73,7 +77,7 @@ export class Store {
    * consumers read from a cursor (at least once, resumable): cursors increase across restarts.
    */
   finishRollout(rollout: RolloutRecord): Promise<number> {
-    const cursor = Math.max(this.#lastFinishCursor + 1, Date.now() * 1000);
+    const cursor = nextStamp(this.#lastFinishCursor);
     this.#lastFinishCursor = cursor;
     this.#prompts.forget(rollout.id);
     return this.#settle(
