@@ -2,19 +2,13 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { startGateway } from "../gateway/index.ts";
-import { createRollout, postJson, rolloutCalls, startStack, tempDir, type Stack } from "./helpers.ts";
+import { createRollout, postJson, rolloutCalls, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
 const MESSAGES = [{ role: "user", content: "Say something long." }];
 
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(10);
-  }
-  assert.fail(`timed out waiting for ${what}`);
+function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<unknown> {
+  return until(async () => ((await check()) ? true : undefined), timeoutMs, what);
 }
 
 describe("gateway failure behaviour", () => {

@@ -9,8 +9,8 @@ import type { Gateway } from "../gateway/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
 import { computeAdvantages, GRPO_EPS } from "../rl-core/estimators/index.ts";
 import { referenceKernels } from "../rl-core/kernels/index.ts";
-import { putSyntheticRollout, startGrpcGateway, until } from "./grpc-helpers.ts";
-import { tempDir } from "./helpers.ts";
+import { putSyntheticRollout, startGrpcGateway } from "./grpc-helpers.ts";
+import { tempDir, until } from "./helpers.ts";
 
 function grpo(rewards: number[]): number[] {
   const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;

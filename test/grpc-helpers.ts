@@ -1,13 +1,11 @@
 // Fixtures for the gRPC link's tests: synthetic agent rollouts written straight into a gateway's store, a
 // gateway without an upstream, and CLI processes that can be killed.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { startGateway, type Gateway, type GatewayOptions } from "../gateway/index.ts";
 import type { CallRecord, RolloutRecord, RolloutStatus } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
 import { tempDir } from "./helpers.ts";
-
-export const ROOT = new URL("..", import.meta.url).pathname;
 
 /** A gateway with its gRPC trajectory stream on a free port; no upstream is contacted by these tests. */
 export function startGrpcGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
@@ -106,110 +104,6 @@ export function freePort(): Promise<number> {
     });
   });
 }
-
-export interface CliProcess {
-  child: ChildProcess;
-  output: () => string;
-  /** Resolves once stdout or stderr has matched. */
-  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
-  kill(signal?: NodeJS.Signals): Promise<void>;
-}
-
-/** `rlgate …` as a child process (through tsx), output collected. */
-export function spawnCli(args: string[], env: Record<string, string> = {}): CliProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let text = "";
-  const listeners = new Set<() => void>();
-  const onData = (chunk: Buffer) => {
-    text += chunk.toString();
-    for (const l of [...listeners]) l();
-  };
-  child.stdout!.on("data", onData);
-  child.stderr!.on("data", onData);
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  return {
-    child,
-    output: () => text,
-    waitFor(pattern, timeoutMs = 30_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          const m = text.match(pattern);
-          if (!m) return;
-          cleanup();
-          resolve(m);
-        };
-        const timer = setTimeout(() => {
-          cleanup();
-          reject(new Error(`timed out waiting for ${pattern} in:\n${text}`));
-        }, timeoutMs);
-        const cleanup = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
-      });
-    },
-    async kill(signal = "SIGKILL") {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      await exited;
-    },
-  };
-}
-
-/** Polls `probe` until it returns a value (not undefined), or throws after `timeoutMs`. */
-export async function until<T>(probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 20_000, what = "condition"): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-/** Plays a tool-using agent through a base URL: sends its history, appends the reply (reasoning kept or not) and a tool result. */
-export async function playAgent(baseUrl: string, turns: number, keepReasoning: boolean): Promise<void> {
-  const messages: Array<Record<string, unknown>> = [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "How many files are here?" },
-  ];
-  for (let turn = 0; turn < turns; turn++) {
-    const res = await fetch(`${baseUrl}/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages, tools: AGENT_TOOLS }),
-    });
-    if (res.status !== 200) throw new Error(`chat: ${res.status} ${await res.text()}`);
-    const message = ((await res.json()) as any).choices[0].message;
-    const back: Record<string, unknown> = { role: "assistant", content: message.tool_calls?.length ? null : message.content };
-    if (keepReasoning && message.reasoning_content) back["reasoning_content"] = message.reasoning_content;
-    if (message.tool_calls?.length) back["tool_calls"] = message.tool_calls;
-    messages.push(back);
-    for (const call of message.tool_calls ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: `out ${turn}` });
-  }
-}
-
-const AGENT_TOOLS = [
-  {
-    type: "function",
-    function: {
-      name: "run_shell_command",
-      description: "Run a shell command",
-      parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
-    },
-  },
-];
-
-export const AGENT_SCRIPT = [
-  { reasoning: "Look at the files.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls" } }] },
-  { reasoning: "Count them.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls | wc -l" } }] },
-  { reasoning: "Done.", content: "There are 2 files." },
-];
 
 /** Debian's Python with grpcio and numpy (RLGATE_PYTHON overrides); null when it lacks them. */
 export function trainerPython(): string | null {

@@ -6,7 +6,8 @@ import { spawn } from "node:child_process";
 import { after, test } from "node:test";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { putSyntheticRollout, ROOT, startGrpcGateway, until } from "./grpc-helpers.ts";
+import { putSyntheticRollout, startGrpcGateway } from "./grpc-helpers.ts";
+import { ROOT, until } from "./helpers.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;

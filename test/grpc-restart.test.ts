@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, test } from "node:test";
 import { TrainerClient } from "../clients/ts/index.ts";
-import { freePort, spawnCli, until, type CliProcess } from "./grpc-helpers.ts";
-import { createRollout, postJson, tempDir } from "./helpers.ts";
+import { freePort } from "./grpc-helpers.ts";
+import { createRollout, postJson, spawnCli, tempDir, until, type CliProcess } from "./helpers.ts";
 
 const gatewayDir = tempDir("restart-gw");
 const coreDir = tempDir("restart-core");

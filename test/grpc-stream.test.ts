@@ -8,8 +8,8 @@ import { credentials, Metadata, type ClientDuplexStream } from "@grpc/grpc-js";
 import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { Gateway } from "../gateway/index.ts";
 import { channelOptions, TrajectoryStreamClient, type RolloutMessage, type StreamMessage, type SubscribeMessage } from "../rl-core/wire/index.ts";
-import { putSyntheticRollout, startGrpcGateway, until } from "./grpc-helpers.ts";
-import { tempDir } from "./helpers.ts";
+import { putSyntheticRollout, startGrpcGateway } from "./grpc-helpers.ts";
+import { tempDir, until } from "./helpers.ts";
 
 interface Member {
   consumer: TrajectoryConsumer;

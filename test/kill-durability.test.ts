@@ -1,35 +1,16 @@
 // A killed gateway loses nothing it acknowledged: SIGKILL the gateway process under concurrent load, restart it on
 // the same store, and every call whose response the harness saw complete must be there, tokens included.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
-import { createRollout, tempDir } from "./helpers.ts";
+import { createRollout, spawnCli, tempDir, type CliProcess } from "./helpers.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-
-function spawnGateway(upstream: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", "cli/index.ts", "serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  return new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out}`)), 30_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, url: match[1]! });
-      }
-    });
-    child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
-    child.once("exit", (code) => reject(new Error(`gateway exited (${code}) before listening: ${out}`)));
-  });
+async function spawnGateway(upstream: string, dataDir: string): Promise<{ proc: CliProcess; url: string }> {
+  const proc = spawnCli(["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir]);
+  const match = await proc.waitFor(/listening on (http:\/\/\S+)/);
+  return { proc, url: match[1]! };
 }
 
 let sim: SimServer;
@@ -69,8 +50,7 @@ test("SIGKILL during concurrent load loses no completed call", { timeout: 120_00
 
   const workers = Array.from({ length: 8 }, (_, i) => worker(i));
   while (completed.size < 60) await new Promise((r) => setTimeout(r, 5));
-  const firstExited = new Promise((r) => first.child.once("exit", r));
-  first.child.kill("SIGKILL");
+  const firstExited = first.proc.kill("SIGKILL");
   killed = true;
   await Promise.all(workers);
   await firstExited;
@@ -97,8 +77,6 @@ test("SIGKILL during concurrent load loses no completed call", { timeout: 120_00
     assert.equal(after.status, 200);
     assert.ok(Number(after.headers.get("x-rlgate-call")) > Math.max(...stored.keys()));
   } finally {
-    const secondExited = new Promise((r) => second.child.once("exit", r));
-    second.child.kill("SIGTERM");
-    await secondExited;
+    await second.proc.kill("SIGTERM");
   }
 });

@@ -5,43 +5,14 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
-import { TOOLS, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, ROOT, startStack, type Stack } from "./helpers.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const execFileAsync = promisify(execFile);
-const SCRIPT = [
-  { reasoning: "I should look at the files.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls" } }] },
-  { reasoning: "Now count them.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls | wc -l" } }] },
-  { reasoning: "Done.", content: "There are 2 files: README.md and package.json." },
-];
-
-type Message = Record<string, unknown>;
-
-
-/** Plays a harness: sends the history, appends the assistant turn it got back (as `keep` says) and a tool result. */
-async function playSession(baseUrl: string, keepReasoning: boolean): Promise<void> {
-  const messages: Message[] = [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "How many files are here?" },
-  ];
-  for (let turn = 0; turn < SCRIPT.length; turn++) {
-    const res = await postJson(`${baseUrl}/chat/completions`, { messages, tools: TOOLS, stream: turn % 2 === 1 ? false : false });
-    assert.equal(res.status, 200, res.text);
-    const message = res.json.choices[0].message;
-    const back: Message = { role: "assistant", content: message.tool_calls?.length ? null : message.content };
-    if (keepReasoning && message.reasoning_content) back["reasoning_content"] = message.reasoning_content;
-    if (message.tool_calls?.length) back["tool_calls"] = message.tool_calls;
-    messages.push(back);
-    for (const call of message.tool_calls ?? []) {
-      messages.push({ role: "tool", tool_call_id: call.id, content: turn === 0 ? "README.md\npackage.json" : "2" });
-    }
-  }
-}
 
 describe("trajectories from captured rollouts", () => {
   let stack: Stack;
   before(async () => {
-    stack = await startStack({ sim: { script: SCRIPT } });
+    stack = await startStack({ sim: { script: AGENT_SCRIPT } });
   });
   after(async () => {
     await stack.close();
@@ -49,7 +20,7 @@ describe("trajectories from captured rollouts", () => {
 
   test("a harness that sends its history back faithfully yields one trajectory: mask 1 exactly on sampled tokens", async () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g", harness: "scripted" });
-    await playSession(rollout.base_urls.openai, true);
+    await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, true);
     const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
     assert.equal(finished.status, 200, finished.text);
     assert.equal(finished.json.trajectories.stats.retainedTrajectories, 1);
@@ -75,7 +46,7 @@ describe("trajectories from captured rollouts", () => {
 
   test("dropping reasoning from history re-serializes it: breaks are classified and each completion stays a leaf", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    await playSession(rollout.base_urls.openai, false);
+    await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, false);
     const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
     assert.equal(rec.stats.breaks.reserialization, 2, JSON.stringify(rec.breaks));
     assert.equal(rec.trajectories.length, 3);
@@ -99,7 +70,7 @@ describe("trajectories from captured rollouts", () => {
 
   test("prompts are stored as references: stored id bytes stay within 1.5 × 4 B × unique tokens, across a restart", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    await playSession(rollout.base_urls.openai, true);
+    await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, true);
     const before = await rolloutCalls(stack.gateway.url, rollout.id);
     const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
     const bytes = stack.gateway.context.store.storedTokenBytes(rollout.id);

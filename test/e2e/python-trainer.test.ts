@@ -10,8 +10,8 @@ import { promisify } from "node:util";
 import { after, before, test } from "node:test";
 import { startCore, type Core } from "../../rl-core/core/index.ts";
 import { GRPO_EPS } from "../../rl-core/estimators/index.ts";
-import { AGENT_SCRIPT, playAgent, ROOT, trainerPython } from "../grpc-helpers.ts";
-import { createRollout, postJson, startStack, tempDir, type Stack } from "../helpers.ts";
+import { trainerPython } from "../grpc-helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, ROOT, startStack, tempDir, type Stack } from "../helpers.ts";
 
 const execFileAsync = promisify(execFile);
 const python = trainerPython();
