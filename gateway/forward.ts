@@ -1,9 +1,10 @@
 // Sends one captured call upstream, wiring the harness's disconnect to an abort of the upstream request so that no
 // GPU time is spent on an answer nobody will read.
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
-import { errors as undiciErrors, type Dispatcher } from "undici";
+import { errors as undiciErrors } from "undici";
 import type { GatewayContext } from "./context.ts";
 import { upstreamRequestHeaders } from "./headers.ts";
+import { UpstreamCall } from "./upstream/upstream-call.ts";
 
 export function watchHarnessDisconnect(res: ServerResponse, onDisconnect: () => void): void {
   res.on("close", () => {
@@ -21,23 +22,25 @@ export interface ForwardTarget {
   dropAuthorization: boolean;
 }
 
-export async function forward(
-  ctx: GatewayContext,
-  target: ForwardTarget,
-  body: string,
-  abort: AbortController,
-): Promise<Dispatcher.ResponseData> {
+/**
+ * Sends one call upstream. Resolves with the call once the upstream's response head arrived; rejects when the
+ * upstream could not be reached or sent no head in time. `call.abort()` cancels it.
+ */
+export function forward(ctx: GatewayContext, target: ForwardTarget, body: string, call = new UpstreamCall()): Promise<UpstreamCall> {
   const { upstream } = ctx;
-  return upstream.pool.request({
-    method: "POST",
-    path: upstream.basePath + target.path,
-    headers: upstreamRequestHeaders(target.headers, {
-      dropAuthorization: target.dropAuthorization,
-      apiKey: upstream.apiKey,
-    }),
-    body,
-    signal: abort.signal,
-  });
+  upstream.pool.dispatch(
+    {
+      method: "POST",
+      path: upstream.basePath + target.path,
+      headers: upstreamRequestHeaders(target.headers, {
+        dropAuthorization: target.dropAuthorization,
+        apiKey: upstream.apiKey,
+      }),
+      body,
+    },
+    call,
+  );
+  return call.head;
 }
 
 export type FailureKind = "client_aborted" | "timeout" | "upstream_error";

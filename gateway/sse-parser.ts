@@ -40,8 +40,7 @@ export class SseParser {
 
 /** Index just past the blank line ending the event that starts at or after `from`; -1 if not complete yet. */
 function eventEnd(buffer: Buffer, from: number): number {
-  for (let i = from; i < buffer.length; i++) {
-    if (buffer[i] !== LF) continue;
+  for (let i = buffer.indexOf(LF, from); i >= 0; i = buffer.indexOf(LF, i + 1)) {
     // "\n\n" or "\n\r\n"
     if (buffer[i + 1] === LF) return i + 2;
     if (buffer[i + 1] === CR && buffer[i + 2] === LF) return i + 3;
@@ -49,7 +48,14 @@ function eventEnd(buffer: Buffer, from: number): number {
   return -1;
 }
 
+const DATA_SPACE = Buffer.from("data: ");
+
 function dataOf(raw: Buffer): string | null {
+  // Fast path for what inference servers send: one `data: ` line per event, ended by "\n\n".
+  const firstLf = raw.indexOf(LF);
+  if (firstLf === raw.length - 2 && raw[firstLf - 1] !== CR && raw.subarray(0, 6).equals(DATA_SPACE)) {
+    return raw.toString("utf8", 6, firstLf);
+  }
   const text = raw.toString("utf8");
   let data: string | null = null;
   for (const line of text.split(/\r?\n/)) {

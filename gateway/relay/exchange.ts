@@ -1,7 +1,6 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { Dispatcher } from "undici";
 import { RawJson, type ApiSurface } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
 import { CallRecorder, type CallOutcome } from "../capture/call-recorder.ts";
@@ -10,6 +9,7 @@ import { GatewayError } from "../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
 import { SseParser, type SseEvent } from "../sse-parser.ts";
 import type { Json } from "../upstream/fields.ts";
+import { UpstreamCall } from "../upstream/upstream-call.ts";
 
 /** A harness request as the router hands it to a surface. */
 export interface HarnessCall {
@@ -50,10 +50,10 @@ export class Exchange {
   readonly ctx: GatewayContext;
   readonly res: ServerResponse;
   readonly recorder: CallRecorder;
-  readonly upstream: Dispatcher.ResponseData;
+  readonly upstream: UpstreamCall;
   readonly #gone: () => boolean;
 
-  constructor(ctx: GatewayContext, res: ServerResponse, recorder: CallRecorder, upstream: Dispatcher.ResponseData, gone: () => boolean) {
+  constructor(ctx: GatewayContext, res: ServerResponse, recorder: CallRecorder, upstream: UpstreamCall, gone: () => boolean) {
     this.ctx = ctx;
     this.res = res;
     this.recorder = recorder;
@@ -91,7 +91,7 @@ export class Exchange {
   async readBody(): Promise<Buffer | null> {
     this.recorder.endWork();
     try {
-      const raw = Buffer.from(await this.upstream.body.arrayBuffer());
+      const raw = await this.upstream.readAll();
       this.recorder.beginWork();
       return raw;
     } catch (error) {
@@ -116,11 +116,7 @@ export class Exchange {
     };
     let failure: unknown = null;
     try {
-      await new Promise<void>((resolve, reject) => {
-        this.upstream.body.on("data", onData);
-        this.upstream.body.once("end", resolve);
-        this.upstream.body.once("error", reject);
-      });
+      await this.upstream.pump(onData);
     } catch (error) {
       failure = error;
     }
@@ -152,24 +148,24 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     startPerf: call.startPerf,
   });
 
-  const abort = new AbortController();
+  const upstreamCall = new UpstreamCall();
   let harnessGone = false;
   watchHarnessDisconnect(res, () => {
     harnessGone = true;
-    abort.abort();
+    upstreamCall.abort();
   });
 
   const omit = spec.omitHeader;
   const headers = omit ? Object.fromEntries(Object.entries(req.headers).filter(([name]) => !omit(name))) : req.headers;
   recorder.endWork();
   recorder.markUpstreamStart();
-  let upstream: Dispatcher.ResponseData;
+  let upstream: UpstreamCall;
   try {
     upstream = await forward(
       ctx,
       { path: spec.upstreamPath, headers, dropAuthorization: attribution.usedRolloutKey },
       payload,
-      abort,
+      upstreamCall,
     );
   } catch (error) {
     recorder.beginWork();

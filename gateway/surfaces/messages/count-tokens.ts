@@ -27,11 +27,11 @@ async function countUpstream(ctx: GatewayContext, call: HarnessCall, chat: Json)
   const headers = Object.fromEntries(Object.entries(call.req.headers).filter(([name]) => !isAnthropicHeader(name)));
   let res;
   try {
-    res = await forward(ctx, { path: "/tokenize", headers, dropAuthorization: call.attribution.usedRolloutKey }, JSON.stringify(body), new AbortController());
+    res = await forward(ctx, { path: "/tokenize", headers, dropAuthorization: call.attribution.usedRolloutKey }, JSON.stringify(body));
   } catch (error) {
     throw new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${(error as Error).message}`, { cause: error });
   }
-  const text = await res.body.text();
+  const text = (await res.readAll()).toString("utf8");
   if (res.statusCode === 404 || res.statusCode === 405) return null;
   const parsed = parseJsonObject(text);
   if (res.statusCode === 200 && typeof parsed?.["count"] === "number") return { count: parsed["count"], by: "upstream" };

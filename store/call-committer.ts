@@ -1,0 +1,52 @@
+// Group commit for captured calls (durability "commit"). A commit without fsync costs ~30 µs of fixed work (the
+// transaction, its dirty pages and meta page written to the page cache) and ~3 µs per record, so the calls that
+// finish in the same turn of the event loop are committed together, right after that turn's I/O callbacks
+// (setImmediate). A lone call waits for no timer: its commit runs as soon as the current callbacks return.
+// Synchronous commits on the gateway's thread cost less CPU than lmdb-js's asynchronous writer (measured ~0.3 ms a
+// call), and each call's promise resolves only after its transaction committed.
+import type { Database, RootDatabase } from "lmdb";
+import type { StoredCall } from "./call-codec.ts";
+
+type CallKey = [string, number];
+
+interface PendingCall {
+  key: CallKey;
+  stored: StoredCall;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+export class CallCommitter {
+  readonly #root: RootDatabase;
+  readonly #calls: Database<StoredCall, CallKey>;
+  #pending: PendingCall[] = [];
+
+  constructor(root: RootDatabase, calls: Database<StoredCall, CallKey>) {
+    this.#root = root;
+    this.#calls = calls;
+  }
+
+  /** Resolves once the call is committed (with the others of this turn of the event loop). */
+  put(key: CallKey, stored: StoredCall): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.#pending.length === 0) setImmediate(() => this.commitNow());
+      this.#pending.push({ key, stored, resolve, reject });
+    });
+  }
+
+  /** Commits what is pending now (also called before the store closes). */
+  commitNow(): void {
+    const batch = this.#pending;
+    if (batch.length === 0) return;
+    this.#pending = [];
+    try {
+      this.#root.transactionSync(() => {
+        for (const call of batch) this.#calls.put(call.key, call.stored);
+      });
+    } catch (error) {
+      for (const call of batch) call.reject(error);
+      return;
+    }
+    for (const call of batch) call.resolve();
+  }
+}
