@@ -8,6 +8,7 @@ import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
 import { SseParser, type SseEvent } from "../sse-parser.ts";
+import { forwardedPayload } from "./forwarded-payload.ts";
 import type { Json } from "../upstream/fields.ts";
 import { UpstreamCall } from "../upstream/upstream-call.ts";
 
@@ -135,7 +136,7 @@ export class Exchange {
  */
 export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec: ExchangeSpec): Promise<Exchange | null> {
   const { req, res, attribution } = call;
-  const payload = JSON.stringify(spec.forwarded);
+  const payload = forwardedPayload(spec.forwarded, call.body, call.rawBody);
   const recorder = new CallRecorder(ctx.store, ctx.metrics, {
     rolloutId: attribution.rolloutId,
     api: spec.api,

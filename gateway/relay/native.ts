@@ -59,8 +59,10 @@ async function relayWhole(ex: Exchange, codec: ApiCodec, wants: HarnessWants, ra
   let out = raw;
   if (upstream.statusCode === 200 && parsed) {
     const captured = codec.captureWhole(parsed);
-    codec.stripWhole(parsed, wants);
-    out = Buffer.from(JSON.stringify(parsed));
+    if (!wantsEverything(wants)) {
+      codec.stripWhole(parsed, wants);
+      out = Buffer.from(JSON.stringify(parsed));
+    }
     recorder.endWork();
     await recorder.finish({
       status: "ok",
