@@ -1,6 +1,7 @@
 // bench:gateway — the same simulated vLLM (no artificial latency) reached three ways in one run: directly, through a
-// bare http-proxy forwarder, and through rlgate with durable capture on. Prints p50/p99 latency, requests/s and the
-// differences, for non-streamed calls (full latency) and streamed calls (time to first byte and full latency).
+// bare http-proxy forwarder, and through rlgate with durable capture on (calls attributed to a rollout by path, as in
+// training). Prints p50/p99 latency, requests/s and the differences, for non-streamed calls (full latency), streamed
+// calls (time to first byte and full latency) and agent-sized requests (a ~48 kB conversation).
 //
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
@@ -19,6 +20,17 @@ const WARMUP = quick ? 10 : 200;
 interface Target {
   name: string;
   url: string;
+  /** Path prefix for each cell's calls (rlgate: a fresh rollout's /r/{id}, as a harness in a rollout uses). */
+  prefix: () => Promise<string>;
+}
+
+const NO_PREFIX = async () => "";
+
+/** A new rollout on the gateway; its calls are attributed by path, as a harness given the rollout's base URL is. */
+async function rolloutPrefix(gatewayUrl: string): Promise<string> {
+  const res = await fetch(`${gatewayUrl}/api/rollouts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  const { id } = (await res.json()) as { id: string };
+  return `/r/${id}`;
 }
 
 function spawnListening(args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
@@ -45,18 +57,30 @@ const BODY = {
   max_tokens: 64,
 };
 
+/** An agent's request late in a session: system prompt, 20 tool round trips (~52 kB, ~17k prompt tokens). */
+function agentSizedBody(): typeof BODY {
+  const messages: Array<Record<string, unknown>> = [{ role: "system", content: "You are a coding agent. ".repeat(150) }];
+  for (let t = 0; t < 20; t++) {
+    messages.push({ role: "user", content: `Step ${t}: look at file src/module${t}.ts and fix the bug. `.repeat(10) });
+    const call = { id: `call_${t}`, type: "function", function: { name: "shell", arguments: JSON.stringify({ command: `cat src/module${t}.ts` }) } };
+    messages.push({ role: "assistant", content: "", tool_calls: [call] });
+    messages.push({ role: "tool", tool_call_id: call.id, content: `export function f${t}(x: number) {\n  return x * ${t} + 1;\n}\n`.repeat(25) });
+  }
+  return { ...BODY, messages: messages as typeof BODY.messages };
+}
+
 interface Sample {
   ttfb: number;
   total: number;
 }
 
-async function one(pool: Pool, stream: boolean): Promise<Sample> {
+async function one(pool: Pool, path: string, body: string): Promise<Sample> {
   const start = performance.now();
   const res = await pool.request({
     method: "POST",
-    path: "/v1/chat/completions",
+    path,
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ ...BODY, stream }),
+    body,
   });
   let ttfb = -1;
   for await (const _chunk of res.body) {
@@ -66,21 +90,30 @@ async function one(pool: Pool, stream: boolean): Promise<Sample> {
   return { ttfb, total: performance.now() - start };
 }
 
-async function run(target: Target, concurrency: number, stream: boolean): Promise<{ samples: Sample[]; rps: number }> {
+interface Section {
+  title: string;
+  body: string;
+  concurrencies: number[];
+  requests: number;
+  warmup: number;
+}
+
+async function run(target: Target, concurrency: number, section: Section): Promise<{ samples: Sample[]; rps: number }> {
   const pool = new Pool(target.url, { connections: concurrency, pipelining: 1 });
+  const path = `${await target.prefix()}/v1/chat/completions`;
   const samples: Sample[] = [];
   let next = 0;
   const worker = async (count: number, keep: boolean) => {
     while (next < count) {
       next++;
-      const s = await one(pool, stream);
+      const s = await one(pool, path, section.body);
       if (keep) samples.push(s);
     }
   };
-  await Promise.all(Array.from({ length: concurrency }, () => worker(WARMUP, false)));
+  await Promise.all(Array.from({ length: concurrency }, () => worker(section.warmup, false)));
   next = 0;
   const start = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, () => worker(REQUESTS, true)));
+  await Promise.all(Array.from({ length: concurrency }, () => worker(section.requests, true)));
   const seconds = (performance.now() - start) / 1000;
   await pool.close();
   return { samples, rps: samples.length / seconds };
@@ -106,22 +139,41 @@ async function main(): Promise<void> {
     const gateway = await spawnListening(["cli/index.ts", "serve", "--upstream", sim.url, "--port", "0", "--data", dataDir], "gateway");
     children.push(gateway.child);
     const targets: Target[] = [
-      { name: "direct", url: sim.url },
-      { name: "http-proxy", url: bare.url },
-      { name: "rlgate", url: gateway.url },
+      { name: "direct", url: sim.url, prefix: NO_PREFIX },
+      { name: "http-proxy", url: bare.url, prefix: NO_PREFIX },
+      { name: "rlgate", url: gateway.url, prefix: () => rolloutPrefix(gateway.url) },
     ];
 
-    console.log(`bench:gateway — ${REQUESTS} requests per cell after ${WARMUP} warm-up, sim upstream without artificial latency`);
+    const agent = agentSizedBody();
+    const sections: Section[] = [
+      { title: "NON-STREAMED", body: JSON.stringify(BODY), concurrencies: CONCURRENCIES, requests: REQUESTS, warmup: WARMUP },
+      {
+        title: "STREAMED (ttfb = first body byte)",
+        body: JSON.stringify({ ...BODY, stream: true }),
+        concurrencies: CONCURRENCIES,
+        requests: REQUESTS,
+        warmup: WARMUP,
+      },
+      {
+        title: `AGENT-SIZED REQUEST, NON-STREAMED (${(JSON.stringify(agent).length / 1000).toFixed(0)} kB: system prompt + 20 tool round trips)`,
+        body: JSON.stringify(agent),
+        concurrencies: quick ? [1] : [1, 8],
+        requests: Math.ceil(REQUESTS / 5),
+        warmup: Math.ceil(WARMUP / 5),
+      },
+    ];
+    console.log(`bench:gateway — ${REQUESTS} requests per cell after ${WARMUP} warm-up (agent-sized: a fifth), sim upstream without artificial latency`);
+    console.log("rlgate calls belong to a rollout (its /r/{id} base URL; one rollout per cell), captured and committed as in training");
     console.log("each process (sim, forwarder, gateway, load) is separate; figures in milliseconds\n");
-    for (const stream of [false, true]) {
-      console.log(stream ? "STREAMED (ttfb = first body byte)" : "NON-STREAMED");
+    for (const section of sections) {
+      console.log(section.title);
       console.log(
         "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 vs direct  +p99 vs direct  rps vs proxy",
       );
-      for (const concurrency of CONCURRENCIES) {
+      for (const concurrency of section.concurrencies) {
         const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number }>();
         for (const target of targets) {
-          const { samples, rps } = await run(target, concurrency, stream);
+          const { samples, rps } = await run(target, concurrency, section);
           const totals = samples.map((s) => s.total);
           const ttfbs = samples.map((s) => s.ttfb);
           results.set(target.name, {

@@ -47,7 +47,9 @@ export class Store {
     this.#durability = options.durability ?? "commit";
     const commitOnly = this.#durability === "commit";
     this.#root = open({ path: options.path, compression: false, maxDbs: 16, noSync: commitOnly });
-    this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
+    // Every captured call looks its rollout up (attribution, prompt references): decoded records stay cached.
+    // Callers never mutate a returned record; updates are written as new records.
+    this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts", cache: true });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
