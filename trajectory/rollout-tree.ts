@@ -102,10 +102,15 @@ export class RolloutTree implements TrajectorySource {
     const atEnd = offset === node.length;
     let identical: number | null = null;
     let extended: number | null = null;
+    // Sequence ids grow in the order calls are added, and both lists are appended in that order: the latest entry
+    // holds the largest id (looked up from the end, so a prompt repeated thousands of times costs no more).
     if (atEnd && matched === prompt.length && node.promptEnds !== null) {
-      for (const c of node.promptEnds) for (const id of this.#calls[c]!.seqIds) identical = Math.max(identical ?? -1, id);
+      for (let i = node.promptEnds.length - 1; i >= 0 && identical === null; i--) {
+        const ids = this.#calls[node.promptEnds[i]!]!.seqIds;
+        if (ids.length > 0) identical = ids[ids.length - 1]!;
+      }
     }
-    if (atEnd && node.seqEnds !== null) for (const id of node.seqEnds) extended = Math.max(extended ?? -1, id);
+    if (atEnd && node.seqEnds !== null && node.seqEnds.length > 0) extended = node.seqEnds[node.seqEnds.length - 1]!;
     let oldBranch: number | null = null;
     let oldSlot = -1;
     let oldNode: RadixNode | null = null;
