@@ -8,7 +8,7 @@
       "cflags!": ["-O2"],
       "cflags_cc!": ["-O2", "-std=gnu++17"],
       "cflags": ["-O3"],
-      "cflags_cc": ["-O3", "-std=c++17", "-fopenmp-simd", "-ffp-contract=off", "-fno-trapping-math", "-fvisibility=hidden"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fopenmp-simd", "-ffp-contract=off", "-fno-trapping-math", "-fvisibility=hidden", "-Wno-psabi"],
       "libraries": ["-ldl", "-lpthread"],
       "xcode_settings": {
         "GCC_OPTIMIZATION_LEVEL": "3",

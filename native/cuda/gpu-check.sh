@@ -23,7 +23,7 @@ time sh native/cuda/build.sh "$out/rlgate_cuda.stamp"
 test -f "$out/rlgate_cuda.so" || { echo "rlgate_cuda.so was not built"; exit 1; }
 
 echo "== CUDA vs CPU kernels (stand-alone, no Node needed)"
-${CXX:-g++} -O3 -std=c++17 -fopenmp-simd -ffp-contract=off -fno-trapping-math \
+${CXX:-g++} -O3 -std=c++17 -fopenmp-simd -ffp-contract=off -fno-trapping-math -Wno-psabi \
   native/cuda/cuda_check.cc native/src/kernels.cc native/src/cuda_loader.cc -ldl -lpthread -o "$out/cuda_check"
 "$out/cuda_check"
 

@@ -12,6 +12,7 @@
 
 #include "cuda_loader.h"
 #include "kernels.h"
+#include "vec_math.h"
 
 namespace {
 
@@ -310,6 +311,8 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("hardwareThreads", Napi::Number::New(env, rlgate::hardware_threads()));
   o.Set("cudaLibrary", Napi::Number::New(env, rlgate::cuda_library_state()));
   o.Set("abi", Napi::Number::New(env, 1));
+  static const char* const kIsaNames[] = {"base", "avx2", "avx512"};  // rlgate::SimdIsa
+  o.Set("simd", Napi::String::New(env, kIsaNames[rlgate::simd_isa()]));
   return o;
 }
 

@@ -158,6 +158,10 @@ int loss_weights(const LossWeightsArgs& a, Exec e);
 
 int hardware_threads();
 
+// The instruction set the CPU kernels run with (vec_math.h's SimdIsa: 0 baseline x86-64 / other
+// architectures, 1 AVX2, 2 AVX-512): the CPU's best, capped by RLGATE_SIMD=avx2|base. Fixed per process.
+int simd_isa();
+
 }  // namespace rlgate
 
 #endif

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
+import { randomBatch } from "../kernels/random-batch.ts";
 import { assertClose, availableBackends } from "../kernels/test-support.ts";
 import { computeAdvantages, computeAdvantagesAsync, EstimatorError, normalizeAdvantages, type RolloutBatch } from "./index.ts";
 
@@ -98,6 +99,29 @@ for (const kernels of availableBackends()) {
       }
       const plain = run(batch, { estimator: "dr-grpo" }).advantages;
       assertClose(normalizeAdvantages(batch, plain, "task", { kernels }), run(batch, { estimator: "dr-grpo", normalize: "task" }).advantages, "normalizeAdvantages");
+    });
+
+    test("outcome whitening on row values equals maskedWhiten over the broadcast tokens (random ragged batch)", () => {
+      const b = randomBatch(5, { rows: 61, minLen: 0, maxLen: 300, meanRun: 20, groupSize: 4, emptyRowRate: 0.1 });
+      const rows = b.offsets.length - 1;
+      const batch: RolloutBatch = {
+        offsets: b.offsets,
+        lossMask: b.mask,
+        rewards: b.rowRewards,
+        groupIds: b.groupIds.map((g, r) => (r % 9 === 0 ? 1000 + r : g)), // some groups of one
+        taskIds: Int32Array.from({ length: rows }, (_, r) => r % 3),
+      };
+      for (const normalize of ["none", "batch", "task"] as const) {
+        const out = run(batch, { estimator: "reinforce++-baseline", normalize });
+        // The token-level way: broadcast, whiten (rows without a baseline left out), then normalize.
+        const size = new Map<number, number>();
+        for (const g of batch.groupIds!) size.set(g, (size.get(g) ?? 0) + 1);
+        const segment = Int32Array.from(batch.groupIds!, (g) => (size.get(g) === 1 ? -1 : 0));
+        let tokens = kernels.broadcastRows({ offsets: b.offsets, rowValues: out.rowAdvantages!, mask: b.mask });
+        tokens = kernels.maskedWhiten({ offsets: b.offsets, x: tokens, mask: b.mask, rowSegment: segment, numSegments: 1 });
+        if (normalize !== "none") tokens = normalizeAdvantages(batch, tokens, normalize, { kernels });
+        assertClose(out.advantages, tokens, `reinforce++-baseline, normalize ${normalize}`);
+      }
     });
 
     test("GAE: outcome reward at the last trained token, context skipped, whitening optional", () => {

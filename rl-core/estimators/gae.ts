@@ -34,7 +34,9 @@ export function* gaeSteps(batch: RolloutBatch, spec: GaeSpec): Steps<AdvantageRe
   const out = yield* call("maskedGae", { offsets: p.offsets, rewards, values: spec.values, mask: p.lossMask, gamma, lambda });
   let advantages = out.advantages;
   if (spec.whiten ?? true) {
-    advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask });
+    // Into `rewards`, this estimator's own scratch, which the GAE kernel has read: one fresh token-sized
+    // array fewer per call.
+    advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask }, rewards);
   }
   advantages = yield* normalizeSteps("gae", batch, p, advantages, spec.normalize);
   return { advantages, lossMask: p.lossMask, rowAdvantages: null, returns: out.returns };

@@ -1,7 +1,7 @@
 // Outcome-reward estimators with a group baseline: GRPO, Dr.GRPO, RLOO, REINFORCE++-baseline, OPO.
 // One advantage per row, broadcast to the row's mask-1 tokens. Definitions and edge cases: README.md.
 import { prepareBatch } from "./batch.ts";
-import { normalizeSteps } from "./normalize.ts";
+import { normalizeSegments, whitenRowValues } from "./normalize.ts";
 import { call, type Steps } from "./steps.ts";
 import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
 
@@ -13,12 +13,10 @@ export function* outcomeSteps(batch: RolloutBatch, spec: OutcomeSpec): Steps<Adv
   const name = spec.estimator;
   const p = prepareBatch(name, batch, true);
   const groupIds = p.groupIds!;
-  let weights: Float64Array | null = null;
-  if (name === "opo") {
-    // OPO's length-weighted baseline: lengths are the rows' trained (mask-1) token counts.
-    const counts = yield* call("rowCounts", { offsets: p.offsets, mask: p.lossMask });
-    weights = Float64Array.from(counts);
-  }
+  // Trained (mask-1) tokens per row: OPO's lengths, and the weights of the row-level whitening below.
+  const counts = yield* call("rowCounts", { offsets: p.offsets, mask: p.lossMask });
+  // OPO's length-weighted baseline.
+  const weights = name === "opo" ? Float64Array.from(counts) : null;
   const stats = yield* call("groupStats", { values: batch.rewards, groupIds, numGroups: p.numGroups, weights });
   const eps = spec.estimator === "grpo" ? spec.eps ?? GRPO_EPS : GRPO_EPS;
   const raw = spec.singleton === "raw";
@@ -56,16 +54,14 @@ export function* outcomeSteps(batch: RolloutBatch, spec: OutcomeSpec): Steps<Adv
         break;
     }
   }
-  let advantages = yield* call("broadcastRows", { offsets: p.offsets, rowValues: rowAdvantages, mask: p.lossMask });
-  if (whitenSegment) {
-    advantages = yield* call("maskedWhiten", {
-      offsets: p.offsets,
-      x: advantages,
-      mask: p.lossMask,
-      rowSegment: whitenSegment,
-      numSegments: 1,
-    });
-  }
-  advantages = yield* normalizeSteps(name, batch, p, advantages, spec.normalize);
+  // Every mask-1 token of a row gets the row's advantage, so the whitenings (REINFORCE++-baseline's, then
+  // `normalize`) are done on the row values, weighted by the rows' trained-token counts: the sums of
+  // maskedWhiten over the broadcast tokens, in another order, without two passes over every token each.
+  // Then one broadcast.
+  let tokenValues: Float64Array = rowAdvantages;
+  if (whitenSegment) tokenValues = whitenRowValues(tokenValues, counts, whitenSegment, 1);
+  const segments = normalizeSegments(name, batch, p, spec.normalize);
+  if (segments) tokenValues = whitenRowValues(tokenValues, counts, segments.rowSegment, segments.numSegments);
+  const advantages = yield* call("broadcastRows", { offsets: p.offsets, rowValues: tokenValues, mask: p.lossMask });
   return { advantages, lossMask: p.lossMask, rowAdvantages, returns: null };
 }

@@ -6,22 +6,35 @@ import type { ExecOptions, KernelInput, KernelName, KernelOutput, Kernels } from
 export interface KernelCall {
   name: KernelName;
   input: unknown;
+  /** Output arrays to write into (the kernel's `out` option); fresh ones when absent. */
+  out?: unknown;
 }
 
 export type Steps<R> = Generator<KernelCall, R, unknown>;
 
-/** `const out = yield* call("broadcastRows", input)` inside an estimator generator. */
-export function* call<K extends KernelName>(name: K, input: KernelInput<K>): Generator<KernelCall, KernelOutput<K>, unknown> {
-  return (yield { name, input }) as KernelOutput<K>;
+/**
+ * `const out = yield* call("broadcastRows", input)` inside an estimator generator; `out` reuses arrays the
+ * estimator owns and no longer needs (a fresh multi-megabyte array costs more in page faults than most
+ * kernels take to fill it).
+ */
+export function* call<K extends KernelName>(
+  name: K,
+  input: KernelInput<K>,
+  out?: KernelOutput<K>,
+): Generator<KernelCall, KernelOutput<K>, unknown> {
+  return (yield { name, input, out }) as KernelOutput<K>;
 }
 
-type AnyKernel = (input: unknown, options?: ExecOptions) => unknown;
+const withOut = (options: ExecOptions | undefined, out: unknown) =>
+  out === undefined ? options : { ...options, out };
+
+type AnyKernel = (input: unknown, options?: ExecOptions & { out?: unknown }) => unknown;
 
 export function runSync<R>(steps: Steps<R>, kernels: Kernels, options?: ExecOptions): R {
   let next = steps.next();
   while (!next.done) {
-    const { name, input } = next.value;
-    next = steps.next((kernels[name] as AnyKernel)(input, options));
+    const { name, input, out } = next.value;
+    next = steps.next((kernels[name] as AnyKernel)(input, withOut(options, out)));
   }
   return next.value;
 }
@@ -29,8 +42,8 @@ export function runSync<R>(steps: Steps<R>, kernels: Kernels, options?: ExecOpti
 export async function runAsync<R>(steps: Steps<R>, kernels: Kernels, options?: ExecOptions): Promise<R> {
   let next = steps.next();
   while (!next.done) {
-    const { name, input } = next.value;
-    next = steps.next(await (kernels[`${name}Async`] as AnyKernel)(input, options));
+    const { name, input, out } = next.value;
+    next = steps.next(await (kernels[`${name}Async`] as AnyKernel)(input, withOut(options, out)));
   }
   return next.value;
 }

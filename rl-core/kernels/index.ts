@@ -4,7 +4,8 @@
 //                calls of at least RLGATE_CUDA_MIN_TOKENS tokens, default 262144; smaller ones on the CPU)
 //   native-cpu   addon loaded (no CUDA library, no device, or RLGATE_CUDA=0)
 //   reference    addon missing or failing to load, or RLGATE_NATIVE=0
-// RLGATE_THREADS sets the default thread count of async calls (default: all hardware threads).
+// RLGATE_THREADS sets the default thread count of async calls (default: all hardware threads); RLGATE_SIMD
+// caps the instruction set of the native CPU kernels (avx2 or base; default: the CPU's best).
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
@@ -28,6 +29,11 @@ export interface NativeStatus {
   cudaLibrary: "absent" | "loaded" | "broken";
   cudaDevices: number;
   hardwareThreads: number;
+  /**
+   * Instruction set of the native CPU kernels: the CPU's best of AVX-512, AVX2 and the x86-64 baseline,
+   * capped by RLGATE_SIMD=avx2|base (null without the addon).
+   */
+  simd: "avx512" | "avx2" | "base" | null;
 }
 
 function positiveIntFromEnv(name: string, fallback: number): number {
@@ -61,6 +67,7 @@ export const nativeStatus: Readonly<NativeStatus> = Object.freeze({
   cudaLibrary: (["absent", "loaded", "broken"] as const)[info?.cudaLibrary ?? 0] ?? "broken",
   cudaDevices,
   hardwareThreads: info?.hardwareThreads ?? 1,
+  simd: info?.simd ?? null,
 });
 
 const asyncThreads = positiveIntFromEnv("RLGATE_THREADS", nativeStatus.hardwareThreads);

@@ -14,7 +14,7 @@ type NativeAsyncFn = (...args: unknown[]) => Promise<number>;
 export type NativeAddon = { readonly [K in KernelName]: NativeFn } & {
   readonly [K in KernelName as `${K}Async`]: NativeAsyncFn;
 } & {
-  info(): { hardwareThreads: number; cudaLibrary: number; abi: number };
+  info(): { hardwareThreads: number; cudaLibrary: number; abi: number; simd: "avx512" | "avx2" | "base" };
   cudaDeviceCount(): number;
 };
 

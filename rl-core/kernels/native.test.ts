@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import { kernelsFor, nativeStatus, type Kernels } from "./index.ts";
 import { randomBatch, randomForest, seededRandom, type RandomBatch } from "./random-batch.ts";
@@ -120,6 +121,35 @@ describe("native kernels vs the TypeScript reference", () => {
     }
     const kl = { logp: zero, logpRef: old, kind: "k3" as const };
     assertClose(native.klDivergence(kl), reference.klDivergence(kl), "k3", 1e-6);
+  });
+
+  // The CPU kernels are compiled for AVX-512, AVX2 and the x86-64 baseline, and run the best the CPU has:
+  // the tests above cover that one; these run them again in a child process capped to each narrower one.
+  const CHILD_TESTS = "within 1e-5|equals sync|vectorized exp|version in use";
+  for (const isa of ["avx2", "base"] as const) {
+    test(`the ${isa} version of the CPU kernels matches the reference too (RLGATE_SIMD=${isa})`, (t) => {
+      if (!nativeOrSkip(t)) return;
+      if (process.env.RLGATE_SIMD) return t.skip(`this process already runs with RLGATE_SIMD=${process.env.RLGATE_SIMD}`);
+      if (isa === "avx2" && nativeStatus.simd !== "avx512") return t.skip(`this CPU's best is ${nativeStatus.simd}`);
+      const r = spawnSync(
+        process.execPath,
+        ["--import", "tsx", "--test", "--test-reporter=tap", `--test-name-pattern=${CHILD_TESTS}`, fileURLToPath(import.meta.url)],
+        // Without NODE_TEST_CONTEXT, which the test runner sets and which would make the child report in its
+        // internal format.
+        { env: { ...process.env, NODE_TEST_CONTEXT: undefined, RLGATE_SIMD: isa, RLGATE_REQUIRE_NATIVE: "1" }, encoding: "utf8" },
+      );
+      assert.equal(r.status, 0, `RLGATE_SIMD=${isa}:\n${r.stdout}\n${r.stderr}`);
+      const passed = Number(/^# pass (\d+)/m.exec(r.stdout)?.[1] ?? 0);
+      assert.ok(passed >= 2 * SHAPES.length + 2, `RLGATE_SIMD=${isa}: only ${passed} tests ran\n${r.stdout}`);
+    });
+  }
+
+  test("the version in use honours RLGATE_SIMD", (t) => {
+    if (!nativeOrSkip(t)) return;
+    const cap = process.env.RLGATE_SIMD;
+    if (cap === "base") assert.equal(nativeStatus.simd, "base");
+    else if (cap === "avx2") assert.ok(nativeStatus.simd === "avx2" || nativeStatus.simd === "base", String(nativeStatus.simd));
+    else assert.ok(["avx512", "avx2", "base"].includes(String(nativeStatus.simd)), String(nativeStatus.simd));
   });
 
   test("async kernels leave the event loop free while they run", async (t) => {
