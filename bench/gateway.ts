@@ -6,7 +6,7 @@
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
@@ -20,11 +20,26 @@ const WARMUP = quick ? 10 : 200;
 interface Target {
   name: string;
   url: string;
+  /** The forwarder's process, whose CPU time per call is reported (none for direct). */
+  pid?: number;
   /** Path prefix for each cell's calls (rlgate: a fresh rollout's /r/{id}, as a harness in a rollout uses). */
   prefix: () => Promise<string>;
 }
 
 const NO_PREFIX = async () => "";
+
+/** CPU seconds (user + system) a process has used so far; null where /proc is not there (not Linux). */
+function cpuSeconds(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in clock ticks.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return null;
+  }
+}
 
 /** A new rollout on the gateway; its calls are attributed by path, as a harness given the rollout's base URL is. */
 async function rolloutPrefix(gatewayUrl: string): Promise<string> {
@@ -98,7 +113,15 @@ interface Section {
   warmup: number;
 }
 
-async function run(target: Target, concurrency: number, section: Section): Promise<{ samples: Sample[]; rps: number }> {
+interface CellResult {
+  samples: Sample[];
+  rps: number;
+  /** CPU ms per call of the upstream and of the forwarder (null where unknown). */
+  upstreamCpu: number | null;
+  forwarderCpu: number | null;
+}
+
+async function run(target: Target, upstreamPid: number | undefined, concurrency: number, section: Section): Promise<CellResult> {
   const pool = new Pool(target.url, { connections: concurrency, pipelining: 1 });
   const path = `${await target.prefix()}/v1/chat/completions`;
   const samples: Sample[] = [];
@@ -112,11 +135,14 @@ async function run(target: Target, concurrency: number, section: Section): Promi
   };
   await Promise.all(Array.from({ length: concurrency }, () => worker(section.warmup, false)));
   next = 0;
+  const cpuBefore = [cpuSeconds(upstreamPid), cpuSeconds(target.pid)];
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, () => worker(section.requests, true)));
   const seconds = (performance.now() - start) / 1000;
+  const cpuAfter = [cpuSeconds(upstreamPid), cpuSeconds(target.pid)];
   await pool.close();
-  return { samples, rps: samples.length / seconds };
+  const perCall = (i: number) => (cpuBefore[i] == null || cpuAfter[i] == null ? null : ((cpuAfter[i]! - cpuBefore[i]!) * 1000) / samples.length);
+  return { samples, rps: samples.length / seconds, upstreamCpu: perCall(0), forwarderCpu: perCall(1) };
 }
 
 function quantile(values: number[], q: number): number {
@@ -140,8 +166,8 @@ async function main(): Promise<void> {
     children.push(gateway.child);
     const targets: Target[] = [
       { name: "direct", url: sim.url, prefix: NO_PREFIX },
-      { name: "http-proxy", url: bare.url, prefix: NO_PREFIX },
-      { name: "rlgate", url: gateway.url, prefix: () => rolloutPrefix(gateway.url) },
+      { name: "http-proxy", url: bare.url, pid: bare.child.pid, prefix: NO_PREFIX },
+      { name: "rlgate", url: gateway.url, pid: gateway.child.pid, prefix: () => rolloutPrefix(gateway.url) },
     ];
 
     const agent = agentSizedBody();
@@ -168,12 +194,13 @@ async function main(): Promise<void> {
     for (const section of sections) {
       console.log(section.title);
       console.log(
-        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 vs direct  +p99 vs direct  rps vs proxy",
+        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 vs direct  +p99 vs direct  rps vs proxy   cpu ms/call: upstream  forwarder",
       );
       for (const concurrency of section.concurrencies) {
-        const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number }>();
+        const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }>();
         for (const target of targets) {
-          const { samples, rps } = await run(target, concurrency, section);
+          const { samples, rps, upstreamCpu, forwarderCpu } = await run(target, sim.child.pid, concurrency, section);
+          const cpu = (v: number | null) => (v === null ? "       -" : fmt(v, 3));
           const totals = samples.map((s) => s.total);
           const ttfbs = samples.map((s) => s.ttfb);
           results.set(target.name, {
@@ -182,21 +209,25 @@ async function main(): Promise<void> {
             t50: quantile(ttfbs, 0.5),
             t99: quantile(ttfbs, 0.99),
             rps,
+            cpu: `${cpu(upstreamCpu)}  ${cpu(forwarderCpu)}`,
           });
         }
         const direct = results.get("direct")!;
         const proxy = results.get("http-proxy")!;
         for (const [name, r] of results) {
           const added = name === "direct" ? "" : `${fmt(r.p50 - direct.p50, 3)}        ${fmt(r.p99 - direct.p99, 3)}`;
-          const ratio = name === "direct" ? "" : `      ${(r.rps / proxy.rps).toFixed(2)}x`;
+          const ratio = name === "direct" ? "" : `${(r.rps / proxy.rps).toFixed(2)}x`;
           console.log(
-            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${added.padEnd(30)}${ratio}`,
+            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${added.padEnd(30)}${ratio.padStart(11)}             ${r.cpu}`,
           );
         }
       }
       console.log("");
     }
     console.log("targets (design): added p50 ≤ 0.5 ms, added p99 ≤ 1 ms, throughput ≥ the bare forwarder's (rps vs proxy ≥ 1.00x)");
+    console.log("cpu ms/call: CPU time the upstream (sim) and the forwarder used per call in the cell. Through rlgate the sim also");
+    console.log("computes the token ids and logprobs rlgate asks for; on a machine where all processes share few cores that work");
+    console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling.");
   } finally {
     for (const child of children) child.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });
