@@ -1,4 +1,4 @@
-"""bench/grpc.ts's Python side: read N batches from an RL core's trainer service and print the bytes and seconds.
+"""bench/grpc.ts's Python side: read N batches from an RL core's trainer service; print bytes, seconds, CPU seconds.
 
 Each batch's arrays are opened with numpy.frombuffer (as a trainer would) and acked without waiting (pipelined).
 """
@@ -23,6 +23,7 @@ def main():
     for batch in client.batches(trainer="bench", max_in_flight=in_flight):
         if start is None:
             start = time.perf_counter()  # the first batch pays for connecting: timed from it on
+            cpu = time.process_time()
         else:
             for a in (batch.offsets, batch.token_ids, batch.loss_mask, batch.logprobs, batch.advantages, batch.loss_weights):
                 payload += a.nbytes
@@ -32,10 +33,11 @@ def main():
         if n >= count:
             break
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu
     for a in acks:
         a.result()
     client.close()
-    print(json.dumps({"bytes": payload, "seconds": seconds, "batches": n - 1, "checksum": checksum}))
+    print(json.dumps({"bytes": payload, "seconds": seconds, "cpuSeconds": cpu_seconds, "batches": n - 1, "checksum": checksum}))
 
 
 if __name__ == "__main__":

@@ -48,10 +48,27 @@ export function coreCommand(): Command {
     .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
     .option("--member <name>", "this core's name in the consumer group (default host:pid)")
     .option("--max-in-flight <n>", "unacked rollouts held per gateway (at least groups in flight x group size)", integer, 1024)
+    .option("--tls-cert <file>", "PEM certificate of the trainer service (TLS; required beyond loopback unless --insecure)", process.env.RLGATE_CORE_TLS_CERT)
+    .option("--tls-key <file>", "PEM private key of --tls-cert", process.env.RLGATE_CORE_TLS_KEY)
+    .option("--tls-client-ca <file>", "require trainers' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_CORE_TLS_CLIENT_CA)
+    .option("--insecure", "serve trainers in plaintext even beyond loopback (tokens and batches unencrypted)", false)
+    .option("--gateway-tls-ca <file>", "PEM CA the gateways' certificates are checked against (TLS; default beyond loopback: system roots)")
+    .option("--gateway-tls-cert <file>", "PEM client certificate for gateways that require one (mutual TLS)")
+    .option("--gateway-tls-key <file>", "PEM private key of --gateway-tls-cert")
+    .option("--gateway-tls-server-name <name>", "name the gateways' certificates are checked for, when not the host dialed")
+    .option("--gateway-insecure", "dial the gateways in plaintext even beyond loopback", false)
     .action(async (opts) => {
       const core = await startCore({
         gateways: opts.gateway,
         gatewayToken: opts.gatewayToken,
+        gatewayTls: {
+          ca: opts.gatewayTlsCa,
+          cert: opts.gatewayTlsCert,
+          key: opts.gatewayTlsKey,
+          serverName: opts.gatewayTlsServerName,
+          insecure: opts.gatewayInsecure,
+        },
+        tls: { cert: opts.tlsCert, key: opts.tlsKey, ca: opts.tlsClientCa, insecure: opts.insecure },
         consumerGroup: opts.consumerGroup,
         member: opts.member,
         maxInFlight: opts.maxInFlight,
@@ -71,13 +88,14 @@ export function coreCommand(): Command {
         processMetrics: true,
         log: (line) => console.error(`[rlgate] ${line}`),
       });
-      console.log(`rlgate core: trainer service on grpc://${core.address}`);
+      console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
       console.log(`  gateways:   ${opts.gateway.join(", ")}`);
       console.log(`  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`);
       console.log(`  batches:    ${opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`);
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
-      console.log(`  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}`);
+      const trainerTls = opts.tlsCert ? ` --tls-ca <CA of ${opts.tlsCert}>` : "";
+      console.log(`  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}${trainerTls}`);
       let closing = false;
       const shutdown = async () => {
         if (closing) return;

@@ -42,6 +42,10 @@ export function serveCommand(): Command {
     .option("--host <host>", "address to listen on (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port to listen on", integer, 8700)
     .option("--grpc-port <port>", "port of the gRPC trajectory stream that RL cores read, same host and --token (default 8701; 0 with --port 0)", integer)
+    .option("--grpc-tls-cert <file>", "PEM certificate of the trajectory stream (TLS; required beyond loopback unless --grpc-insecure)", process.env.RLGATE_GRPC_TLS_CERT)
+    .option("--grpc-tls-key <file>", "PEM private key of --grpc-tls-cert", process.env.RLGATE_GRPC_TLS_KEY)
+    .option("--grpc-tls-client-ca <file>", "require RL cores' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_GRPC_TLS_CLIENT_CA)
+    .option("--grpc-insecure", "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)", process.env.RLGATE_GRPC_INSECURE === "1")
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
       new Option("--durability <mode>", "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk")
@@ -69,6 +73,7 @@ export function serveCommand(): Command {
         host: opts.host,
         port: opts.port,
         grpcPort: opts.grpcPort ?? (opts.port === 0 ? 0 : DEFAULT_GRPC_PORT),
+        grpcTls: { cert: opts.grpcTlsCert, key: opts.grpcTlsKey, ca: opts.grpcTlsClientCa, insecure: opts.grpcInsecure },
         dataDir: resolve(opts.data),
         durability: opts.durability,
         requireRollout: opts.requireRollout,
@@ -86,7 +91,10 @@ export function serveCommand(): Command {
       console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
       console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
       console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
-      if (gateway.grpc) console.log(`  trajectories:  grpc://${gateway.grpc.address}  (rlgate core --gateway ${gateway.grpc.address})`);
+      if (gateway.grpc) {
+        const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";
+        console.log(`  trajectories:  grpc://${gateway.grpc.address}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${gateway.grpc.address}${tls})`);
+      }
       let closing = false;
       const shutdown = async () => {
         if (closing) return;

@@ -4,6 +4,7 @@ import { isLoopbackHost } from "../rl-core/wire/options.ts";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
+import type { TlsFiles } from "../rl-core/wire/tls.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
@@ -38,6 +39,8 @@ export interface GatewayOptions {
   grpcPort?: number | null;
   /** Largest gRPC message (a rollout's trajectories); default 512 MiB. */
   grpcMaxMessageBytes?: number;
+  /** TLS of the trajectory stream: required when it listens beyond loopback, unless `insecure`. */
+  grpcTls?: TlsFiles;
 }
 
 export interface Gateway {
@@ -89,7 +92,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let grpc: GatewayGrpc | null = null;
   if (options.grpcPort !== undefined && options.grpcPort !== null) {
     try {
-      grpc = await startGatewayGrpc(context, { host, port: options.grpcPort, maxMessageBytes: options.grpcMaxMessageBytes });
+      grpc = await startGatewayGrpc(context, { host, port: options.grpcPort, maxMessageBytes: options.grpcMaxMessageBytes, tls: options.grpcTls });
     } catch (error) {
       server.close();
       passthrough.close();

@@ -5,7 +5,7 @@ import { createServer } from "node:net";
 import { startGateway, type Gateway, type GatewayOptions } from "../gateway/index.ts";
 import type { CallRecord, RolloutRecord, RolloutStatus } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
-import { tempDir } from "./helpers.ts";
+import { spawnCli, tempDir, type CliProcess } from "./helpers.ts";
 
 /** A gateway with its gRPC trajectory stream on a free port; no upstream is contacted by these tests. */
 export function startGrpcGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
@@ -103,6 +103,24 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * A `rlgate serve` process (sim upstream) on fixed ports and data directory, so a test can kill it and start it again
+ * where it was: `start()` resolves once its trajectory stream listens; every process started is added to `procs`.
+ */
+export async function restartableGateway(
+  dataDir: string,
+  procs: CliProcess[],
+): Promise<{ url: string; grpcPort: number; start: () => Promise<CliProcess> }> {
+  const [httpPort, grpcPort] = [await freePort(), await freePort()];
+  const start = async () => {
+    const p = spawnCli(["serve", "--upstream", "sim", "--port", String(httpPort), "--grpc-port", String(grpcPort), "--data", dataDir]);
+    procs.push(p);
+    await p.waitFor(/trajectories:\s+grpc:/, 60_000);
+    return p;
+  };
+  return { url: `http://127.0.0.1:${httpPort}`, grpcPort, start };
 }
 
 /** Debian's Python with grpcio and numpy (RLGATE_PYTHON overrides); null when it lacks them. */

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, test } from "node:test";
 import { TrainerClient } from "../clients/ts/index.ts";
-import { freePort } from "./grpc-helpers.ts";
+import { freePort, restartableGateway } from "./grpc-helpers.ts";
 import { createRollout, postJson, spawnCli, tempDir, until, type CliProcess } from "./helpers.ts";
 
 const gatewayDir = tempDir("restart-gw");
@@ -18,14 +18,8 @@ after(async () => {
 });
 
 test("gateway and core killed mid-stream: no rollout missing, none trained twice", { timeout: 150_000 }, async () => {
-  const [httpPort, grpcPort, corePort, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  const gatewayUrl = `http://127.0.0.1:${httpPort}`;
-  const startGatewayProc = async () => {
-    const p = spawnCli(["serve", "--upstream", "sim", "--port", String(httpPort), "--grpc-port", String(grpcPort), "--data", gatewayDir]);
-    procs.push(p);
-    await p.waitFor(/trajectories:\s+grpc:/, 60_000);
-    return p;
-  };
+  const { url: gatewayUrl, grpcPort, start: startGatewayProc } = await restartableGateway(gatewayDir, procs);
+  const [corePort, metricsPort] = [await freePort(), await freePort()];
   const startCoreProc = async () => {
     const p = spawnCli([
       "core", "--gateway", `127.0.0.1:${grpcPort}`, "--port", String(corePort), "--metrics-port", String(metricsPort),

@@ -104,6 +104,7 @@ describe("trajectory stream", () => {
 
   test("a member silent past its lease timeout is dropped and its rollouts go to another member", async () => {
     const gw = await gateway();
+    gw.grpc!.stream.group("cores"); // created before the rollout: no backlog, no rejoin grace
     await putSyntheticRollout(gw.context.store, { id: "quiet-1", group: "q", reward: 1 });
     // A raw subscriber that never heartbeats nor acks.
     const client = new TrajectoryStreamClient(gw.grpc!.address, credentials.createInsecure(), channelOptions());

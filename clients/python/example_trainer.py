@@ -63,11 +63,17 @@ def main():
     p.add_argument("--importance-cap", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="one JSON line per batch, rows included")
+    p.add_argument("--tls-ca", help="PEM CA the core's certificate is checked against (TLS; beyond loopback default: system roots)")
+    p.add_argument("--tls-cert", help="PEM client certificate, for a core that requires one (mutual TLS)")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-server-name", help="name the core's certificate is checked for, when not the host dialed")
+    p.add_argument("--insecure", action="store_true", help="plaintext even beyond loopback")
     args = p.parse_args()
 
     rng = np.random.default_rng(args.seed)
     done = 0
-    with TrainerClient(args.core, token=args.token) as client:
+    tls = dict(tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_server_name=args.tls_server_name)
+    with TrainerClient(args.core, token=args.token, insecure=args.insecure, **tls) as client:
         for batch in client.batches(trainer="example-trainer"):
             new_logprobs = recompute_logprobs(batch, rng, args.noise)
             loss = surrogate_loss(batch, new_logprobs)

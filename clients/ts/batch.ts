@@ -2,7 +2,8 @@
 import { float32s, int32s, uint8s, type BatchMessage } from "../../rl-core/wire/index.ts";
 
 /** A batch with its per-token arrays as typed arrays (rows + 1 `offsets`: row r holds tokens [offsets[r], offsets[r + 1])). */
-export interface TrainingBatch extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights"> {
+export interface TrainingBatch
+  extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights" | "padding"> {
   offsets: Int32Array;
   tokenIds: Int32Array;
   lossMask: Uint8Array;
@@ -13,7 +14,7 @@ export interface TrainingBatch extends Omit<BatchMessage, "offsets" | "tokenIds"
   lossWeights: Float32Array;
 }
 
-export function decodeBatch(m: BatchMessage): TrainingBatch {
+export function decodeBatch({ padding: _, ...m }: BatchMessage): TrainingBatch {
   return {
     ...m,
     offsets: int32s(m.offsets, "offsets"),

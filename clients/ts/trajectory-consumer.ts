@@ -1,9 +1,16 @@
 // Reads a gateway's trajectory stream as one member of a consumer group: subscribes, hands each rollout to
 // `onRollout` (one at a time: the stream is not read while it runs, so a slow consumer holds the gateway back
-// instead of buffering), heartbeats, acks, and reconnects with backoff when the gateway goes away. Acks given
-// while disconnected are sent after reconnecting; rollouts not acked are re-delivered (at least once).
-import { credentials, type ClientDuplexStream, type Client } from "@grpc/grpc-js";
+// instead of buffering), heartbeats, acks, and reconnects with backoff when the gateway goes away. Rollouts not
+// acked are re-delivered (at least once).
+//
+// Resubscribing, it tells the gateway what its owner holds unacked (`held`: they stay this member's, with their
+// groups, so a group in progress is not split after a gateway restart) and re-sends every ack the gateway has
+// not persisted yet (a restarted gateway forgets acks above its persisted cursor, and would deliver those
+// rollouts again, maybe to another member). Held rollouts the gateway gave to another member meanwhile come
+// back in `onRejected`: the owner must drop them.
+import type { ClientDuplexStream, Client } from "@grpc/grpc-js";
 import {
+  channelCredentials,
   channelOptions,
   describeStatus,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -12,6 +19,7 @@ import {
   type RolloutMessage,
   type StreamMessage,
   type SubscribeMessage,
+  type TlsFiles,
 } from "../../rl-core/wire/index.ts";
 import { metadataFor } from "./unary.ts";
 
@@ -24,11 +32,19 @@ export interface TrajectoryConsumerOptions {
   maxInFlight?: number;
   leaseTimeoutMs?: number;
   maxMessageBytes?: number;
+  /** TLS (CA, client certificate, server name); default: TLS with the system's roots beyond loopback, plaintext on it. */
+  tls?: TlsFiles;
   onRollout(rollout: RolloutMessage): Promise<void> | void;
   onConnection?(connected: boolean, detail: string): void;
+  /** Cursors (of this gateway) of rollouts the owner received and holds unacked; asked at each subscribe. */
+  held?(): number[];
+  /** Held cursors the gateway gave to another member meanwhile: drop those rollouts (not trained here). */
+  onRejected?(cursors: number[]): Promise<void> | void;
 }
 
 const MAX_BACKOFF_MS = 2000;
+/** Acks kept for re-sending at most (a gateway that never reports its persisted cursor would grow them forever). */
+const MAX_UNCONFIRMED = 1_000_000;
 
 export class TrajectoryConsumer {
   readonly address: string;
@@ -38,7 +54,10 @@ export class TrajectoryConsumer {
   #call: ClientDuplexStream<SubscribeMessage, StreamMessage> | null = null;
   #connected = false;
   #closed = false;
+  /** Acks not written yet (given while not subscribed). */
   #pendingAcks: number[] = [];
+  /** Acks the gateway may not have persisted (above the committed cursor it last reported). */
+  readonly #unconfirmed = new Set<number>();
   #running: Promise<void> | null = null;
   #wakeBackoff: (() => void) | null = null;
 
@@ -46,11 +65,11 @@ export class TrajectoryConsumer {
     this.#options = options;
     this.address = grpcTarget(options.address);
     this.#leaseTimeoutMs = options.leaseTimeoutMs ?? 30_000;
-    this.#client = new TrajectoryStreamClient(
-      this.address,
-      credentials.createInsecure(),
-      channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
-    );
+    const tls = channelCredentials(this.address, options.tls);
+    this.#client = new TrajectoryStreamClient(this.address, tls.credentials, {
+      ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
+      ...tls.options,
+    });
   }
 
   get connected(): boolean {
@@ -64,6 +83,11 @@ export class TrajectoryConsumer {
   /** Acks rollouts by cursor (now, or once reconnected). */
   ack(cursors: readonly number[]): void {
     if (cursors.length === 0) return;
+    for (const c of cursors) this.#unconfirmed.add(c);
+    for (const c of this.#unconfirmed) {
+      if (this.#unconfirmed.size <= MAX_UNCONFIRMED) break;
+      this.#unconfirmed.delete(c); // the oldest first
+    }
     const call = this.#call;
     if (this.#connected && call && !call.writableEnded) call.write({ ack: { cursors: [...cursors] } });
     else this.#pendingAcks.push(...cursors);
@@ -98,12 +122,15 @@ export class TrajectoryConsumer {
     );
     this.#call = call;
     call.on("error", () => {}); // surfaced through the iterator below
+    this.#pendingAcks = []; // all in #unconfirmed, sent with the subscribe
     call.write({
       subscribe: {
         consumerGroup: o.consumerGroup ?? "",
         member: o.member ?? "",
         maxInFlight: o.maxInFlight ?? 0,
         leaseTimeoutMs: this.#leaseTimeoutMs,
+        held: o.held?.() ?? [],
+        acked: [...this.#unconfirmed],
       },
     });
     let lastReceived = Date.now();
@@ -118,11 +145,16 @@ export class TrajectoryConsumer {
       for await (const message of call as AsyncIterable<StreamMessage>) {
         lastReceived = Date.now();
         if (message.kind === "subscribed") {
+          const { sessionId, committedCursor, rejected } = message.subscribed;
+          this.#confirmed(committedCursor);
+          if (rejected.length) await o.onRejected?.(rejected); // before any rollout of this session
           this.#connected = true;
           onSubscribed();
-          o.onConnection?.(true, `subscribed as ${message.subscribed.sessionId}`);
+          o.onConnection?.(true, `subscribed as ${sessionId}`);
           const acks = this.#pendingAcks.splice(0);
           if (acks.length) call.write({ ack: { cursors: acks } });
+        } else if (message.kind === "heartbeat") {
+          this.#confirmed(message.heartbeat.committedCursor ?? 0);
         } else if (message.kind === "rollout") {
           busy = true;
           try {
@@ -143,6 +175,11 @@ export class TrajectoryConsumer {
       if (!call.writableEnded) call.end();
       call.cancel();
     }
+  }
+
+  /** The gateway persisted everything at or below `cursor`: those acks need not be sent again. */
+  #confirmed(cursor: number): void {
+    for (const c of this.#unconfirmed) if (c <= cursor) this.#unconfirmed.delete(c);
   }
 
   /** Stops reading; acks given so far are sent before the stream is half-closed (up to 1 s). */

@@ -4,9 +4,11 @@ import {
   bindServer,
   DEFAULT_MAX_MESSAGE_BYTES,
   dialAddress,
+  serverCredentials,
   serverOptions,
   shutdownServer,
   trajectoryStreamService,
+  type TlsFiles,
 } from "../../rl-core/wire/index.ts";
 import type { GatewayContext } from "../context.ts";
 import { TrajectoryStreamService } from "./trajectory-stream.ts";
@@ -20,6 +22,10 @@ export interface GatewayGrpcOptions {
   host: string;
   port: number;
   maxMessageBytes?: number;
+  /** How long rollouts unacked at start wait for the member holding them to come back (default 5 s). */
+  rejoinGraceMs?: number;
+  /** TLS of the stream (required beyond loopback unless `insecure`). */
+  tls?: TlsFiles;
 }
 
 export interface GatewayGrpc {
@@ -31,16 +37,18 @@ export interface GatewayGrpc {
 
 export async function startGatewayGrpc(context: GatewayContext, options: GatewayGrpcOptions): Promise<GatewayGrpc> {
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const creds = serverCredentials(options.host, options.tls, "the trajectory stream");
   const stream = new TrajectoryStreamService({
     store: context.store,
     settings: context.config.trajectories,
     maxMessageBytes,
     token: context.config.controlToken,
     log: context.log,
+    rejoinGraceMs: options.rejoinGraceMs,
   });
   const server = new Server(serverOptions(maxMessageBytes));
   server.addService(trajectoryStreamService, { subscribe: stream.subscribe });
-  const port = await bindServer(server, options.host, options.port);
+  const port = await bindServer(server, options.host, options.port, creds);
   return {
     port,
     address: dialAddress(options.host, port),

@@ -33,6 +33,8 @@ export interface TrajectoryStreamOptions {
   maxMessageBytes: number;
   token: string | null;
   log: (line: string) => void;
+  /** How long backlog rollouts wait for the member holding them after a restart; default REJOIN_GRACE_MS. */
+  rejoinGraceMs?: number;
 }
 
 type Call = ServerDuplexStream<SubscribeMessage, StreamMessage>;
@@ -83,7 +85,7 @@ export class TrajectoryStreamService {
   group(name: string): ConsumerGroup {
     let group = this.#groups.get(name);
     if (!group) {
-      group = new ConsumerGroup(name, this.#options.store);
+      group = new ConsumerGroup(name, this.#options.store, { rejoinGraceMs: this.#options.rejoinGraceMs });
       this.#groups.set(name, group);
     }
     return group;
@@ -100,8 +102,10 @@ export class TrajectoryStreamService {
 
   async #serve(call: Call): Promise<void> {
     checkToken(call.metadata, this.#options.token);
-    let session: MemberSession | null = null;
-    let group: ConsumerGroup | null = null;
+    // Set by the subscribe message's handler (join happens there, so acks right behind it find the group).
+    let session = null as MemberSession | null;
+    let group = null as ConsumerGroup | null;
+    let rejected: number[] = [];
     let ended = false;
     let watchdog: NodeJS.Timeout | null = null;
     const end = (error?: LinkError) => {
@@ -114,7 +118,7 @@ export class TrajectoryStreamService {
       if (error) call.emit("error", errorToStatus(error));
       else call.end();
     };
-    const subscribed = new Promise<SubscribeRequest>((resolve, reject) => {
+    const subscribed = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new LinkError("RLGATE_BAD_REQUEST", `no subscribe message within ${SUBSCRIBE_TIMEOUT_MS} ms`)),
         SUBSCRIBE_TIMEOUT_MS,
@@ -123,7 +127,12 @@ export class TrajectoryStreamService {
         if (session) session.lastHeard = Date.now();
         if (message.kind === "subscribe" && !session) {
           clearTimeout(timer);
-          resolve(message.subscribe);
+          const request: SubscribeRequest = message.subscribe;
+          session = new MemberSession(request, call.getPeer());
+          group = this.group(request.consumerGroup || DEFAULT_CONSUMER_GROUP);
+          rejected = group.join(session, { held: request.held, acked: request.acked });
+          if (rejected.length) this.#options.log(`trajectory stream: member ${session.member}: ${rejected.length} held rollouts went elsewhere meanwhile`);
+          resolve();
         } else if (message.kind === "ack" && group) {
           group.ack(message.ack.cursors);
         } else if (message.kind === "subscribe") {
@@ -141,11 +150,9 @@ export class TrajectoryStreamService {
         });
       }
     });
-    const request = await subscribed;
-    session = new MemberSession(request, call.getPeer());
-    group = this.group(request.consumerGroup || DEFAULT_CONSUMER_GROUP);
-    group.join(session);
-    const s = session;
+    await subscribed;
+    const s = session!;
+    const g = group!;
     const heartbeatMs = Math.max(100, Math.floor(s.leaseTimeoutMs / 3));
     watchdog = setInterval(() => {
       if (Date.now() - s.lastHeard > s.leaseTimeoutMs) {
@@ -155,11 +162,14 @@ export class TrajectoryStreamService {
     }, Math.min(1000, heartbeatMs));
     watchdog.unref();
     await send(call, {
-      subscribed: { sessionId: s.id, committedCursor: group.committed, maxMessageBytes: this.#options.maxMessageBytes },
+      subscribed: { sessionId: s.id, committedCursor: g.persisted, maxMessageBytes: this.#options.maxMessageBytes, rejected },
     });
-    let lastSent = Date.now();
+    // Heartbeats go out busy or idle: they tell an idle member the gateway is alive, and every member which
+    // acks are persisted (it keeps the others to re-send after a gateway restart).
+    let lastBeat = Date.now();
     while (!ended && isOpen(call)) {
-      const lease = group.next(s);
+      const sinceBeat = Date.now() - lastBeat;
+      const lease = sinceBeat < heartbeatMs ? g.next(s) : null;
       if (lease) {
         const message = this.#message(lease);
         try {
@@ -167,20 +177,18 @@ export class TrajectoryStreamService {
         } catch {
           break; // the session is over; leave() gives its leases back
         }
-        lastSent = Date.now();
         continue;
       }
-      const idle = Date.now() - lastSent;
-      if (idle >= heartbeatMs) {
+      if (sinceBeat >= heartbeatMs) {
         try {
-          await send(call, { heartbeat: { atMs: Date.now() } });
+          await send(call, { heartbeat: { atMs: Date.now(), committedCursor: g.persisted } });
         } catch {
           break;
         }
-        lastSent = Date.now();
+        lastBeat = Date.now();
         continue;
       }
-      await s.sleep(Math.min(POLL_MS, heartbeatMs - idle));
+      await s.sleep(Math.min(POLL_MS, heartbeatMs - sinceBeat));
     }
     end();
   }

@@ -102,6 +102,13 @@ export class CoreStore {
     return [...this.#pending.getRange()].map(({ value }) => value);
   }
 
+  /** Forgets pending rollouts without marking them seen (the gateway gave them to another core). */
+  async dropPending(rolloutIds: readonly string[]): Promise<void> {
+    await this.#root.transaction(() => {
+      for (const id of rolloutIds) this.#pending.remove(id);
+    });
+  }
+
   /** Marks rollouts seen without a group (late, or dropped before grouping). */
   markSeen(rolloutIds: readonly string[]): Promise<void> {
     const now = Date.now();

@@ -77,6 +77,28 @@ export class GroupTracker {
     return out;
   }
 
+  /** Cursors of the pending rollouts that came from `gateway` (what the core holds unacked there). */
+  cursorsFrom(gateway: string): number[] {
+    const out: number[] = [];
+    for (const g of this.#groups.values()) for (const m of g.members.values()) if (m.gateway === gateway) out.push(m.cursor);
+    return out;
+  }
+
+  /** Pending rollouts from `gateway` at these cursors, taken out of their groups; returns their ids. */
+  remove(gateway: string, cursors: ReadonlySet<number>): string[] {
+    const removed: string[] = [];
+    for (const g of this.#groups.values()) {
+      for (const [id, m] of g.members) {
+        if (m.gateway !== gateway || !cursors.has(m.cursor)) continue;
+        g.members.delete(id);
+        this.#byRollout.delete(id);
+        removed.push(id);
+      }
+      if (g.members.size === 0) this.#groups.delete(g.key);
+    }
+    return removed;
+  }
+
   take(key: string): PendingGroup | undefined {
     const g = this.#groups.get(key);
     if (!g) return undefined;

@@ -12,20 +12,23 @@ import type { NormalizeBy } from "../estimators/index.ts";
 import type { LossAggMode } from "../kernels/index.ts";
 import {
   bindServer,
+  channelCredentials,
   DEFAULT_MAX_MESSAGE_BYTES,
   dialAddress,
   grpcTarget,
   isLoopbackHost,
+  serverCredentials,
   serverOptions,
   shutdownServer,
   trainerService,
   type CoreStatus,
   type RolloutMessage,
+  type TlsFiles,
 } from "../wire/index.ts";
 import { BatchPacker } from "./batch-packer.ts";
 import { CoreStore, type PendingRollout, type StoredBatch } from "./core-store.ts";
 import { groupAdvantages, type CoreEstimator } from "./group-advantages.ts";
-import { declaredGroupSize, groupKeyOf, GroupTracker } from "./groups.ts";
+import { declaredGroupSize, groupKeyOf, GroupTracker, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";
 import { TrainerService, type BatchSource } from "./trainer-service.ts";
 
@@ -39,6 +42,8 @@ export interface CoreOptions {
   gateways: readonly string[];
   /** Bearer token for the gateways (their --token). */
   gatewayToken?: string | null;
+  /** TLS to the gateways (CA, client certificate); default: TLS with the system's roots beyond loopback. */
+  gatewayTls?: TlsFiles;
   consumerGroup?: string;
   member?: string;
   /** Unacked rollouts the core may hold per gateway (≥ groups in flight × group size). Default 1024. */
@@ -51,6 +56,8 @@ export interface CoreOptions {
   metricsPort?: number | null;
   /** Bearer token trainers must send; required beyond loopback. */
   token?: string | null;
+  /** TLS of the trainer service (certificate and key, CA for mutual TLS); required beyond loopback unless `insecure`. */
+  tls?: TlsFiles;
   dataDir: string;
   estimator?: CoreEstimator;
   normalize?: NormalizeBy;
@@ -151,6 +158,8 @@ export async function startCore(options: CoreOptions): Promise<Core> {
     throw new Error(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
   }
   if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
+  const creds = serverCredentials(host, options.tls, "the trainer service");
+  for (const address of options.gateways) channelCredentials(grpcTarget(address), options.gatewayTls); // bad TLS files fail here, before anything opens
   const log = options.log ?? (() => {});
   const estimator = options.estimator ?? "grpo";
   const store = new CoreStore(options.dataDir);
@@ -203,7 +212,8 @@ export async function startCore(options: CoreOptions): Promise<Core> {
     chain = chain.then(work).catch((error) => log(`core: ${error instanceof Error ? error.stack ?? error.message : String(error)}`));
     return chain;
   };
-  const processing = new Set<string>();
+  /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
+  const processing = new Map<string, PendingGroup>();
 
   const pack = async (flush = false) => {
     for (const batch of await packer.pack({ flush })) {
@@ -222,7 +232,7 @@ export async function startCore(options: CoreOptions): Promise<Core> {
   const processGroup = async (key: string, by: "size" | "timeout") => {
     const g = tracker.take(key);
     if (!g) return;
-    processing.add(key);
+    processing.set(key, g);
     try {
       const ids = [...g.members.keys()];
       const rollouts = ids.map((id) => store.getPending(id)).filter((p): p is PendingRollout => p !== undefined);
@@ -277,7 +287,7 @@ export async function startCore(options: CoreOptions): Promise<Core> {
 
   const server = new Server(serverOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
   server.addService(trainerService, trainer.handlers());
-  const port = await bindServer(server, host, options.port ?? DEFAULT_CORE_PORT);
+  const port = await bindServer(server, host, options.port ?? DEFAULT_CORE_PORT, creds);
 
   let http: HttpServer | null = null;
   let metricsUrl: string | null = null;
@@ -309,12 +319,23 @@ export async function startCore(options: CoreOptions): Promise<Core> {
     const consumer = new TrajectoryConsumer({
       address,
       token: options.gatewayToken,
+      tls: options.gatewayTls,
       consumerGroup: options.consumerGroup,
       member,
       maxInFlight: options.maxInFlight,
       leaseTimeoutMs: options.leaseTimeoutMs,
       maxMessageBytes: options.maxMessageBytes,
       onRollout: (m) => onRollout(address, m),
+      held: () => [
+        ...tracker.cursorsFrom(address),
+        ...[...processing.values()].flatMap((g) => [...g.members.values()].filter((m) => m.gateway === address).map((m) => m.cursor)),
+      ],
+      onRejected: async (cursors) => {
+        // Given to another core meanwhile (e.g. this one came back after its leases were re-delivered).
+        const dropped = tracker.remove(address, new Set(cursors));
+        await store.dropPending(dropped);
+        if (dropped.length) log(`core: gateway ${address} gave ${dropped.length} rollouts held here to another core; dropped`);
+      },
       onConnection: (up, detail) => log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
     });
     consumers.set(address, consumer);

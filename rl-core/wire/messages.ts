@@ -6,9 +6,15 @@ export interface SubscribeRequest {
   member: string;
   maxInFlight: number;
   leaseTimeoutMs: number;
+  /** Cursors the member holds unacked (kept leased to it, with their groups); absent: none. */
+  held?: number[];
+  /** Acks the gateway may have lost; absent: none. */
+  acked?: number[];
 }
 export interface Heartbeat {
   atMs: number;
+  /** Gateway to member: the persisted committed cursor (absent or 0 from members). */
+  committedCursor?: number;
 }
 export type SubscribeMessage =
   | { kind?: "subscribe"; subscribe: SubscribeRequest }
@@ -19,6 +25,8 @@ export interface Subscribed {
   sessionId: string;
   committedCursor: number;
   maxMessageBytes: number;
+  /** Held cursors the member must drop (acked, or given to another member). */
+  rejected: number[];
 }
 
 export interface TokenRows {
@@ -86,6 +94,8 @@ export interface BatchMessage {
   trainedTokens: number;
   groups: number;
   createdAtMs: number;
+  /** Alignment filler (received, never meaningful; the core's encoder adds it). */
+  padding?: Uint8Array;
 }
 
 export interface AckBatchRequest {

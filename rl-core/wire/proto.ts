@@ -3,6 +3,7 @@
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { alignedBatchSerializer } from "./batch-codec.ts";
 
 export const PROTO_ROOT = fileURLToPath(new URL("../../proto", import.meta.url));
 export const PROTO_FILES = ["rlgate/v1/trajectories.proto", "rlgate/v1/trainer.proto"] as const;
@@ -23,4 +24,10 @@ const pkg = grpc.loadPackageDefinition(definition) as unknown as {
 export const TrajectoryStreamClient = pkg.rlgate.v1.TrajectoryStream;
 export const TrainerClient = pkg.rlgate.v1.Trainer;
 export const trajectoryStreamService: grpc.ServiceDefinition = TrajectoryStreamClient.service;
-export const trainerService: grpc.ServiceDefinition = TrainerClient.service;
+
+const trainer = TrainerClient.service;
+/** The Trainer service as the core serves it: batches go out through the aligned encoder (batch-codec.ts). */
+export const trainerService: grpc.ServiceDefinition = {
+  ...trainer,
+  StreamBatches: { ...trainer.StreamBatches!, responseSerialize: alignedBatchSerializer(trainer.StreamBatches!.responseSerialize) },
+};

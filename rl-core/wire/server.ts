@@ -1,12 +1,10 @@
 // Starting and stopping a grpc-js server (the gateway's and the core's).
 import { ServerCredentials, type Server } from "@grpc/grpc-js";
 
-/** Binds host:port (0 = any free port) without TLS; resolves with the bound port. */
-export function bindServer(server: Server, host: string, port: number): Promise<number> {
+/** Binds host:port (0 = any free port), without TLS unless credentials are given (tls.ts); resolves with the bound port. */
+export function bindServer(server: Server, host: string, port: number, creds = ServerCredentials.createInsecure()): Promise<number> {
   const h = host.includes(":") ? `[${host}]` : host;
-  return new Promise((resolve, reject) =>
-    server.bindAsync(`${h}:${port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
-  );
+  return new Promise((resolve, reject) => server.bindAsync(`${h}:${port}`, creds, (error, bound) => (error ? reject(error) : resolve(bound))));
 }
 
 /** Lets calls finish for up to `graceMs`, then cuts the rest. */

@@ -2,6 +2,9 @@
 
 Per-token arrays are numpy views over the message's bytes (numpy.frombuffer, no copy); they are read-only.
 Every unary call carries a deadline.
+
+TLS as in the TypeScript client: plaintext by default only on loopback; beyond it TLS with the system's roots
+(or tls_ca), unless insecure=True. tls_cert/tls_key present a client certificate (mutual TLS).
 """
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence
@@ -12,6 +15,20 @@ import numpy as np
 from ._protos import load
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _host(target: str) -> str:
+    if target.startswith("["):
+        return target[1 : target.index("]")]
+    return target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
 
 
 @dataclass
@@ -75,14 +92,34 @@ def _consistency(c) -> Dict[str, float]:
 
 
 class TrainerClient:
-    def __init__(self, address: str, token: Optional[str] = None, deadline_s: float = 30.0):
+    def __init__(
+        self,
+        address: str,
+        token: Optional[str] = None,
+        deadline_s: float = 30.0,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        insecure: bool = False,
+    ):
         self._pb, grpc_mod, _, _ = load()
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.keepalive_time_ms", 30000),
         ]
-        self._channel = grpc.insecure_channel(address.replace("grpc://", ""), options=options)
+        target = address.replace("grpc://", "")
+        wanted = any((tls_ca, tls_cert, tls_key, tls_server_name))
+        if insecure or (not wanted and _host(target) in LOOPBACK):
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            if bool(tls_cert) != bool(tls_key):
+                raise ValueError("a TLS client certificate needs its key (and the key its certificate)")
+            creds = grpc.ssl_channel_credentials(_read(tls_ca), _read(tls_key), _read(tls_cert))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(target, creds, options=options)
         self._stub = grpc_mod.TrainerStub(self._channel)
         self._metadata = [("authorization", "Bearer " + token)] if token else []
         self._deadline = deadline_s
