@@ -1,7 +1,7 @@
 // A call record as stored: token arrays packed as int32/float32 bytes, bodies as JSON bytes, and the prompt as a
 // reference to an earlier call's sequence plus the tokens that are new.
 import type { PromptRef } from "./prompt-index.ts";
-import { RawJson, type CallRecord, type ChoiceCapture } from "./records.ts";
+import { RawJson, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
 import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
@@ -17,12 +17,18 @@ export interface StoredCall
   choices: StoredChoice[];
   // Bodies are stored as JSON bytes: as they travelled when rlgate holds them as bytes, encoded once otherwise.
   requestReceived: Uint8Array;
-  requestForwarded: Uint8Array;
+  /** The forwarded body's bytes, or — when it is the received body with fields spliced in — where and what. */
+  requestForwarded: Uint8Array | StoredSplice;
   response: Uint8Array;
 }
 
+export interface StoredSplice {
+  at: number;
+  insert: Uint8Array;
+}
+
 function jsonBytes(value: unknown): Uint8Array {
-  return value instanceof RawJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
+  return value instanceof RawJson || value instanceof SplicedJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
 }
 
 function fromJsonBytes(bytes: Uint8Array): unknown {
@@ -34,12 +40,22 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
   return {
     ...rest,
     requestReceived: jsonBytes(call.requestReceived),
-    requestForwarded: jsonBytes(call.requestForwarded),
+    requestForwarded:
+      call.requestForwarded instanceof SplicedJson && call.requestForwarded.base === call.requestReceived
+        ? { at: call.requestForwarded.at, insert: call.requestForwarded.insert }
+        : jsonBytes(call.requestForwarded),
     response: jsonBytes(call.response),
     promptRef: ref,
     promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),
     choices: call.choices.map((c) => ({ ...c, tokenIds: packInt32(c.tokenIds)!, logprobs: packFloat32(c.logprobs) })),
   };
+}
+
+function forwardedBytes(stored: StoredCall): Uint8Array {
+  const forwarded = stored.requestForwarded;
+  if (forwarded instanceof Uint8Array) return forwarded;
+  const received = Buffer.from(stored.requestReceived.buffer, stored.requestReceived.byteOffset, stored.requestReceived.byteLength);
+  return Buffer.concat([received.subarray(0, forwarded.at), forwarded.insert, received.subarray(forwarded.at)]);
 }
 
 /** Resolves prompt references; `lookup` reads another stored call of the same rollout. */
@@ -56,7 +72,7 @@ export class CallDecoder {
     return {
       ...rest,
       requestReceived: fromJsonBytes(stored.requestReceived),
-      requestForwarded: fromJsonBytes(stored.requestForwarded),
+      requestForwarded: fromJsonBytes(forwardedBytes(stored)),
       response: fromJsonBytes(stored.response),
       promptTokenIds: this.prompt(stored),
       choices: stored.choices.map((c) => ({

@@ -18,6 +18,31 @@ export class RawJson {
   }
 }
 
+/**
+ * A body that is another one's bytes with `insert` placed at byte `at`: how a request usually goes upstream (the
+ * harness's body plus the fields rlgate adds). Stored as that difference, so a long conversation is stored once.
+ */
+export class SplicedJson {
+  readonly base: RawJson;
+  readonly at: number;
+  readonly insert: Uint8Array;
+  constructor(base: RawJson, at: number, insert: Uint8Array) {
+    this.base = base;
+    this.at = at;
+    this.insert = insert;
+  }
+  get bytes(): Buffer {
+    const base = Buffer.from(this.base.bytes.buffer, this.base.bytes.byteOffset, this.base.bytes.byteLength);
+    return Buffer.concat([base.subarray(0, this.at), this.insert, base.subarray(this.at)]);
+  }
+  value(): unknown {
+    return JSON.parse(this.bytes.toString("utf8"));
+  }
+  toJSON(): unknown {
+    return this.value();
+  }
+}
+
 /** How a call ended, from the harness's point of view. */
 export type CallStatus = "ok" | "upstream_error" | "client_aborted" | "timeout";
 

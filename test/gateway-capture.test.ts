@@ -65,8 +65,8 @@ describe("chat completions capture", () => {
     assert.equal(ids.at(-1), qwen3Tokenizer().imEndId);
     assert.match(qwen3Tokenizer().decode(ids), /<tool_call>\n\{"name": "run_shell_command"/);
     assert.deepEqual(call.requestReceived, request);
-    assert.equal((call.requestForwarded as Record<string, unknown>)["return_token_ids"], true);
-    assert.equal((call.requestForwarded as Record<string, unknown>)["logprobs"], true);
+    // Forwarded = the harness's body plus the two fields (stored as that splice of the received bytes).
+    assert.deepEqual(call.requestForwarded, { ...request, return_token_ids: true, logprobs: true });
   });
 
   test("streamed: chunk token ids are assembled exactly, and stripped from what the harness receives", async () => {

@@ -136,15 +136,16 @@ export class Exchange {
  */
 export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec: ExchangeSpec): Promise<Exchange | null> {
   const { req, res, attribution } = call;
-  const payload = forwardedPayload(spec.forwarded, call.body, call.rawBody);
+  const requestReceived = new RawJson(call.rawBody);
+  const payload = forwardedPayload(spec.forwarded, call.body, requestReceived);
   const recorder = new CallRecorder(ctx.store, ctx.metrics, {
     rolloutId: attribution.rolloutId,
     api: spec.api,
     path: req.url ?? "",
     stream: spec.stream,
     model: spec.model,
-    requestReceived: new RawJson(call.rawBody),
-    requestForwarded: new RawJson(payload),
+    requestReceived,
+    requestForwarded: payload.record,
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
   });
@@ -165,7 +166,7 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     upstream = await forward(
       ctx,
       { path: spec.upstreamPath, headers, dropAuthorization: attribution.usedRolloutKey },
-      payload,
+      payload.bytes,
       upstreamCall,
     );
   } catch (error) {

@@ -2,19 +2,28 @@
 // (`return_token_ids`, `logprobs`): those are spliced into the harness's own bytes instead of serializing the whole
 // body again — agent requests carry the whole conversation (often hundreds of kB), and re-serializing it would be
 // most of rlgate's work on a call. Anything else (a changed model, a translated request) is serialized.
+import { RawJson, SplicedJson } from "../../store/records.ts";
 import type { Json } from "../upstream/fields.ts";
 
 const OPEN_BRACE = 0x7b;
 
-/** `forwarded` as JSON bytes, reusing `raw` (the bytes `received` was parsed from) where the body is unchanged. */
-export function forwardedPayload(forwarded: Json, received: unknown, raw: Buffer): Buffer | string {
-  const added = addedFields(forwarded, received);
-  if (added === null) return JSON.stringify(forwarded);
-  if (added.length === 0) return raw;
-  const brace = raw.indexOf(OPEN_BRACE); // a parsed object: only whitespace can precede its brace
+/**
+ * The bytes that go upstream for `forwarded`, and how they are recorded: the harness's own bytes (`received`, from
+ * which `body` was parsed) when nothing was added, those bytes with the added fields spliced in, or — for any
+ * other change — `forwarded` serialized on its own.
+ */
+export function forwardedPayload(forwarded: Json, body: unknown, received: RawJson): { bytes: Uint8Array | string; record: RawJson | SplicedJson } {
+  const added = addedFields(forwarded, body);
+  if (added === null) {
+    const bytes = JSON.stringify(forwarded);
+    return { bytes, record: new RawJson(bytes) };
+  }
+  if (added.length === 0) return { bytes: received.bytes, record: received };
+  const brace = received.bytes.indexOf(OPEN_BRACE); // a parsed object: only whitespace can precede its brace
   const fields = added.map((key) => `${JSON.stringify(key)}:${JSON.stringify(forwarded[key])}`).join(",");
-  const separator = Object.keys(received as Json).length === 0 ? "" : ",";
-  return Buffer.concat([raw.subarray(0, brace + 1), Buffer.from(fields + separator), raw.subarray(brace + 1)]);
+  const separator = Object.keys(body as Json).length === 0 ? "" : ",";
+  const spliced = new SplicedJson(received, brace + 1, Buffer.from(fields + separator));
+  return { bytes: spliced.bytes, record: spliced };
 }
 
 /**
