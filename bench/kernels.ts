@@ -41,6 +41,9 @@ const threads = Number(process.env.RLGATE_THREADS) || nativeStatus.hardwareThrea
 
 console.log(`rlgate kernel bench: ${ROWS} rows x ${args.min}-${args.max} tokens, best of ${REPEAT}`);
 console.log(`native: ${native ? `loaded (${nativeStatus.simd}), ${threads} threads for MT` : `NOT LOADED (${nativeStatus.error})`}`);
+// `npm run bench:kernels` runs with the malloc settings `rlgate core` runs with (bin/rlgate.js): batch-sized outputs
+// reused from the heap instead of fresh, page-faulting mmaps.
+console.log(`malloc: ${process.env.GLIBC_TUNABLES ? `GLIBC_TUNABLES=${process.env.GLIBC_TUNABLES}` : "glibc defaults (estimator outputs page-fault; see the note below the table)"}`);
 console.log(`cuda:   ${cuda ? `${nativeStatus.cudaDevices} device(s)` : `skipped (library ${nativeStatus.cudaLibrary}, ${nativeStatus.cudaDevices} devices)`}`);
 
 const t0 = performance.now();
