@@ -35,15 +35,22 @@ function fromJsonBytes(bytes: Uint8Array): unknown {
   return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
 }
 
+const NOTHING = new Uint8Array(0);
+
+/** The forwarded body as stored: a splice of the received one when it is one (or the received one itself). */
+function forwardedAsStored(call: CallRecord): Uint8Array | StoredSplice {
+  const forwarded = call.requestForwarded;
+  if (forwarded === call.requestReceived && forwarded instanceof RawJson) return { at: 0, insert: NOTHING };
+  if (forwarded instanceof SplicedJson && forwarded.base === call.requestReceived) return { at: forwarded.at, insert: forwarded.insert };
+  return jsonBytes(forwarded);
+}
+
 export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall {
   const { promptTokenIds, ...rest } = call;
   return {
     ...rest,
     requestReceived: jsonBytes(call.requestReceived),
-    requestForwarded:
-      call.requestForwarded instanceof SplicedJson && call.requestForwarded.base === call.requestReceived
-        ? { at: call.requestForwarded.at, insert: call.requestForwarded.insert }
-        : jsonBytes(call.requestForwarded),
+    requestForwarded: forwardedAsStored(call),
     response: jsonBytes(call.response),
     promptRef: ref,
     promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),

@@ -19,19 +19,30 @@ interface PendingCall {
 export class CallCommitter {
   readonly #root: RootDatabase;
   readonly #calls: Database<StoredCall, CallKey>;
+  readonly #onFailed: (rolloutIds: string[]) => void;
   #pending: PendingCall[] = [];
+  #closed = false;
 
-  constructor(root: RootDatabase, calls: Database<StoredCall, CallKey>) {
+  /** `onFailed` hears the rollouts of a batch whose commit failed (its calls are rejected, nothing is stored). */
+  constructor(root: RootDatabase, calls: Database<StoredCall, CallKey>, onFailed: (rolloutIds: string[]) => void) {
     this.#root = root;
     this.#calls = calls;
+    this.#onFailed = onFailed;
   }
 
   /** Resolves once the call is committed (with the others of this turn of the event loop). */
   put(key: CallKey, stored: StoredCall): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("the store is closed: the call was not recorded"));
     return new Promise((resolve, reject) => {
       if (this.#pending.length === 0) setImmediate(() => this.commitNow());
       this.#pending.push({ key, stored, resolve, reject });
     });
+  }
+
+  /** Commits what is pending and refuses further calls (the store is closing). */
+  close(): void {
+    this.commitNow();
+    this.#closed = true;
   }
 
   /** Commits what is pending now (also called before the store closes). */
@@ -44,6 +55,7 @@ export class CallCommitter {
         for (const call of batch) this.#calls.put(call.key, call.stored);
       });
     } catch (error) {
+      this.#onFailed([...new Set(batch.map((call) => call.key[0]))]);
       for (const call of batch) call.reject(error);
       return;
     }

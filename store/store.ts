@@ -20,6 +20,9 @@ export interface StoreOptions {
 /** Calls without a rollout are kept under this key so they still sort and list together. */
 const UNATTRIBUTED = "";
 
+/** Rollout records kept decoded in memory (most recently used). */
+const ROLLOUT_CACHE_SIZE = 4096;
+
 /**
  * The next of an increasing series of numbers: microseconds since the epoch, bumped by one when two fall in the same
  * microsecond. Unique and increasing across restarts without reading anything back from the store.
@@ -40,6 +43,11 @@ export class Store {
   readonly #durability: Durability;
   readonly #prompts = new PromptIndex();
   readonly #committer: CallCommitter;
+  // Every captured call looks its rollout up (attribution, prompt references): decoded records are kept here, frozen,
+  // filled on reads when no write of the rollout is in flight (so a failed write leaves the stored record in view).
+  readonly #rolloutCache = new Map<string, RolloutRecord>();
+  // Rollouts with a write in flight: read from the store (which shows the write once committed), never cached.
+  readonly #rolloutWrites = new Map<string, number>();
   #lastSeq = 0;
 
   constructor(options: StoreOptions) {
@@ -47,15 +55,17 @@ export class Store {
     this.#durability = options.durability ?? "commit";
     const commitOnly = this.#durability === "commit";
     this.#root = open({ path: options.path, compression: false, maxDbs: 16, noSync: commitOnly });
-    // Every captured call looks its rollout up (attribution, prompt references): decoded records stay cached.
-    // Callers never mutate a returned record; updates are written as new records.
-    this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts", cache: true });
+    this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
-    this.#committer = new CallCommitter(this.#root, this.#calls);
+    // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
+    // from the store, so no later call is stored as a reference to a call that is not there.
+    this.#committer = new CallCommitter(this.#root, this.#calls, (rolloutIds) => {
+      for (const id of rolloutIds) this.#prompts.forget(id);
+    });
   }
 
   /** Reserves the next call number (a stamp: see `nextStamp`). */
@@ -70,12 +80,35 @@ export class Store {
   }
 
   putRollout(rollout: RolloutRecord): Promise<void> {
-    return this.#settle(
-      this.#root.transaction(() => {
-        this.#rollouts.put(rollout.id, rollout);
-        this.#keys.put(rollout.key, rollout.id);
-      }),
+    return this.#writeRollout(
+      rollout.id,
+      this.#settle(
+        this.#root.transaction(() => {
+          this.#rollouts.put(rollout.id, rollout);
+          this.#keys.put(rollout.key, rollout.id);
+        }),
+      ),
     );
+  }
+
+  /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
+  async #writeRollout(id: string, write: Promise<void>): Promise<void> {
+    this.#rolloutCache.delete(id);
+    this.#rolloutWrites.set(id, (this.#rolloutWrites.get(id) ?? 0) + 1);
+    try {
+      await write;
+    } finally {
+      const left = this.#rolloutWrites.get(id)! - 1;
+      if (left === 0) this.#rolloutWrites.delete(id);
+      else this.#rolloutWrites.set(id, left);
+    }
+  }
+
+  #cacheRollout(rollout: RolloutRecord): void {
+    const cache = this.#rolloutCache;
+    cache.delete(rollout.id);
+    cache.set(rollout.id, Object.freeze({ ...rollout }));
+    if (cache.size > ROLLOUT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
   }
 
   /**
@@ -86,11 +119,14 @@ export class Store {
     const cursor = nextStamp(this.#lastFinishCursor);
     this.#lastFinishCursor = cursor;
     this.#prompts.forget(rollout.id);
-    return this.#settle(
-      this.#root.transaction(() => {
-        this.#rollouts.put(rollout.id, rollout);
-        this.#finished.put(cursor, rollout.id);
-      }),
+    return this.#writeRollout(
+      rollout.id,
+      this.#settle(
+        this.#root.transaction(() => {
+          this.#rollouts.put(rollout.id, rollout);
+          this.#finished.put(cursor, rollout.id);
+        }),
+      ),
     ).then(() => cursor);
   }
 
@@ -110,8 +146,14 @@ export class Store {
     return this.#settle(this.#cursors.put(consumer, cursor));
   }
 
+  /** A rollout's record (shared and frozen: write changes with putRollout / finishRollout). */
   getRollout(id: string): RolloutRecord | undefined {
-    return this.#rollouts.get(id);
+    const cached = this.#rolloutCache.get(id);
+    if (cached) return cached;
+    const stored = this.#rollouts.get(id);
+    if (!stored || this.#rolloutWrites.has(id)) return stored;
+    this.#cacheRollout(stored);
+    return this.#rolloutCache.get(id);
   }
 
   rolloutIdForKey(key: string): string | undefined {
@@ -194,6 +236,8 @@ export class Store {
   async close(): Promise<void> {
     this.#committer.commitNow();
     await this.#root.committed;
+    // Calls that finished while the writes above settled are committed too; later ones are refused.
+    this.#committer.close();
     await this.#root.close();
   }
 }

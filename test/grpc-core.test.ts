@@ -120,9 +120,11 @@ describe("rl core", () => {
   });
 
   test("a core restarted with a group half received completes it once: it claims what it holds, nothing is sent twice", async () => {
+    const receivedBefore = core.status().rolloutsReceived;
     await putSyntheticRollout(gw.context.store, { id: "h0", group: "H", metadata: { group_size: 3 }, reward: 1 });
     await putSyntheticRollout(gw.context.store, { id: "h1", group: "H", metadata: { group_size: 3 }, reward: 0 });
-    await until(() => (core.status().groupsPending === 1 ? true : undefined), 10_000, "pending group");
+    // Both halves received (the group is pending from the first one on).
+    await until(() => (core.status().rolloutsReceived >= receivedBefore + 2 && core.status().groupsPending === 1 ? true : undefined), 10_000, "pending group");
     client.close();
     await core.close();
     await putSyntheticRollout(gw.context.store, { id: "h2", group: "H", metadata: { group_size: 3 }, reward: 0.5 });

@@ -32,7 +32,11 @@ export interface ExchangeSpec {
   stream: boolean;
   /** The model the harness asked for. */
   model: string | null;
-  /** The body sent upstream (recorded as `requestForwarded`). */
+  /**
+   * The body sent upstream (recorded as `requestForwarded`). Build it as a new object over the harness's body; never
+   * edit the harness's body (or objects inside it) in place: fields it shares with the harness's body travel as the
+   * harness's own bytes (forwarded-payload.ts).
+   */
   forwarded: Json;
   /** Harness headers that belong to its own API and do not travel upstream (e.g. Anthropic's). */
   omitHeader?: (name: string) => boolean;
@@ -109,11 +113,17 @@ export class Exchange {
    */
   async pumpEvents(onEvents: (events: SseEvent[]) => void): Promise<{ failure: unknown; rest: Buffer }> {
     const parser = new SseParser();
-    const onData = (chunk: Buffer): void => {
+    const onData = (chunk: Buffer): boolean => {
       this.recorder.beginWork();
       const events = parser.push(chunk);
       if (events.length) onEvents(events);
       this.recorder.endWork();
+      // A harness that reads slower than the upstream writes pauses the upstream instead of growing rlgate's buffers.
+      if (this.res.writableNeedDrain && !this.harnessGone) {
+        this.res.once("drain", () => this.upstream.resume());
+        return false;
+      }
+      return true;
     };
     let failure: unknown = null;
     try {
@@ -152,10 +162,13 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
 
   const upstreamCall = new UpstreamCall();
   let harnessGone = false;
-  watchHarnessDisconnect(res, () => {
+  const onGone = () => {
     harnessGone = true;
     upstreamCall.abort();
-  });
+  };
+  watchHarnessDisconnect(res, onGone);
+  // A harness that left while its request was read and parsed is gone already ('close' has fired).
+  if (res.destroyed) onGone();
 
   const omit = spec.omitHeader;
   const headers = omit ? Object.fromEntries(Object.entries(req.headers).filter(([name]) => !omit(name))) : req.headers;

@@ -6,7 +6,8 @@ import { errors as undiciErrors, util as undiciUtil } from "undici";
 
 export type UpstreamHeaders = Record<string, string | string[] | undefined>;
 
-type Sink = (chunk: Buffer) => void;
+/** Receives body chunks; returning false pauses the upstream until `resume()` (the harness is not keeping up). */
+type Sink = (chunk: Buffer) => boolean | void;
 
 export class UpstreamCall implements Dispatcher.DispatchHandler {
   statusCode = 0;
@@ -14,6 +15,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   readonly head: Promise<UpstreamCall>;
   #headSettle!: { resolve: (call: UpstreamCall) => void; reject: (error: unknown) => void };
   #abortRequest: ((reason?: Error) => void) | null = null;
+  #resumeRequest: (() => void) | null = null;
   #abortReason: Error | null = null;
   #headSeen = false;
   // Body bytes that arrived before a consumer attached (they can come in the same read as the head).
@@ -36,14 +38,28 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   /** The whole body. Rejects when the upstream's body failed (reset, timeout) or the call was aborted. */
   async readAll(): Promise<Buffer> {
     const chunks: Buffer[] = [];
-    await this.pump((chunk) => chunks.push(chunk));
+    await this.pump((chunk) => {
+      chunks.push(chunk);
+    });
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  }
+
+  /** Reads on after `sink` returned false. */
+  resume(): void {
+    this.#resumeRequest?.();
   }
 
   /** Feeds body chunks to `sink` as they arrive; resolves at the end of the body, rejects when it failed. */
   pump(sink: Sink): Promise<void> {
-    for (const chunk of this.#buffered) sink(chunk);
+    const buffered = this.#buffered;
     this.#buffered = [];
+    try {
+      for (const chunk of buffered) sink(chunk);
+    } catch (error) {
+      // As a throw from onData would: the upstream request is aborted.
+      this.#abortRequest?.(error as Error);
+      return Promise.reject(error);
+    }
     if (this.#failure !== null) return Promise.reject(this.#failure);
     if (this.#ended) return Promise.resolve();
     this.#sink = sink;
@@ -57,8 +73,9 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.#abortReason) abort(this.#abortReason);
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], _resume: () => void, _statusText: string): boolean {
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, _statusText: string): boolean {
     if (statusCode < 200) return true; // 1xx: the real head follows
+    this.#resumeRequest = resume;
     this.statusCode = statusCode;
     this.headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamHeaders;
     this.#headSeen = true;
@@ -67,8 +84,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.#sink) this.#sink(chunk);
-    else this.#buffered.push(chunk);
+    if (this.#sink) return this.#sink(chunk) !== false;
+    this.#buffered.push(chunk);
     return true;
   }
 

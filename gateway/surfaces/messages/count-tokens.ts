@@ -26,12 +26,13 @@ async function countUpstream(ctx: GatewayContext, call: HarnessCall, chat: Json)
   if (chat["chat_template_kwargs"]) body["chat_template_kwargs"] = chat["chat_template_kwargs"];
   const headers = Object.fromEntries(Object.entries(call.req.headers).filter(([name]) => !isAnthropicHeader(name)));
   let res;
+  let text: string;
   try {
     res = await forward(ctx, { path: "/tokenize", headers, dropAuthorization: call.attribution.usedRolloutKey }, JSON.stringify(body));
+    text = (await res.readAll()).toString("utf8");
   } catch (error) {
     throw new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${(error as Error).message}`, { cause: error });
   }
-  const text = (await res.readAll()).toString("utf8");
   if (res.statusCode === 404 || res.statusCode === 405) return null;
   const parsed = parseJsonObject(text);
   if (res.statusCode === 200 && typeof parsed?.["count"] === "number") return { count: parsed["count"], by: "upstream" };
