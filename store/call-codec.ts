@@ -1,7 +1,7 @@
 // A call record as stored: token arrays packed as int32/float32 bytes, bodies as JSON bytes, and the prompt as a
 // reference to an earlier call's sequence plus the tokens that are new.
 import type { PromptRef } from "./prompt-index.ts";
-import { RawJson, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
+import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
 import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
@@ -31,10 +31,6 @@ function jsonBytes(value: unknown): Uint8Array {
   return value instanceof RawJson || value instanceof SplicedJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
 }
 
-function fromJsonBytes(bytes: Uint8Array): unknown {
-  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
-}
-
 const NOTHING = new Uint8Array(0);
 
 /** The forwarded body as stored: a splice of the received one when it is one (or the received one itself). */
@@ -61,8 +57,7 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
 function forwardedBytes(stored: StoredCall): Uint8Array {
   const forwarded = stored.requestForwarded;
   if (forwarded instanceof Uint8Array) return forwarded;
-  const received = Buffer.from(stored.requestReceived.buffer, stored.requestReceived.byteOffset, stored.requestReceived.byteLength);
-  return Buffer.concat([received.subarray(0, forwarded.at), forwarded.insert, received.subarray(forwarded.at)]);
+  return spliceBytes(stored.requestReceived, forwarded.at, forwarded.insert);
 }
 
 /** Resolves prompt references; `lookup` reads another stored call of the same rollout. */
@@ -78,9 +73,9 @@ export class CallDecoder {
     const { promptRef: _ref, promptTail: _tail, ...rest } = stored;
     return {
       ...rest,
-      requestReceived: fromJsonBytes(stored.requestReceived),
-      requestForwarded: fromJsonBytes(forwardedBytes(stored)),
-      response: fromJsonBytes(stored.response),
+      requestReceived: jsonFromBytes(stored.requestReceived),
+      requestForwarded: jsonFromBytes(forwardedBytes(stored)),
+      response: jsonFromBytes(stored.response),
       promptTokenIds: this.prompt(stored),
       choices: stored.choices.map((c) => ({
         ...c,

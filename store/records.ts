@@ -1,6 +1,16 @@
 // The records rlgate keeps. These shapes are the contract between the gateway (writer), trajectory reconstruction
 // and the control API (readers). Token arrays are plain number arrays here; the store packs them as int32/float32.
 
+/** The value of JSON bytes (UTF-8). */
+export function jsonFromBytes(bytes: Uint8Array): unknown {
+  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
+}
+
+/** `base` with `insert` placed at byte `at`. */
+export function spliceBytes(base: Uint8Array, at: number, insert: Uint8Array): Buffer {
+  return Buffer.concat([base.subarray(0, at), insert, base.subarray(at)]);
+}
+
 /**
  * A JSON body kept as the bytes that travelled, so the hot path never re-encodes a request or response it already
  * holds as bytes. It serializes (JSON.stringify, the store) as the value itself.
@@ -11,7 +21,7 @@ export class RawJson {
     this.bytes = typeof bytes === "string" ? Buffer.from(bytes) : bytes;
   }
   value(): unknown {
-    return JSON.parse(Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength).toString("utf8"));
+    return jsonFromBytes(this.bytes);
   }
   toJSON(): unknown {
     return this.value();
@@ -32,11 +42,10 @@ export class SplicedJson {
     this.insert = insert;
   }
   get bytes(): Buffer {
-    const base = Buffer.from(this.base.bytes.buffer, this.base.bytes.byteOffset, this.base.bytes.byteLength);
-    return Buffer.concat([base.subarray(0, this.at), this.insert, base.subarray(this.at)]);
+    return spliceBytes(this.base.bytes, this.at, this.insert);
   }
   value(): unknown {
-    return JSON.parse(this.bytes.toString("utf8"));
+    return jsonFromBytes(this.bytes);
   }
   toJSON(): unknown {
     return this.value();
