@@ -10,6 +10,7 @@ export type UpstreamHeaders = Record<string, string | string[] | undefined>;
 type Sink = (chunk: Buffer) => boolean | void;
 
 export class UpstreamCall implements Dispatcher.DispatchHandler {
+  /** 0 until the response head arrived. */
   statusCode = 0;
   headers: UpstreamHeaders = {};
   readonly head: Promise<UpstreamCall>;
@@ -17,7 +18,6 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   #abortRequest: ((reason?: Error) => void) | null = null;
   #resumeRequest: (() => void) | null = null;
   #abortReason: Error | null = null;
-  #headSeen = false;
   // Body bytes that arrived before a consumer attached (they can come in the same read as the head).
   #buffered: Buffer[] = [];
   #sink: Sink | null = null;
@@ -78,7 +78,6 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.#resumeRequest = resume;
     this.statusCode = statusCode;
     this.headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamHeaders;
-    this.#headSeen = true;
     this.#headSettle.resolve(this);
     return true;
   }
@@ -96,7 +95,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onError(error: Error): void {
-    if (!this.#headSeen) {
+    if (this.statusCode === 0) {
       this.#headSettle.reject(error);
       return;
     }
