@@ -5,28 +5,20 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
+import { testCallRecord } from "./test-support.ts";
 
 function call(store: Store, rolloutId: string | null, prompt: number[]): CallRecord {
   const received = new RawJson('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
-  return {
+  return testCallRecord({
     seq: store.nextCallSeq(),
     rolloutId,
-    api: "chat.completions",
-    path: "/v1/chat/completions",
-    stream: false,
     model: "m",
-    status: "ok",
-    httpStatus: 200,
-    error: null,
     requestReceived: received,
     requestForwarded: new SplicedJson(received, 1, Buffer.from('"return_token_ids":true,')),
     response: { choices: [] },
     promptTokenIds: prompt,
     choices: [{ index: 0, tokenIds: [7, 8], logprobs: [-0.5, -0.25], finishReason: "stop" }],
-    tokenSource: "upstream",
-    tokenIssue: null,
-    timings: { start: 0, upstreamStart: 0, firstByte: 0, firstToken: null, end: 0, overheadMs: 0 },
-  };
+  });
 }
 
 /** Runs `fn` with a store in a fresh directory, closed and removed afterwards. */

@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { startGateway, type Gateway, type GatewayOptions } from "../gateway/index.ts";
 import type { CallRecord, RolloutRecord, RolloutStatus } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
+import { testCallRecord } from "../store/test-support.ts";
 import { spawnCli, tempDir, type CliProcess } from "./helpers.ts";
 
 /** A gateway with its gRPC trajectory stream on a free port; no upstream is contacted by these tests. */
@@ -42,25 +43,15 @@ export function agentCalls(rolloutId: string, seqStart: number, opts: Required<P
   for (let turn = 0; turn < opts.turns; turn++) {
     const sampled = Array.from({ length: opts.sampledTokens }, token);
     const now = Date.now();
-    calls.push({
-      seq: seqStart + turn,
-      rolloutId,
-      api: "chat.completions",
-      path: "/v1/chat/completions",
-      stream: false,
-      model: "sim",
-      status: "ok",
-      httpStatus: 200,
-      error: null,
-      requestReceived: {},
-      requestForwarded: {},
-      response: {},
-      promptTokenIds: prompt,
-      choices: [{ index: 0, tokenIds: sampled, logprobs: sampled.map((t) => -((t % 97) + 1) / 50), finishReason: "stop" }],
-      tokenSource: "upstream",
-      tokenIssue: null,
-      timings: { start: now, upstreamStart: now, firstByte: now, firstToken: now, end: now, overheadMs: 0 },
-    });
+    calls.push(
+      testCallRecord({
+        seq: seqStart + turn,
+        rolloutId,
+        promptTokenIds: prompt,
+        choices: [{ index: 0, tokenIds: sampled, logprobs: sampled.map((t) => -((t % 97) + 1) / 50), finishReason: "stop" }],
+        timings: { start: now, upstreamStart: now, firstByte: now, firstToken: now, end: now, overheadMs: 0 },
+      }),
+    );
     prompt = [...prompt, ...sampled, ...Array.from({ length: 8 }, token)];
   }
   return calls;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { CallRecord } from "../store/records.ts";
+import { testCallRecord } from "../store/test-support.ts";
 import { fromCallRecord } from "./call-tokens.ts";
 import { reconstructRollout } from "./reconstruct.ts";
 import { RolloutTree } from "./rollout-tree.ts";
@@ -25,28 +25,19 @@ describe("RolloutTree", () => {
 
 describe("fromCallRecord", () => {
   it("takes the prompt ids, every choice's ids and logprobs, status and source from a stored call", () => {
-    const record: CallRecord = {
+    const record = testCallRecord({
       seq: 42,
       rolloutId: "r",
-      api: "chat.completions",
       path: "/r/r/v1/chat/completions",
       stream: true,
       model: "qwen3",
-      status: "ok",
-      httpStatus: 200,
-      error: null,
-      requestReceived: {},
-      requestForwarded: {},
-      response: {},
       promptTokenIds: [1, 2, 3],
       choices: [
         { index: 1, tokenIds: [6], logprobs: [-0.5], finishReason: "stop" },
         { index: 0, tokenIds: [4, 5], logprobs: [-0.25, -0.125], finishReason: "stop" },
       ],
-      tokenSource: "upstream",
-      tokenIssue: null,
       timings: { start: 1000, upstreamStart: 1001, firstByte: 1002, firstToken: 1003, end: 1004, overheadMs: 0.1 },
-    };
+    });
     const call = fromCallRecord(record);
     assert.deepEqual([call.callSeq, call.startedAt, call.status, call.tokenSource], [42, 1000, "ok", "upstream"]);
     const rec = reconstructRollout([call], { rolloutId: "r" });

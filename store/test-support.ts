@@ -1,0 +1,23 @@
+// A call record for tests that write or reconstruct calls without a gateway: an ok, unattributed, non-streamed chat
+// call with empty bodies and trusted ids; each test states what it needs to differ.
+import type { CallRecord } from "./records.ts";
+
+export function testCallRecord(fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>): CallRecord {
+  return {
+    rolloutId: null,
+    api: "chat.completions",
+    path: "/v1/chat/completions",
+    stream: false,
+    model: "sim",
+    status: "ok",
+    httpStatus: 200,
+    error: null,
+    requestReceived: {},
+    requestForwarded: {},
+    response: {},
+    tokenSource: "upstream",
+    tokenIssue: null,
+    timings: { start: 0, upstreamStart: 0, firstByte: 0, firstToken: null, end: 0, overheadMs: 0 },
+    ...fields,
+  };
+}
