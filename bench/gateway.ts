@@ -26,6 +26,8 @@ interface Target {
   pid?: number;
   /** Path prefix for each cell's calls (rlgate: a fresh rollout's /r/{id}, as a harness in a rollout uses). */
   prefix: () => Promise<string>;
+  /** Sends the request with the fields rlgate adds upstream (the sim then does the same work as behind rlgate). */
+  withCaptureFields?: boolean;
 }
 
 const NO_PREFIX = async () => "";
@@ -74,6 +76,9 @@ const BODY = {
   max_tokens: 64,
 };
 
+/** What rlgate adds to each request it forwards (gateway/upstream/vllm.ts). */
+const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
+
 /** An agent's request late in a session: system prompt, 20 tool round trips (~52 kB, ~17k prompt tokens). */
 function agentSizedBody(): typeof BODY {
   const messages: Array<Record<string, unknown>> = [{ role: "system", content: "You are a coding agent. ".repeat(150) }];
@@ -110,6 +115,8 @@ async function one(pool: Pool, path: string, body: string): Promise<Sample> {
 interface Section {
   title: string;
   body: string;
+  /** The body as rlgate forwards it: token ids and logprobs asked for. */
+  bodyWithCaptureFields: string;
   concurrencies: number[];
   requests: number;
   warmup: number;
@@ -131,7 +138,7 @@ async function run(target: Target, upstreamPid: number | undefined, concurrency:
   const worker = async (count: number, keep: boolean) => {
     while (next < count) {
       next++;
-      const s = await one(pool, path, section.body);
+      const s = await one(pool, path, target.withCaptureFields ? section.bodyWithCaptureFields : section.body);
       if (keep) samples.push(s);
     }
   };
@@ -168,23 +175,25 @@ async function main(): Promise<void> {
     children.push(gateway.child);
     const targets: Target[] = [
       { name: "direct", url: sim.url, prefix: NO_PREFIX },
+      { name: "direct+ids", url: sim.url, prefix: NO_PREFIX, withCaptureFields: true },
       { name: "http-proxy", url: bare.url, pid: bare.child.pid, prefix: NO_PREFIX },
       { name: "rlgate", url: gateway.url, pid: gateway.child.pid, prefix: () => rolloutPrefix(gateway.url) },
     ];
 
     const agent = agentSizedBody();
+    const bodies = (body: object) => ({ body: JSON.stringify(body), bodyWithCaptureFields: JSON.stringify({ ...body, ...CAPTURE_FIELDS }) });
     const sections: Section[] = [
-      { title: "NON-STREAMED", body: JSON.stringify(BODY), concurrencies: CONCURRENCIES, requests: REQUESTS, warmup: WARMUP },
+      { title: "NON-STREAMED", ...bodies(BODY), concurrencies: CONCURRENCIES, requests: REQUESTS, warmup: WARMUP },
       {
         title: "STREAMED (ttfb = first body byte)",
-        body: JSON.stringify({ ...BODY, stream: true }),
+        ...bodies({ ...BODY, stream: true }),
         concurrencies: CONCURRENCIES,
         requests: REQUESTS,
         warmup: WARMUP,
       },
       {
         title: `AGENT-SIZED REQUEST, NON-STREAMED (${(JSON.stringify(agent).length / 1000).toFixed(0)} kB: system prompt + 20 tool round trips)`,
-        body: JSON.stringify(agent),
+        ...bodies(agent),
         concurrencies: quick ? [1] : [1, 8],
         requests: Math.ceil(REQUESTS / 5),
         warmup: Math.ceil(WARMUP / 5),
@@ -202,7 +211,7 @@ async function main(): Promise<void> {
     for (const section of sections) {
       console.log(section.title);
       console.log(
-        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 vs direct  +p99 vs direct  rps vs proxy   cpu ms/call: upstream  forwarder",
+        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 / +p99 vs direct   +p50 / +p99 vs direct+ids   rps vs proxy   cpu ms/call: upstream  forwarder",
       );
       for (const concurrency of section.concurrencies) {
         const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }>();
@@ -221,12 +230,17 @@ async function main(): Promise<void> {
           });
         }
         const direct = results.get("direct")!;
+        const directIds = results.get("direct+ids")!;
         const proxy = results.get("http-proxy")!;
+        const added = (r: { p50: number; p99: number }, base: { p50: number; p99: number }) =>
+          `${fmt(r.p50 - base.p50, 3)} / ${fmt(r.p99 - base.p99, 3).trim()}`.padEnd(24);
         for (const [name, r] of results) {
-          const added = name === "direct" ? "" : `${fmt(r.p50 - direct.p50, 3)}        ${fmt(r.p99 - direct.p99, 3)}`;
-          const ratio = name === "direct" ? "" : `${(r.rps / proxy.rps).toFixed(2)}x`;
+          const forwarder = name !== "direct" && name !== "direct+ids";
+          const vsDirect = name === "direct" ? "".padEnd(24) : added(r, direct);
+          const vsIds = name === "rlgate" ? added(r, directIds) : "".padEnd(24);
+          const ratio = forwarder ? `${(r.rps / proxy.rps).toFixed(2)}x` : "";
           console.log(
-            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${added.padEnd(30)}${ratio.padStart(11)}             ${r.cpu}`,
+            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${vsDirect}    ${vsIds}  ${ratio.padStart(11)}             ${r.cpu}`,
           );
         }
       }
@@ -235,7 +249,8 @@ async function main(): Promise<void> {
     console.log("targets (design): added p50 ≤ 0.5 ms, added p99 ≤ 1 ms, throughput ≥ the bare forwarder's (rps vs proxy ≥ 1.00x)");
     console.log("cpu ms/call: CPU time the upstream (sim) and the forwarder used per call in the cell. Through rlgate the sim also");
     console.log("computes the token ids and logprobs rlgate asks for; on a machine where all processes share few cores that work");
-    console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling.");
+    console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling. direct+ids: the sim reached");
+    console.log("directly with those fields asked for, so '+ vs direct+ids' is rlgate's own added time, without the sim's extra work.");
   } finally {
     for (const child of children) child.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });
