@@ -1,5 +1,5 @@
 // A rollout's trajectories, rebuilt from its stored calls: on demand for an open rollout, and when it is finished.
-import { fromCallRecord, reconstructRollout, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
+import { reconstructRollout, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
 
@@ -11,8 +11,7 @@ export interface TrajectorySettings {
 }
 
 export function reconstructStored(store: Store, rollout: RolloutRecord, settings: TrajectorySettings = {}): Reconstruction {
-  const calls = store.listCalls(rollout.id).map(fromCallRecord);
-  return reconstructRollout(calls, {
+  return reconstructRollout(store.listCallTokens(rollout.id), {
     rolloutId: rollout.id,
     reward: rollout.reward,
     trainSegments: settings.trainSegments,

@@ -1,5 +1,6 @@
 // A call record as stored: token arrays packed as int32/float32 bytes, bodies as JSON bytes, and the prompt as a
 // reference to an earlier call's sequence plus the tokens that are new.
+import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./prompt-index.ts";
 import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
 import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
@@ -60,61 +61,28 @@ function forwardedBytes(stored: StoredCall): Uint8Array {
   return spliceBytes(stored.requestReceived, forwarded.at, forwarded.insert);
 }
 
-/** Resolves prompt references; `lookup` reads another stored call of the same rollout. */
+/** Decodes stored calls of one rollout; `lookup` reads another stored call of it (for prompt references). */
 export class CallDecoder {
-  readonly #lookup: (seq: number) => StoredCall | undefined;
-  readonly #prompts = new Map<number, number[] | null>();
+  readonly #tokens: CallTokensDecoder;
 
   constructor(lookup: (seq: number) => StoredCall | undefined) {
-    this.#lookup = lookup;
+    this.#tokens = new CallTokensDecoder(lookup);
   }
 
   decode(stored: StoredCall): CallRecord {
     const { promptRef: _ref, promptTail: _tail, ...rest } = stored;
+    const prompt = this.#tokens.prompt(stored);
     return {
       ...rest,
       requestReceived: jsonFromBytes(stored.requestReceived),
       requestForwarded: jsonFromBytes(forwardedBytes(stored)),
       response: jsonFromBytes(stored.response),
-      promptTokenIds: this.prompt(stored),
+      promptTokenIds: prompt ? Array.from(prompt) : null,
       choices: stored.choices.map((c) => ({
         ...c,
         tokenIds: unpackInt32(c.tokenIds) ?? [],
         logprobs: unpackFloat32(c.logprobs),
       })),
     };
-  }
-
-  /** The full prompt of a stored call; references are followed iteratively (chains can be long). */
-  prompt(stored: StoredCall): number[] | null {
-    const cached = this.#prompts.get(stored.seq);
-    if (cached !== undefined) return cached;
-    // Walk back to a call whose prompt is known (or stored whole), then resolve forward.
-    const chain: StoredCall[] = [stored];
-    for (let call = stored; call.promptRef && !this.#prompts.has(call.promptRef.seq); ) {
-      const base = this.#lookup(call.promptRef.seq);
-      if (!base) throw new Error(`call ${call.seq} refers to call ${call.promptRef.seq}, which is not in the store`);
-      chain.push(base);
-      call = base;
-    }
-    let result: number[] | null = null;
-    for (let i = chain.length - 1; i >= 0; i--) {
-      const call = chain[i]!;
-      const tail = unpackInt32(call.promptTail);
-      if (tail === null) {
-        result = null;
-      } else if (!call.promptRef) {
-        result = tail;
-      } else {
-        const ref = call.promptRef;
-        const baseCall = i + 1 < chain.length ? chain[i + 1]! : this.#lookup(ref.seq)!;
-        const basePrompt = this.#prompts.get(ref.seq) ?? this.prompt(baseCall) ?? [];
-        const choice = baseCall.choices.find((c) => c.index === ref.choice);
-        const sequence = basePrompt.concat(unpackInt32(choice?.tokenIds) ?? []);
-        result = sequence.slice(0, ref.length).concat(tail);
-      }
-      this.#prompts.set(call.seq, result);
-    }
-    return result;
   }
 }

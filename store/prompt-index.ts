@@ -2,7 +2,7 @@
 // is stored as a reference to the longest stored prefix (an earlier call's prompt + completion) plus its new tokens:
 // a rollout's stored token bytes grow with its unique tokens, not with the sum of its prompts.
 // One prefix tree per open rollout, in memory (12 bytes a unique token), rebuilt from the store after a restart.
-import { fromCallRecord, RolloutTree } from "../trajectory/index.ts";
+import { fromCallRecord, RolloutTree, type CallTokens } from "../trajectory/index.ts";
 import type { CallRecord } from "./records.ts";
 
 export interface PromptRef {
@@ -24,10 +24,10 @@ export class PromptIndex {
     return this.#trees.has(rolloutId);
   }
 
-  /** Installs a tree rebuilt from a rollout's stored calls (after a restart or an eviction). */
-  rebuild(rolloutId: string, calls: readonly CallRecord[]): void {
+  /** Installs a tree rebuilt from a rollout's stored calls (after a restart or an eviction), given in call order. */
+  rebuild(rolloutId: string, calls: readonly CallTokens[]): void {
     const tree = new RolloutTree();
-    for (const call of [...calls].sort((a, b) => a.seq - b.seq)) tree.add(fromCallRecord(call));
+    for (const call of calls) tree.add(call);
     this.#install(rolloutId, tree);
   }
 
