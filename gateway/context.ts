@@ -2,6 +2,7 @@
 import type { Store } from "../store/store.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
+import type { TrajectoryThread } from "./trajectory-thread.ts";
 import type { Upstream } from "./upstream/client.ts";
 import type { UpstreamFlavor } from "./upstream/flavor.ts";
 import type { ModelMap } from "./upstream/model-map.ts";
@@ -28,5 +29,7 @@ export interface GatewayContext {
   /** Requested model name → served model name. */
   modelMap: ModelMap;
   config: GatewayConfig;
+  /** Finished rollouts' reconstructions, computed off the event loop. */
+  trajectories: TrajectoryThread;
   log: (line: string) => void;
 }

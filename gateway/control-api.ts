@@ -8,8 +8,6 @@ import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
-import { reconstructStored } from "./trajectories.ts";
-import { reconstructionToJson } from "../trajectory/index.ts";
 
 const createSchema = z
   .object({
@@ -60,8 +58,11 @@ function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { open
 }
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  sendJsonBytes(res, status, Buffer.from(JSON.stringify(value)));
+}
+
+function sendJsonBytes(res: ServerResponse, status: number, body: Buffer): void {
+  res.writeHead(status, { "content-type": "application/json", "content-length": body.length });
   res.end(body);
 }
 
@@ -156,15 +157,13 @@ export async function handleControlApi(
         finishedAt: Date.now(),
       };
       await ctx.store.finishRollout(finished);
-      const reconstruction = reconstructStored(ctx.store, finished, ctx.config.trajectories);
       return sendJson(res, 200, {
         ...rolloutView(ctx, req, finished, false),
-        trajectories: { stats: reconstruction.stats, flags: reconstruction.flags },
+        trajectories: await ctx.trajectories.summary(finished),
       });
     }
     if (parts.length === 4 && parts[3] === "trajectories" && method === "GET") {
-      const reconstruction = reconstructStored(ctx.store, requireRollout(ctx, id), ctx.config.trajectories);
-      return sendJson(res, 200, reconstructionToJson(reconstruction));
+      return sendJsonBytes(res, 200, await ctx.trajectories.json(requireRollout(ctx, id)));
     }
     if (parts[3] === "calls" && method === "GET") {
       requireRollout(ctx, id);

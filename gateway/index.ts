@@ -8,6 +8,7 @@ import type { TlsFiles } from "../rl-core/wire/tls.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
+import { TrajectoryThread } from "./trajectory-thread.ts";
 import { Upstream } from "./upstream/client.ts";
 import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import { ModelMap } from "./upstream/model-map.ts";
@@ -81,6 +82,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       controlToken: options.controlToken ?? null,
       trajectories: options.trajectories ?? {},
     },
+    trajectories: new TrajectoryThread(options.dataDir, options.trajectories ?? {}),
     log: options.log ?? (() => {}),
   };
   const { server, passthrough } = createGatewayServer(context);
@@ -97,6 +99,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server.close();
       passthrough.close();
       await upstream.close();
+      await context.trajectories.close();
       await store.close();
       throw error;
     }
@@ -115,6 +118,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       });
       passthrough.close();
       await upstream.close();
+      await context.trajectories.close();
       await store.close();
     },
   };
