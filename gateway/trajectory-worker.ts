@@ -40,6 +40,7 @@ if (parentPort) {
   const store = new Store({ path: storePath });
   port.on("message", (request: TrajectoryRequest) => {
     try {
+      store.refreshReads(); // what the main thread committed before asking must be seen
       if (request.kind === "message") {
         const message = rolloutMessage(store, request.cursor, request.rollout, settings, request.maxMessageBytes);
         port.postMessage({ id: request.id, ok: true, value: message } satisfies TrajectoryReply, transferables(message));

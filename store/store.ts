@@ -205,6 +205,15 @@ export class Store {
   }
 
   /**
+   * Makes the next reads see every transaction committed so far, by any thread. lmdb-js keeps a thread's read snapshot
+   * until a 0 ms timer resets it; a thread that only reads (the trajectory worker) and gets a request right after
+   * answering another would otherwise read the state of the previous request, without calls committed since.
+   */
+  refreshReads(): void {
+    this.#root.resetReadTxn();
+  }
+
+  /**
    * What trajectory reconstruction needs of a rollout's calls, in call order: their tokens, with prompts sharing memory
    * the way they share prefixes (see call-tokens-decoder.ts). Much cheaper than `listCalls` for long rollouts.
    */
