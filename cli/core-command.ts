@@ -46,7 +46,7 @@ export function coreCommand(): Command {
     .option("--group-timeout <duration>", "process a group that has not reached its size after this long", duration, 120_000)
     .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
     .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
-    .option("--member <name>", "this core's name in the consumer group (default host:pid)")
+    .option("--member <name>", "this core's name in the consumer group, unique among its cores (default: host and an id kept in --data, so a restarted core is the same member)")
     .option("--max-in-flight <n>", "unacked rollouts held per gateway (at least groups in flight x group size)", integer, 1024)
     .option("--tls-cert <file>", "PEM certificate of the trainer service (TLS; required beyond loopback unless --insecure)", process.env.RLGATE_CORE_TLS_CERT)
     .option("--tls-key <file>", "PEM private key of --tls-cert", process.env.RLGATE_CORE_TLS_KEY)

@@ -46,6 +46,12 @@ export function serveCommand(): Command {
     .option("--grpc-tls-key <file>", "PEM private key of --grpc-tls-cert", process.env.RLGATE_GRPC_TLS_KEY)
     .option("--grpc-tls-client-ca <file>", "require RL cores' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_GRPC_TLS_CLIENT_CA)
     .option("--grpc-insecure", "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)", process.env.RLGATE_GRPC_INSECURE === "1")
+    .option(
+      "--member-timeout <ms>",
+      "how long an RL core's rollouts and groups wait for it while it is away (restarting) before they go to other cores of its consumer group",
+      integer,
+      60_000,
+    )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
       new Option("--durability <mode>", "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk")
@@ -74,6 +80,7 @@ export function serveCommand(): Command {
         port: opts.port,
         grpcPort: opts.grpcPort ?? (opts.port === 0 ? 0 : DEFAULT_GRPC_PORT),
         grpcTls: { cert: opts.grpcTlsCert, key: opts.grpcTlsKey, ca: opts.grpcTlsClientCa, insecure: opts.grpcInsecure },
+        grpcMemberTimeoutMs: opts.memberTimeout,
         dataDir: resolve(opts.data),
         durability: opts.durability,
         requireRollout: opts.requireRollout,

@@ -42,6 +42,8 @@ export interface GatewayOptions {
   grpcMaxMessageBytes?: number;
   /** TLS of the trajectory stream: required when it listens beyond loopback, unless `insecure`. */
   grpcTls?: TlsFiles;
+  /** How long a consumer group member's rollouts wait for it while it is away (default 60 s). */
+  grpcMemberTimeoutMs?: number;
 }
 
 export interface Gateway {
@@ -94,7 +96,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let grpc: GatewayGrpc | null = null;
   if (options.grpcPort !== undefined && options.grpcPort !== null) {
     try {
-      grpc = await startGatewayGrpc(context, { host, port: options.grpcPort, maxMessageBytes: options.grpcMaxMessageBytes, tls: options.grpcTls });
+      grpc = await startGatewayGrpc(context, {
+        host,
+        port: options.grpcPort,
+        maxMessageBytes: options.grpcMaxMessageBytes,
+        tls: options.grpcTls,
+        memberTimeoutMs: options.grpcMemberTimeoutMs,
+      });
     } catch (error) {
       server.close();
       passthrough.close();

@@ -73,3 +73,27 @@ test("rollout records are served from memory after a committed write, frozen", (
     await store.finishRollout({ ...got, status: "ok", reward: 1, finishedAt: 2 });
     assert.equal(store.getRollout("r1")!.status, "ok");
   }));
+
+test("a consumer group's state is written in one transaction with its cursor and read back as its own", () =>
+  withStore(async (store) => {
+    // "a" and "ab": one group's name a prefix of another's.
+    await store.writeConsumerState("a", {
+      committed: 5,
+      leases: new Map([[7, "core0"], [8, "core1"]]),
+      acked: new Map([[9, true]]),
+      affinity: new Map([["group:g", { member: "core0", last: 7 }]]),
+    });
+    await store.writeConsumerState("ab", { leases: new Map([[7, "other"]]), acked: new Map(), affinity: new Map() });
+    await store.writeConsumerState("a", {
+      leases: new Map([[8, null]]),
+      acked: new Map([[9, false], [10, true]]),
+      affinity: new Map([["group:g", null], ["group:h", { member: "core1", last: 8 }]]),
+    });
+    const state = store.getConsumerState("a");
+    assert.equal(store.getCursor("a"), 5);
+    assert.deepEqual([...state.leases], [[7, "core0"]]);
+    assert.deepEqual(state.acked, [10]);
+    assert.deepEqual([...state.affinity], [["group:h", { member: "core1", last: 8 }]]);
+    assert.deepEqual([...store.getConsumerState("ab").leases], [[7, "other"]]);
+    assert.equal(store.getCursor("ab"), 0);
+  }));

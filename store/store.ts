@@ -14,6 +14,33 @@ import type { CallRecord, RolloutRecord } from "./records.ts";
 
 export type Durability = "commit" | "flush";
 
+/** An RL group's member in a consumer group, kept until the group's rollouts are well behind its committed cursor. */
+export interface GroupAffinity {
+  member: string;
+  /** The group's highest cursor leased so far. */
+  last: number;
+}
+
+/** What a consumer group keeps beyond its committed cursor (see gateway/grpc/consumer-group.ts). */
+export interface ConsumerState {
+  /** Cursor → the member it is leased to. */
+  leases: Map<number, string>;
+  /** Acked cursors above the committed cursor. */
+  acked: number[];
+  /** Affinity key (`group:…`) → its member. */
+  affinity: Map<string, GroupAffinity>;
+}
+
+/** Changes to a consumer group's state, written in one transaction: null / false removes an entry. */
+export interface ConsumerStateChanges {
+  committed?: number;
+  leases: ReadonlyMap<number, string | null>;
+  acked: ReadonlyMap<number, boolean>;
+  affinity: ReadonlyMap<string, GroupAffinity | null>;
+}
+
+type ConsumerStateKey = [consumer: string, kind: "lease" | "ack" | "affinity", id: number | string];
+
 export interface StoreOptions {
   path: string;
   durability?: Durability;
@@ -41,6 +68,7 @@ export class Store {
   readonly #calls: Database<StoredCall, [string, number]>;
   readonly #finished: Database<string, number>;
   readonly #cursors: Database<number, string>;
+  readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
   #lastFinishCursor = 0;
   readonly #durability: Durability;
   readonly #prompts = new PromptIndex();
@@ -62,6 +90,9 @@ export class Store {
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
+    // Leases, acks above the committed cursor and RL-group affinities of each consumer group: with them a restarted
+    // gateway keeps a member's rollouts (and groups) for that member instead of guessing who held what.
+    this.#consumerState = this.#root.openDB({ name: "consumer-state" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
@@ -144,8 +175,41 @@ export class Store {
     return this.#cursors.get(consumer) ?? 0;
   }
 
-  putCursor(consumer: string, cursor: number): Promise<void> {
-    return this.#settle(this.#cursors.put(consumer, cursor));
+  /** A consumer group's leases, acks above its committed cursor and group affinities, as last written. */
+  getConsumerState(consumer: string): ConsumerState {
+    const state: ConsumerState = { leases: new Map(), acked: [], affinity: new Map() };
+    for (const { key, value } of this.#consumerState.getRange({ start: [consumer] as unknown as ConsumerStateKey })) {
+      const [owner, kind, id] = key;
+      if (owner !== consumer) break;
+      if (kind === "lease" && typeof id === "number" && typeof value === "string") state.leases.set(id, value);
+      else if (kind === "ack" && typeof id === "number") state.acked.push(id);
+      else if (kind === "affinity" && typeof id === "string" && typeof value === "object") state.affinity.set(id, value);
+    }
+    return state;
+  }
+
+  /**
+   * Writes changes to a consumer group's state and its committed cursor in one transaction (the group batches them:
+   * one write per batch, never one per call or ack).
+   */
+  writeConsumerState(consumer: string, changes: ConsumerStateChanges): Promise<void> {
+    return this.#settle(
+      this.#root.transaction(() => {
+        if (changes.committed !== undefined) this.#cursors.put(consumer, changes.committed);
+        for (const [cursor, member] of changes.leases) {
+          if (member === null) this.#consumerState.remove([consumer, "lease", cursor]);
+          else this.#consumerState.put([consumer, "lease", cursor], member);
+        }
+        for (const [cursor, acked] of changes.acked) {
+          if (acked) this.#consumerState.put([consumer, "ack", cursor], true);
+          else this.#consumerState.remove([consumer, "ack", cursor]);
+        }
+        for (const [key, affinity] of changes.affinity) {
+          if (affinity === null) this.#consumerState.remove([consumer, "affinity", key]);
+          else this.#consumerState.put([consumer, "affinity", key], affinity);
+        }
+      }),
+    );
   }
 
   /** A rollout's record (shared and frozen: write changes with putRollout / finishRollout). */

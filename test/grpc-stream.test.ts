@@ -1,6 +1,6 @@
 // The gateway's trajectory stream: consumer groups (a rollout to one member, an RL group to one member), leases
-// re-delivered when a member leaves or goes silent, resuming from the committed cursor after a gateway restart,
-// the token, and the message size limit.
+// re-delivered when a member leaves or goes silent and stays away past the member timeout, resuming from the
+// committed cursor after a gateway restart, the token, and the message size limit.
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
@@ -61,7 +61,7 @@ async function gateway(dataDir = tempDir("grpc-gw"), extra: Parameters<typeof st
 
 describe("trajectory stream", () => {
   test("a consumer group: every rollout to one member, a group's rollouts together, a leaver's leases re-delivered", async () => {
-    const gw = await gateway();
+    const gw = await gateway(undefined, { grpcMemberTimeoutMs: 300 });
     const store = gw.context.store;
     const a = member(gw, "a", { size: 3 });
     const b = member(gw, "b", { size: 3 });
@@ -81,7 +81,8 @@ describe("trajectory stream", () => {
     assert.equal(rollout.trajectoryIds.length, 1);
     assert.equal(rollout.trajectories.tokenIds.byteLength, (32 + 16 + 8 + 16) * 4);
 
-    // A member that holds a group and leaves: the group goes whole to the other member.
+    // A member that holds a group and leaves (and is not back within the member timeout): the group goes whole to the
+    // other member.
     await a.consumer.close();
     const holder = member(gw, "holder", { hold: true });
     await until(() => (holder.consumer.connected ? true : undefined), 10_000, "holder");
@@ -103,8 +104,7 @@ describe("trajectory stream", () => {
   });
 
   test("a member silent past its lease timeout is dropped and its rollouts go to another member", async () => {
-    const gw = await gateway();
-    gw.grpc!.stream.group("cores"); // created before the rollout: no backlog, no rejoin grace
+    const gw = await gateway(undefined, { grpcMemberTimeoutMs: 300 });
     await putSyntheticRollout(gw.context.store, { id: "quiet-1", group: "q", reward: 1 });
     // A raw subscriber that never heartbeats nor acks.
     const client = new TrajectoryStreamClient(gw.grpc!.address, credentials.createInsecure(), channelOptions());

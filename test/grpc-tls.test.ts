@@ -46,8 +46,6 @@ describe("TLS on the gRPC link", { skip: openssl ? false : "openssl is not insta
   before(async () => {
     makeCertificates();
     gw = await startGrpcGateway({ dataDir: tempDir("tls-gw"), grpcTls: { cert: pem("server.pem"), key: pem("server.key") } });
-    gw.grpc!.stream.group("rl-core"); // no backlog, no rejoin grace
-    gw.grpc!.stream.group("probe");
     await putSyntheticRollout(gw.context.store, { id: "t0", group: "T", metadata: { group_size: 1 }, reward: 1 });
   });
   after(async () => {

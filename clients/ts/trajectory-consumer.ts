@@ -5,9 +5,10 @@
 //
 // Resubscribing, it tells the gateway what its owner holds unacked (`held`: they stay this member's, with their
 // groups, so a group in progress is not split after a gateway restart) and re-sends every ack the gateway has
-// not persisted yet (a restarted gateway forgets acks above its persisted cursor, and would deliver those
-// rollouts again, maybe to another member). Held rollouts the gateway gave to another member meanwhile come
-// back in `onRejected`: the owner must drop them.
+// not confirmed as persisted (one it lost would bring the rollout back to this member). Give the member a name
+// that stays the same across restarts (`member`): the gateway keeps its leases and groups for it by that name
+// while it is away. Held rollouts the gateway gave to another member meanwhile come back in `onRejected`: the
+// owner must drop them.
 import type { ClientDuplexStream, Client } from "@grpc/grpc-js";
 import {
   channelCredentials,

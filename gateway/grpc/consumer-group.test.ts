@@ -1,5 +1,7 @@
-// A consumer group after a restart: members reclaim what they hold (and with it their groups), lost acks come
-// back with them, the backlog waits for its holders during the rejoin grace, and late claims are rejected.
+// A consumer group's state across restarts: leases, acks above the committed cursor and RL-group affinities are
+// persisted; a restarted group (same store) keeps a member's rollouts and groups for that member until it is back
+// or absent past the member timeout; fully acked groups stay with their member for late rollouts; what is
+// persisted is pruned as the committed cursor advances.
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
@@ -23,8 +25,10 @@ function store(): Store {
   return s;
 }
 
-function session(id: string, maxInFlight = 100): Session {
-  return { id, member: id, maxInFlight, inFlight: 0, scanPos: 0, epoch: 0, wake() {} };
+let sessions = 0;
+function session(member: string, options: { named?: boolean; maxInFlight?: number } = {}): Session {
+  const named = options.named ?? true;
+  return { id: `s${++sessions}`, member, named, maxInFlight: options.maxInFlight ?? 100, inFlight: 0, scanPos: 0, epoch: 0, wake() {} };
 }
 
 /** Everything the session is given now, by rollout id. */
@@ -34,56 +38,199 @@ function drain(group: ConsumerGroup, s: Session): string[] {
   return out;
 }
 
+/** As the stream delivers: the leases are written before the rollouts are sent. */
+async function deliver(group: ConsumerGroup, s: Session): Promise<string[]> {
+  const ids = drain(group, s);
+  await group.durable();
+  return ids;
+}
+
 async function finished(s: Store, specs: Array<[id: string, group: string]>): Promise<Map<string, number>> {
   const cursors = new Map<string, number>();
   for (const [id, group] of specs) cursors.set(id, await putSyntheticRollout(s, { id, group, reward: 1 }));
   return cursors;
 }
 
-describe("consumer group rejoin", () => {
-  test("held rollouts stay their member's with their groups; the backlog waits for its holder; lost acks count", async () => {
+describe("consumer group state across restarts", () => {
+  test("leases and acks survive the group's re-creation on the same store; a member back gets its own again", async () => {
     const s = store();
-    // Before the "restart": member A held g1 (a1, a2), member B held g2 (b1); c1 was acked but not persisted.
-    const c = await finished(s, [["a1", "g1"], ["b1", "g2"], ["a2", "g1"], ["c1", "g3"], ["x1", "g4"]]);
-    const group = new ConsumerGroup("cores", s, { rejoinGraceMs: 60_000 });
+    let group = new ConsumerGroup("cores", s);
     const a = session("a");
-    assert.deepEqual(group.join(a, { held: [c.get("a1")!, c.get("a2")!], acked: [c.get("c1")!] }), []);
-    assert.equal(a.inFlight, 2);
-    // b1 (B's) and x1 (no one's, as far as the gateway knows) wait for their holders.
-    assert.deepEqual(drain(group, a), []);
-    // New rollouts: of A's group to A; of a group nobody may hold, to anyone; of g2 (B's, in the backlog), not yet.
-    const more = await finished(s, [["a3", "g1"], ["n1", "g5"], ["b2", "g2"]]);
-    assert.deepEqual(drain(group, a), ["a3", "n1"]);
     const b = session("b");
-    assert.deepEqual(group.join(b, { held: [c.get("b1")!] }), []);
-    assert.deepEqual(drain(group, b), ["b2"], "B's group continues at B");
-    // A late claim of a rollout given to A, or of a group A holds: rejected (the member drops them).
-    const late = session("late");
-    assert.deepEqual(group.join(late, { held: [more.get("n1")!, c.get("x1")!, c.get("c1")!] }), [more.get("n1")!, c.get("c1")!]);
-    assert.deepEqual(drain(group, late), [], "x1 was claimed: no one else gets it");
-    group.ack([c.get("a1")!, c.get("b1")!, c.get("a2")!]);
-    assert.equal(group.committed, c.get("c1")!, "the re-sent ack of c1 counted");
+    group.join(a);
+    const c = await finished(s, [["a1", "g1"], ["a2", "g1"]]);
+    assert.deepEqual(await deliver(group, a), ["a1", "a2"]);
+    group.join(b);
+    for (const [id, cursor] of await finished(s, [["b1", "g2"], ["c1", "g3"]])) c.set(id, cursor);
+    assert.deepEqual(await deliver(group, b), ["b1", "c1"]);
+    group.ack([c.get("c1")!]); // above the committed cursor (a1 is not acked)
+    await group.persist();
+
+    group = new ConsumerGroup("cores", s); // the gateway restarted
+    assert.deepEqual(
+      { leased: group.status().leased, ackedAhead: group.status().ackedAhead, absent: group.status().absent.map((m) => [m.member, m.leases]) },
+      { leased: 3, ackedAhead: 1, absent: [["a", 2], ["b", 1]] },
+    );
+    const b2 = session("b");
+    assert.deepEqual(group.join(b2, { held: [c.get("b1")!] }), []);
+    assert.deepEqual(drain(group, b2), [], "a's rollouts wait for a; c1 stays acked");
+    for (const [id, cursor] of await finished(s, [["n1", "g5"], ["a3", "g1"]])) c.set(id, cursor);
+    assert.deepEqual(drain(group, b2), ["n1"], "a new group goes to whoever asks; a's group waits for a");
+    const a2 = session("a");
+    assert.deepEqual(group.join(a2, { held: [c.get("a1")!] }), []);
+    assert.deepEqual(drain(group, a2), ["a2", "a3"], "a2 (not claimed) is sent to a again, with its group's new rollout");
+    assert.equal(a2.inFlight, 3);
+    group.ack([c.get("a1")!, c.get("a2")!, c.get("b1")!]);
+    assert.equal(group.committed, c.get("c1")!, "the persisted ack of c1 counted");
   });
 
-  test("the grace ends when its time is up: unclaimed backlog goes to whoever is there", async () => {
+  test("a member back after the old 5 s rejoin grace still gets its rollouts, trained ones included; no other member gets them", async (t) => {
+    t.mock.timers.enable({ apis: ["Date"], now: Date.now() });
     const s = store();
-    await finished(s, [["u1", "g1"], ["u2", "g1"]]);
-    const group = new ConsumerGroup("cores", s, { rejoinGraceMs: 200 });
+    const first = new ConsumerGroup("cores", s);
+    const a = session("a");
+    first.join(a);
+    const c = await finished(s, [["y1", "g0"], ["y2", "g0"], ["x1", "g1"], ["x2", "g1"]]);
+    assert.deepEqual(await deliver(first, a), ["y1", "y2", "x1", "x2"]);
+    for (const [id, cursor] of await finished(s, [["x3", "g1"], ["o1", "g9"]])) c.set(id, cursor);
+    // a trained g0 and acked it, but the gateway died before writing the acks (and a restarted, forgetting them).
+    first.ack([c.get("y1")!, c.get("y2")!]);
+
+    const group = new ConsumerGroup("cores", s, { memberTimeoutMs: 60_000 });
+    const b = session("b");
+    group.join(b);
+    assert.deepEqual(drain(group, b), ["o1"]);
+    t.mock.timers.tick(6_000);
+    assert.deepEqual(drain(group, b), [], "6 s later: a's rollouts and its group's new one still wait for a");
+    const back = session("a");
+    assert.deepEqual(group.join(back, { held: [c.get("x1")!, c.get("x2")!] }), []);
+    assert.deepEqual(drain(group, back), ["y1", "y2", "x3"], "sent again to a, which skips and acks what it trained");
+    assert.deepEqual(drain(group, b), []);
+  });
+
+  test("a member absent past the member timeout: its rollouts and groups go to other members, logged", async () => {
+    const s = store();
+    const lines: string[] = [];
+    const first = new ConsumerGroup("cores", s, { memberTimeoutMs: 200 });
+    const a = session("a");
+    first.join(a);
+    const c = await finished(s, [["z1", "g7"], ["z2", "g7"]]);
+    assert.deepEqual(await deliver(first, a), ["z1", "z2"]);
+
+    const group = new ConsumerGroup("cores", s, { memberTimeoutMs: 200, log: (line) => lines.push(line) });
+    const b = session("b");
+    group.join(b);
+    assert.deepEqual(drain(group, b), []);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(drain(group, b), ["z1", "z2"]);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, /member a absent for 0 s: its 2 rollouts go to other members \(at least once.*its 1 groups are released/);
+    const late = session("a");
+    assert.deepEqual(group.join(late, { held: [c.get("z1")!] }), [c.get("z1")!], "too late: rejected, the member drops it");
+
+    // A session that ends with the gateway up: the same wait, then the same hand-over (of a rollout without a group,
+    // held back by its lease alone).
+    await finished(s, [["w1", ""]]);
+    assert.deepEqual(drain(group, late), ["w1"]);
+    group.leave(late);
+    assert.deepEqual(drain(group, b), []);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(drain(group, b), ["w1"]);
+  });
+
+  test("a late rollout of a group whose rollouts were all acked goes to the member that had the group, across a restart too", async () => {
+    const s = store();
+    let group = new ConsumerGroup("cores", s);
+    const a = session("a");
+    const b = session("b");
+    group.join(a);
+    group.join(b);
+    const c = await finished(s, [["l1", "gL"], ["l2", "gL"]]);
+    assert.deepEqual(await deliver(group, a), ["l1", "l2"]);
+    group.ack([c.get("l1")!, c.get("l2")!]); // a trained the group (e.g. at its timeout)
+    assert.equal(group.committed, c.get("l2")!);
+    await finished(s, [["l3", "gL"]]);
+    assert.deepEqual(drain(group, b), []);
+    assert.deepEqual(await deliver(group, a), ["l3"], "a acks it as late");
+    group.ack([group.committed + 1]); // not in the log: ignored
+    await group.persist();
+
+    group = new ConsumerGroup("cores", s);
+    const b2 = session("b");
+    group.join(b2);
+    await finished(s, [["l4", "gL"]]);
+    assert.deepEqual(drain(group, b2), []);
+    const a2 = session("a");
+    group.join(a2);
+    assert.deepEqual(drain(group, a2), ["l3", "l4"]);
+  });
+
+  test("what is persisted is pruned as the committed cursor advances; acked groups after their retention", async () => {
+    const s = store();
+    const group = new ConsumerGroup("cores", s, { groupRetentionMs: 50 });
     const a = session("a");
     group.join(a);
-    assert.deepEqual(drain(group, a), []);
-    await new Promise((r) => setTimeout(r, 250));
-    assert.deepEqual(drain(group, a), ["u1", "u2"]);
+    const c = await finished(s, [["p1", "gP"], ["p2", "gP"], ["q1", "gQ"]]);
+    assert.deepEqual(await deliver(group, a), ["p1", "p2", "q1"]);
+    group.ack([c.get("p1")!, c.get("q1")!]);
+    await group.persist();
+    let state = s.getConsumerState("cores");
+    assert.deepEqual([...state.leases], [[c.get("p2")!, "a"]]);
+    assert.deepEqual(state.acked, [c.get("q1")!]);
+    assert.deepEqual([...state.affinity.keys()].sort(), ["group:gP", "group:gQ"]);
+    assert.equal(s.getCursor("cores"), c.get("p1")!);
+
+    group.ack([c.get("p2")!]);
+    await group.persist();
+    state = s.getConsumerState("cores");
+    assert.deepEqual([state.leases.size, state.acked.length, state.affinity.size], [0, 0, 2], "groups kept for late rollouts");
+    assert.equal(s.getCursor("cores"), c.get("q1")!);
+    assert.equal(group.persisted, c.get("q1")!);
+
+    await new Promise((r) => setTimeout(r, 60));
+    const r = await finished(s, [["r1", ""]]);
+    assert.deepEqual(await deliver(group, a), ["r1"]);
+    group.ack([r.get("r1")!]);
+    await group.persist();
+    state = s.getConsumerState("cores");
+    assert.deepEqual([state.leases.size, state.acked.length, state.affinity.size], [0, 0, 0], "the committed cursor passed the retention");
+    assert.equal(group.status().groups, 0);
   });
 
-  test("no backlog, no grace; a claim beyond the committed cursor's log or already acked is rejected", async () => {
+  test("an unnamed member's leases last as long as its session and are not persisted", async () => {
     const s = store();
-    const group = new ConsumerGroup("cores", s, { rejoinGraceMs: 60_000 });
-    const c = await finished(s, [["r1", ""], ["r2", ""]]);
+    let group = new ConsumerGroup("cores", s);
+    const anon = session("ipv4:127.0.0.1:5000", { named: false });
+    group.join(anon);
+    await finished(s, [["u1", "gU"], ["u2", "gU"]]);
+    assert.deepEqual(await deliver(group, anon), ["u1", "u2"]);
+    await group.persist();
+    assert.equal(s.getConsumerState("cores").leases.size, 0);
+    group.leave(anon);
+    const b = session("b");
+    group.join(b);
+    assert.deepEqual(drain(group, b), ["u1", "u2"], "released when its session ended");
+    await group.durable();
+
+    group = new ConsumerGroup("cores", s);
+    assert.deepEqual(group.status().absent.map((m) => [m.member, m.leases]), [["b", 2]], "b's leases, unlike the unnamed member's, were persisted");
+  });
+
+  test("claims: acked, not in the log, or another member's are rejected; an unleased one becomes the member's", async () => {
+    const s = store();
+    const group = new ConsumerGroup("cores", s);
+    const c = await finished(s, [["r1", ""], ["r2", ""], ["k1", "gK"], ["k2", "gK"]]);
     const a = session("a");
-    assert.deepEqual(group.join(a, { held: [c.get("r2")! + 1] }), [c.get("r2")! + 1], "not in the log");
-    assert.deepEqual(drain(group, a), ["r1", "r2"]);
+    assert.deepEqual(group.join(a, { held: [c.get("r2")! + 1, c.get("k1")!] }), [c.get("r2")! + 1], "not in the log");
+    assert.deepEqual(drain(group, a), ["r1", "r2", "k2"]);
     group.ack([c.get("r1")!]);
-    assert.deepEqual(group.join(session("b"), { held: [c.get("r1")!, c.get("r2")!] }), [c.get("r1")!, c.get("r2")!]);
+    const b = session("b");
+    assert.deepEqual(group.join(b, { held: [c.get("r1")!, c.get("r2")!, c.get("k2")!] }), [c.get("r1")!, c.get("r2")!, c.get("k2")!]);
+    // Another session of the same member (it reconnected before the gateway noticed the old one ended) takes them over.
+    const a2 = session("a");
+    assert.deepEqual(group.join(a2, { held: [c.get("r2")!, c.get("k1")!] }), []);
+    assert.deepEqual([a.inFlight, a2.inFlight], [1, 2]);
+    group.leave(a);
+    assert.deepEqual(drain(group, a2), ["k2"], "what the old session had and the member did not claim is sent again");
   });
 });

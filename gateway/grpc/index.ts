@@ -22,8 +22,10 @@ export interface GatewayGrpcOptions {
   host: string;
   port: number;
   maxMessageBytes?: number;
-  /** How long rollouts unacked at start wait for the member holding them to come back (default 5 s). */
-  rejoinGraceMs?: number;
+  /** How long a named member's rollouts and groups wait for it while it is away (restarting); default 60 s. */
+  memberTimeoutMs?: number;
+  /** How long a fully acked RL group stays with its member for late rollouts; default 10 min. */
+  groupRetentionMs?: number;
   /** TLS of the stream (required beyond loopback unless `insecure`). */
   tls?: TlsFiles;
 }
@@ -40,11 +42,12 @@ export async function startGatewayGrpc(context: GatewayContext, options: Gateway
   const creds = serverCredentials(options.host, options.tls, "the trajectory stream");
   const stream = new TrajectoryStreamService({
     store: context.store,
-    settings: context.config.trajectories,
+    trajectories: context.trajectories,
     maxMessageBytes,
     token: context.config.controlToken,
     log: context.log,
-    rejoinGraceMs: options.rejoinGraceMs,
+    memberTimeoutMs: options.memberTimeoutMs,
+    groupRetentionMs: options.groupRetentionMs,
   });
   const server = new Server(serverOptions(maxMessageBytes));
   server.addService(trajectoryStreamService, { subscribe: stream.subscribe });

@@ -1,6 +1,7 @@
 // The TrajectoryStream service: one bidirectional call per member session. The member subscribes, then acks and
-// heartbeats; the gateway leases it rollouts from its consumer group and sends them one at a time, the next only
-// once the previous was handed to HTTP/2 (a member that stops reading stops its session's reads of the store).
+// heartbeats; the gateway leases it rollouts from its consumer group and sends them one at a time, each once its
+// lease is persisted and the previous one was handed to HTTP/2 (a member that stops reading stops its session's
+// reads of the store).
 import { randomBytes } from "node:crypto";
 import type { ServerDuplexStream } from "@grpc/grpc-js";
 import type { Store } from "../../store/store.ts";
@@ -15,9 +16,9 @@ import {
   type SubscribeMessage,
   type SubscribeRequest,
 } from "../../rl-core/wire/index.ts";
-import type { TrajectorySettings } from "../trajectories.ts";
+import type { TrajectoryThread } from "../trajectory-thread.ts";
 import { ConsumerGroup, type Lease, type Session } from "./consumer-group.ts";
-import { bareRolloutMessage, rolloutMessage } from "./rollout-message.ts";
+import { bareRolloutMessage } from "./rollout-message.ts";
 
 export const DEFAULT_CONSUMER_GROUP = "rl-core";
 export const DEFAULT_MAX_IN_FLIGHT = 1024;
@@ -29,12 +30,15 @@ const SUBSCRIBE_TIMEOUT_MS = 10_000;
 
 export interface TrajectoryStreamOptions {
   store: Store;
-  settings: TrajectorySettings;
+  /** Builds the message a rollout is sent as (on the trajectory worker, off the event loop). */
+  trajectories: TrajectoryThread;
   maxMessageBytes: number;
   token: string | null;
   log: (line: string) => void;
-  /** How long backlog rollouts wait for the member holding them after a restart; default REJOIN_GRACE_MS. */
-  rejoinGraceMs?: number;
+  /** How long a named member's rollouts and groups wait for it while it is away; default MEMBER_TIMEOUT_MS. */
+  memberTimeoutMs?: number;
+  /** How long a fully acked group stays with its member for late rollouts; default GROUP_RETENTION_MS. */
+  groupRetentionMs?: number;
 }
 
 type Call = ServerDuplexStream<SubscribeMessage, StreamMessage>;
@@ -42,6 +46,7 @@ type Call = ServerDuplexStream<SubscribeMessage, StreamMessage>;
 class MemberSession implements Session {
   readonly id = `s_${randomBytes(6).toString("hex")}`;
   readonly member: string;
+  readonly named: boolean;
   readonly maxInFlight: number;
   readonly leaseTimeoutMs: number;
   inFlight = 0;
@@ -52,6 +57,7 @@ class MemberSession implements Session {
 
   constructor(request: SubscribeRequest, peer: string) {
     this.member = request.member || peer;
+    this.named = request.member !== "";
     this.maxInFlight = request.maxInFlight > 0 ? request.maxInFlight : DEFAULT_MAX_IN_FLIGHT;
     this.leaseTimeoutMs = request.leaseTimeoutMs > 0 ? Math.max(MIN_LEASE_TIMEOUT_MS, request.leaseTimeoutMs) : DEFAULT_LEASE_TIMEOUT_MS;
   }
@@ -85,7 +91,8 @@ export class TrajectoryStreamService {
   group(name: string): ConsumerGroup {
     let group = this.#groups.get(name);
     if (!group) {
-      group = new ConsumerGroup(name, this.#options.store, { rejoinGraceMs: this.#options.rejoinGraceMs });
+      const { store, memberTimeoutMs, groupRetentionMs, log } = this.#options;
+      group = new ConsumerGroup(name, store, { memberTimeoutMs, groupRetentionMs, log: (line) => log(`trajectory stream: ${line}`) });
       this.#groups.set(name, group);
     }
     return group;
@@ -161,6 +168,7 @@ export class TrajectoryStreamService {
       }
     }, Math.min(1000, heartbeatMs));
     watchdog.unref();
+    await g.durable(); // what it claimed is on record before it is told so
     await send(call, {
       subscribed: { sessionId: s.id, committedCursor: g.persisted, maxMessageBytes: this.#options.maxMessageBytes, rejected },
     });
@@ -171,7 +179,14 @@ export class TrajectoryStreamService {
       const sinceBeat = Date.now() - lastBeat;
       const lease = sinceBeat < heartbeatMs ? g.next(s) : null;
       if (lease) {
-        const message = this.#message(lease);
+        const durable = g.durable(); // written while the message is built (on the trajectory worker)
+        durable.catch(() => {}); // a failure is handled below, once the message is built
+        const message = await this.#message(lease);
+        try {
+          await durable;
+        } catch (error) {
+          throw new LinkError("RLGATE_INTERNAL", `the consumer group's state could not be written: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+        }
         try {
           await send(call, { rollout: message });
         } catch {
@@ -193,10 +208,10 @@ export class TrajectoryStreamService {
     end();
   }
 
-  #message(lease: Lease): RolloutMessage {
-    const { store, settings, maxMessageBytes } = this.#options;
+  async #message(lease: Lease): Promise<RolloutMessage> {
+    const { trajectories, maxMessageBytes } = this.#options;
     try {
-      return rolloutMessage(store, lease.cursor, lease.rollout, settings, maxMessageBytes);
+      return await trajectories.message(lease.cursor, lease.rollout, maxMessageBytes);
     } catch (error) {
       // Delivered flagged and without tokens rather than blocking the stream on one rollout.
       const reason = `reconstruction failed: ${error instanceof Error ? error.message : String(error)}`;
@@ -211,6 +226,6 @@ export class TrajectoryStreamService {
 
   async close(): Promise<void> {
     for (const call of this.#calls) if (isOpen(call)) call.end();
-    await Promise.all([...this.#groups.values()].map((g) => g.persist()));
+    await Promise.all([...this.#groups.values()].map((g) => g.close()));
   }
 }

@@ -4,6 +4,7 @@
 //   groups    groups processed (a rollout arriving after its group is late)
 //   ready     trajectories with advantages, waiting to be packed into a batch
 //   batches   packed batches, until a trainer acks them
+//   meta      the next batch id; the core's member name in consumer groups
 // A group's rows, its rollouts' `seen` marks and the removal of its pending rollouts commit in one transaction,
 // and so do a batch and the removal of its rows: a crash leaves either the before or the after.
 import { open, type Database, type RootDatabase } from "lmdb";
@@ -64,7 +65,7 @@ export class CoreStore {
   readonly #groups: Database<number, string>;
   readonly #ready: Database<ReadyRow, number>;
   readonly #batches: Database<StoredBatch, number>;
-  readonly #meta: Database<number, string>;
+  readonly #meta: Database<number | string, string>;
   #nextReady: number;
   #nextBatch: number;
 
@@ -79,7 +80,19 @@ export class CoreStore {
     this.#meta = this.#root.openDB({ name: "meta" });
     this.#nextReady = 1;
     for (const key of this.#ready.getKeys({ reverse: true, limit: 1 })) this.#nextReady = key + 1;
-    this.#nextBatch = Math.max(1, this.#meta.get("nextBatch") ?? 1);
+    this.#nextBatch = Math.max(1, Number(this.#meta.get("nextBatch") ?? 1));
+  }
+
+  /**
+   * The core's name in consumer groups, made by `make` on first use and kept: a gateway keeps a member's rollouts
+   * and groups for it by this name while it restarts.
+   */
+  memberName(make: () => string): string {
+    const stored = this.#meta.get("member");
+    if (typeof stored === "string" && stored !== "") return stored;
+    const name = make();
+    this.#meta.putSync("member", name);
+    return name;
   }
 
   isSeen(rolloutId: string): boolean {

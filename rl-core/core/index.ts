@@ -3,6 +3,7 @@
 // trainers over gRPC. Everything it needs to resume is in its own store (core-store.ts); a rollout is acked to
 // its gateway only once its group's rows are committed there, so a crash at any point loses nothing, and a
 // rollout delivered again is recognised and skipped.
+import { randomBytes } from "node:crypto";
 import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
@@ -45,6 +46,7 @@ export interface CoreOptions {
   /** TLS to the gateways (CA, client certificate); default: TLS with the system's roots beyond loopback. */
   gatewayTls?: TlsFiles;
   consumerGroup?: string;
+  /** This core's name in the consumer group; default: host name and a random id, kept in its store across restarts. */
   member?: string;
   /** Unacked rollouts the core may hold per gateway (≥ groups in flight × group size). Default 1024. */
   maxInFlight?: number;
@@ -313,7 +315,7 @@ export async function startCore(options: CoreOptions): Promise<Core> {
     metricsUrl = `http://${dialAddress(host, (http.address() as AddressInfo).port)}/metrics`;
   }
 
-  const member = options.member ?? `${hostname()}:${process.pid}`;
+  const member = options.member ?? store.memberName(() => `${hostname()}-${randomBytes(4).toString("hex")}`);
   for (const address of options.gateways.map(grpcTarget)) {
     if (consumers.has(address)) continue;
     const consumer = new TrajectoryConsumer({
