@@ -167,14 +167,14 @@ export async function handleControlApi(
     }
     if (parts[3] === "calls" && method === "GET") {
       requireRollout(ctx, id);
-      if (parts.length === 4) return sendJson(res, 200, { calls: ctx.store.listCalls(id) });
+      if (parts.length === 4) return sendJsonBytes(res, 200, await ctx.trajectories.calls(id));
       if (parts.length === 5) return sendJson(res, 200, findCall(ctx, id, parts[4]!));
     }
   }
 
   if (parts[1] === "calls" && method === "GET") {
     // Calls no rollout claimed.
-    if (parts.length === 2) return sendJson(res, 200, { calls: ctx.store.listCalls(null) });
+    if (parts.length === 2) return sendJsonBytes(res, 200, await ctx.trajectories.calls(null));
     if (parts.length === 3) return sendJson(res, 200, findCall(ctx, null, parts[2]!));
   }
 

@@ -62,11 +62,18 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
       assert.deepEqual(JSON.parse((await thread.json(r)).toString()), JSON.parse(JSON.stringify(reconstructionToJson(local))));
     }
     const remote = await thread.message(cursor, done, 64 << 20);
-    const local = rolloutMessage(store, cursor, done, {}, 64 << 20);
+    const local = rolloutMessage(reconstructStored(store, done, {}), cursor, done, 64 << 20);
     assert.ok(local.trajectories.rows > 1 && Buffer.isBuffer(remote.trajectories.tokenIds));
     assert.deepEqual(remote, local);
     // Too large for the message limit: sent bare and flagged, as on the main thread.
-    assert.deepEqual(await thread.message(cursor, done, 1000), rolloutMessage(store, cursor, done, {}, 1000));
+    assert.deepEqual(await thread.message(cursor, done, 1000), rolloutMessage(reconstructStored(store, done, {}), cursor, done, 1000));
+    // A reconstruction kept from the finish is not reused once a late call has arrived.
+    const before = (await thread.summary(done)).stats.calls;
+    await session(store, "done", 1);
+    assert.equal((await thread.summary(done)).stats.calls, before + 1);
+    assert.deepEqual(await thread.message(cursor, done, 64 << 20), rolloutMessage(reconstructStored(store, done, {}), cursor, done, 64 << 20));
+    // Call listings are serialized there too.
+    assert.deepEqual(JSON.parse((await thread.calls("done")).toString()), JSON.parse(JSON.stringify({ calls: store.listCalls("done") })));
   }));
 
 test("each answer sees every call committed before the request, even right after the previous answer", () =>

@@ -44,6 +44,11 @@ export class TrajectoryThread {
     return asBuffer((await this.#request({ kind: "json", rollout })) as Uint8Array);
   }
 
+  /** A rollout's calls (null: the unattributed ones) as the control API lists them, serialized. */
+  async calls(rolloutId: string | null): Promise<Buffer> {
+    return asBuffer((await this.#request({ kind: "calls", rolloutId })) as Uint8Array);
+  }
+
   /** The rollout as the trajectory stream sends it. */
   async message(cursor: number, rollout: RolloutRecord, maxMessageBytes: number): Promise<RolloutMessage> {
     const m = (await this.#request({ kind: "message", rollout, cursor, maxMessageBytes })) as RolloutMessage;

@@ -7,6 +7,7 @@ import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
 import type { RolloutMessage } from "../rl-core/wire/messages.ts";
+import type { Reconstruction } from "../trajectory/types.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored, type TrajectorySettings } from "./trajectories.ts";
 
@@ -15,11 +16,39 @@ export interface TrajectoryWorkerData {
   settings: TrajectorySettings;
 }
 
-export type TrajectoryRequest = { id: number; rollout: RolloutRecord } & (
-  | { kind: "summary" }
-  | { kind: "json" }
-  | { kind: "message"; cursor: number; maxMessageBytes: number }
+export type TrajectoryRequest = { id: number } & (
+  | { kind: "summary" | "json"; rollout: RolloutRecord }
+  | { kind: "message"; rollout: RolloutRecord; cursor: number; maxMessageBytes: number }
+  | { kind: "calls"; rolloutId: string | null }
 );
+
+/**
+ * The last few finished rollouts' reconstructions: finishing a rollout (its summary) is usually followed by its
+ * delivery to an RL core, which then needs no second reconstruction. An entry is used only while the rollout's
+ * record and call count are what they were.
+ */
+class RecentReconstructions {
+  readonly #entries = new Map<string, { key: string; reconstruction: Reconstruction }>();
+
+  constructor(readonly capacity: number) {}
+
+  get(store: Store, rollout: RolloutRecord, settings: TrajectorySettings): Reconstruction {
+    if (rollout.finishedAt === null) return reconstructStored(store, rollout, settings);
+    const key = `${rollout.finishedAt}|${rollout.status}|${rollout.reward}|${store.countCalls(rollout.id)}`;
+    const hit = this.#entries.get(rollout.id);
+    if (hit?.key === key) return hit.reconstruction;
+    const reconstruction = reconstructStored(store, rollout, settings);
+    this.#entries.delete(rollout.id);
+    this.#entries.set(rollout.id, { key, reconstruction });
+    if (this.#entries.size > this.capacity) this.#entries.delete(this.#entries.keys().next().value!);
+    return reconstruction;
+  }
+}
+
+/** JSON made here: a long rollout's is megabytes, and its bytes cross to the main thread without a copy. */
+function jsonBytes(value: unknown): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(value));
+}
 
 export type TrajectoryReply = { id: number } & ({ ok: true; value: unknown } | { ok: false; error: string });
 
@@ -38,22 +67,24 @@ if (parentPort) {
   const port = parentPort;
   const { storePath, settings } = workerData as TrajectoryWorkerData;
   const store = new Store({ path: storePath });
+  const recent = new RecentReconstructions(8);
+  const reply = (id: number, value: unknown, transfer: ArrayBuffer[] = []) =>
+    port.postMessage({ id, ok: true, value } satisfies TrajectoryReply, transfer);
   port.on("message", (request: TrajectoryRequest) => {
     try {
       store.refreshReads(); // what the main thread committed before asking must be seen
+      if (request.kind === "calls") {
+        const json = jsonBytes({ calls: store.listCalls(request.rolloutId) });
+        return reply(request.id, json, [json.buffer as ArrayBuffer]);
+      }
+      const reconstruction = recent.get(store, request.rollout, settings);
       if (request.kind === "message") {
-        const message = rolloutMessage(store, request.cursor, request.rollout, settings, request.maxMessageBytes);
-        port.postMessage({ id: request.id, ok: true, value: message } satisfies TrajectoryReply, transferables(message));
-        return;
+        const message = rolloutMessage(reconstruction, request.cursor, request.rollout, request.maxMessageBytes);
+        return reply(request.id, message, transferables(message));
       }
-      const reconstruction = reconstructStored(store, request.rollout, settings);
-      if (request.kind === "summary") {
-        port.postMessage({ id: request.id, ok: true, value: { stats: reconstruction.stats, flags: reconstruction.flags } } satisfies TrajectoryReply);
-        return;
-      }
-      // Serialized here: a long rollout's JSON is megabytes, and its bytes cross to the main thread without a copy.
-      const json = new TextEncoder().encode(JSON.stringify(reconstructionToJson(reconstruction)));
-      port.postMessage({ id: request.id, ok: true, value: json } satisfies TrajectoryReply, [json.buffer as ArrayBuffer]);
+      if (request.kind === "summary") return reply(request.id, { stats: reconstruction.stats, flags: reconstruction.flags });
+      const json = jsonBytes(reconstructionToJson(reconstruction));
+      return reply(request.id, json, [json.buffer as ArrayBuffer]);
     } catch (error) {
       port.postMessage({ id: request.id, ok: false, error: error instanceof Error ? error.message : String(error) } satisfies TrajectoryReply);
     }

@@ -1,10 +1,9 @@
 // A finished rollout as it travels on the trajectory stream: its record, and its trajectories (rebuilt from the
 // stored calls) packed as little-endian token rows.
 import type { RolloutRecord } from "../../store/records.ts";
-import type { Store } from "../../store/store.ts";
 import { bytesOf } from "../../rl-core/wire/arrays.ts";
 import type { RolloutMessage, TokenRows } from "../../rl-core/wire/messages.ts";
-import { reconstructStored, type TrajectorySettings } from "../trajectories.ts";
+import type { Reconstruction } from "../../trajectory/types.ts";
 
 const EMPTY = Buffer.alloc(0);
 /** Room for the message's fields besides the token arrays. */
@@ -37,14 +36,8 @@ export function bareRolloutMessage(cursor: number, rollout: RolloutRecord, flagR
   };
 }
 
-export function rolloutMessage(
-  store: Store,
-  cursor: number,
-  rollout: RolloutRecord,
-  settings: TrajectorySettings,
-  maxMessageBytes: number,
-): RolloutMessage {
-  const rec = reconstructStored(store, rollout, settings);
+/** The rollout's message, from its reconstruction (`reconstructStored`). */
+export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: RolloutRecord, maxMessageBytes: number): RolloutMessage {
   const trajectories = rec.trajectories;
   const rows = trajectories.length;
   const offsets = new Int32Array(rows + 1);
