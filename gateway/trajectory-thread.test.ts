@@ -7,6 +7,7 @@ import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { testCallRecord } from "../store/test-support.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
+import { decodeStreamMessage, encodeStreamMessage } from "../rl-core/wire/proto.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
@@ -61,17 +62,19 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
       assert.deepEqual(await thread.summary(r), { stats: local.stats, flags: local.flags });
       assert.deepEqual(JSON.parse((await thread.json(r)).toString()), JSON.parse(JSON.stringify(reconstructionToJson(local))));
     }
-    const remote = await thread.message(cursor, done, 64 << 20);
-    const local = rolloutMessage(reconstructStored(store, done, {}), cursor, done, 64 << 20);
-    assert.ok(local.trajectories.rows > 1 && Buffer.isBuffer(remote.trajectories.tokenIds));
-    assert.deepEqual(remote, local);
+    // Stream messages come serialized: read back, they are what the main thread would have sent.
+    const sent = async (max: number) => decodeStreamMessage((await thread.message(cursor, done, max)).bytes);
+    const local = (max: number) => decodeStreamMessage(encodeStreamMessage({ rollout: rolloutMessage(reconstructStored(store, done, {}), cursor, done, max) }));
+    const remote = await sent(64 << 20);
+    assert.ok("rollout" in remote && remote.rollout.trajectories.rows > 1);
+    assert.deepEqual(remote, local(64 << 20));
     // Too large for the message limit: sent bare and flagged, as on the main thread.
-    assert.deepEqual(await thread.message(cursor, done, 1000), rolloutMessage(reconstructStored(store, done, {}), cursor, done, 1000));
+    assert.deepEqual(await sent(1000), local(1000));
     // A reconstruction kept from the finish is not reused once a late call has arrived.
     const before = (await thread.summary(done)).stats.calls;
     await session(store, "done", 1);
     assert.equal((await thread.summary(done)).stats.calls, before + 1);
-    assert.deepEqual(await thread.message(cursor, done, 64 << 20), rolloutMessage(reconstructStored(store, done, {}), cursor, done, 64 << 20));
+    assert.deepEqual(await sent(64 << 20), local(64 << 20));
     // Call listings are serialized there too.
     assert.deepEqual(JSON.parse((await thread.calls("done")).toString()), JSON.parse(JSON.stringify({ calls: store.listCalls("done") })));
   }));

@@ -4,7 +4,7 @@
 import { Worker } from "node:worker_threads";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
-import type { RolloutMessage, TokenRows } from "../rl-core/wire/messages.ts";
+import { EncodedStreamMessage } from "../rl-core/wire/proto.ts";
 import type { TrajectoryReply, TrajectoryRequest, TrajectoryWorkerData } from "./trajectory-worker.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 
@@ -19,9 +19,6 @@ const BOOTSTRAP = `
 const { workerData } = require("node:worker_threads");
 import(workerData.tsx).then(({ register }) => { register(); return import(workerData.url); });
 `;
-
-/** Bytes that crossed threads arrive as Uint8Array: Buffers again, on the same memory. */
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 export class TrajectoryThread {
   readonly #data: TrajectoryWorkerData;
@@ -40,27 +37,18 @@ export class TrajectoryThread {
   }
 
   /** The whole reconstruction as the control API shows it (`ReconstructionJson`), serialized. */
-  async json(rollout: RolloutRecord): Promise<Buffer> {
-    return asBuffer((await this.#request({ kind: "json", rollout })) as Uint8Array);
+  json(rollout: RolloutRecord): Promise<Buffer> {
+    return this.#bytes({ kind: "json", rollout });
   }
 
   /** A rollout's calls (null: the unattributed ones) as the control API lists them, serialized. */
-  async calls(rolloutId: string | null): Promise<Buffer> {
-    return asBuffer((await this.#request({ kind: "calls", rolloutId })) as Uint8Array);
+  calls(rolloutId: string | null): Promise<Buffer> {
+    return this.#bytes({ kind: "calls", rolloutId });
   }
 
-  /** The rollout as the trajectory stream sends it. */
-  async message(cursor: number, rollout: RolloutRecord, maxMessageBytes: number): Promise<RolloutMessage> {
-    const m = (await this.#request({ kind: "message", rollout, cursor, maxMessageBytes })) as RolloutMessage;
-    const t = m.trajectories;
-    const trajectories: TokenRows = {
-      rows: t.rows,
-      offsets: asBuffer(t.offsets),
-      tokenIds: asBuffer(t.tokenIds),
-      lossMask: asBuffer(t.lossMask),
-      logprobs: asBuffer(t.logprobs),
-    };
-    return { ...m, trajectories, trained: asBuffer(m.trained) };
+  /** The rollout as the trajectory stream sends it (a StreamMessage), serialized. */
+  async message(cursor: number, rollout: RolloutRecord, maxMessageBytes: number): Promise<EncodedStreamMessage> {
+    return new EncodedStreamMessage(await this.#bytes({ kind: "message", rollout, cursor, maxMessageBytes }));
   }
 
   async close(): Promise<void> {
@@ -68,6 +56,12 @@ export class TrajectoryThread {
     const worker = this.#worker;
     this.#worker = null;
     if (worker) await worker.terminate();
+  }
+
+  /** A request whose answer is bytes (they cross threads as a Uint8Array: a Buffer again, on the same memory). */
+  async #bytes(request: Request): Promise<Buffer> {
+    const bytes = (await this.#request(request)) as Uint8Array;
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
   #request(request: Request): Promise<unknown> {

@@ -6,7 +6,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
-import type { RolloutMessage } from "../rl-core/wire/messages.ts";
+import { encodeStreamMessage } from "../rl-core/wire/proto.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored, type TrajectorySettings } from "./trajectories.ts";
@@ -52,15 +52,9 @@ function jsonBytes(value: unknown): Uint8Array {
 
 export type TrajectoryReply = { id: number } & ({ ok: true; value: unknown } | { ok: false; error: string });
 
-/** The message's token arrays, handed over to the main thread rather than copied (each owns its memory). */
-function transferables(message: RolloutMessage): ArrayBuffer[] {
-  const t = message.trajectories;
-  const out = new Set<ArrayBuffer>();
-  for (const bytes of [t.offsets, t.tokenIds, t.lossMask, t.logprobs, message.trained]) {
-    const buffer = bytes.buffer as ArrayBuffer;
-    if (bytes.byteLength > 0 && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) out.add(buffer);
-  }
-  return [...out];
+/** Bytes whose memory can be handed over to the main thread: their own buffer (small Buffers share a pool). */
+function ownBytes(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes);
 }
 
 if (parentPort) {
@@ -79,8 +73,10 @@ if (parentPort) {
       }
       const reconstruction = recent.get(store, request.rollout, settings);
       if (request.kind === "message") {
+        // Serialized here too: the main thread hands the bytes to gRPC as they are.
         const message = rolloutMessage(reconstruction, request.cursor, request.rollout, request.maxMessageBytes);
-        return reply(request.id, message, transferables(message));
+        const bytes = ownBytes(encodeStreamMessage({ rollout: message }));
+        return reply(request.id, bytes, [bytes.buffer as ArrayBuffer]);
       }
       if (request.kind === "summary") return reply(request.id, { stats: reconstruction.stats, flags: reconstruction.flags });
       const json = jsonBytes(reconstructionToJson(reconstruction));

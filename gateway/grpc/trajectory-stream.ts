@@ -11,7 +11,7 @@ import {
   isOpen,
   LinkError,
   send,
-  type RolloutMessage,
+  type EncodedStreamMessage,
   type StreamMessage,
   type SubscribeMessage,
   type SubscribeRequest,
@@ -188,7 +188,7 @@ export class TrajectoryStreamService {
           throw new LinkError("RLGATE_INTERNAL", `the consumer group's state could not be written: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
         }
         try {
-          await send(call, { rollout: message });
+          await send(call, message);
         } catch {
           break; // the session is over; leave() gives its leases back
         }
@@ -208,7 +208,8 @@ export class TrajectoryStreamService {
     end();
   }
 
-  async #message(lease: Lease): Promise<RolloutMessage> {
+  /** The rollout's stream message: serialized by the trajectory worker, or bare and flagged if that failed. */
+  async #message(lease: Lease): Promise<StreamMessage | EncodedStreamMessage> {
     const { trajectories, maxMessageBytes } = this.#options;
     try {
       return await trajectories.message(lease.cursor, lease.rollout, maxMessageBytes);
@@ -216,7 +217,7 @@ export class TrajectoryStreamService {
       // Delivered flagged and without tokens rather than blocking the stream on one rollout.
       const reason = `reconstruction failed: ${error instanceof Error ? error.message : String(error)}`;
       this.#options.log(`trajectory stream: rollout ${lease.rollout.id}: ${reason}`);
-      return bareRolloutMessage(lease.cursor, lease.rollout, [reason]);
+      return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [reason]) };
     }
   }
 

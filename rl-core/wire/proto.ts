@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { alignedBatchSerializer } from "./batch-codec.ts";
+import type { StreamMessage } from "./messages.ts";
 
 export const PROTO_ROOT = fileURLToPath(new URL("../../proto", import.meta.url));
 export const PROTO_FILES = ["rlgate/v1/trajectories.proto", "rlgate/v1/trainer.proto"] as const;
@@ -23,7 +24,30 @@ const pkg = grpc.loadPackageDefinition(definition) as unknown as {
 
 export const TrajectoryStreamClient = pkg.rlgate.v1.TrajectoryStream;
 export const TrainerClient = pkg.rlgate.v1.Trainer;
-export const trajectoryStreamService: grpc.ServiceDefinition = TrajectoryStreamClient.service;
+const stream = TrajectoryStreamClient.service;
+
+/**
+ * A stream message already serialized (by the gateway's trajectory worker, off the event loop): the gateway's
+ * Subscribe serializer sends its bytes as they are.
+ */
+export class EncodedStreamMessage {
+  constructor(readonly bytes: Buffer) {}
+}
+
+/** Serializes a StreamMessage as the trajectory stream sends it. */
+export const encodeStreamMessage = (message: StreamMessage): Buffer => stream.Subscribe!.responseSerialize(message);
+/** Reads a StreamMessage as a member receives it. */
+export const decodeStreamMessage = (bytes: Buffer): StreamMessage => stream.Subscribe!.responseDeserialize(bytes) as StreamMessage;
+
+/** The TrajectoryStream service as the gateway serves it: messages may come encoded already. */
+export const trajectoryStreamService: grpc.ServiceDefinition = {
+  ...stream,
+  Subscribe: {
+    ...stream.Subscribe!,
+    responseSerialize: (message: StreamMessage | EncodedStreamMessage) =>
+      message instanceof EncodedStreamMessage ? message.bytes : stream.Subscribe!.responseSerialize(message),
+  },
+};
 
 const trainer = TrainerClient.service;
 /** The Trainer service as the core serves it: batches go out through the aligned encoder (batch-codec.ts). */
