@@ -88,10 +88,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     log: options.log ?? (() => {}),
   };
   const { server, passthrough } = createGatewayServer(context);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 8700, host, () => resolve());
-  });
+  // The trajectory worker boots (~0.5 s) while the server starts listening, so a gateway that says it listens answers
+  // a finish, or delivers a rollout to an RL core, without that wait.
+  const workerReady = context.trajectories.ready();
+  workerReady.catch(() => {}); // awaited below, unless listening failed first
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port ?? 8700, host, () => resolve());
+    });
+    await workerReady;
+  } catch (error) {
+    server.close();
+    await context.trajectories.close();
+    throw error;
+  }
   const port = (server.address() as AddressInfo).port;
   let grpc: GatewayGrpc | null = null;
   if (options.grpcPort !== undefined && options.grpcPort !== null) {

@@ -31,6 +31,11 @@ export class TrajectoryThread {
     this.#data = { storePath, settings };
   }
 
+  /** Resolves once the worker has started and answers (it starts on first use otherwise). */
+  async ready(): Promise<void> {
+    await this.#request({ kind: "ping" });
+  }
+
   /** Statistics and flags of a rollout's trajectories (what finishing a rollout reports). */
   summary(rollout: RolloutRecord): Promise<Pick<Reconstruction, "stats" | "flags">> {
     return this.#request({ kind: "summary", rollout }) as Promise<Pick<Reconstruction, "stats" | "flags">>;

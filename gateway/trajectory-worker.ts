@@ -17,6 +17,7 @@ export interface TrajectoryWorkerData {
 }
 
 export type TrajectoryRequest = { id: number } & (
+  | { kind: "ping" }
   | { kind: "summary" | "json"; rollout: RolloutRecord }
   | { kind: "message"; rollout: RolloutRecord; cursor: number; maxMessageBytes: number }
   | { kind: "calls"; rolloutId: string | null }
@@ -66,6 +67,7 @@ if (parentPort) {
     port.postMessage({ id, ok: true, value } satisfies TrajectoryReply, transfer);
   port.on("message", (request: TrajectoryRequest) => {
     try {
+      if (request.kind === "ping") return reply(request.id, null);
       store.refreshReads(); // what the main thread committed before asking must be seen
       if (request.kind === "calls") {
         const json = jsonBytes({ calls: store.listCalls(request.rolloutId) });
