@@ -234,3 +234,30 @@ describe("consumer group state across restarts", () => {
     assert.deepEqual(drain(group, a2), ["k2"], "what the old session had and the member did not claim is sent again");
   });
 });
+
+describe("consumer group bound", () => {
+  test("at the bound, a waiting lease is still sent to its member, and the rollout the cursor waits for is still leased", async () => {
+    const s = store();
+    const cursors = await finished(s, Array.from({ length: 10 }, (_, i) => [`r${i}`, ""] as [string, string]));
+    const group = new ConsumerGroup("cores", s, { maxOutstanding: 10, memberTimeoutMs: 50 });
+    const a1 = session("a", { maxInFlight: 1 });
+    group.join(a1);
+    assert.deepEqual(await deliver(group, a1), ["r0"]);
+    const b = session("b", { maxInFlight: 100 });
+    group.join(b);
+    const toB = await deliver(group, b);
+    assert.equal(toB.length, 9);
+    group.ack(toB.map((id) => cursors.get(id)!));
+    // Full (1 lease + 9 acks). a's session ends before r0 reached it and a comes straight back, holding nothing.
+    group.leave(a1);
+    const a2 = session("a", { maxInFlight: 1 });
+    assert.deepEqual(group.join(a2, { held: [] }), []);
+    assert.deepEqual(drain(group, a2), ["r0"], "the waiting lease is sent again at the bound");
+    // a leaves again and stays away past its timeout: r0 is released, and b may lease it although the group is full.
+    group.leave(a2);
+    await new Promise((r) => setTimeout(r, 80));
+    assert.deepEqual(await deliver(group, b), ["r0"]);
+    group.ack([cursors.get("r0")!]);
+    assert.equal(group.committed, cursors.get("r9"));
+  });
+});

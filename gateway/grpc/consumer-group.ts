@@ -115,6 +115,8 @@ export interface ConsumerGroupOptions {
   memberTimeoutMs?: number;
   /** How long a fully acked group stays with its member, in finished-log time; default GROUP_RETENTION_MS. */
   groupRetentionMs?: number;
+  /** Leased plus acked-above-committed entries kept track of; default MAX_OUTSTANDING. */
+  maxOutstanding?: number;
   log?: (line: string) => void;
 }
 
@@ -136,6 +138,7 @@ export class ConsumerGroup {
   readonly #store: Store;
   readonly #log: (line: string) => void;
   readonly #memberTimeoutMs: number;
+  readonly #maxOutstanding: number;
   /** Group retention in cursor units (microseconds). */
   readonly #retention: number;
   #committed: number;
@@ -165,6 +168,7 @@ export class ConsumerGroup {
     this.#log = options.log ?? (() => {});
     this.#memberTimeoutMs = options.memberTimeoutMs ?? MEMBER_TIMEOUT_MS;
     this.#retention = (options.groupRetentionMs ?? GROUP_RETENTION_MS) * 1000;
+    this.#maxOutstanding = options.maxOutstanding ?? MAX_OUTSTANDING;
     this.#committed = store.getCursor(name);
     this.#persisted = this.#committed;
     this.#load();
@@ -297,7 +301,10 @@ export class ConsumerGroup {
   next(session: Session): Lease | null {
     this.#expireAbsent(Date.now());
     if (session.inFlight >= session.maxInFlight) return null;
-    if (this.#leases.size + this.#acked.size >= MAX_OUTSTANDING) return null;
+    // Past the bound no new lease is made, except of the rollout the committed cursor waits for (acking it frees
+    // room); waiting leases are still sent again (they add nothing).
+    const full = this.#leases.size + this.#acked.size >= this.#maxOutstanding;
+    const front = full ? this.#front() : null;
     if (session.epoch !== this.#epoch || session.scanPos < this.#committed) {
       session.epoch = this.#epoch;
       session.scanPos = this.#committed;
@@ -306,6 +313,7 @@ export class ConsumerGroup {
       const page = this.#store.finishedAfter(session.scanPos, PAGE);
       if (page.length === 0) return null;
       for (const { cursor, rolloutId } of page) {
+        const before = session.scanPos;
         session.scanPos = cursor;
         if (this.#acked.has(cursor)) continue;
         const lease = this.#leases.get(cursor);
@@ -327,8 +335,25 @@ export class ConsumerGroup {
           this.#contested.add(key);
           continue;
         }
+        if (full && cursor !== front) {
+          session.scanPos = before; // scanned again once there is room
+          return null;
+        }
         this.#lease(session, cursor, key);
         return { cursor, rollout };
+      }
+    }
+  }
+
+  /** The first rollout above the committed cursor that is not acked: the one the committed cursor waits for. */
+  #front(): number | null {
+    let after = this.#committed;
+    for (;;) {
+      const page = this.#store.finishedAfter(after, PAGE);
+      if (page.length === 0) return null;
+      for (const { cursor } of page) {
+        if (!this.#acked.has(cursor)) return cursor;
+        after = cursor;
       }
     }
   }
