@@ -157,10 +157,12 @@ export async function handleControlApi(
         finishedAt: Date.now(),
       };
       await ctx.store.finishRollout(finished);
-      return sendJson(res, 200, {
-        ...rolloutView(ctx, req, finished, false),
-        trajectories: await ctx.trajectories.summary(finished),
-      });
+      // The finish is committed: a summary that cannot be made now is said so, not turned into a failed finish.
+      const summary = await ctx.trajectories.summary(finished).then(
+        (trajectories) => ({ trajectories }),
+        (error: unknown) => ({ trajectories: null, trajectoriesError: error instanceof Error ? error.message : String(error) }),
+      );
+      return sendJson(res, 200, { ...rolloutView(ctx, req, finished, false), ...summary });
     }
     if (parts.length === 4 && parts[3] === "trajectories" && method === "GET") {
       return sendJsonBytes(res, 200, await ctx.trajectories.json(requireRollout(ctx, id)));

@@ -8,6 +8,11 @@ import { EncodedStreamMessage } from "../rl-core/wire/proto.ts";
 import type { TrajectoryReply, TrajectoryRequest, TrajectoryWorkerData } from "./trajectory-worker.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 
+/** The worker is not there to answer (it crashed, exited, or the gateway is closing): nothing is wrong with the rollout. */
+export class TrajectoryWorkerUnavailable extends Error {
+  override readonly name = "TrajectoryWorkerUnavailable";
+}
+
 type Pending = { worker: Worker; resolve: (value: unknown) => void; reject: (error: Error) => void };
 type Request = TrajectoryRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
 
@@ -70,7 +75,7 @@ export class TrajectoryThread {
   }
 
   #request(request: Request): Promise<unknown> {
-    if (this.#closed) return Promise.reject(new Error("the gateway is closing"));
+    if (this.#closed) return Promise.reject(new TrajectoryWorkerUnavailable("the gateway is closing"));
     const id = ++this.#nextId;
     const worker = this.#start();
     worker.ref(); // the process waits for an answer that is on its way
@@ -99,8 +104,8 @@ export class TrajectoryThread {
         pending.reject(error);
       }
     };
-    worker.on("error", (error) => fail(new Error(`trajectory worker failed: ${error.message}`)));
-    worker.on("exit", (code) => fail(new Error(`trajectory worker exited (${code})`)));
+    worker.on("error", (error) => fail(new TrajectoryWorkerUnavailable(`trajectory worker failed: ${error.message}`)));
+    worker.on("exit", (code) => fail(new TrajectoryWorkerUnavailable(`trajectory worker exited (${code})`)));
     this.#worker = worker;
     return worker;
   }

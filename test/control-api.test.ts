@@ -1,6 +1,7 @@
 // Rollouts: creation, attribution by path / key / header, finishing, listing; metrics and health.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { Worker } from "node:worker_threads";
 import { startGateway } from "../gateway/index.ts";
 import { createRollout, postJson, rolloutCalls, startStack, tempDir, type Stack } from "./helpers.ts";
 
@@ -90,6 +91,28 @@ describe("control API and attribution", () => {
     const list = (await (await fetch(`${stack.gateway.url}/api/rollouts?group=g-finish`)).json()) as any;
     assert.deepEqual(list.rollouts.map((r: any) => r.status).sort(), ["infra_error", "ok"]);
     assert.equal(list.rollouts[0].key, undefined, "listing does not reveal rollout keys");
+  });
+
+  test("a finish whose trajectory summary cannot be made is still a finish: 200, no summary, the reason", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "g-summary" });
+    // Stands in for the trajectory worker dying while it makes the summary.
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (this: Worker, message: unknown, transfer?: Parameters<Worker["postMessage"]>[1]) {
+      if ((message as { kind?: string }).kind === "summary") void this.terminate(); // before it can answer
+      return post.call(this, message, transfer);
+    };
+    try {
+      const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+      assert.equal(done.status, 200, done.text);
+      assert.equal(done.json.status, "ok");
+      assert.equal(done.json.trajectories, null);
+      assert.match(done.json.trajectoriesError, /trajectory worker exited/);
+    } finally {
+      Worker.prototype.postMessage = post;
+    }
+    // The worker is started again for the next request.
+    const trajectories = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`);
+    assert.equal(trajectories.status, 200);
   });
 
   test("--require-rollout refuses unattributed calls", async () => {

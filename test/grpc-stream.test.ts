@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
+import { Worker } from "node:worker_threads";
 import { credentials, Metadata, type ClientDuplexStream } from "@grpc/grpc-js";
 import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { Gateway } from "../gateway/index.ts";
@@ -177,5 +178,38 @@ describe("trajectory stream", () => {
     assert.equal(got[1]!.oversize, false);
     assert.ok(got[1]!.trajectories.tokenIds.byteLength > 0);
     await allowed.close();
+  });
+
+  test("a trajectory worker that dies while building a rollout costs a retry or a reconnect, never a flagged rollout", async () => {
+    // Stands in for the worker dying (out of memory, a native crash) right after it was asked for a rollout.
+    let crashes = 3;
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (this: Worker, message: unknown, transfer?: Parameters<Worker["postMessage"]>[1]) {
+      if ((message as { kind?: string }).kind === "message" && crashes > 0) {
+        crashes--;
+        void this.terminate(); // before it can answer
+      }
+      return post.call(this, message, transfer);
+    };
+    closers.push(async () => void (Worker.prototype.postMessage = post));
+    const gw = await gateway();
+    const states: string[] = [];
+    const got: RolloutMessage[] = [];
+    const consumer = new TrajectoryConsumer({
+      address: gw.grpc!.address,
+      member: "m",
+      onRollout: (m) => void (got.push(m), consumer.ack([m.cursor])),
+      onConnection: (_, detail) => void states.push(detail),
+    });
+    consumer.start();
+    closers.push(() => consumer.close());
+    await putSyntheticRollout(gw.context.store, { id: "r1", reward: 1 });
+    await until(() => (got.length === 1 ? true : undefined), 15_000, "r1 delivered after the crashes");
+    assert.equal(crashes, 0);
+    assert.equal(got[0]!.rolloutId, "r1");
+    assert.equal(got[0]!.flagged, false, got[0]!.flagReasons.join("; "));
+    assert.ok(got[0]!.trajectories.tokenIds.byteLength > 0);
+    // Two crashes in a row ended the session (UNAVAILABLE); the member came back and got the rollout whole.
+    assert.ok(states.some((d) => /UNAVAILABLE/.test(d)), states.join(" | "));
   });
 });

@@ -16,7 +16,7 @@ import {
   type SubscribeMessage,
   type SubscribeRequest,
 } from "../../rl-core/wire/index.ts";
-import type { TrajectoryThread } from "../trajectory-thread.ts";
+import { TrajectoryWorkerUnavailable, type TrajectoryThread } from "../trajectory-thread.ts";
 import { ConsumerGroup, type Lease, type Session } from "./consumer-group.ts";
 import { bareRolloutMessage } from "./rollout-message.ts";
 
@@ -138,6 +138,11 @@ export class TrajectoryStreamService {
           session = new MemberSession(request, call.getPeer());
           group = this.group(request.consumerGroup || DEFAULT_CONSUMER_GROUP);
           rejected = group.join(session, { held: request.held, acked: request.acked });
+          if (!session.named) {
+            this.#options.log(
+              `trajectory stream: a member without a name (${session.member}) joined '${group.name}': its leases are not kept across restarts, so a rollout it held may be trained twice; give each member a name (rlgate core --member)`,
+            );
+          }
           if (rejected.length) this.#options.log(`trajectory stream: member ${session.member}: ${rejected.length} held rollouts went elsewhere meanwhile`);
           resolve();
         } else if (message.kind === "ack" && group) {
@@ -172,10 +177,25 @@ export class TrajectoryStreamService {
     await send(call, {
       subscribed: { sessionId: s.id, committedCursor: g.persisted, maxMessageBytes: this.#options.maxMessageBytes, rejected },
     });
+    try {
+      await this.#deliver(call, s, g, () => ended);
+    } catch (error) {
+      // The session ends with the error (its leases go back to the group, to wait for the member where named).
+      const message = error instanceof Error ? error.message : String(error);
+      this.#options.log(`trajectory stream: member ${s.member}: ${message}`);
+      end(error instanceof LinkError ? error : new LinkError("RLGATE_INTERNAL", message));
+      return;
+    }
+    end();
+  }
+
+  /** Sends the session its rollouts and heartbeats until it ends. */
+  async #deliver(call: Call, s: MemberSession, g: ConsumerGroup, ended: () => boolean): Promise<void> {
+    const heartbeatMs = Math.max(100, Math.floor(s.leaseTimeoutMs / 3));
     // Heartbeats go out busy or idle: they tell an idle member the gateway is alive, and every member which
     // acks are persisted (it keeps the others to re-send after a gateway restart).
     let lastBeat = Date.now();
-    while (!ended && isOpen(call)) {
+    while (!ended() && isOpen(call)) {
       const sinceBeat = Date.now() - lastBeat;
       const lease = sinceBeat < heartbeatMs ? g.next(s) : null;
       if (lease) {
@@ -205,19 +225,27 @@ export class TrajectoryStreamService {
       }
       await s.sleep(Math.min(POLL_MS, heartbeatMs - sinceBeat));
     }
-    end();
   }
 
-  /** The rollout's stream message: serialized by the trajectory worker, or bare and flagged if that failed. */
+  /**
+   * The rollout's stream message, serialized by the trajectory worker. A rollout the worker cannot rebuild is sent
+   * bare and flagged (never trained) rather than blocking the stream; a worker that is not there (crashed, or the
+   * gateway is closing) is tried once more, then ends the session: the lease waits for its member, nothing is flagged.
+   */
   async #message(lease: Lease): Promise<StreamMessage | EncodedStreamMessage> {
     const { trajectories, maxMessageBytes } = this.#options;
-    try {
-      return await trajectories.message(lease.cursor, lease.rollout, maxMessageBytes);
-    } catch (error) {
-      // Delivered flagged and without tokens rather than blocking the stream on one rollout.
-      const reason = `reconstruction failed: ${error instanceof Error ? error.message : String(error)}`;
-      this.#options.log(`trajectory stream: rollout ${lease.rollout.id}: ${reason}`);
-      return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [reason]) };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await trajectories.message(lease.cursor, lease.rollout, maxMessageBytes);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        if (error instanceof TrajectoryWorkerUnavailable) {
+          if (attempt < 2) continue; // a crashed worker is started again by the next request
+          throw new LinkError("RLGATE_UNAVAILABLE", `the gateway cannot build rollouts now (${reason}); reconnect`, { cause: error });
+        }
+        this.#options.log(`trajectory stream: rollout ${lease.rollout.id}: reconstruction failed: ${reason}`);
+        return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [`reconstruction failed: ${reason}`]) };
+      }
     }
   }
 
