@@ -130,15 +130,28 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     context,
     grpc,
     async close() {
-      await grpc?.close();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      passthrough.close();
-      await upstream.close();
-      await context.trajectories.close();
-      await store.close();
+      // Every part is closed even when one fails (the first failure is thrown at the end).
+      let failure: unknown = null;
+      const step = async (close: () => unknown) => {
+        try {
+          await close();
+        } catch (error) {
+          failure ??= error;
+        }
+      };
+      await step(() => grpc?.close());
+      await step(
+        () =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeAllConnections();
+          }),
+      );
+      await step(() => passthrough.close());
+      await step(() => upstream.close());
+      await step(() => context.trajectories.close());
+      await step(() => store.close());
+      if (failure !== null) throw failure;
     },
   };
 }

@@ -24,14 +24,18 @@ export type TrajectoryRequest = { id: number } & (
 );
 
 /**
- * The last few finished rollouts' reconstructions: finishing a rollout (its summary) is usually followed by its
- * delivery to an RL core, which then needs no second reconstruction. An entry is used only while the rollout's
- * record and call count are what they were.
+ * The last finished rollouts' reconstructions (up to `capacity` of them and `maxTokens` tokens of trajectories):
+ * finishing a rollout (its summary) is usually followed by its delivery to an RL core, which then needs no second
+ * reconstruction. An entry is used only while the rollout's record and call count are what they were.
  */
 class RecentReconstructions {
-  readonly #entries = new Map<string, { key: string; reconstruction: Reconstruction }>();
+  readonly #entries = new Map<string, { key: string; reconstruction: Reconstruction; tokens: number }>();
+  #tokens = 0;
 
-  constructor(readonly capacity: number) {}
+  constructor(
+    readonly capacity: number,
+    readonly maxTokens: number,
+  ) {}
 
   get(store: Store, rollout: RolloutRecord, settings: TrajectorySettings): Reconstruction {
     if (rollout.finishedAt === null) return reconstructStored(store, rollout, settings);
@@ -39,10 +43,21 @@ class RecentReconstructions {
     const hit = this.#entries.get(rollout.id);
     if (hit?.key === key) return hit.reconstruction;
     const reconstruction = reconstructStored(store, rollout, settings);
-    this.#entries.delete(rollout.id);
-    this.#entries.set(rollout.id, { key, reconstruction });
-    if (this.#entries.size > this.capacity) this.#entries.delete(this.#entries.keys().next().value!);
+    this.#drop(rollout.id);
+    const tokens = reconstruction.trajectories.reduce((sum, t) => sum + t.tokenIds.length, 0);
+    if (tokens <= this.maxTokens) {
+      this.#entries.set(rollout.id, { key, reconstruction, tokens });
+      this.#tokens += tokens;
+      while (this.#entries.size > this.capacity || this.#tokens > this.maxTokens) this.#drop(this.#entries.keys().next().value!);
+    }
     return reconstruction;
+  }
+
+  #drop(rolloutId: string): void {
+    const entry = this.#entries.get(rolloutId);
+    if (!entry) return;
+    this.#entries.delete(rolloutId);
+    this.#tokens -= entry.tokens;
   }
 }
 
@@ -62,7 +77,7 @@ if (parentPort) {
   const port = parentPort;
   const { storePath, settings } = workerData as TrajectoryWorkerData;
   const store = new Store({ path: storePath });
-  const recent = new RecentReconstructions(8);
+  const recent = new RecentReconstructions(8, 4_000_000); // ~4M tokens: tens of MB at most
   const reply = (id: number, value: unknown, transfer: ArrayBuffer[] = []) =>
     port.postMessage({ id, ok: true, value } satisfies TrajectoryReply, transfer);
   port.on("message", (request: TrajectoryRequest) => {

@@ -26,7 +26,8 @@ interface Run {
   end: number;
 }
 
-const MIN_CHUNK = 1 << 16;
+/** Ids in a new buffer at least (16 KiB): small enough for decoding one call, buffers grow by doubling. */
+const MIN_CHUNK = 1 << 12;
 const EMPTY_RUN: Run = { chunk: { ids: new Int32Array(0), top: 0 }, start: 0, end: 0 };
 
 /** Stored little-endian int32 / float32 bytes as a typed array of their own (LMDB reuses the buffers it reads into). */

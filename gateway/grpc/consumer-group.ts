@@ -585,6 +585,7 @@ export class ConsumerGroup {
     for (const [k, v] of batch.leases) if (!d.leases.has(k)) d.leases.set(k, v);
     for (const [k, v] of batch.acked) if (!d.acked.has(k)) d.acked.set(k, v);
     for (const [k, v] of batch.affinity) if (!d.affinity.has(k)) d.affinity.set(k, v);
+    this.#schedule(); // tried again, not left for the next change
   }
 
   /** Writes everything changed so far (acks since the last write would otherwise wait for the timer). */
