@@ -3,7 +3,7 @@
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./prompt-index.ts";
 import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
-import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from "./token-codec.ts";
+import { packFloat32, packInt32, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
   tokenIds: Uint8Array;
@@ -77,7 +77,7 @@ export class CallDecoder {
       requestReceived: jsonFromBytes(stored.requestReceived),
       requestForwarded: jsonFromBytes(forwardedBytes(stored)),
       response: jsonFromBytes(stored.response),
-      promptTokenIds: prompt ? Array.from(prompt) : null,
+      promptTokenIds: prompt ? toNumbers(prompt) : null,
       choices: stored.choices.map((c) => ({
         ...c,
         tokenIds: unpackInt32(c.tokenIds) ?? [],
