@@ -12,6 +12,7 @@
 // call records, for the API) takes its prompts from here too, copying each once into its array.
 import type { CallTokens, ChoiceTokens } from "../trajectory/types.ts";
 import type { StoredCall } from "./call-codec.ts";
+import { float32Copy, int32Copy } from "./token-codec.ts";
 
 /** A buffer that sequences are written into; `top` is its first free slot. */
 interface Chunk {
@@ -30,19 +31,6 @@ interface Run {
 const MIN_CHUNK = 1 << 12;
 const EMPTY_RUN: Run = { chunk: { ids: new Int32Array(0), top: 0 }, start: 0, end: 0 };
 
-/** Stored little-endian int32 / float32 bytes as a typed array of their own (LMDB reuses the buffers it reads into). */
-function int32s(bytes: Uint8Array): Int32Array {
-  const out = new Int32Array(bytes.byteLength >> 2);
-  new Uint8Array(out.buffer).set(bytes);
-  return out;
-}
-
-function float32s(bytes: Uint8Array): Float32Array {
-  const out = new Float32Array(bytes.byteLength >> 2);
-  new Uint8Array(out.buffer).set(bytes);
-  return out;
-}
-
 export class CallTokensDecoder {
   readonly #lookup: (seq: number) => StoredCall | undefined;
   /** Each decoded call's prompt (null: the upstream reported none). */
@@ -60,8 +48,8 @@ export class CallTokensDecoder {
     const prompt = this.prompt(stored);
     const choices: ChoiceTokens[] = stored.choices.map((c) => ({
       index: c.index,
-      tokenIds: int32s(c.tokenIds),
-      logprobs: c.logprobs ? float32s(c.logprobs) : null,
+      tokenIds: int32Copy(c.tokenIds),
+      logprobs: c.logprobs ? float32Copy(c.logprobs) : null,
       finishReason: c.finishReason,
     }));
     return {
@@ -97,12 +85,12 @@ export class CallTokensDecoder {
       const call = chain[i]!;
       const ref = call.promptRef;
       if (call.promptTail === null) result = null;
-      else if (!ref) result = this.#append(EMPTY_RUN, int32s(call.promptTail));
+      else if (!ref) result = this.#append(EMPTY_RUN, int32Copy(call.promptTail));
       else {
         const baseCall = i + 1 < chain.length ? chain[i + 1]! : this.#lookup(ref.seq)!;
         const sequence = this.#sequence(baseCall, ref.choice);
         const prefix = Math.min(ref.length, sequence.end - sequence.start);
-        result = this.#append({ ...sequence, end: sequence.start + prefix }, int32s(call.promptTail));
+        result = this.#append({ ...sequence, end: sequence.start + prefix }, int32Copy(call.promptTail));
       }
       this.#prompts.set(call.seq, result);
     }
@@ -115,7 +103,7 @@ export class CallTokensDecoder {
     let run = this.#sequences.get(key);
     if (!run) {
       const choice = call.choices.find((c) => c.index === choiceIndex);
-      run = this.#append(this.#prompts.get(call.seq) ?? EMPTY_RUN, choice ? int32s(choice.tokenIds) : new Int32Array(0));
+      run = this.#append(this.#prompts.get(call.seq) ?? EMPTY_RUN, choice ? int32Copy(choice.tokenIds) : new Int32Array(0));
       this.#sequences.set(key, run);
     }
     return run;

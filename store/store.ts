@@ -49,6 +49,9 @@ export interface StoreOptions {
 /** Calls without a rollout are kept under this key so they still sort and list together. */
 const UNATTRIBUTED = "";
 
+/** The keys of one rollout's calls (call numbers are below 2^53). */
+const callRange = (rolloutKey: string) => ({ start: [rolloutKey, 0] as [string, number], end: [rolloutKey, Number.MAX_SAFE_INTEGER] as [string, number] });
+
 /** Rollout records kept decoded in memory (most recently used). */
 const ROLLOUT_CACHE_SIZE = 4096;
 
@@ -262,7 +265,7 @@ export class Store {
     const key = rolloutId ?? UNATTRIBUTED;
     const decoder = this.#decoder(key);
     const out: CallRecord[] = [];
-    for (const { value } of this.#calls.getRange({ start: [key, 0], end: [key, Number.MAX_SAFE_INTEGER] })) {
+    for (const { value } of this.#calls.getRange(callRange(key))) {
       out.push(decoder.decode(value));
     }
     return out;
@@ -284,7 +287,7 @@ export class Store {
   listCallTokens(rolloutId: string): CallTokens[] {
     const decoder = new CallTokensDecoder((seq) => this.#calls.get([rolloutId, seq]));
     const out: CallTokens[] = [];
-    for (const { value } of this.#calls.getRange({ start: [rolloutId, 0], end: [rolloutId, Number.MAX_SAFE_INTEGER] })) {
+    for (const { value } of this.#calls.getRange(callRange(rolloutId))) {
       out.push(decoder.decode(value));
     }
     return out;
@@ -300,7 +303,7 @@ export class Store {
   storedTokenBytes(rolloutId: string): { ids: number; logprobs: number } {
     let ids = 0;
     let logprobs = 0;
-    for (const { value } of this.#calls.getRange({ start: [rolloutId, 0], end: [rolloutId, Number.MAX_SAFE_INTEGER] })) {
+    for (const { value } of this.#calls.getRange(callRange(rolloutId))) {
       ids += value.promptTail?.byteLength ?? 0;
       for (const choice of value.choices) {
         ids += choice.tokenIds.byteLength;
@@ -312,7 +315,7 @@ export class Store {
 
   countCalls(rolloutId: string | null): number {
     const key = rolloutId ?? UNATTRIBUTED;
-    return this.#calls.getKeysCount({ start: [key, 0], end: [key, Number.MAX_SAFE_INTEGER] });
+    return this.#calls.getKeysCount(callRange(key));
   }
 
   /** Waits for every write issued so far to be committed. */

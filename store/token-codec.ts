@@ -12,9 +12,20 @@ export function packFloat32(values: readonly number[] | null): Uint8Array | null
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 }
 
-function aligned(bytes: Uint8Array): ArrayBuffer {
-  // Views read from LMDB may start at any byte offset; typed arrays need 4-byte alignment, so copy.
+function copied(bytes: Uint8Array): ArrayBuffer {
+  // Views read from LMDB may start at any byte offset (typed arrays need 4-byte alignment) and sit in buffers LMDB
+  // reuses for its next read: copy.
   return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
+/** Stored int32 bytes as an Int32Array of their own. */
+export function int32Copy(bytes: Uint8Array): Int32Array {
+  return new Int32Array(copied(bytes));
+}
+
+/** Stored float32 bytes as a Float32Array of their own. */
+export function float32Copy(bytes: Uint8Array): Float32Array {
+  return new Float32Array(copied(bytes));
 }
 
 /** A typed array's values as a plain array (an indexed copy: ~4x faster than Array.from's iterator). */
@@ -26,10 +37,10 @@ export function toNumbers(values: ArrayLike<number>): number[] {
 
 export function unpackInt32(bytes: Uint8Array | null | undefined): number[] | null {
   if (bytes == null) return null;
-  return toNumbers(new Int32Array(aligned(bytes)));
+  return toNumbers(int32Copy(bytes));
 }
 
 export function unpackFloat32(bytes: Uint8Array | null | undefined): number[] | null {
   if (bytes == null) return null;
-  return toNumbers(new Float32Array(aligned(bytes)));
+  return toNumbers(float32Copy(bytes));
 }
