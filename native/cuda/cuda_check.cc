@@ -87,8 +87,14 @@ std::vector<std::pair<std::string, Kernel>> kernels() {
   });
   k.emplace_back("maskedGae", [](const Batch& b, Exec e, std::vector<float>& o) {
     o.resize(2 * b.tokens());  // advantages, then returns
-    return masked_gae({b.offsets.data(), b.rows(), b.rewards.data(), b.values.data(), b.mask.data(), b.tokens(), 0.99,
-                       0.95, o.data(), o.data() + b.tokens()},
+    return masked_gae({b.offsets.data(), b.rows(), b.rewards.data(), nullptr, b.values.data(), b.mask.data(), b.tokens(),
+                       0.99, 0.95, o.data(), o.data() + b.tokens()},
+                      e);
+  });
+  k.emplace_back("maskedGae(rowRewards)", [](const Batch& b, Exec e, std::vector<float>& o) {
+    o.resize(2 * b.tokens());
+    return masked_gae({b.offsets.data(), b.rows(), nullptr, b.row_values.data(), b.values.data(), b.mask.data(),
+                       b.tokens(), 0.99, 0.95, o.data(), o.data() + b.tokens()},
                       e);
   });
   k.emplace_back("maskedWhiten", [](const Batch& b, Exec e, std::vector<float>& o) {

@@ -149,9 +149,10 @@ struct GaeKernel {
   rlgate::GaeArgs a{};
   rlgate::Exec e;
   bool Parse(Args& p) {
-    int64_t no, nr, nv, nm, na, nret;
+    int64_t no, nr, nrr, nv, nm, na, nret;
     a.offsets = p.array<int32_t>(napi_int32_array, &no);
-    a.rewards = p.array<float>(napi_float32_array, &nr);
+    a.rewards = p.array<float>(napi_float32_array, &nr, true);
+    a.row_rewards = p.array<double>(napi_float64_array, &nrr, true);
     a.values = p.array<float>(napi_float32_array, &nv);
     a.mask = p.array<uint8_t>(napi_uint8_array, &nm);
     a.gamma = p.number();
@@ -160,8 +161,9 @@ struct GaeKernel {
     a.out_returns = p.array<float>(napi_float32_array, &nret);
     e = p.exec();
     a.rows = no - 1;
-    a.tokens = nr;
-    return p.ok() && no >= 1 && nv == nr && nm == nr && na == nr && nret == nr;
+    a.tokens = nv;
+    return p.ok() && no >= 1 && (nr == -1 || nr == nv) && (nrr == -1 || nrr == a.rows) && nm == nv && na == nv &&
+           nret == nv;
   }
   int Run() { return rlgate::masked_gae(a, e); }
 };

@@ -123,7 +123,7 @@ struct Consts {
 };
 
 // One block [t0, t0 + W) given the carry from the tokens after it; returns the carry for the block before.
-template <int W>
+template <int W, bool HasRewards>
 RLG_INLINE Carry block(const Pointers& p, int64_t t0, Carry c, const Consts<W>& k) {
   using Vd = typename Vec<W>::d;
   using Vi = typename Vec<W>::i;
@@ -140,7 +140,8 @@ RLG_INLINE Carry block(const Pointers& p, int64_t t0, Carry c, const Consts<W>& 
     return c;
   }
   const Vd v = load_f32<W>(p.values + t0);
-  const Vd r = load_f32<W>(p.rewards + t0);
+  Vd r = zero;
+  if constexpr (HasRewards) r = load_f32<W>(p.rewards + t0);
   const double x = k.gamma * c.next_value + k.gl * c.adv;  // the carry, entering at the last mask-1 lane
   if (all_nonzero<W>(bytes)) {
     Vd b = (r + k.gamma * up<1>(v, zero)) - v;
@@ -193,9 +194,33 @@ RLG_INLINE Carry block(const Pointers& p, int64_t t0, Carry c, const Consts<W>& 
 }
 #endif  // RLG_VECTOR_EXT
 
+// A row's outcome reward enters at its last mask-1 token L; every token after L is mask 0 (output 0). So
+// that the blocks never look for L, the tail from L to the row's end is done first, one token at a time,
+// and the blocks run with the carry it leaves (and without a rewards array when there are only row rewards:
+// 4 bytes a token fewer to read).
+struct RowTail {
+  int64_t t;  // where the blocks continue (L, or the row's start when it has no mask-1 token)
+  Carry carry;
+};
+
+RLG_INLINE RowTail credit_row_reward(const Pointers& p, int64_t b, int64_t e, double reward) {
+  int64_t t = e;
+  while (t > b && p.mask[t - 1] == 0) --t;
+  std::fill(p.out_adv + t, p.out_adv + e, 0.0f);
+  std::fill(p.out_ret + t, p.out_ret + e, 0.0f);
+  if (t == b) return {t, {0.0, 0.0}};
+  --t;
+  const double v = p.values[t];
+  const double r = (p.rewards != nullptr ? static_cast<double>(p.rewards[t]) : 0.0) + reward;
+  const double adv = r - v;  // delta with V(t') = 0 and A(t') = 0: nothing of the row follows L
+  p.out_adv[t] = static_cast<float>(adv);
+  p.out_ret[t] = static_cast<float>(adv + v);
+  return {t, {v, adv}};
+}
+
 struct Rows {
-  template <int W>
-  RLG_INLINE static void run(const GaeArgs* a, int64_t rb, int64_t re) {
+  template <int W, bool HasRewards>
+  RLG_INLINE static void rows(const GaeArgs* a, int64_t rb, int64_t re) {
     const double gamma = a->gamma;
     const double gl = a->gamma * a->lambda;
     const Pointers p{a->rewards, a->values, a->mask, a->out_advantages, a->out_returns};
@@ -206,17 +231,22 @@ struct Rows {
       const int64_t b = a->offsets[row];
       int64_t t = a->offsets[row + 1];
       Carry c{0.0, 0.0};
+      if (a->row_rewards != nullptr) {
+        const RowTail tail = credit_row_reward(p, b, t, a->row_rewards[row]);
+        t = tail.t;
+        c = tail.carry;
+      }
 #if RLG_VECTOR_EXT
       for (; t - b >= W; t -= W) {
         // The hardware prefetchers follow descending streams poorly: on the EPYC VM a backward copy of
         // the same five arrays ran at ~800 Mtokens/s, ~1350 with these prefetches (forward: ~1500).
         const int64_t ahead = std::max(b, t - kPrefetchTokens);
-        __builtin_prefetch(p.rewards + ahead, 0);
+        if constexpr (HasRewards) __builtin_prefetch(p.rewards + ahead, 0);
         __builtin_prefetch(p.values + ahead, 0);
         __builtin_prefetch(p.mask + ahead, 0);
         __builtin_prefetch(p.out_adv + ahead, 1);
         __builtin_prefetch(p.out_ret + ahead, 1);
-        c = block<W>(p, t - W, c, k);
+        c = block<W, HasRewards>(p, t - W, c, k);
       }
 #endif
       // The row's first (length mod W) tokens (all of them without vector extensions), one at a time as
@@ -230,12 +260,22 @@ struct Rows {
           continue;
         }
         const double v = p.values[t];
-        const double adv = (static_cast<double>(p.rewards[t]) + gamma * nv - v) + gl * last;
+        const double r = HasRewards ? static_cast<double>(p.rewards[t]) : 0.0;
+        const double adv = (r + gamma * nv - v) + gl * last;
         p.out_adv[t] = static_cast<float>(adv);
         p.out_ret[t] = static_cast<float>(adv + v);
         last = adv;
         nv = v;
       }
+    }
+  }
+
+  template <int W>
+  RLG_INLINE static void run(const GaeArgs* a, int64_t rb, int64_t re) {
+    if (a->rewards != nullptr) {
+      rows<W, true>(a, rb, re);
+    } else {
+      rows<W, false>(a, rb, re);
     }
   }
 };
@@ -555,7 +595,22 @@ int masked_gae(const GaeArgs& a, Exec e) {
   if (e.device == 1) {
     const CudaApi* api = cuda_or_null();
     if (api == nullptr) return RLG_CUDA_UNAVAILABLE;
-    return api->masked_gae(a.offsets, a.rows, a.rewards, a.values, a.mask, a.tokens, a.gamma, a.lambda,
+    if (a.rewards != nullptr && a.row_rewards == nullptr) {
+      return api->masked_gae(a.offsets, a.rows, a.rewards, a.values, a.mask, a.tokens, a.gamma, a.lambda,
+                             a.out_advantages, a.out_returns);
+    }
+    // The CUDA kernel takes token rewards only: row rewards are placed at each row's last mask-1 token here
+    // (one pass over the mask, small next to the copies to and from the device).
+    std::vector<float> rewards(static_cast<size_t>(a.tokens), 0.0f);
+    if (a.rewards != nullptr) std::copy(a.rewards, a.rewards + a.tokens, rewards.begin());
+    if (a.row_rewards != nullptr) {
+      for (int64_t r = 0; r < a.rows; ++r) {
+        int64_t t = a.offsets[r + 1];
+        while (t > a.offsets[r] && a.mask[t - 1] == 0) --t;
+        if (t > a.offsets[r]) rewards[t - 1] = static_cast<float>(rewards[t - 1] + a.row_rewards[r]);
+      }
+    }
+    return api->masked_gae(a.offsets, a.rows, rewards.data(), a.values, a.mask, a.tokens, a.gamma, a.lambda,
                            a.out_advantages, a.out_returns);
   }
   parallel_rows(a.offsets, a.rows, threads_for(e, a.tokens),

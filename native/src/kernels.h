@@ -71,11 +71,13 @@ int row_counts(const RowCountsArgs& a, Exec e);
 // GAE as a reverse scan per row that skips mask-0 tokens: they neither consume nor break the recurrence.
 // For mask-1 tokens t, with t' the next mask-1 token of the row (V = 0, A = 0 past the last one):
 //   delta_t = r_t + gamma * V(t') - V(t);  A_t = delta_t + gamma * lambda * A(t');  R_t = A_t + V(t).
-// Mask-0 tokens get A = R = 0 and their rewards are ignored.
+// Mask-0 tokens get A = R = 0 and their rewards are ignored. r_t is rewards[t] (nullable: 0), plus, at each
+// row's last mask-1 token, row_rewards[row] (nullable: none), summed in double.
 struct GaeArgs {
   const int32_t* offsets;
   int64_t rows;
   const float* rewards;
+  const double* row_rewards;
   const float* values;
   const uint8_t* mask;
   int64_t tokens;

@@ -20,23 +20,20 @@ export function* gaeSteps(batch: RolloutBatch, spec: GaeSpec): Steps<AdvantageRe
   const lambda = spec.lambda ?? 1;
   if (!Number.isFinite(gamma) || !Number.isFinite(lambda)) throw new EstimatorError("gae", "gamma and lambda must be finite");
 
-  // The outcome reward enters at the row's last trained token; a row with none has nothing to credit.
-  const rewards = spec.tokenRewards ? spec.tokenRewards.slice() : new Float32Array(p.tokens);
-  for (let r = 0; r < p.rows; r++) {
-    if (!p.kept[r]) continue;
-    for (let t = p.offsets[r + 1]! - 1; t >= p.offsets[r]!; t--) {
-      if (p.lossMask[t]) {
-        rewards[t] = rewards[t]! + batch.rewards[r]!;
-        break;
-      }
-    }
-  }
-  const out = yield* call("maskedGae", { offsets: p.offsets, rewards, values: spec.values, mask: p.lossMask, gamma, lambda });
+  // The outcome reward enters at the row's last trained token (the kernel's row rewards; a row with none has
+  // nothing to credit). Dropped rows have an all-zero loss mask, so they are credited nothing either.
+  const out = yield* call("maskedGae", {
+    offsets: p.offsets,
+    rewards: spec.tokenRewards ?? null,
+    rowRewards: batch.rewards,
+    values: spec.values,
+    mask: p.lossMask,
+    gamma,
+    lambda,
+  });
   let advantages = out.advantages;
   if (spec.whiten ?? true) {
-    // Into `rewards`, this estimator's own scratch, which the GAE kernel has read: one fresh token-sized
-    // array fewer per call.
-    advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask }, rewards);
+    advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask });
   }
   advantages = yield* normalizeSteps("gae", batch, p, advantages, spec.normalize);
   return { advantages, lossMask: p.lossMask, rowAdvantages: null, returns: out.returns };

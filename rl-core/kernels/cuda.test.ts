@@ -33,6 +33,7 @@ describe("CUDA kernels vs the TypeScript reference", () => {
         ["rowCounts", (k) => k.rowCountsAsync({ offsets: b.offsets, mask: b.mask })],
         ["maskedGae.advantages", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 })).advantages],
         ["maskedGae.returns", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: 1, lambda: 1 })).returns],
+        ["maskedGae(rowRewards)", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, rowRewards: rowValues, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 })).advantages],
         ["maskedWhiten", (k) => k.maskedWhitenAsync({ offsets: b.offsets, x: b.values, mask: b.mask })],
         ["maskedWhiten(segments)", (k) => k.maskedWhitenAsync({ offsets: b.offsets, x: b.values, mask: b.mask, rowSegment: segments, numSegments: 3 })],
         ["importanceWeights", (k) => k.importanceWeightsAsync({ logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.05 })],

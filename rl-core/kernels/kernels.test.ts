@@ -75,6 +75,24 @@ for (const k of availableBackends()) {
       assertClose(out.returns, [0.75, 0, 1, 2], "returns");
     });
 
+    test("maskedGae: row rewards enter at each row's last mask-1 token, added to token rewards; none for rows without one", () => {
+      const input = {
+        offsets: i32(0, 5, 5, 7),
+        rowRewards: f64(1, 3, 2),
+        values: f32(0.5, 0.4, 9, 0.2, 7, 1, 1),
+        mask: u8(1, 1, 0, 1, 0, 0, 0),
+        gamma: 1,
+        lambda: 1,
+      };
+      const out = k.maskedGae(input);
+      // Row 0 as in the first GAE test, its reward at t=3 (t=4 is context); row 1 is empty, row 2 all context.
+      assertClose(out.advantages, [0.5, 0.6, 0, 0.8, 0, 0, 0], "advantages");
+      assertClose(out.returns, [1, 1, 0, 1, 0, 0, 0], "returns");
+      const both = k.maskedGae({ ...input, rewards: f32(0, 1, 5, 0.5, 5, 5, 5) });
+      // Token rewards 1 (t=1) and 0.5 (t=3) add to everything before them; context tokens' rewards are ignored.
+      assertClose(both.advantages, [2, 2.1, 0, 1.3, 0, 0, 0], "advantages with token rewards");
+    });
+
     test("maskedWhiten: unbiased, eps 1e-8, masked tokens zero, segments, shiftMean false", () => {
       const s = 1 / Math.sqrt(1 + 1e-8);
       assertClose(k.maskedWhiten({ offsets: i32(0, 4), x: f32(1, 2, 3, 100), mask: u8(1, 1, 1, 0) }), [-s, 0, s, 0], "batch");
@@ -176,7 +194,7 @@ for (const k of availableBackends()) {
         broadcastRows: { offsets: b.offsets, rowValues: b.rowRewards, mask: b.mask },
         gatherTokens: { values: f64(1, 2, 3), index: Int32Array.from(b.mask, (_, t) => (t % 4) - 1), mask: b.mask },
         rowCounts: { offsets: b.offsets, mask: b.mask },
-        maskedGae: { offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: 0.9, lambda: 0.8 },
+        maskedGae: { offsets: b.offsets, rewards: b.tokenRewards, rowRewards: b.rowRewards, values: b.values, mask: b.mask, gamma: 0.9, lambda: 0.8 },
         maskedWhiten: { offsets: b.offsets, x: b.values, mask: b.mask, rowSegment: Int32Array.from({ length: rows }, (_, r) => (r % 3) - 1), numSegments: 2 },
         treeNodeValues: { parent: i32(-1, 0, 0, 1), leafNode: i32(3, 2, -1), leafReward: f64(1, 0, 5) },
         importanceWeights: { logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.02 },

@@ -41,9 +41,9 @@ const prepare: { readonly [K in KernelName]: (input: KernelInput<K>, out: Kernel
   gatherTokens: (i, o) => ({ args: [i.values, i.index, i.mask ?? null, o], exec: true, tokens: o.length }),
   rowCounts: (i, o) => ({ args: [i.offsets, i.mask, o], exec: true, tokens: i.mask.length }),
   maskedGae: (i, o) => ({
-    args: [i.offsets, i.rewards, i.values, i.mask, i.gamma, i.lambda, o.advantages, o.returns],
+    args: [i.offsets, i.rewards ?? null, i.rowRewards ?? null, i.values, i.mask, i.gamma, i.lambda, o.advantages, o.returns],
     exec: true,
-    tokens: i.rewards.length,
+    tokens: i.values.length,
   }),
   maskedWhiten: (i, o) => ({
     args: [

@@ -49,6 +49,24 @@ async function runAll(k: Kernels, b: RandomBatch, seed: number, mode: "sync" | "
     gamma: 0.99,
     lambda: 0.95,
   });
+  // Outcome rewards as row rewards (no token array), and both kinds at once.
+  const gaeRow = await run<{ advantages: Float32Array; returns: Float32Array }>("maskedGae", {
+    offsets: b.offsets,
+    rowRewards: rowValues,
+    values: b.values,
+    mask: b.mask,
+    gamma: 0.99,
+    lambda: 0.95,
+  });
+  const gaeBoth = await run<{ advantages: Float32Array; returns: Float32Array }>("maskedGae", {
+    offsets: b.offsets,
+    rewards: b.tokenRewards,
+    rowRewards: rowValues,
+    values: b.values,
+    mask: b.mask,
+    gamma: 0.9,
+    lambda: 1,
+  });
   const tree = await run<{ value: Float64Array; leafCount: Int32Array }>("treeNodeValues", {
     parent: forest.parent,
     leafNode,
@@ -64,6 +82,9 @@ async function runAll(k: Kernels, b: RandomBatch, seed: number, mode: "sync" | "
     ["rowCounts", await run("rowCounts", { offsets: b.offsets, mask: b.mask })],
     ["maskedGae.advantages", gae.advantages],
     ["maskedGae.returns", gae.returns],
+    ["maskedGae(rowRewards).advantages", gaeRow.advantages],
+    ["maskedGae(rowRewards).returns", gaeRow.returns],
+    ["maskedGae(both).advantages", gaeBoth.advantages],
     ["maskedWhiten", await run("maskedWhiten", { offsets: b.offsets, x: b.values, mask: b.mask })],
     [
       "maskedWhiten(segments)",

@@ -22,8 +22,8 @@ const slots: { readonly [K in KernelName]: (input: KernelInput<K>) => Slot[] } =
   gatherTokens: (i) => [["", Float32Array, i.index.length]],
   rowCounts: (i) => [["", Int32Array, i.offsets.length - 1]],
   maskedGae: (i) => [
-    ["advantages", Float32Array, i.rewards.length],
-    ["returns", Float32Array, i.rewards.length],
+    ["advantages", Float32Array, i.values.length],
+    ["returns", Float32Array, i.values.length],
   ],
   maskedWhiten: (i) => [["", Float32Array, i.x.length]],
   treeNodeValues: (i) => [

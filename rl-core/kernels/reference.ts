@@ -89,14 +89,15 @@ export function rowCounts({ offsets, mask }: RowCountsInput, target?: Int32Array
   return out;
 }
 
-export function maskedGae({ offsets, rewards, values, mask, gamma, lambda }: GaeInput, out?: GaeOutput): GaeOutput {
-  const tokens = rewards.length;
+export function maskedGae({ offsets, rewards, rowRewards, values, mask, gamma, lambda }: GaeInput, out?: GaeOutput): GaeOutput {
+  const tokens = values.length;
   const advantages = out?.advantages ?? new Float32Array(tokens);
   const returns = out?.returns ?? new Float32Array(tokens);
   const gl = gamma * lambda;
   for (let r = 0; r < offsets.length - 1; r++) {
     let nextValue = 0;
     let last = 0;
+    let rowReward = rowRewards ? rowRewards[r]! : 0; // credited at the first mask-1 token met from the end
     for (let t = offsets[r + 1]! - 1; t >= offsets[r]!; t--) {
       if (!mask[t]) {
         // context token: skipped, the recurrence carries over it
@@ -105,7 +106,9 @@ export function maskedGae({ offsets, rewards, values, mask, gamma, lambda }: Gae
         continue;
       }
       const v = values[t]!;
-      const delta = rewards[t]! + gamma * nextValue - v;
+      const reward = (rewards ? rewards[t]! : 0) + rowReward;
+      rowReward = 0;
+      const delta = reward + gamma * nextValue - v;
       const adv = delta + gl * last;
       advantages[t] = adv;
       returns[t] = adv + v;

@@ -68,10 +68,14 @@ export interface RowCountsInput {
  * for a mask-1 token t with t' the next mask-1 token of its row (V = A = 0 past the last one),
  *   delta_t = r_t + gamma * V(t') - V(t),  A_t = delta_t + gamma * lambda * A(t'),  R_t = A_t + V(t).
  * Mask-0 tokens get A = R = 0 and their rewards are ignored. No whitening here.
+ * r_t is `rewards[t]` (absent or null: 0) plus, at each row's last mask-1 token, `rowRewards[row]` (an outcome
+ * reward, summed in double; a row without mask-1 tokens is credited nothing). Row rewards spare a caller the
+ * token-sized array an outcome reward would otherwise need, and the kernel reading it.
  */
 export interface GaeInput {
   offsets: Int32Array;
-  rewards: Float32Array;
+  rewards?: Float32Array | null;
+  rowRewards?: Float64Array | null;
   values: Float32Array;
   mask: Uint8Array;
   gamma: number;

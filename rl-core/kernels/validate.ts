@@ -67,7 +67,8 @@ export const validate: { readonly [K in KernelName]: (input: KernelInput<K>) => 
   maskedGae(i) {
     const k = "maskedGae";
     const tokens = checkOffsets(k, i.offsets);
-    expectArray(k, "rewards", i.rewards, Float32Array, tokens);
+    expectOptional(k, "rewards", i.rewards, Float32Array, tokens);
+    expectOptional(k, "rowRewards", i.rowRewards, Float64Array, i.offsets.length - 1);
     expectArray(k, "values", i.values, Float32Array, tokens);
     expectArray(k, "mask", i.mask, Uint8Array, tokens);
     expectNumber(k, "gamma", i.gamma, Number.isFinite, "a finite number");
