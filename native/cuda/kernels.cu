@@ -101,11 +101,21 @@ int64_t longest_row(const int32_t* offsets, int64_t rows) {
   return m;
 }
 
-// Grid of (rows, tiles of the longest row); blocks past their row's end return at once.
+// Grid of (rows, tile slots) for the row-tiled kernels: block (r, y) takes tiles y, y + gridDim.y, ... of row
+// r. gridDim.y covers the longest row's tiles, but at most 65535 (CUDA's limit: rows of 268M tokens and more)
+// and no more than keeps rows x gridDim.y near 2^24 blocks (one long row among millions of short ones would
+// otherwise launch mostly empty blocks).
 dim3 row_tile_grid(const int32_t* offsets, int64_t rows) {
-  int64_t tiles = (longest_row(offsets, rows) + kTile - 1) / kTile;
-  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(tiles < 1 ? 1 : tiles));
+  const int64_t tiles = (longest_row(offsets, rows) + kTile - 1) / kTile;
+  const int64_t spread = (int64_t(1) << 24) / (rows > 0 ? rows : 1);
+  int64_t y = tiles < 65535 ? tiles : 65535;
+  y = y < spread ? y : spread;
+  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(y < 1 ? 1 : y));
 }
+
+// The first token of the first tile slot of this block's row, and the stride between its tiles.
+__device__ int64_t first_tile(const int32_t* offsets, int64_t r) { return offsets[r] + int64_t(blockIdx.y) * kTile; }
+__device__ int64_t tile_stride() { return int64_t(gridDim.y) * kTile; }
 
 template <class T>
 __device__ T block_sum(T v) {
@@ -151,75 +161,18 @@ __global__ void k_gather(const double* values, int64_t num_values, const int32_t
 
 __global__ void k_row_counts(const int32_t* offsets, const uint8_t* mask, unsigned long long* counts) {
   const int64_t r = blockIdx.x;
-  const int64_t b = offsets[r] + int64_t(blockIdx.y) * kTile;
-  const int64_t e = min(static_cast<int64_t>(offsets[r + 1]), b + kTile);
-  if (b >= e) return;
+  const int64_t end = offsets[r + 1];
   unsigned long long c = 0;
-  for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) c += mask[t] != 0;
-  c = block_sum(c);
+  for (int64_t b = first_tile(offsets, r); b < end; b += tile_stride()) {
+    const int64_t e = min(end, b + kTile);
+    for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) c += mask[t] != 0;
+  }
+  c = block_sum(c);  // every thread of the block gets here (the loops above are uniform per block)
   if (threadIdx.x == 0 && c != 0) atomicAdd(&counts[r], c);
 }
 
-// GAE, one block per row. The row is cut into one chunk per thread. Within a chunk with incoming state
-// (V', A') from the right, every advantage is the zero-state one plus (gamma*lambda)^k * K with
-// K = gamma*V' + gamma*lambda*A', so each chunk is summarized by (has mask tokens, V and zero-state A of
-// its leftmost mask token, (gamma*lambda)^(m-1)); thread 0 chains the summaries right to left, and every
-// thread then rescans its chunk from its exact incoming state.
-__global__ void k_gae(const int32_t* offsets, const float* rewards, const float* values, const uint8_t* mask,
-                      double gamma, double lambda, float* out_adv, float* out_ret) {
-  __shared__ double s_first_v[kThreads], s_first_a[kThreads], s_pow[kThreads], s_in_v[kThreads], s_in_a[kThreads];
-  __shared__ int s_has[kThreads];
-  const int64_t r = blockIdx.x;
-  const int64_t b = offsets[r], n = offsets[r + 1] - b;
-  if (n == 0) return;
-  const double gl = gamma * lambda;
-  const int64_t chunk = (n + kThreads - 1) / kThreads;
-  const int64_t cb = b + min(n, chunk * threadIdx.x), ce = b + min(n, chunk * (threadIdx.x + 1));
+#include "gae_kernel.cuh"  // k_gae: its own file, so that gae_emulation.cc can run it on the CPU
 
-  double nv = 0.0, last = 0.0, pw = 1.0;
-  int has = 0;
-  for (int64_t t = ce - 1; t >= cb; --t) {
-    if (mask[t] == 0) continue;
-    const double v = values[t];
-    const double delta = static_cast<double>(rewards[t]) + gamma * nv - v;
-    last = delta + gl * last;
-    nv = v;
-    pw = has ? pw * gl : 1.0;
-    has = 1;
-  }
-  s_has[threadIdx.x] = has;
-  s_first_v[threadIdx.x] = nv;
-  s_first_a[threadIdx.x] = last;
-  s_pow[threadIdx.x] = pw;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double in_v = 0.0, in_a = 0.0;
-    for (int k = kThreads - 1; k >= 0; --k) {
-      s_in_v[k] = in_v;
-      s_in_a[k] = in_a;
-      if (s_has[k]) {
-        const double kk = gamma * in_v + gl * in_a;
-        in_a = s_first_a[k] + s_pow[k] * kk;
-        in_v = s_first_v[k];
-      }
-    }
-  }
-  __syncthreads();
-  nv = s_in_v[threadIdx.x];
-  last = s_in_a[threadIdx.x];
-  for (int64_t t = ce - 1; t >= cb; --t) {
-    const double v = values[t];
-    const double delta = static_cast<double>(rewards[t]) + gamma * nv - v;
-    const double adv = delta + gl * last;
-    const bool m = mask[t] != 0;
-    out_adv[t] = m ? static_cast<float>(adv) : 0.0f;
-    out_ret[t] = m ? static_cast<float>(adv + v) : 0.0f;
-    if (m) {
-      last = adv;
-      nv = v;
-    }
-  }
-}
 
 // Whitening pass 1 (center == nullptr: sums) or pass 2 (centered squares), per segment, row-tiled.
 __global__ void k_segment_sums(const int32_t* offsets, const float* x, const uint8_t* mask, const int32_t* row_segment,
@@ -227,17 +180,18 @@ __global__ void k_segment_sums(const int32_t* offsets, const float* x, const uin
   const int64_t r = blockIdx.x;
   const int seg = row_segment == nullptr ? 0 : row_segment[r];
   if (seg < 0) return;
-  const int64_t b = offsets[r] + int64_t(blockIdx.y) * kTile;
-  const int64_t e = min(static_cast<int64_t>(offsets[r + 1]), b + kTile);
-  if (b >= e) return;
+  const int64_t end = offsets[r + 1];
   const double mu = center == nullptr ? 0.0 : center[seg];
   double s = 0.0;
   unsigned long long c = 0;
-  for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) {
-    if (mask[t] == 0) continue;
-    const double d = static_cast<double>(x[t]) - mu;
-    s += center == nullptr ? d : d * d;
-    ++c;
+  for (int64_t b = first_tile(offsets, r); b < end; b += tile_stride()) {
+    const int64_t e = min(end, b + kTile);
+    for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) {
+      if (mask[t] == 0) continue;
+      const double d = static_cast<double>(x[t]) - mu;
+      s += center == nullptr ? d : d * d;
+      ++c;
+    }
   }
   s = block_sum(s);
   c = block_sum(c);
@@ -251,16 +205,18 @@ __global__ void k_whiten_write(const int32_t* offsets, const float* x, const uin
                                const double* mean, const double* inv, int shift_mean, float* out) {
   const int64_t r = blockIdx.x;
   const int seg = row_segment == nullptr ? 0 : row_segment[r];
-  const int64_t b = offsets[r] + int64_t(blockIdx.y) * kTile;
-  const int64_t e = min(static_cast<int64_t>(offsets[r + 1]), b + kTile);
-  for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) {
-    if (seg < 0 || mask[t] == 0) {
-      out[t] = 0.0f;
-      continue;
+  const int64_t end = offsets[r + 1];
+  for (int64_t b = first_tile(offsets, r); b < end; b += tile_stride()) {
+    const int64_t e = min(end, b + kTile);
+    for (int64_t t = b + threadIdx.x; t < e; t += blockDim.x) {
+      if (seg < 0 || mask[t] == 0) {
+        out[t] = 0.0f;
+        continue;
+      }
+      const double mu = mean[seg];
+      const double y = (static_cast<double>(x[t]) - mu) * inv[seg] + (shift_mean ? 0.0 : mu);
+      out[t] = static_cast<float>(y);
     }
-    const double mu = mean[seg];
-    const double y = (static_cast<double>(x[t]) - mu) * inv[seg] + (shift_mean ? 0.0 : mu);
-    out[t] = static_cast<float>(y);
   }
 }
 
@@ -379,22 +335,24 @@ int rlg_cuda_row_counts(const int32_t* offsets, int64_t rows, const uint8_t* mas
   return RLG_OK;
 }
 
-int rlg_cuda_masked_gae(const int32_t* offsets, int64_t rows, const float* rewards, const float* values,
-                        const uint8_t* mask, int64_t tokens, double gamma, double lambda, float* out_advantages,
-                        float* out_returns) {
+int rlg_cuda_masked_gae(const int32_t* offsets, int64_t rows, const float* rewards, const double* row_rewards,
+                        const float* values, const uint8_t* mask, int64_t tokens, double gamma, double lambda,
+                        float* out_advantages, float* out_returns) {
   if (tokens == 0 || rows == 0) return RLG_OK;
   RLG_CHECK(select_device());
   DeviceBuffer<int32_t> d_off;
   DeviceBuffer<float> d_rew, d_val, d_adv, d_ret;
+  DeviceBuffer<double> d_row_rew;
   DeviceBuffer<uint8_t> d_mask;
   RLG_CHECK(d_off.upload(offsets, rows + 1));
-  RLG_CHECK(d_rew.upload(rewards, tokens));
+  RLG_CHECK(d_rew.upload(rewards, tokens));  // null stays null
+  RLG_CHECK(d_row_rew.upload(row_rewards, rows));
   RLG_CHECK(d_val.upload(values, tokens));
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_adv.alloc(tokens));
   RLG_CHECK(d_ret.alloc(tokens));
   k_gae<<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamPerThread>>>(
-      d_off.get(), d_rew.get(), d_val.get(), d_mask.get(), gamma, lambda, d_adv.get(), d_ret.get());
+      d_off.get(), d_rew.get(), d_row_rew.get(), d_val.get(), d_mask.get(), gamma, lambda, d_adv.get(), d_ret.get());
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_adv.download(out_advantages, tokens));
   RLG_CHECK(d_ret.download(out_returns, tokens));

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define RLG_CUDA_ABI_VERSION 1
+#define RLG_CUDA_ABI_VERSION 2  // 2: masked_gae takes row rewards
 
 // The library is built with -fvisibility=hidden; only this API is exported.
 #if defined(__GNUC__)
@@ -30,9 +30,9 @@ RLG_CUDA_API int rlg_cuda_broadcast_rows(const int32_t* offsets, int64_t rows, c
 RLG_CUDA_API int rlg_cuda_gather_tokens(const double* values, int64_t num_values, const int32_t* index, const uint8_t* mask,
                            float* out, int64_t tokens);
 RLG_CUDA_API int rlg_cuda_row_counts(const int32_t* offsets, int64_t rows, const uint8_t* mask, int64_t tokens, int32_t* out);
-RLG_CUDA_API int rlg_cuda_masked_gae(const int32_t* offsets, int64_t rows, const float* rewards, const float* values,
-                        const uint8_t* mask, int64_t tokens, double gamma, double lambda, float* out_advantages,
-                        float* out_returns);
+RLG_CUDA_API int rlg_cuda_masked_gae(const int32_t* offsets, int64_t rows, const float* rewards, const double* row_rewards,
+                        const float* values, const uint8_t* mask, int64_t tokens, double gamma, double lambda,
+                        float* out_advantages, float* out_returns);
 RLG_CUDA_API int rlg_cuda_masked_whiten(const int32_t* offsets, int64_t rows, const float* x, const uint8_t* mask, int64_t tokens,
                            const int32_t* row_segment, int64_t num_segments, int shift_mean, int unbiased, double eps,
                            float* out);

@@ -1,6 +1,7 @@
 #include "cuda_loader.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <string>
@@ -31,8 +32,13 @@ bool resolve(void* lib, const char* name, T& slot) {
 void load() {
   std::string path = library_path();
   if (path.empty()) return;
+  if (access(path.c_str(), F_OK) != 0) return;  // not built here (no nvcc): CPU only
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return;  // not built here (no nvcc): CPU only
+  if (lib == nullptr) {
+    // Built but not loadable here (e.g. a glibc older than the build machine's): CPU only, reported as broken.
+    g_state = kCudaLibraryBroken;
+    return;
+  }
   decltype(&rlg_cuda_abi_version) abi = nullptr;
   bool ok = resolve(lib, "rlg_cuda_abi_version", abi) && abi() == RLG_CUDA_ABI_VERSION &&
             resolve(lib, "rlg_cuda_device_count", g_api.device_count) &&

@@ -595,22 +595,7 @@ int masked_gae(const GaeArgs& a, Exec e) {
   if (e.device == 1) {
     const CudaApi* api = cuda_or_null();
     if (api == nullptr) return RLG_CUDA_UNAVAILABLE;
-    if (a.rewards != nullptr && a.row_rewards == nullptr) {
-      return api->masked_gae(a.offsets, a.rows, a.rewards, a.values, a.mask, a.tokens, a.gamma, a.lambda,
-                             a.out_advantages, a.out_returns);
-    }
-    // The CUDA kernel takes token rewards only: row rewards are placed at each row's last mask-1 token here
-    // (one pass over the mask, small next to the copies to and from the device).
-    std::vector<float> rewards(static_cast<size_t>(a.tokens), 0.0f);
-    if (a.rewards != nullptr) std::copy(a.rewards, a.rewards + a.tokens, rewards.begin());
-    if (a.row_rewards != nullptr) {
-      for (int64_t r = 0; r < a.rows; ++r) {
-        int64_t t = a.offsets[r + 1];
-        while (t > a.offsets[r] && a.mask[t - 1] == 0) --t;
-        if (t > a.offsets[r]) rewards[t - 1] = static_cast<float>(rewards[t - 1] + a.row_rewards[r]);
-      }
-    }
-    return api->masked_gae(a.offsets, a.rows, rewards.data(), a.values, a.mask, a.tokens, a.gamma, a.lambda,
+    return api->masked_gae(a.offsets, a.rows, a.rewards, a.row_rewards, a.values, a.mask, a.tokens, a.gamma, a.lambda,
                            a.out_advantages, a.out_returns);
   }
   parallel_rows(a.offsets, a.rows, threads_for(e, a.tokens),
