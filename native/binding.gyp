@@ -23,7 +23,7 @@
           "actions": [
             {
               "action_name": "nvcc",
-              "inputs": ["cuda/kernels.cu", "cuda/gae_kernel.cuh", "cuda/build.sh", "src/cuda_api.h", "src/status.h"],
+              "inputs": ["cuda/kernels.cu", "cuda/build.sh", "src/cuda_api.h", "src/status.h"],
               "outputs": ["<(PRODUCT_DIR)/rlgate_cuda.stamp"],
               "action": ["sh", "cuda/build.sh", "<(PRODUCT_DIR)/rlgate_cuda.stamp"]
             }

@@ -199,7 +199,27 @@ int main() {
       ++failures;
     }
   }
+  {
+    // gamma * lambda > 1 over a long row of zeros: every advantage is 0. The scan's chunk factor
+    // (gamma * lambda)^(m-1) overflows to inf there, and must never be multiplied by a carry of 0.
+    const int64_t n = 300000;
+    std::vector<int32_t> offs = {0, static_cast<int32_t>(n)};
+    std::vector<float> zeros(n, 0.0f), adv(n, NAN), ret(n, NAN);
+    std::vector<uint8_t> all(n, 1);
+    int st = masked_gae({offs.data(), 1, zeros.data(), nullptr, zeros.data(), all.data(), n, 2.0, 1.0, adv.data(), ret.data()},
+                        device);
+    int64_t nonzero = 0;
+    for (int64_t t = 0; t < n; ++t) nonzero += adv[t] != 0.0f || ret[t] != 0.0f;
+    if (st != RLG_OK || nonzero != 0) {
+      std::printf("FAIL GAE with gamma * lambda = 2 over %lld zeros: status %d, %lld values not 0 (first: %g)\n",
+                  static_cast<long long>(n), st, static_cast<long long>(nonzero), adv[0]);
+      ++failures;
+    }
+  }
   std::printf("%s: CUDA kernels %s the CPU kernels\n", failures ? "FAIL" : "ok", failures ? "differ from" : "equal");
+  // RLGATE_CHECK_NO_BENCH=1: the check only (the CPU emulation of the CUDA library, rl-core/kernels/cuda-emulation.test.ts).
+  const char* no_bench = std::getenv("RLGATE_CHECK_NO_BENCH");
+  if (no_bench != nullptr && std::string(no_bench) == "1") return failures ? 1 : 0;
 
   Batch big = make_batch(7, 256, 8000, 32000, 256, 0);
   const double tokens = static_cast<double>(big.tokens());

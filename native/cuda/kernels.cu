@@ -4,7 +4,12 @@
 // Every call takes host pointers: it copies inputs to the device on the calling thread's per-thread stream,
 // runs, copies results back and synchronizes. Arithmetic follows rl-core/kernels/reference.ts (doubles,
 // float stores); reductions use atomics, so sums may differ from the CPU in the last bits of a double.
+#ifdef RLG_CUDA_EMULATION
+#include "emulation.h"  // the CPU emulation the tests build where there is no GPU (see emulation.h)
+#else
 #include <cuda_runtime.h>
+#define RLG_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block, 0, cudaStreamPerThread>>>(__VA_ARGS__)
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -105,10 +110,16 @@ int64_t longest_row(const int32_t* offsets, int64_t rows) {
 // r. gridDim.y covers the longest row's tiles, but at most 65535 (CUDA's limit: rows of 268M tokens and more)
 // and no more than keeps rows x gridDim.y near 2^24 blocks (one long row among millions of short ones would
 // otherwise launch mostly empty blocks).
+// RLGATE_CUDA_MAX_TILE_SLOTS lowers the 65535, so that tests take the loop on small batches.
 dim3 row_tile_grid(const int32_t* offsets, int64_t rows) {
+  static const int64_t max_slots = [] {
+    const char* env = getenv("RLGATE_CUDA_MAX_TILE_SLOTS");
+    const int64_t v = env != nullptr ? atoll(env) : 65535;
+    return v >= 1 && v <= 65535 ? v : 65535;
+  }();
   const int64_t tiles = (longest_row(offsets, rows) + kTile - 1) / kTile;
   const int64_t spread = (int64_t(1) << 24) / (rows > 0 ? rows : 1);
-  int64_t y = tiles < 65535 ? tiles : 65535;
+  int64_t y = tiles < max_slots ? tiles : max_slots;
   y = y < spread ? y : spread;
   return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(y < 1 ? 1 : y));
 }
@@ -171,7 +182,96 @@ __global__ void k_row_counts(const int32_t* offsets, const uint8_t* mask, unsign
   if (threadIdx.x == 0 && c != 0) atomicAdd(&counts[r], c);
 }
 
-#include "gae_kernel.cuh"  // k_gae: its own file, so that gae_emulation.cc can run it on the CPU
+// GAE, one block per row. The row is cut into one chunk per thread. Within a chunk with incoming state
+// (V', A') from the right, every advantage is the zero-state one plus (gamma*lambda)^k * K with
+// K = gamma*V' + gamma*lambda*A', so each chunk is summarized by (has mask tokens, V and zero-state A of
+// its leftmost mask token, (gamma*lambda)^(m-1)); thread 0 chains the summaries right to left, and every
+// thread then rescans its chunk from its exact incoming state.
+// r_t = rewards[t] (nullable: 0), plus row_rewards[row] (nullable) at the row's last mask-1 token L, summed in
+// double as on the CPU. L is the last mask-1 token of the rightmost chunk that has one.
+__global__ void k_gae(const int32_t* offsets, const float* rewards, const double* row_rewards, const float* values,
+                      const uint8_t* mask, double gamma, double lambda, float* out_adv, float* out_ret) {
+  __shared__ double s_first_v[kThreads], s_first_a[kThreads], s_pow[kThreads], s_in_v[kThreads], s_in_a[kThreads];
+  __shared__ int s_has[kThreads];
+  __shared__ int64_t s_last_on[kThreads];
+  __shared__ int64_t s_row_last;
+  const int64_t r = blockIdx.x;
+  const int64_t b = offsets[r], n = offsets[r + 1] - b;
+  if (n == 0) return;
+  const double gl = gamma * lambda;
+  const int64_t chunk = (n + kThreads - 1) / kThreads;
+  const int64_t cb = b + min(n, chunk * threadIdx.x), ce = b + min(n, chunk * (threadIdx.x + 1));
+
+  int64_t row_last = -1;
+  if (row_rewards != nullptr) {
+    int64_t mine = -1;
+    for (int64_t t = ce - 1; t >= cb; --t) {
+      if (mask[t] != 0) {
+        mine = t;
+        break;
+      }
+    }
+    s_last_on[threadIdx.x] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t found = -1;
+      for (int k = kThreads - 1; k >= 0 && found < 0; --k) found = s_last_on[k];
+      s_row_last = found;
+    }
+    __syncthreads();
+    row_last = s_row_last;
+  }
+  const double row_reward = row_rewards != nullptr ? row_rewards[r] : 0.0;
+  auto reward = [&](int64_t t) {
+    const double x = rewards != nullptr ? static_cast<double>(rewards[t]) : 0.0;
+    return t == row_last ? x + row_reward : x;
+  };
+
+  double nv = 0.0, last = 0.0, pw = 1.0;
+  int has = 0;
+  for (int64_t t = ce - 1; t >= cb; --t) {
+    if (mask[t] == 0) continue;
+    const double v = values[t];
+    const double delta = reward(t) + gamma * nv - v;
+    last = delta + gl * last;
+    nv = v;
+    pw = has ? pw * gl : 1.0;
+    has = 1;
+  }
+  s_has[threadIdx.x] = has;
+  s_first_v[threadIdx.x] = nv;
+  s_first_a[threadIdx.x] = last;
+  s_pow[threadIdx.x] = pw;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double in_v = 0.0, in_a = 0.0;
+    for (int k = kThreads - 1; k >= 0; --k) {
+      s_in_v[k] = in_v;
+      s_in_a[k] = in_a;
+      if (s_has[k]) {
+        const double kk = gamma * in_v + gl * in_a;
+        // kk == 0 (nothing to the right): no term, also when gl^(m-1) overflowed (gamma * lambda > 1).
+        in_a = s_first_a[k] + (kk == 0.0 ? 0.0 : s_pow[k] * kk);
+        in_v = s_first_v[k];
+      }
+    }
+  }
+  __syncthreads();
+  nv = s_in_v[threadIdx.x];
+  last = s_in_a[threadIdx.x];
+  for (int64_t t = ce - 1; t >= cb; --t) {
+    const double v = values[t];
+    const bool m = mask[t] != 0;
+    const double delta = (m ? reward(t) : 0.0) + gamma * nv - v;
+    const double adv = delta + gl * last;
+    out_adv[t] = m ? static_cast<float>(adv) : 0.0f;
+    out_ret[t] = m ? static_cast<float>(adv + v) : 0.0f;
+    if (m) {
+      last = adv;
+      nv = v;
+    }
+  }
+}
 
 
 // Whitening pass 1 (center == nullptr: sums) or pass 2 (centered squares), per segment, row-tiled.
@@ -279,8 +379,8 @@ int rlg_cuda_broadcast_rows(const int32_t* offsets, int64_t rows, const double* 
   RLG_CHECK(d_rv.upload(row_values, rows));
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_out.alloc(tokens));
-  k_broadcast<<<grid_for(tokens), kThreads, 0, cudaStreamPerThread>>>(d_off.get(), rows, d_rv.get(), d_mask.get(),
-                                                                       d_out.get(), tokens);
+  RLG_LAUNCH(k_broadcast, grid_for(tokens), kThreads, d_off.get(), rows, d_rv.get(), d_mask.get(), d_out.get(),
+             tokens);
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_out.download(out, tokens));
   return status_of(sync());
@@ -301,8 +401,8 @@ int rlg_cuda_gather_tokens(const double* values, int64_t num_values, const int32
   RLG_CHECK(d_out.alloc(tokens));
   RLG_CHECK(d_bad.alloc(1));
   RLG_CHECK(cudaMemsetAsync(d_bad.get(), 0, sizeof(int), cudaStreamPerThread));
-  k_gather<<<grid_for(tokens), kThreads, 0, cudaStreamPerThread>>>(d_values.get(), num_values, d_index.get(),
-                                                                    d_mask.get(), d_out.get(), tokens, d_bad.get());
+  RLG_LAUNCH(k_gather, grid_for(tokens), kThreads, d_values.get(), num_values, d_index.get(), d_mask.get(),
+             d_out.get(), tokens, d_bad.get());
   RLG_CHECK(cudaGetLastError());
   int bad = 0;
   RLG_CHECK(d_out.download(out, tokens));
@@ -325,8 +425,7 @@ int rlg_cuda_row_counts(const int32_t* offsets, int64_t rows, const uint8_t* mas
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_counts.alloc(rows));
   RLG_CHECK(cudaMemsetAsync(d_counts.get(), 0, rows * sizeof(unsigned long long), cudaStreamPerThread));
-  k_row_counts<<<row_tile_grid(offsets, rows), kThreads, 0, cudaStreamPerThread>>>(d_off.get(), d_mask.get(),
-                                                                                    d_counts.get());
+  RLG_LAUNCH(k_row_counts, row_tile_grid(offsets, rows), kThreads, d_off.get(), d_mask.get(), d_counts.get());
   RLG_CHECK(cudaGetLastError());
   std::vector<unsigned long long> counts(rows);
   RLG_CHECK(d_counts.download(counts.data(), rows));
@@ -351,8 +450,8 @@ int rlg_cuda_masked_gae(const int32_t* offsets, int64_t rows, const float* rewar
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_adv.alloc(tokens));
   RLG_CHECK(d_ret.alloc(tokens));
-  k_gae<<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamPerThread>>>(
-      d_off.get(), d_rew.get(), d_row_rew.get(), d_val.get(), d_mask.get(), gamma, lambda, d_adv.get(), d_ret.get());
+  RLG_LAUNCH(k_gae, static_cast<unsigned>(rows), kThreads, d_off.get(), d_rew.get(), d_row_rew.get(), d_val.get(),
+             d_mask.get(), gamma, lambda, d_adv.get(), d_ret.get());
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_adv.download(out_advantages, tokens));
   RLG_CHECK(d_ret.download(out_returns, tokens));
@@ -383,8 +482,8 @@ int rlg_cuda_masked_whiten(const int32_t* offsets, int64_t rows, const float* x,
   RLG_CHECK(cudaMemsetAsync(d_sum.get(), 0, seg_alloc * sizeof(double), cudaStreamPerThread));
   RLG_CHECK(cudaMemsetAsync(d_count.get(), 0, seg_alloc * sizeof(unsigned long long), cudaStreamPerThread));
   const dim3 grid = row_tile_grid(offsets, rows);
-  k_segment_sums<<<grid, kThreads, 0, cudaStreamPerThread>>>(d_off.get(), d_x.get(), d_mask.get(), d_seg.get(),
-                                                              nullptr, d_sum.get(), d_count.get());
+  RLG_LAUNCH(k_segment_sums, grid, kThreads, d_off.get(), d_x.get(), d_mask.get(), d_seg.get(), nullptr, d_sum.get(),
+             d_count.get());
   RLG_CHECK(cudaGetLastError());
   std::vector<double> sum(seg_alloc), mean(seg_alloc), inv(seg_alloc);
   std::vector<unsigned long long> count(seg_alloc);
@@ -395,8 +494,8 @@ int rlg_cuda_masked_whiten(const int32_t* offsets, int64_t rows, const float* x,
   RLG_CHECK(cudaMemcpyAsync(d_mean.get(), mean.data(), seg_alloc * sizeof(double), cudaMemcpyHostToDevice,
                             cudaStreamPerThread));
   RLG_CHECK(cudaMemsetAsync(d_sum.get(), 0, seg_alloc * sizeof(double), cudaStreamPerThread));
-  k_segment_sums<<<grid, kThreads, 0, cudaStreamPerThread>>>(d_off.get(), d_x.get(), d_mask.get(), d_seg.get(),
-                                                              d_mean.get(), d_sum.get(), nullptr);
+  RLG_LAUNCH(k_segment_sums, grid, kThreads, d_off.get(), d_x.get(), d_mask.get(), d_seg.get(), d_mean.get(),
+             d_sum.get(), nullptr);
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_sum.download(sum.data(), seg_alloc));
   RLG_CHECK(sync());
@@ -407,8 +506,8 @@ int rlg_cuda_masked_whiten(const int32_t* offsets, int64_t rows, const float* x,
   }
   RLG_CHECK(cudaMemcpyAsync(d_inv.get(), inv.data(), seg_alloc * sizeof(double), cudaMemcpyHostToDevice,
                             cudaStreamPerThread));
-  k_whiten_write<<<grid, kThreads, 0, cudaStreamPerThread>>>(d_off.get(), d_x.get(), d_mask.get(), d_seg.get(),
-                                                              d_mean.get(), d_inv.get(), shift_mean, d_out.get());
+  RLG_LAUNCH(k_whiten_write, grid, kThreads, d_off.get(), d_x.get(), d_mask.get(), d_seg.get(), d_mean.get(),
+             d_inv.get(), shift_mean, d_out.get());
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_out.download(out, tokens));
   return status_of(sync());
@@ -424,8 +523,8 @@ int rlg_cuda_importance_weights(const float* logp_old, const float* logp_rollout
   RLG_CHECK(d_roll.upload(logp_rollout, tokens));
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_out.alloc(tokens));
-  k_importance<<<grid_for(tokens), kThreads, 0, cudaStreamPerThread>>>(d_old.get(), d_roll.get(), d_mask.get(),
-                                                                        tokens, cap, d_out.get());
+  RLG_LAUNCH(k_importance, grid_for(tokens), kThreads, d_old.get(), d_roll.get(), d_mask.get(), tokens, cap,
+             d_out.get());
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_out.download(out, tokens));
   return status_of(sync());
@@ -440,8 +539,7 @@ int rlg_cuda_kl(const float* logp, const float* logp_ref, const uint8_t* mask, i
   RLG_CHECK(d_ref.upload(logp_ref, tokens));
   RLG_CHECK(d_mask.upload(mask, tokens));
   RLG_CHECK(d_out.alloc(tokens));
-  k_kl<<<grid_for(tokens), kThreads, 0, cudaStreamPerThread>>>(d_lp.get(), d_ref.get(), d_mask.get(), tokens, kind,
-                                                                d_out.get());
+  RLG_LAUNCH(k_kl, grid_for(tokens), kThreads, d_lp.get(), d_ref.get(), d_mask.get(), tokens, kind, d_out.get());
   RLG_CHECK(cudaGetLastError());
   RLG_CHECK(d_out.download(out, tokens));
   return status_of(sync());

@@ -1,29 +1,43 @@
-// The CUDA GAE kernel's logic, checked on machines without a GPU: native/cuda/gae_emulation.cc runs the kernel's
-// source (native/cuda/gae_kernel.cuh) on the CPU, a std::thread per CUDA thread, and compares it with the CPU
-// kernel. The GPU itself (memory model, speed) is checked by cuda.test.ts and native/cuda/gpu-check.sh on a GPU.
+// The CUDA kernels and their host code, checked on machines without a GPU: native/cuda/kernels.cu is compiled as
+// C++ against a CPU emulation of the CUDA it uses (native/cuda/emulation.h) into an rlgate_cuda.so, and
+// native/cuda/cuda_check (the GPU check's comparison of every CUDA kernel with the CPU kernels) runs against it.
+// This tests the kernels' logic (indexing, tiling, the GAE scan's chunks, block reductions); the device itself
+// (memory model, speed) is checked by cuda.test.ts and native/cuda/gpu-check.sh where a GPU is.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { test } from "node:test";
+import { after, before, describe, test } from "node:test";
 
 const root = new URL("../..", import.meta.url).pathname;
 const cxx = process.env.CXX ?? "g++";
+const haveCompiler = spawnSync(cxx, ["--version"]).status === 0;
 
-test("the CUDA GAE kernel, emulated on the CPU, equals the CPU kernel (token and row rewards, context tails, gamma*lambda > 1)", (t) => {
-  if (spawnSync(cxx, ["--version"]).status !== 0) return t.skip(`no C++ compiler (${cxx}) to build the emulation`);
-  const dir = mkdtempSync(join(tmpdir(), "rlgate-gae-emulation-"));
-  try {
-    const binary = join(dir, "gae_emulation");
-    const sources = ["native/cuda/gae_emulation.cc", "native/src/kernels.cc", "native/src/cuda_loader.cc"];
-    const flags = ["-O2", "-std=c++20", "-fopenmp-simd", "-Wno-psabi"];
-    const build = spawnSync(cxx, [...flags, ...sources, "-ldl", "-lpthread", "-o", binary], { cwd: root, encoding: "utf8" });
-    assert.equal(build.status, 0, `building the emulation failed:\n${build.stderr}`);
-    const run = spawnSync(binary, { encoding: "utf8", timeout: 120_000 });
-    assert.equal(run.status, 0, `the emulated CUDA kernel differs from the CPU kernel:\n${run.stdout}${run.stderr}`);
-    assert.match(run.stdout, / 0 differ from the CPU kernel/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+function compile(args: string[]): void {
+  const r = spawnSync(cxx, ["-std=c++17", "-O1", "-Wno-psabi", ...args], { cwd: root, encoding: "utf8" });
+  assert.equal(r.status, 0, `${cxx} ${args.join(" ")} failed:\n${r.stderr}`);
+}
+
+describe("CUDA kernels, emulated on the CPU, against the CPU kernels", { skip: haveCompiler ? false : `no C++ compiler (${cxx})` }, () => {
+  let dir = "";
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "rlgate-cuda-emulation-"));
+    // The loader finds rlgate_cuda.so next to the binary that contains it, as it finds it next to the addon.
+    compile(["-x", "c++", "-DRLG_CUDA_EMULATION", "-shared", "-fPIC", "-fvisibility=hidden", "native/cuda/kernels.cu", "-o", join(dir, "rlgate_cuda.so")]);
+    compile(["-fopenmp-simd", "native/cuda/cuda_check.cc", "native/src/kernels.cc", "native/src/cuda_loader.cc", "-ldl", "-lpthread", "-o", join(dir, "cuda_check")]);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const check = (env: Record<string, string>) => {
+    const r = spawnSync(join(dir, "cuda_check"), { encoding: "utf8", timeout: 120_000, env: { ...process.env, RLGATE_CHECK_NO_BENCH: "1", ...env } });
+    assert.equal(r.status, 0, `cuda_check:\n${r.stdout}${r.stderr}`);
+    assert.match(r.stdout, /CUDA library: loaded, devices: 1/);
+    assert.match(r.stdout, /ok: CUDA kernels equal the CPU kernels/);
+  };
+
+  test("every kernel on ragged batches, a 300k-token row, empty rows and no tokens; bad indices; gamma * lambda > 1", () => check({}));
+
+  test("row-tiled kernels when a row has more tiles than the grid has slots (rows of 268M+ tokens on a GPU)", () =>
+    check({ RLGATE_CUDA_MAX_TILE_SLOTS: "3" }));
 });
