@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -129,8 +130,11 @@ inline void run_block(bool fibers) {
 }
 
 // kernel<<<grid, block>>>(args...), run to completion.
+// One launch at a time (the emulation's state is global; async kernels call from several threads).
 template <class... Params, class... Args>
 void launch(dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> lock(one_at_a_time);
   static std::set<void*> synchronizing;  // kernels known to need fibers
   grid_dim = grid;
   block_dim = block;

@@ -17,7 +17,9 @@ export * from "./types.ts";
 export { KernelError, KernelStatus, checkStatus } from "./errors.ts";
 export { referenceKernels } from "./reference.ts";
 
-export const NATIVE_ADDON_PATH = fileURLToPath(new URL("../../native/build/Release/rlgate_native.node", import.meta.url));
+/** The addon; RLGATE_NATIVE_ADDON points elsewhere (the CUDA emulation test loads a copy next to an emulated library). */
+export const NATIVE_ADDON_PATH =
+  process.env.RLGATE_NATIVE_ADDON || fileURLToPath(new URL("../../native/build/Release/rlgate_native.node", import.meta.url));
 
 export interface NativeStatus {
   /** Whether the addon loaded. */
