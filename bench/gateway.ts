@@ -177,6 +177,7 @@ async function main(): Promise<void> {
       { name: "direct", url: sim.url, prefix: NO_PREFIX },
       { name: "direct+ids", url: sim.url, prefix: NO_PREFIX, withCaptureFields: true },
       { name: "http-proxy", url: bare.url, pid: bare.child.pid, prefix: NO_PREFIX },
+      { name: "proxy+ids", url: bare.url, pid: bare.child.pid, prefix: NO_PREFIX, withCaptureFields: true },
       { name: "rlgate", url: gateway.url, pid: gateway.child.pid, prefix: () => rolloutPrefix(gateway.url) },
     ];
 
@@ -211,7 +212,7 @@ async function main(): Promise<void> {
     for (const section of sections) {
       console.log(section.title);
       console.log(
-        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 / +p99 vs direct   +p50 / +p99 vs direct+ids   rps vs proxy   cpu ms/call: upstream  forwarder",
+        "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 / +p99 vs direct   +p50 / +p99 vs direct+ids   rps vs proxy (+ids)   cpu ms/call: upstream  forwarder",
       );
       for (const concurrency of section.concurrencies) {
         const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }>();
@@ -232,15 +233,20 @@ async function main(): Promise<void> {
         const direct = results.get("direct")!;
         const directIds = results.get("direct+ids")!;
         const proxy = results.get("http-proxy")!;
+        const proxyIds = results.get("proxy+ids")!;
         const added = (r: { p50: number; p99: number }, base: { p50: number; p99: number }) =>
           `${fmt(r.p50 - base.p50, 3)} / ${fmt(r.p99 - base.p99, 3).trim()}`.padEnd(24);
         for (const [name, r] of results) {
           const forwarder = name !== "direct" && name !== "direct+ids";
           const vsDirect = name === "direct" ? "".padEnd(24) : added(r, direct);
-          const vsIds = name === "rlgate" ? added(r, directIds) : "".padEnd(24);
-          const ratio = forwarder ? `${(r.rps / proxy.rps).toFixed(2)}x` : "";
+          const vsIds = name === "rlgate" || name === "proxy+ids" ? added(r, directIds) : "".padEnd(24);
+          const ratio = !forwarder
+            ? ""
+            : name === "rlgate"
+              ? `${(r.rps / proxy.rps).toFixed(2)}x (${(r.rps / proxyIds.rps).toFixed(2)}x)`
+              : `${(r.rps / proxy.rps).toFixed(2)}x`;
           console.log(
-            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${vsDirect}    ${vsIds}  ${ratio.padStart(11)}             ${r.cpu}`,
+            `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${vsDirect}    ${vsIds}  ${ratio.padStart(15)}         ${r.cpu}`,
           );
         }
       }
@@ -251,6 +257,8 @@ async function main(): Promise<void> {
     console.log("computes the token ids and logprobs rlgate asks for; on a machine where all processes share few cores that work");
     console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling. direct+ids: the sim reached");
     console.log("directly with those fields asked for, so '+ vs direct+ids' is rlgate's own added time, without the sim's extra work.");
+    console.log("proxy+ids: the bare forwarder sending the same upstream requests as rlgate (the sim does the same work behind");
+    console.log("both); rlgate's rps vs it is in parentheses: the forwarders compared on equal upstream work.");
   } finally {
     for (const child of children) child.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });
