@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -57,12 +58,16 @@ struct NeedsFibers {};
 struct Fiber {
   ucontext_t start;
   jmp_buf at;
-  std::vector<char> stack;
+  std::unique_ptr<char[]> stack;  // not zeroed: its pages are touched only as the fiber uses them
   bool started = false;
   bool done = false;
 };
 
 inline jmp_buf scheduler;
+// One launch at a time, whatever the kernel: the emulation's state is global, and async kernels launch from
+// several threads.
+inline std::mutex launch_mutex;
+inline std::set<void*> synchronizing_kernels;  // kernels known to need fibers
 inline Fiber* running = nullptr;  // null: plain calls
 inline std::function<void()> thread_body;
 inline uint64_t shuffle_slots[1024];
@@ -109,11 +114,12 @@ inline void run_block(bool fibers) {
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = pool[i];
     f.done = false;
-    if (f.stack.empty()) {
-      f.stack.resize(256 * 1024);
+    if (!f.stack) {
+      constexpr size_t kStack = 256 * 1024;
+      f.stack.reset(new char[kStack]);
       getcontext(&f.start);
-      f.start.uc_stack.ss_sp = f.stack.data();
-      f.start.uc_stack.ss_size = f.stack.size();
+      f.start.uc_stack.ss_sp = f.stack.get();
+      f.start.uc_stack.ss_size = kStack;
       f.start.uc_link = nullptr;  // fiber_main never returns
       makecontext(&f.start, fiber_main, 0);
     }
@@ -130,16 +136,13 @@ inline void run_block(bool fibers) {
 }
 
 // kernel<<<grid, block>>>(args...), run to completion.
-// One launch at a time (the emulation's state is global; async kernels call from several threads).
 template <class... Params, class... Args>
 void launch(dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
-  static std::mutex one_at_a_time;
-  std::lock_guard<std::mutex> lock(one_at_a_time);
-  static std::set<void*> synchronizing;  // kernels known to need fibers
+  std::lock_guard<std::mutex> lock(launch_mutex);
   grid_dim = grid;
   block_dim = block;
   thread_body = [&] { kernel(static_cast<Params>(args)...); };
-  bool fibers = synchronizing.count(reinterpret_cast<void*>(kernel)) != 0;
+  bool fibers = synchronizing_kernels.count(reinterpret_cast<void*>(kernel)) != 0;
   for (unsigned y = 0; y < grid.y; ++y) {
     for (unsigned x = 0; x < grid.x; ++x) {
       block_idx = dim3(x, y, 0);
@@ -147,7 +150,7 @@ void launch(dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
         run_block(fibers);
       } catch (const NeedsFibers&) {
         fibers = true;
-        synchronizing.insert(reinterpret_cast<void*>(kernel));
+        synchronizing_kernels.insert(reinterpret_cast<void*>(kernel));
         run_block(true);
       }
     }

@@ -312,7 +312,7 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("hardwareThreads", Napi::Number::New(env, rlgate::hardware_threads()));
   o.Set("cudaLibrary", Napi::Number::New(env, rlgate::cuda_library_state()));
-  o.Set("abi", Napi::Number::New(env, 1));
+  o.Set("abi", Napi::Number::New(env, 2));  // 2: maskedGae takes (rewards | null, rowRewards | null)
   static const char* const kIsaNames[] = {"base", "avx2", "avx512"};  // rlgate::SimdIsa
   o.Set("simd", Napi::String::New(env, kIsaNames[rlgate::simd_isa()]));
   return o;

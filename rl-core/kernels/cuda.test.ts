@@ -49,6 +49,26 @@ describe("CUDA kernels vs the TypeScript reference", () => {
     });
   }
 
+  test("concurrent async calls of different kernels each equal the reference", async (t) => {
+    const cuda = cudaOrSkip(t);
+    if (!cuda) return;
+    const b = randomBatch(25, { rows: 40, minLen: 0, maxLen: 3000, emptyRowRate: 0.1, meanRun: 30 });
+    const gae = { offsets: b.offsets, rewards: b.tokenRewards, rowRewards: b.rowRewards, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 };
+    const whiten = { offsets: b.offsets, x: b.values, mask: b.mask };
+    const counts = { offsets: b.offsets, mask: b.mask };
+    const runs = Array.from({ length: 8 }, () =>
+      Promise.all([cuda.maskedGaeAsync(gae), cuda.maskedWhitenAsync(whiten), cuda.rowCountsAsync(counts)]),
+    );
+    const wantGae = reference.maskedGae(gae).advantages;
+    const wantWhiten = reference.maskedWhiten(whiten);
+    const wantCounts = reference.rowCounts(counts);
+    for (const [g, w, c] of await Promise.all(runs)) {
+      assertClose(g.advantages, wantGae, "concurrent maskedGae");
+      assertClose(w, wantWhiten, "concurrent maskedWhiten");
+      assert.deepEqual([...c], [...wantCounts], "concurrent rowCounts");
+    }
+  });
+
   test("an out-of-range gather index is caught on the device", async (t) => {
     const cuda = cudaOrSkip(t);
     if (!cuda) return;

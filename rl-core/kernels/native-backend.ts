@@ -18,7 +18,7 @@ export type NativeAddon = { readonly [K in KernelName]: NativeFn } & {
   cudaDeviceCount(): number;
 };
 
-export const NATIVE_ABI = 1;
+export const NATIVE_ABI = 2; // 2: maskedGae takes (rewards | null, rowRewards | null)
 
 interface Prepared {
   args: unknown[];
