@@ -71,6 +71,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     headersTimeoutMs: options.upstreamTimeoutMs,
     bodyTimeoutMs: options.upstreamTimeoutMs,
   });
+  const trajectorySettings = options.trajectories ?? {};
   const context: GatewayContext = {
     store,
     upstream,
@@ -82,12 +83,39 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       requireRollout: options.requireRollout ?? false,
       publicUrl: options.publicUrl ?? null,
       controlToken: options.controlToken ?? null,
-      trajectories: options.trajectories ?? {},
+      trajectories: trajectorySettings,
     },
-    trajectories: new TrajectoryThread(options.dataDir, options.trajectories ?? {}),
+    trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
     log: options.log ?? (() => {}),
   };
   const { server, passthrough } = createGatewayServer(context);
+  let grpc: GatewayGrpc | null = null;
+
+  /** Closes every part, also when one fails (the first failure is thrown at the end), and after a failed start. */
+  const closeAll = async () => {
+    let failure: unknown = null;
+    const step = async (close: () => unknown) => {
+      try {
+        await close();
+      } catch (error) {
+        failure ??= error;
+      }
+    };
+    await step(() => grpc?.close());
+    await step(
+      () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+    );
+    await step(() => passthrough.close());
+    await step(() => upstream.close());
+    await step(() => context.trajectories.close());
+    await step(() => store.close());
+    if (failure !== null) throw failure;
+  };
+
   // The trajectory worker boots (~0.5 s) while the server starts listening, so a gateway that says it listens answers
   // a finish, or delivers a rollout to an RL core, without that wait.
   const workerReady = context.trajectories.ready();
@@ -98,15 +126,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server.listen(options.port ?? 8700, host, () => resolve());
     });
     await workerReady;
-  } catch (error) {
-    server.close();
-    await context.trajectories.close();
-    throw error;
-  }
-  const port = (server.address() as AddressInfo).port;
-  let grpc: GatewayGrpc | null = null;
-  if (options.grpcPort !== undefined && options.grpcPort !== null) {
-    try {
+    if (options.grpcPort !== undefined && options.grpcPort !== null) {
       grpc = await startGatewayGrpc(context, {
         host,
         port: options.grpcPort,
@@ -114,44 +134,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         tls: options.grpcTls,
         memberTimeoutMs: options.grpcMemberTimeoutMs,
       });
-    } catch (error) {
-      server.close();
-      passthrough.close();
-      await upstream.close();
-      await context.trajectories.close();
-      await store.close();
-      throw error;
     }
+  } catch (error) {
+    await closeAll().catch(() => {}); // the start's failure is the one to report
+    throw error;
   }
+  const port = (server.address() as AddressInfo).port;
   const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
   return {
     url: `http://${shownHost}:${port}`,
     port,
     context,
     grpc,
-    async close() {
-      // Every part is closed even when one fails (the first failure is thrown at the end).
-      let failure: unknown = null;
-      const step = async (close: () => unknown) => {
-        try {
-          await close();
-        } catch (error) {
-          failure ??= error;
-        }
-      };
-      await step(() => grpc?.close());
-      await step(
-        () =>
-          new Promise<void>((resolve) => {
-            server.close(() => resolve());
-            server.closeAllConnections();
-          }),
-      );
-      await step(() => passthrough.close());
-      await step(() => upstream.close());
-      await step(() => context.trajectories.close());
-      await step(() => store.close());
-      if (failure !== null) throw failure;
-    },
+    close: closeAll,
   };
 }
