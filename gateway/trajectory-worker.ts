@@ -80,24 +80,23 @@ if (parentPort) {
   const recent = new RecentReconstructions(8, 4_000_000); // ~4M tokens: tens of MB at most
   const reply = (id: number, value: unknown, transfer: ArrayBuffer[] = []) =>
     port.postMessage({ id, ok: true, value } satisfies TrajectoryReply, transfer);
+  /** Bytes with their own buffer, handed over without a copy. */
+  const replyBytes = (id: number, bytes: Uint8Array) => reply(id, bytes, [bytes.buffer as ArrayBuffer]);
   port.on("message", (request: TrajectoryRequest) => {
     try {
       if (request.kind === "ping") return reply(request.id, null);
       store.refreshReads(); // what the main thread committed before asking must be seen
       if (request.kind === "calls") {
-        const json = jsonBytes({ calls: store.listCalls(request.rolloutId) });
-        return reply(request.id, json, [json.buffer as ArrayBuffer]);
+        return replyBytes(request.id, jsonBytes({ calls: store.listCalls(request.rolloutId) }));
       }
       const reconstruction = recent.get(store, request.rollout, settings);
       if (request.kind === "message") {
         // Serialized here too: the main thread hands the bytes to gRPC as they are.
         const message = rolloutMessage(reconstruction, request.cursor, request.rollout, request.maxMessageBytes);
-        const bytes = ownBytes(encodeStreamMessage({ rollout: message }));
-        return reply(request.id, bytes, [bytes.buffer as ArrayBuffer]);
+        return replyBytes(request.id, ownBytes(encodeStreamMessage({ rollout: message })));
       }
       if (request.kind === "summary") return reply(request.id, { stats: reconstruction.stats, flags: reconstruction.flags });
-      const json = jsonBytes(reconstructionToJson(reconstruction));
-      return reply(request.id, json, [json.buffer as ArrayBuffer]);
+      return replyBytes(request.id, jsonBytes(reconstructionToJson(reconstruction)));
     } catch (error) {
       port.postMessage({ id: request.id, ok: false, error: error instanceof Error ? error.message : String(error) } satisfies TrajectoryReply);
     }

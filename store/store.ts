@@ -257,8 +257,13 @@ export class Store {
     return this.#prompts.admit(rolloutId, call);
   }
 
+  /** Reads another stored call of the same rollout (what the decoders follow prompt references with). */
+  #callLookup(rolloutKey: string): (seq: number) => StoredCall | undefined {
+    return (seq) => this.#calls.get([rolloutKey, seq]);
+  }
+
   #decoder(rolloutKey: string): CallDecoder {
-    return new CallDecoder((seq) => this.#calls.get([rolloutKey, seq]));
+    return new CallDecoder(this.#callLookup(rolloutKey));
   }
 
   listCalls(rolloutId: string | null): CallRecord[] {
@@ -285,7 +290,7 @@ export class Store {
    * the way they share prefixes (see call-tokens-decoder.ts). Much cheaper than `listCalls` for long rollouts.
    */
   listCallTokens(rolloutId: string): CallTokens[] {
-    const decoder = new CallTokensDecoder((seq) => this.#calls.get([rolloutId, seq]));
+    const decoder = new CallTokensDecoder(this.#callLookup(rolloutId));
     const out: CallTokens[] = [];
     for (const { value } of this.#calls.getRange(callRange(rolloutId))) {
       out.push(decoder.decode(value));
