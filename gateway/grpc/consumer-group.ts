@@ -215,9 +215,15 @@ export class ConsumerGroup {
     this.#nextExpiry = Math.min(this.#nextExpiry, since + this.#memberTimeoutMs);
   }
 
-  #rolloutAt(cursor: number): RolloutRecord | undefined {
+  /** The finished log's entry at `cursor`, if there is one. */
+  #logEntry(cursor: number): { cursor: number; rolloutId: string } | undefined {
     const entry = this.#store.finishedAfter(cursor - 1, 1)[0];
-    return entry?.cursor === cursor ? this.#store.getRollout(entry.rolloutId) : undefined;
+    return entry?.cursor === cursor ? entry : undefined;
+  }
+
+  #rolloutAt(cursor: number): RolloutRecord | undefined {
+    const entry = this.#logEntry(cursor);
+    return entry ? this.#store.getRollout(entry.rolloutId) : undefined;
   }
 
   get committed(): number {
@@ -437,7 +443,7 @@ export class ConsumerGroup {
     if (!Number.isSafeInteger(cursor) || cursor <= this.#committed || this.#acked.has(cursor)) return;
     const lease = this.#leases.get(cursor);
     if (lease) this.#drop(cursor, lease);
-    else if (this.#store.finishedAfter(cursor - 1, 1)[0]?.cursor !== cursor) return; // not in the log
+    else if (!this.#logEntry(cursor)) return; // not in the log
     this.#acked.add(cursor);
     this.#dirty.acked.set(cursor, true);
   }
