@@ -23,9 +23,23 @@ const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promi
   "/v1/messages/count_tokens": handleCountTokens,
 };
 
-/** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. */
-function errorShapeOf(url: string | undefined): ErrorShape {
-  const { routePath } = splitRolloutPath(new URL(url ?? "/", "http://rlgate.local").pathname);
+/**
+ * The request target as a URL, or undefined when it is not one. Node accepts targets such as `//[` or `/\\` that the
+ * WHATWG parser refuses; those must become a 400, never an exception that escapes the handler.
+ */
+function requestUrl(target: string | undefined): URL | undefined {
+  try {
+    return new URL(target ?? "/", "http://rlgate.local");
+  } catch {
+    return undefined;
+  }
+}
+
+/** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. Never throws. */
+function errorShapeOf(target: string | undefined): ErrorShape {
+  const url = requestUrl(target);
+  if (!url) return "openai";
+  const { routePath } = splitRolloutPath(url.pathname);
   return routePath === "/v1/messages" || routePath.startsWith("/v1/messages/") ? "anthropic" : "openai";
 }
 
@@ -39,7 +53,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startEpoch = Date.now();
     const startPerf = performance.now();
-    const url = new URL(req.url ?? "/", "http://rlgate.local");
+    const url = requestUrl(req.url);
+    if (!url) throw new GatewayError("RLGATE_BAD_REQUEST", "the request target is not a valid path");
     const path = url.pathname;
 
     if (path === "/healthz") return sendText(res, 200, "ok\n");
@@ -67,27 +82,41 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     throw new GatewayError("RLGATE_NOT_FOUND", `no route ${req.method} ${path}`);
   }
 
+  function answerError(req: IncomingMessage, res: ServerResponse, error: unknown): void {
+    const gatewayError = asGatewayError(error);
+    if (gatewayError.code === "RLGATE_INTERNAL") ctx.log(`internal error: ${(error as Error).stack ?? error}`);
+    ctx.metrics.errors.inc({ code: gatewayError.code });
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = toErrorBody(gatewayError, errorShapeOf(req.url));
+    res.writeHead(gatewayError.status, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+    });
+    res.end(body);
+    // Unread request bodies (e.g. refused as too large) are drained so the connection can be reused.
+    if (!req.complete) req.resume();
+  }
+
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     route(req, res).catch((error: unknown) => {
-      const gatewayError = asGatewayError(error);
-      if (gatewayError.code === "RLGATE_INTERNAL") ctx.log(`internal error: ${(error as Error).stack ?? error}`);
-      ctx.metrics.errors.inc({ code: gatewayError.code });
-      if (res.headersSent) {
-        res.destroy();
-        return;
+      try {
+        answerError(req, res, error);
+      } catch (secondError) {
+        // An error while answering an error still answers, and is logged with its stack.
+        ctx.log(`error while answering an error: ${(secondError as Error).stack ?? secondError}`);
+        if (res.headersSent) res.destroy();
+        else res.writeHead(500, { "content-type": "application/json" }).end(LAST_RESORT_ERROR);
       }
-      const body = toErrorBody(gatewayError, errorShapeOf(req.url));
-      res.writeHead(gatewayError.status, {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(body),
-      });
-      res.end(body);
-      // Unread request bodies (e.g. refused as too large) are drained so the connection can be reused.
-      if (!req.complete) req.resume();
     });
   });
   return { server, passthrough };
 }
+
+const LAST_RESORT_ERROR =
+  '{"error":{"message":"internal error","type":"internal_error","param":null,"code":"RLGATE_INTERNAL"}}';
 
 function sendText(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
