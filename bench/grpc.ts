@@ -17,7 +17,7 @@ import { Server } from "@grpc/grpc-js";
 import { buildBatch } from "../rl-core/core/batch-packer.ts";
 import type { ReadyRow, StoredBatch } from "../rl-core/core/core-store.ts";
 import { TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
-import { bindServer, bytesOf, serverOptions, trainerService, type CoreStatus } from "../rl-core/wire/index.ts";
+import { bindServer, bytesOf, serverOptions, trainerService, type CoreStatus } from "../protocol/index.ts";
 
 const { values: args } = parseArgs({
   options: {

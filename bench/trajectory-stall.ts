@@ -13,11 +13,12 @@ import { parseArgs } from "node:util";
 import { rolloutMessage } from "../gateway/grpc/rollout-message.ts";
 import { reconstructStored } from "../gateway/trajectories.ts";
 import { TrajectoryThread } from "../gateway/trajectory-thread.ts";
-import { encodeStreamMessage } from "../rl-core/wire/proto.ts";
+import { encodeStreamMessage } from "../protocol/proto.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { testCallRecord } from "../store/test-support.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
+import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 const { values: args } = parseArgs({ options: { rollouts: { type: "string", default: "4" }, turns: { type: "string", default: "100" } } });
 const ROLLOUTS = Number(args.rollouts);
@@ -52,7 +53,7 @@ async function stalls(work: () => Promise<void>): Promise<{ maxMs: number; p99Ms
 }
 
 const dir = mkdtempSync(join(tmpdir(), "rlgate-bench-stall-"));
-const store = new Store({ path: dir });
+const store = new Store({ path: dir, promptIndex: new PromptIndex() });
 const thread = new TrajectoryThread(dir, {});
 try {
   const rollouts: RolloutRecord[] = [];

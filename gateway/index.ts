@@ -1,10 +1,10 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
 import type { AddressInfo } from "node:net";
-import { isLoopbackHost } from "../rl-core/wire/options.ts";
+import { isLoopbackHost } from "../protocol/options.ts";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
-import type { TlsFiles } from "../rl-core/wire/tls.ts";
+import type { TlsFiles } from "../protocol/tls.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
@@ -12,6 +12,7 @@ import { TrajectoryThread } from "./trajectory-thread.ts";
 import { Upstream } from "./upstream/client.ts";
 import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import { ModelMap } from "./upstream/model-map.ts";
+import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
@@ -64,7 +65,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       `refusing to listen on ${host} without a control token: the control API would be open to the network (pass --token or set RLGATE_TOKEN)`,
     );
   }
-  const store = new Store({ path: options.dataDir, durability: options.durability });
+  const store = new Store({ path: options.dataDir, durability: options.durability, promptIndex: new PromptIndex() });
   const upstream = new Upstream({
     url: options.upstream,
     apiKey: options.upstreamApiKey,

@@ -7,10 +7,11 @@ import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { testCallRecord } from "../store/test-support.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
-import { decodeStreamMessage, encodeStreamMessage } from "../rl-core/wire/proto.ts";
+import { decodeStreamMessage, encodeStreamMessage } from "../protocol/proto.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
+import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function rollout(id: string, fields: Partial<RolloutRecord> = {}): RolloutRecord {
   return { id, key: `key-${id}`, group: "g", task: "t", harness: "h", metadata: { n: 1 }, status: "open", reward: null, createdAt: 1, finishedAt: null, ...fields };
@@ -33,7 +34,7 @@ async function session(store: Store, id: string, turns: number): Promise<void> {
 /** Runs `fn` with a store and a trajectory worker on it, both closed (and the store removed) afterwards. */
 async function withThread(fn: (store: Store, thread: TrajectoryThread) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-trajectory-thread-"));
-  const store = new Store({ path: dir });
+  const store = new Store({ path: dir, promptIndex: new PromptIndex() });
   const thread = new TrajectoryThread(dir, {});
   try {
     await fn(store, thread);

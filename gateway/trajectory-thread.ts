@@ -4,7 +4,7 @@
 import { Worker } from "node:worker_threads";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
-import { EncodedStreamMessage } from "../rl-core/wire/proto.ts";
+import { EncodedStreamMessage } from "../protocol/proto.ts";
 import type { TrajectoryReply, TrajectoryRequest, TrajectoryWorkerData } from "./trajectory-worker.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 

@@ -2,11 +2,12 @@
 // reconstruction (tens of milliseconds for a 100-turn session) never holds up the calls the gateway relays.
 // It opens the gateway's store itself (lmdb-js shares one environment between a process's threads) and only reads.
 // Started and spoken to by trajectory-thread.ts.
+import { LRUCache } from "lru-cache";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
-import { encodeStreamMessage } from "../rl-core/wire/proto.ts";
+import { encodeStreamMessage } from "../protocol/proto.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored, type TrajectorySettings } from "./trajectories.ts";
@@ -29,13 +30,12 @@ export type TrajectoryRequest = { id: number } & (
  * reconstruction. An entry is used only while the rollout's record and call count are what they were.
  */
 class RecentReconstructions {
-  readonly #entries = new Map<string, { key: string; reconstruction: Reconstruction; tokens: number }>();
-  #tokens = 0;
+  readonly #entries: LRUCache<string, { key: string; reconstruction: Reconstruction; tokens: number }>;
 
-  constructor(
-    readonly capacity: number,
-    readonly maxTokens: number,
-  ) {}
+  constructor(capacity: number, maxTokens: number) {
+    // An entry larger than maxTokens is not kept.
+    this.#entries = new LRUCache({ max: capacity, maxSize: maxTokens, sizeCalculation: (entry) => Math.max(1, entry.tokens) });
+  }
 
   get(store: Store, rollout: RolloutRecord, settings: TrajectorySettings): Reconstruction {
     if (rollout.finishedAt === null) return reconstructStored(store, rollout, settings);
@@ -43,21 +43,9 @@ class RecentReconstructions {
     const hit = this.#entries.get(rollout.id);
     if (hit?.key === key) return hit.reconstruction;
     const reconstruction = reconstructStored(store, rollout, settings);
-    this.#drop(rollout.id);
     const tokens = reconstruction.trajectories.reduce((sum, t) => sum + t.tokenIds.length, 0);
-    if (tokens <= this.maxTokens) {
-      this.#entries.set(rollout.id, { key, reconstruction, tokens });
-      this.#tokens += tokens;
-      while (this.#entries.size > this.capacity || this.#tokens > this.maxTokens) this.#drop(this.#entries.keys().next().value!);
-    }
+    this.#entries.set(rollout.id, { key, reconstruction, tokens });
     return reconstruction;
-  }
-
-  #drop(rolloutId: string): void {
-    const entry = this.#entries.get(rolloutId);
-    if (!entry) return;
-    this.#entries.delete(rolloutId);
-    this.#tokens -= entry.tokens;
   }
 }
 

@@ -5,11 +5,11 @@
 //   blocks one by one gives exactly the ids of encoding the whole text.
 import { renderChat, type ChatMessage } from "../tokenizer/chat-template.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
-import { Lru } from "./lru.ts";
+import { LRUCache } from "lru-cache";
 
 const IM_START = "<|im_start|>";
-const promptCache = new Lru<string, ChatPrompt>(256);
-const blockCache = new Lru<string, number[]>(8192);
+const promptCache = new LRUCache<string, ChatPrompt>({ max: 256 });
+const blockCache = new LRUCache<string, number[]>({ max: 8192 });
 
 export interface ChatPrompt {
   text: string;

@@ -1,7 +1,7 @@
 // A call record as stored: token arrays packed as int32/float32 bytes, bodies as JSON bytes, and the prompt as a
 // reference to an earlier call's sequence plus the tokens that are new.
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
-import type { PromptRef } from "./prompt-index.ts";
+import type { PromptRef } from "./call-tokens.ts";
 import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
 import { packFloat32, packInt32, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 

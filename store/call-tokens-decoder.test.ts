@@ -7,6 +7,7 @@ import { fromCallRecord, reconstructionToJson, reconstructRollout, type CallToke
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
 import { testCallRecord } from "./test-support.ts";
+import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function rng(seed: number): () => number {
   let a = seed >>> 0;
@@ -81,7 +82,7 @@ function plain(call: CallTokens) {
 async function withStore(fn: (store: Store, dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-call-tokens-"));
   try {
-    await fn(new Store({ path: dir }), dir);
+    await fn(new Store({ path: dir, promptIndex: new PromptIndex() }), dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -137,7 +138,7 @@ test("after a restart, prompts stored against a prompt index rebuilt from the st
     const calls = session(random, first, "r", 40);
     for (const call of calls.slice(0, 20)) await first.putCall(call);
     await first.close();
-    const store = new Store({ path: dir });
+    const store = new Store({ path: dir, promptIndex: new PromptIndex() });
     // The next call of the open rollout rebuilds its prompt index from the stored calls' tokens.
     for (const call of calls.slice(20)) await store.putCall(call);
     assert.deepEqual(store.listCallTokens("r").map(plain), calls.map(fromCallRecord).map(plain));

@@ -10,7 +10,7 @@
 // view of it, and only a prompt that leaves its reference part-way and adds tokens is copied. Memory and time then
 // follow the rollout's unique tokens (what the prefix tree holds), not the sum of its prompts. `CallDecoder` (whole
 // call records, for the API) takes its prompts from here too, copying each once into its array.
-import type { CallTokens, ChoiceTokens } from "../trajectory/types.ts";
+import type { CallTokens, ChoiceTokens } from "./call-tokens.ts";
 import type { StoredCall } from "./call-codec.ts";
 import { float32Copy, int32Copy } from "./token-codec.ts";
 

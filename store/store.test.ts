@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
 import { testCallRecord } from "./test-support.ts";
+import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function call(store: Store, rolloutId: string | null, prompt: number[]): CallRecord {
   const received = new RawJson('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
@@ -24,7 +25,7 @@ function call(store: Store, rolloutId: string | null, prompt: number[]): CallRec
 /** Runs `fn` with a store in a fresh directory, closed and removed afterwards. */
 async function withStore(fn: (store: Store) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-store-"));
-  const store = new Store({ path: dir });
+  const store = new Store({ path: dir, promptIndex: new PromptIndex() });
   try {
     await fn(store);
   } finally {
@@ -49,12 +50,12 @@ test("calls finishing in one turn are committed together, each resolving once re
 
 test("closing commits the calls still pending and then refuses new ones with a clear error", async () => {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-store-"));
-  const store = new Store({ path: dir });
+  const store = new Store({ path: dir, promptIndex: new PromptIndex() });
   const pending = store.putCall(call(store, null, [5]));
   await store.close();
   await pending;
   await assert.rejects(store.putCall(call(store, null, [6])), /store is closed/);
-  const reopened = new Store({ path: dir });
+  const reopened = new Store({ path: dir, promptIndex: new PromptIndex() });
   try {
     assert.deepEqual(reopened.listCalls(null).map((c) => c.promptTokenIds), [[5]]);
   } finally {

@@ -4,12 +4,12 @@
 //     writes it to disk on its own schedule. Calls are group-committed on the gateway's thread: every call that
 //     finishes in one turn of the event loop shares one transaction (see `CallCommitter`).
 //   durability "flush": each commit also waits for fsync (safe from a machine crash). Measured: ~0.6 ms a commit.
+import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
-import type { CallTokens } from "../trajectory/types.ts";
+import type { CallTokens, PromptRefIndex } from "./call-tokens.ts";
 import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter } from "./call-committer.ts";
-import { PromptIndex } from "./prompt-index.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 
 export type Durability = "commit" | "flush";
@@ -44,6 +44,8 @@ type ConsumerStateKey = [consumer: string, kind: "lease" | "ack" | "affinity", i
 export interface StoreOptions {
   path: string;
   durability?: Durability;
+  /** Stores each prompt as a reference to its longest stored prefix plus its new tokens (see call-tokens.ts). */
+  promptIndex?: PromptRefIndex;
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
@@ -74,11 +76,11 @@ export class Store {
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
   #lastFinishCursor = 0;
   readonly #durability: Durability;
-  readonly #prompts = new PromptIndex();
+  readonly #prompts: PromptRefIndex | null;
   readonly #committer: CallCommitter;
   // Every captured call looks its rollout up (attribution, prompt references): decoded records are kept here, frozen,
   // filled on reads when no write of the rollout is in flight (so a failed write leaves the stored record in view).
-  readonly #rolloutCache = new Map<string, RolloutRecord>();
+  readonly #rolloutCache = new LRUCache<string, RolloutRecord>({ max: ROLLOUT_CACHE_SIZE });
   // Rollouts with a write in flight: read from the store (which shows the write once committed), never cached.
   readonly #rolloutWrites = new Map<string, number>();
   #lastSeq = 0;
@@ -86,6 +88,7 @@ export class Store {
   constructor(options: StoreOptions) {
     this.path = options.path;
     this.#durability = options.durability ?? "commit";
+    this.#prompts = options.promptIndex ?? null;
     const commitOnly = this.#durability === "commit";
     this.#root = open({ path: options.path, compression: false, maxDbs: 16, noSync: commitOnly });
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
@@ -100,7 +103,7 @@ export class Store {
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
     this.#committer = new CallCommitter(this.#root, this.#calls, (rolloutIds) => {
-      for (const id of rolloutIds) this.#prompts.forget(id);
+      for (const id of rolloutIds) this.#prompts?.forget(id);
     });
   }
 
@@ -141,10 +144,7 @@ export class Store {
   }
 
   #cacheRollout(rollout: RolloutRecord): void {
-    const cache = this.#rolloutCache;
-    cache.delete(rollout.id);
-    cache.set(rollout.id, Object.freeze({ ...rollout }));
-    if (cache.size > ROLLOUT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    this.#rolloutCache.set(rollout.id, Object.freeze({ ...rollout }));
   }
 
   /**
@@ -154,7 +154,7 @@ export class Store {
   finishRollout(rollout: RolloutRecord): Promise<number> {
     const cursor = nextStamp(this.#lastFinishCursor);
     this.#lastFinishCursor = cursor;
-    this.#prompts.forget(rollout.id);
+    this.#prompts?.forget(rollout.id);
     return this.#writeRollout(
       rollout.id,
       this.#settle(
@@ -251,7 +251,7 @@ export class Store {
   /** Prompts of open rollouts are stored as a reference to the longest stored prefix plus their new tokens. */
   #promptRef(call: CallRecord) {
     const rolloutId = call.rolloutId;
-    if (rolloutId === null) return null;
+    if (rolloutId === null || !this.#prompts) return null;
     if (this.getRollout(rolloutId)?.status !== "open") return null;
     if (!this.#prompts.has(rolloutId)) this.#prompts.rebuild(rolloutId, this.listCallTokens(rolloutId));
     return this.#prompts.admit(rolloutId, call);

@@ -8,7 +8,7 @@ import { Worker } from "node:worker_threads";
 import { credentials, Metadata, type ClientDuplexStream } from "@grpc/grpc-js";
 import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { Gateway } from "../gateway/index.ts";
-import { channelOptions, TrajectoryStreamClient, type RolloutMessage, type StreamMessage, type SubscribeMessage } from "../rl-core/wire/index.ts";
+import { channelOptions, TrajectoryStreamClient, type RolloutMessage, type StreamMessage, type SubscribeMessage } from "../protocol/index.ts";
 import { putSyntheticRollout, startGrpcGateway } from "./grpc-helpers.ts";
 import { tempDir, until } from "./helpers.ts";
 

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { TrainerClient, TrajectoryConsumer, type RolloutMessage } from "../clients/ts/index.ts";
 import type { Gateway } from "../gateway/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
-import { channelCredentials, serverCredentials } from "../rl-core/wire/index.ts";
+import { channelCredentials, serverCredentials } from "../protocol/index.ts";
 import { putSyntheticRollout, startGrpcGateway, trainerPython } from "./grpc-helpers.ts";
 import { ROOT, tempDir, until } from "./helpers.ts";
 

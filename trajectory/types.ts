@@ -1,31 +1,10 @@
 // The shapes of trajectory reconstruction: what goes in (the tokens of each call), what comes out (trajectories,
 // the attach event of every call, segments, statistics and flags).
+import type { CallTokens, ChoiceTokens, TokenIds } from "../store/call-tokens.ts";
 import type { CallStatus, TokenSource } from "../store/records.ts";
 import type { ChatFormat } from "./chat-format.ts";
 
-/** Token ids as they arrive: a plain array from JSON or a typed array from the store. */
-export type TokenIds = ArrayLike<number>;
-
-export interface ChoiceTokens {
-  index: number;
-  /** Sampled ids (including the stop token when the upstream reports it); null when the upstream gave none. */
-  tokenIds: TokenIds | null;
-  /** Logprob of each sampled id; null (or a length mismatch) means unknown. */
-  logprobs: ArrayLike<number> | null;
-  finishReason: string | null;
-}
-
-/** The minimal view of one captured call that reconstruction needs. Build it with `fromCallRecord`. */
-export interface CallTokens {
-  callSeq: number;
-  promptIds: TokenIds | null;
-  choices: readonly ChoiceTokens[];
-  tokenSource: TokenSource;
-  /** Why the ids are not trusted, as the gateway judged it (shown in the flags). */
-  tokenIssue?: string | null;
-  status: CallStatus;
-  startedAt: number;
-}
+export type { CallTokens, ChoiceTokens, TokenIds };
 
 export type SegmentKind = "main" | "sub_agent" | "compaction";
 

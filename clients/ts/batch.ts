@@ -1,5 +1,5 @@
 // A training batch as a trainer uses it: typed-array views over the message's bytes (no copy where aligned).
-import { float32s, int32s, uint8s, type BatchMessage } from "../../rl-core/wire/index.ts";
+import { float32s, int32s, uint8s, type BatchMessage } from "../../protocol/index.ts";
 
 /** A batch with its per-token arrays as typed arrays (rows + 1 `offsets`: row r holds tokens [offsets[r], offsets[r + 1])). */
 export interface TrainingBatch

@@ -3,4 +3,4 @@
 export { TrajectoryConsumer, type TrajectoryConsumerOptions } from "./trajectory-consumer.ts";
 export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerClientOptions } from "./trainer-client.ts";
 export { decodeBatch, type TrainingBatch } from "./batch.ts";
-export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../rl-core/wire/index.ts";
+export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../protocol/index.ts";

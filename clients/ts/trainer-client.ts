@@ -17,7 +17,7 @@ import {
   type ConsistencyReport,
   type CoreStatus,
   type TlsFiles,
-} from "../../rl-core/wire/index.ts";
+} from "../../protocol/index.ts";
 import { decodeBatch, type TrainingBatch } from "./batch.ts";
 import { DEFAULT_DEADLINE_MS, metadataFor, unary } from "./unary.ts";
 

@@ -21,7 +21,7 @@ import {
   type StreamMessage,
   type SubscribeMessage,
   type TlsFiles,
-} from "../../rl-core/wire/index.ts";
+} from "../../protocol/index.ts";
 import { metadataFor } from "./unary.ts";
 
 export interface TrajectoryConsumerOptions {

@@ -1,6 +1,6 @@
 // Unary calls with a deadline on every call, as promises.
 import { Metadata, type Client, type ServiceError } from "@grpc/grpc-js";
-import { bearer } from "../../rl-core/wire/index.ts";
+import { bearer } from "../../protocol/index.ts";
 
 export const DEFAULT_DEADLINE_MS = 30_000;
 

@@ -9,7 +9,7 @@ import {
   shutdownServer,
   trajectoryStreamService,
   type TlsFiles,
-} from "../../rl-core/wire/index.ts";
+} from "../../protocol/index.ts";
 import type { GatewayContext } from "../context.ts";
 import { TrajectoryStreamService } from "./trajectory-stream.ts";
 

@@ -1,8 +1,8 @@
 // A finished rollout as it travels on the trajectory stream: its record, and its trajectories (rebuilt from the
 // stored calls) packed as little-endian token rows.
 import type { RolloutRecord } from "../../store/records.ts";
-import { bytesOf } from "../../rl-core/wire/arrays.ts";
-import type { RolloutMessage, TokenRows } from "../../rl-core/wire/messages.ts";
+import { bytesOf } from "../../protocol/arrays.ts";
+import type { RolloutMessage, TokenRows } from "../../protocol/messages.ts";
 import type { Reconstruction } from "../../trajectory/types.ts";
 
 const EMPTY = Buffer.alloc(0);

@@ -15,7 +15,7 @@ import {
   type StreamMessage,
   type SubscribeMessage,
   type SubscribeRequest,
-} from "../../rl-core/wire/index.ts";
+} from "../../protocol/index.ts";
 import { TrajectoryWorkerUnavailable, type TrajectoryThread } from "../trajectory-thread.ts";
 import { ConsumerGroup, type Lease, type Session } from "./consumer-group.ts";
 import { bareRolloutMessage } from "./rollout-message.ts";

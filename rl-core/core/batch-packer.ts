@@ -5,7 +5,7 @@
 // per-token loss weights are computed for the chosen loss aggregation.
 import { normalizeAdvantagesAsync, type NormalizeBy } from "../estimators/index.ts";
 import { lossWeightsAsync, type LossAggMode } from "../kernels/index.ts";
-import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../wire/index.ts";
+import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/index.ts";
 import type { CoreStore, ReadyRow, StoredBatch } from "./core-store.ts";
 
 export interface PackOptions {

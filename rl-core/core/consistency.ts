@@ -1,7 +1,7 @@
 // Training–inference agreement: the logprobs a trainer recomputes for a batch's sampled tokens against the
 // inference server's, per harness and for the whole batch ("*"). Only mask-1 tokens where both are finite count.
 import { klDivergence } from "../kernels/index.ts";
-import type { Consistency } from "../wire/index.ts";
+import type { Consistency } from "../../protocol/index.ts";
 
 export interface ConsistencyInput {
   offsets: Int32Array;

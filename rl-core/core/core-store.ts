@@ -8,7 +8,7 @@
 // A group's rows, its rollouts' `seen` marks and the removal of its pending rollouts commit in one transaction,
 // and so do a batch and the removal of its rows: a crash leaves either the before or the after.
 import { open, type Database, type RootDatabase } from "lmdb";
-import type { BatchMessage, RowInfo } from "../wire/index.ts";
+import type { BatchMessage, RowInfo } from "../../protocol/index.ts";
 
 /** A rollout as received from a gateway (arrays as little-endian bytes, as on the wire). */
 export interface PendingRollout {

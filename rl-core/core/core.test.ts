@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { computeAdvantages, GRPO_EPS } from "../estimators/index.ts";
-import { bytesOf, float32s, int32s, uint8s } from "../wire/index.ts";
+import { bytesOf, float32s, int32s, uint8s } from "../../protocol/index.ts";
 import { BatchPacker, buildBatch } from "./batch-packer.ts";
 import { consistencyFigures, percentile } from "./consistency.ts";
 import { CoreStore, type PendingRollout, type ReadyRow } from "./core-store.ts";

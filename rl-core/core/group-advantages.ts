@@ -7,7 +7,7 @@
 // reaches every trained token of every trajectory. The tree estimator sees one row per trajectory and the
 // prefix tree rebuilt from their token ids (tree-spec.ts).
 import { computeAdvantagesAsync, type EstimatorName, type EstimatorSpec, type RolloutBatch } from "../estimators/index.ts";
-import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../wire/index.ts";
+import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/index.ts";
 import type { PendingRollout, ReadyRow } from "./core-store.ts";
 import { buildTreeSpec } from "./tree-spec.ts";
 

@@ -25,7 +25,7 @@ import {
   type CoreStatus,
   type RolloutMessage,
   type TlsFiles,
-} from "../wire/index.ts";
+} from "../../protocol/index.ts";
 import { BatchPacker } from "./batch-packer.ts";
 import { CoreStore, type PendingRollout, type StoredBatch } from "./core-store.ts";
 import { groupAdvantages, type CoreEstimator } from "./group-advantages.ts";

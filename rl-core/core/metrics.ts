@@ -1,6 +1,6 @@
 // Prometheus metrics of one RL core (its own registry), served on the core's /metrics.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
-import type { Consistency } from "../wire/index.ts";
+import type { Consistency } from "../../protocol/index.ts";
 
 export class CoreMetrics {
   readonly registry = new Registry();

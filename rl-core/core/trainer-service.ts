@@ -24,7 +24,7 @@ import {
   type CoreStatus,
   type LogprobReport,
   type StreamBatchesRequest,
-} from "../wire/index.ts";
+} from "../../protocol/index.ts";
 import { indexStrings } from "./batch-packer.ts";
 import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";

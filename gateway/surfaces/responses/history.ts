@@ -4,15 +4,15 @@
 // it does not survive a gateway restart, and a response created with `store: false` is not kept — a client that
 // continues such a response gets OpenAI's "previous response not found" error, as from OpenAI.
 // Messages are shared between a response and its successors, so a long conversation costs its messages once.
-import { Lru } from "../../../sim/lru.ts";
+import { LRUCache } from "lru-cache";
 import type { GatewayContext } from "../../context.ts";
 import type { Json } from "../../upstream/fields.ts";
 
 const CAPACITY = 4096;
-const histories = new WeakMap<GatewayContext, Lru<string, readonly Json[]>>();
+const histories = new WeakMap<GatewayContext, LRUCache<string, readonly Json[]>>();
 
-export function responseHistory(ctx: GatewayContext): Lru<string, readonly Json[]> {
+export function responseHistory(ctx: GatewayContext): LRUCache<string, readonly Json[]> {
   let history = histories.get(ctx);
-  if (!history) histories.set(ctx, (history = new Lru(CAPACITY)));
+  if (!history) histories.set(ctx, (history = new LRUCache({ max: CAPACITY })));
   return history;
 }

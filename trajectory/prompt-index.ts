@@ -2,46 +2,32 @@
 // is stored as a reference to the longest stored prefix (an earlier call's prompt + completion) plus its new tokens:
 // a rollout's stored token bytes grow with its unique tokens, not with the sum of its prompts.
 // One prefix tree per open rollout, in memory (12 bytes a unique token), rebuilt from the store after a restart.
-import { fromCallRecord, RolloutTree, type CallTokens } from "../trajectory/index.ts";
-import type { CallRecord } from "./records.ts";
+import { LRUCache } from "lru-cache";
+import type { CallTokens, PromptRef, PromptRefIndex } from "../store/call-tokens.ts";
+import type { CallRecord } from "../store/records.ts";
+import { fromCallRecord } from "./call-tokens.ts";
+import { RolloutTree } from "./rollout-tree.ts";
 
-export interface PromptRef {
-  /** The earlier call whose sequence (prompt ++ sampled ids of `choice`) starts with this prompt's first `length` ids. */
-  seq: number;
-  choice: number;
-  length: number;
-}
-
-export class PromptIndex {
-  readonly #trees = new Map<string, RolloutTree>();
-  readonly #capacity: number;
+export class PromptIndex implements PromptRefIndex {
+  readonly #trees: LRUCache<string, RolloutTree>;
 
   constructor(capacity = 256) {
-    this.#capacity = capacity;
+    this.#trees = new LRUCache({ max: capacity });
   }
 
   has(rolloutId: string): boolean {
     return this.#trees.has(rolloutId);
   }
 
-  /** Installs a tree rebuilt from a rollout's stored calls (after a restart or an eviction), given in call order. */
   rebuild(rolloutId: string, calls: readonly CallTokens[]): void {
     const tree = new RolloutTree();
     for (const call of calls) tree.add(call);
-    this.#install(rolloutId, tree);
+    this.#trees.set(rolloutId, tree);
   }
 
-  /** Finds the storage reference for a call's prompt and adds the call to its rollout's tree. */
   admit(rolloutId: string, call: CallRecord): PromptRef | null {
     let tree = this.#trees.get(rolloutId);
-    if (!tree) {
-      tree = new RolloutTree();
-      this.#install(rolloutId, tree);
-    } else {
-      // Most recently used last.
-      this.#trees.delete(rolloutId);
-      this.#trees.set(rolloutId, tree);
-    }
+    if (!tree) this.#trees.set(rolloutId, (tree = new RolloutTree()));
     let ref: PromptRef | null = null;
     if (call.promptTokenIds && call.promptTokenIds.length > 0) {
       const found = tree.locate(call.promptTokenIds);
@@ -56,13 +42,5 @@ export class PromptIndex {
   /** A finished rollout takes no more calls (late ones are stored whole). */
   forget(rolloutId: string): void {
     this.#trees.delete(rolloutId);
-  }
-
-  #install(rolloutId: string, tree: RolloutTree): void {
-    this.#trees.set(rolloutId, tree);
-    while (this.#trees.size > this.#capacity) {
-      const oldest = this.#trees.keys().next().value as string;
-      this.#trees.delete(oldest);
-    }
   }
 }

@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { after, describe, test } from "node:test";
-import { postJson } from "./test-helpers.ts";
+import { postJson } from "../sim/test-helpers.ts";
 
 const ENTRY = new URL("./fixtures/run-sim-command.ts", import.meta.url).pathname;
-const SCRIPT = new URL("./fixtures/two-step.json", import.meta.url).pathname;
+const SCRIPT = new URL("../sim/fixtures/two-step.json", import.meta.url).pathname;
 const children: ChildProcess[] = [];
 after(() => {
   for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");

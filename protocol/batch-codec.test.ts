@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Server } from "@grpc/grpc-js";
-import { TrainerClient as Trainer } from "../../clients/ts/index.ts";
-import type { StoredBatch } from "../core/core-store.ts";
-import { TrainerService, type BatchSource } from "../core/trainer-service.ts";
+import { TrainerClient as Trainer } from "../clients/ts/index.ts";
+import type { StoredBatch } from "../rl-core/core/core-store.ts";
+import { TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
 import { bytesOf, type BatchMessage } from "./index.ts";
 import { TrainerClient, trainerService } from "./proto.ts";
 import { bindServer, shutdownServer } from "./server.ts";

@@ -6,7 +6,7 @@ import { loadSync } from "@grpc/proto-loader";
 import { alignedBatchSerializer } from "./batch-codec.ts";
 import type { StreamMessage } from "./messages.ts";
 
-export const PROTO_ROOT = fileURLToPath(new URL("../../proto", import.meta.url));
+export const PROTO_ROOT = fileURLToPath(new URL("../proto", import.meta.url));
 export const PROTO_FILES = ["rlgate/v1/trajectories.proto", "rlgate/v1/trainer.proto"] as const;
 
 const definition = loadSync([...PROTO_FILES], {

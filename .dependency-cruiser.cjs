@@ -1,0 +1,56 @@
+// The direction of rlgate's layers, checked in CI (`npm run lint:deps`). Each folder may import only the folders
+// listed for it; tests, test support and benchmarks may import anything. docs/architecture.md draws the result.
+//
+//   cli → gateway | rl-core | runner | sim → trajectory → store        (everyone may use tokenizer and util)
+//   gateway, rl-core, clients → protocol (the .proto loader, codecs, errors, TLS, dialing), which uses none of them
+const ALLOWED = {
+  util: [],
+  tokenizer: ["util"],
+  protocol: ["util"],
+  store: ["util"],
+  trajectory: ["store", "tokenizer", "util"],
+  clients: ["protocol", "util"],
+  sim: ["tokenizer", "util"],
+  gateway: ["trajectory", "store", "protocol", "tokenizer", "util"],
+  "rl-core": ["clients", "protocol", "util"],
+  runner: ["clients", "tokenizer", "util"],
+  ui: [],
+  cli: ["gateway", "rl-core", "runner", "sim", "clients", "protocol", "trajectory", "store", "tokenizer", "util", "ui"],
+};
+const FOLDERS = Object.keys(ALLOWED);
+const TEST_CODE = "(\\.test\\.ts$|/test-support\\.ts$|/test-helpers\\.ts$|/testing/|/fixtures/)";
+
+module.exports = {
+  forbidden: [
+    ...FOLDERS.map((folder) => ({
+      name: `layer-${folder}`,
+      comment: `${folder}/ may import only ${ALLOWED[folder].join(", ") || "itself"} of rlgate's folders`,
+      severity: "error",
+      from: { path: `^${folder}/`, pathNot: TEST_CODE },
+      to: {
+        path: `^(${FOLDERS.filter((f) => f !== folder && !ALLOWED[folder].includes(f)).join("|")})/`,
+      },
+    })),
+    {
+      name: "no-circular",
+      comment: "no import cycles between modules",
+      severity: "error",
+      from: { pathNot: TEST_CODE },
+      to: { circular: true, pathNot: TEST_CODE, viaOnly: { dependencyTypesNot: ["type-only"] } },
+    },
+    {
+      name: "production-code-not-from-tests",
+      comment: "production code never imports test code",
+      severity: "error",
+      from: { pathNot: `${TEST_CODE}|^(test|bench)/` },
+      to: { path: `${TEST_CODE}|^(test|bench)/` },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(node_modules|native/build|\\.rlgate)" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { extensions: [".ts", ".js", ".mjs"] },
+  },
+};

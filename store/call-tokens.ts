@@ -1,0 +1,51 @@
+// The tokens of one captured call as reconstruction reads them: the store decodes them straight from stored bytes
+// (see call-tokens-decoder.ts), so their shape belongs to the layer of the records they come from.
+import type { CallRecord, CallStatus, TokenSource } from "./records.ts";
+
+/** Token ids as they arrive: a plain array from JSON or a typed array from the store. */
+export type TokenIds = ArrayLike<number>;
+
+export interface ChoiceTokens {
+  index: number;
+  /** Sampled ids (including the stop token when the upstream reports it); null when the upstream gave none. */
+  tokenIds: TokenIds | null;
+  /** Logprob of each sampled id; null (or a length mismatch) means unknown. */
+  logprobs: ArrayLike<number> | null;
+  finishReason: string | null;
+}
+
+/** The minimal view of one captured call that reconstruction needs. Build it with `fromCallRecord`. */
+export interface CallTokens {
+  callSeq: number;
+  promptIds: TokenIds | null;
+  choices: readonly ChoiceTokens[];
+  tokenSource: TokenSource;
+  /** Why the ids are not trusted, as the gateway judged it (shown in the flags). */
+  tokenIssue?: string | null;
+  status: CallStatus;
+  startedAt: number;
+}
+
+/**
+ * Where a new prompt's tokens were already stored: the earlier call whose sequence (prompt ++ sampled ids of `choice`)
+ * starts with this prompt's first `length` ids.
+ */
+export interface PromptRef {
+  seq: number;
+  choice: number;
+  length: number;
+}
+
+/**
+ * Finds, per open rollout, the longest stored prefix of each new prompt, so a prompt is stored as a reference plus its
+ * new tokens. The store is given one (trajectory/prompt-index.ts builds it on the rollout's prefix tree); without one,
+ * prompts are stored whole.
+ */
+export interface PromptRefIndex {
+  has(rolloutId: string): boolean;
+  /** Installs an index rebuilt from a rollout's stored calls (after a restart or an eviction), given in call order. */
+  rebuild(rolloutId: string, calls: readonly CallTokens[]): void;
+  /** The storage reference for a call's prompt; the call is added to its rollout's index. */
+  admit(rolloutId: string, call: CallRecord): PromptRef | null;
+  forget(rolloutId: string): void;
+}
