@@ -60,6 +60,7 @@ export class CallTokensDecoder {
       tokenIssue: stored.tokenIssue ?? null,
       status: stored.status,
       startedAt: stored.timings.start,
+      tools: stored.tools ?? null,
     };
   }
 

@@ -24,6 +24,8 @@ export interface CallTokens {
   tokenIssue?: string | null;
   status: CallStatus;
   startedAt: number;
+  /** Tools the request offered (what tells a side call from an agent's); null or absent when unknown. */
+  tools?: number | null;
 }
 
 /**

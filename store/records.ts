@@ -119,6 +119,24 @@ export interface CallRecord {
   /** Why the token ids are not trustworthy (null when they are): e.g. fewer ids than the upstream's usage counts. */
   tokenIssue: string | null;
   timings: CallTimings;
+  /** Tools the forwarded chat request offered (absent on records that predate it, and on completions). */
+  tools?: number;
+  /** Earlier assistant turns rlgate put back as the model produced them before forwarding (history repair). */
+  repairs?: HistoryRepair[];
+}
+
+/** One assistant turn of a forwarded chat request that history repair changed. */
+export interface HistoryRepair {
+  /** Index of the message in the forwarded chat `messages`. */
+  turn: number;
+  /**
+   * What was put back: `content` (whitespace-only content before a tool call, the text's trailing newline before a
+   * tool call, or content the harness changed), `reasoning` (reasoning the harness dropped or changed), `empty_think`
+   * (the empty think block of a turn sampled with thinking off), `tool_calls` (tool-call arguments it re-wrote).
+   */
+  kind: "content" | "reasoning" | "empty_think" | "tool_calls";
+  /** The call that sampled the turn. */
+  callSeq: number;
 }
 
 export interface RolloutRecord {

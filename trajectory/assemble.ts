@@ -2,9 +2,10 @@
 // trained, sampled spans, breaks per trajectory, statistics and flags. Shared by the prefix tree and the naive
 // reference so that both are judged on the same rules.
 import type { CallNote } from "./call-tokens.ts";
-import type { TrajectorySource } from "./source.ts";
+import type { RawTrajectory, TrajectorySource } from "./source.ts";
 import {
   BREAK_KINDS,
+  type AttachKind,
   type Break,
   type BreakKind,
   type CallSummary,
@@ -28,16 +29,18 @@ export function trajectoryId(rolloutId: string, callSeq: number, choiceIndex: nu
 export function assemble(src: TrajectorySource, options: ReconstructOptions): Reconstruction {
   const { rolloutId } = options;
   const reward = options.reward ?? null;
-  const segments = src.segments.finalize(options.trainSegments ?? DEFAULT_TRAIN_SEGMENTS);
+  const { segments, mainUnclear } = src.segments.finalize(options.trainSegments ?? DEFAULT_TRAIN_SEGMENTS);
   const seqs = src.seqs;
 
-  // A proposed compaction that turned out to be a fork is reported as the sub-agent it is.
+  // The call that opened a segment is named after the segment's final kind: a proposed compaction that turned out to
+  // be a fork is the sub-agent it is; the main agent's first call is its root; a side call is auxiliary (no break).
   const breakOf = new Map<number, Break>();
   const attachOf = new Map<number, (typeof src.treeCalls)[number]["attach"]>();
   for (const call of src.treeCalls) {
-    const kind = segmentKindFix(call.attach.kind, segments[call.attach.segmentId]!);
+    const segment = segments[call.attach.segmentId]!;
+    const kind = segment.firstCallSeq === call.callSeq ? openingKind(segment) : call.attach.kind;
     attachOf.set(call.callSeq, { ...call.attach, kind });
-    if (call.brk !== null) breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
+    if (call.brk !== null && kind !== "root" && kind !== "auxiliary") breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
   }
   const breaks = [...breakOf.values()].sort((a, b) => a.callSeq - b.callSeq);
 
@@ -55,12 +58,18 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
   }
   live.sort((a, b) => a.rep - b.rep);
 
+  // Trained trajectories take their tokens first; untrained ones then mark what they would add, so a consumer that
+  // trains more segment kinds than this reconstruction still trains each sampled token once.
   const emit = src.emitter();
+  const raws = new Map<number, RawTrajectory>();
+  for (const pass of [true, false]) {
+    for (const { rep } of live) if (segments[seqs[rep]!.segmentId]!.trained === pass) raws.set(rep, emit(rep, true));
+  }
   const trajectories: Trajectory[] = [];
   for (const { rep, members } of live) {
     const leafSeq = seqs[rep]!;
     const segment = segments[leafSeq.segmentId]!;
-    const raw = emit(rep, segment.trained);
+    const raw = raws.get(rep)!;
     const id = trajectoryId(rolloutId, leafSeq.callSeq, leafSeq.choiceIndex);
     for (const m of members) trajectoryOfSeq.set(m, id);
     const spans: SampledSpan[] = [];
@@ -72,9 +81,9 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
         continue;
       }
       const seq = seqs[a]!;
-      const kind: SampledSpan["kind"] = !seq.trusted ? "untrusted" : lossMask[i] === 1 ? "trained" : "shared";
+      const kind = spanKind(seq.trusted, lossMask[i]!, segment.trained);
       let j = i + 1;
-      while (j < attribution.length && attribution[j] === a && spanKind(seqs[a]!.trusted, lossMask[j]!) === kind) j++;
+      while (j < attribution.length && attribution[j] === a && spanKind(seq.trusted, lossMask[j]!, segment.trained) === kind) j++;
       spans.push({ start: i, end: j, callSeq: seq.callSeq, choiceIndex: seq.choiceIndex, kind });
       i = j;
     }
@@ -143,24 +152,27 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     trajectoryTokens,
     amplification: uniqueTokens === 0 ? 0 : trajectoryTokens / uniqueTokens,
   };
-  return { rolloutId, trajectories, calls, segments, breaks, stats, flags: rolloutFlags(src, trajectories.length, options) };
+  const flags = rolloutFlags(src, trajectories.length, options, mainUnclear);
+  return { rolloutId, trajectories, calls, segments, breaks, stats, flags };
 }
 
-function spanKind(trusted: boolean, mask: number): SampledSpan["kind"] {
-  return !trusted ? "untrusted" : mask === 1 ? "trained" : "shared";
+function spanKind(trusted: boolean, mask: number, segmentTrained: boolean): SampledSpan["kind"] {
+  if (!trusted) return "untrusted";
+  if (mask === 0) return "shared";
+  return segmentTrained ? "trained" : "untrained";
 }
 
-// A compaction call always opens its own segment, so the segment's final kind is the call's.
-function segmentKindFix<K extends string>(kind: K, segment: Segment): K | "sub_agent" {
-  return kind === "compaction" && segment.kind === "sub_agent" ? "sub_agent" : kind;
+function openingKind(segment: Segment): AttachKind {
+  return segment.kind === "main" ? "root" : segment.kind;
 }
 
-function rolloutFlags(src: TrajectorySource, liveLeaves: number, options: ReconstructOptions): RolloutFlags {
+function rolloutFlags(src: TrajectorySource, liveLeaves: number, options: ReconstructOptions, mainUnclear: string | null): RolloutFlags {
   const maxLeaves = options.maxLeaves ?? DEFAULT_MAX_LEAVES;
   const seqOf = (pred: (note: CallNote) => boolean): number[] =>
     src.notes.filter(pred).map((note) => note.callSeq).sort((a, b) => a - b);
   const flags: RolloutFlags = {
     flagged: false,
+    mainUnclear,
     reasons: [],
     maxLeaves,
     tooManyLeaves: liveLeaves > maxLeaves,
@@ -178,6 +190,7 @@ function rolloutFlags(src: TrajectorySource, liveLeaves: number, options: Recons
   for (const { callSeq, issue } of flags.tokenIssues) flags.reasons.push(`call ${callSeq}: ${issue}`);
   if (flags.retokenized.length > 0) flags.reasons.push(`retokenized ids: calls ${flags.retokenized.join(", ")}`);
   if (flags.missingLogprobs.length > 0) flags.reasons.push(`no logprobs: calls ${flags.missingLogprobs.join(", ")}`);
+  if (mainUnclear !== null) flags.reasons.push(`main agent unclear: ${mainUnclear}`);
   flags.flagged = flags.reasons.length > 0;
   return flags;
 }

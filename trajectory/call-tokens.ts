@@ -1,6 +1,7 @@
 // From a captured call to the tokens reconstruction uses, and what is wrong with them. Only calls that ended ok and
 // carry token ids enter the tree; ids rlgate retokenized enter as untrusted (never trained); the rest are flagged.
 import type { CallRecord, CallStatus, TokenSource } from "../store/records.ts";
+import type { CallShape } from "./segments.ts";
 import type { CallTokens, TokenIds } from "./types.ts";
 
 export function fromCallRecord(record: CallRecord): CallTokens {
@@ -17,6 +18,7 @@ export function fromCallRecord(record: CallRecord): CallTokens {
     tokenIssue: record.tokenIssue ?? null,
     status: record.status,
     startedAt: record.timings.start,
+    tools: record.tools ?? null,
   };
 }
 
@@ -69,6 +71,13 @@ export function noteCall(p: PreparedCall): CallNote {
 }
 
 const EMPTY: TokenIds = [];
+
+/** What segments read of a call: the tools it offered and its longest answer. */
+export function callShape(p: PreparedCall): CallShape {
+  let sampledTokens = 0;
+  for (const choice of p.choices) sampledTokens = Math.max(sampledTokens, choice.tokenIds.length);
+  return { tools: p.call.tools ?? null, sampledTokens };
+}
 
 export function prepareCall(call: CallTokens): PreparedCall {
   const failed = call.status !== "ok";

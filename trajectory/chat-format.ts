@@ -9,10 +9,23 @@ export interface ChatFormat {
   turnEnd: number;
   /** Ids a system turn starts with (`<|im_start|>system`). */
   systemHeader: readonly number[];
+  /** Closes the reasoning of a completion (`</think>`): what follows is the answer's content. */
+  thinkEnd: number;
+  /** Opens a tool call in a completion (`<tool_call>`): the content ends before it. */
+  toolCallStart: number;
 }
 
-/** Qwen3 (and Qwen2.5): `<|im_start|>` 151644, `<|im_end|>` 151645, "system" 8948. */
-export const QWEN3_CHAT_FORMAT: ChatFormat = { turnStart: 151644, turnEnd: 151645, systemHeader: [151644, 8948] };
+/**
+ * Qwen3 (and Qwen2.5): `<|im_start|>` 151644, `<|im_end|>` 151645, "system" 8948, `</think>` 151668,
+ * `<tool_call>` 151657.
+ */
+export const QWEN3_CHAT_FORMAT: ChatFormat = {
+  turnStart: 151644,
+  turnEnd: 151645,
+  systemHeader: [151644, 8948],
+  thinkEnd: 151668,
+  toolCallStart: 151657,
+};
 
 function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {
   if (ids.length < prefix.length) return false;

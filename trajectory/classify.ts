@@ -20,26 +20,48 @@ export interface DivergenceFacts {
   inSystemPrompt(): boolean;
   /** Whether the prompt has fewer turns than the prompt of `oldBranch`'s call. */
   fewerTurns(): boolean;
+  /**
+   * The sequence whose sampled completion follows the divergence in the same turn, when the divergence falls in that
+   * turn's markup (generation prompt, empty think block): see thread-rules.ts.
+   */
+  markupOwner(): number | null;
+  /** The latest earlier sequence whose answer's content the prompt takes up (a summary): see thread-rules.ts. */
+  summarySource(): number | null;
 }
 
 export interface Divergence {
-  kind: AttachKind;
+  /** Auxiliary is decided per segment, at the end (segments.ts). */
+  kind: Exclude<AttachKind, "auxiliary">;
   /** Sequence holding the matched prefix: storage reference and the segment the call inherits. */
   ref: number | null;
   /** Sequence reported in the break. */
   from: number | null;
+  /** Sequence whose segment is the parent of a new segment (sub-agent, compaction). */
+  parent: number | null;
+}
+
+function at(kind: Divergence["kind"], ref: number | null, from: number | null, parent = ref): Divergence {
+  return { kind, ref, from, parent };
 }
 
 export function classifyDivergence(f: DivergenceFacts): Divergence {
-  if (f.empty) return { kind: "root", ref: null, from: null };
-  if (f.identical !== null) return { kind: "retry", ref: f.identical, from: f.identical };
-  if (f.extended !== null) return { kind: "extend", ref: f.extended, from: f.extended };
+  if (f.empty) return at("root", null, null);
+  if (f.identical !== null) return at("retry", f.identical, f.identical);
+  if (f.extended !== null) return at("extend", f.extended, f.extended);
   const old = f.oldBranch;
   if (old === null) throw new Error("divergence without an old branch");
   // The prompt ends inside an earlier sequence (e.g. a continuation prefilled from an earlier completion).
-  if (f.matched === f.promptLength) return { kind: "branch", ref: old, from: old };
-  if (f.oldOwner !== null) return { kind: "reserialization", ref: old, from: f.oldOwner };
-  if (f.inSystemPrompt()) return { kind: "sub_agent", ref: old, from: old };
-  if (f.fewerTurns()) return { kind: "compaction", ref: old, from: old };
-  return { kind: "branch", ref: old, from: old };
+  if (f.matched === f.promptLength) return at("branch", old, old);
+  if (f.oldOwner !== null) return at("reserialization", old, f.oldOwner);
+  // Parting in the markup of a turn whose completion was sampled is a re-rendering of that turn, too.
+  const markup = f.markupOwner();
+  if (markup !== null) return at("reserialization", old, markup);
+  if (f.inSystemPrompt()) {
+    // A new thread that starts from an answer of this rollout is its compaction, whatever its system prompt says
+    // (Claude Code's first system block carries a per-conversation hash).
+    const summary = f.summarySource();
+    return summary === null ? at("sub_agent", old, old) : at("compaction", old, summary, summary);
+  }
+  if (f.fewerTurns()) return at("compaction", old, old, f.summarySource() ?? old);
+  return at("branch", old, old);
 }

@@ -1,6 +1,7 @@
 // Text rendering of a reconstruction for `rlgate show`: a summary, the segments, the call tree (who attached where,
 // branches, breaks), and each trajectory's text with sampled spans set apart from context, in ANSI colours or, with
-// colour off, in brackets: ⟦#call.choice trained⟧ ⟨#call.choice sampled, trained elsewhere⟩ ⟪#call.choice! untrusted⟫.
+// colour off, in brackets: ⟦#call.choice trained⟧ ⟨#call.choice sampled, trained elsewhere⟩ ⟮#call.choice segment not
+// trained⟯ ⟪#call.choice! untrusted⟫.
 import type { Break, CallSummary, Reconstruction, SampledSpan, Trajectory } from "./types.ts";
 
 export interface FormatOptions {
@@ -28,6 +29,7 @@ class Painter {
 const SPAN_STYLE: Record<SampledSpan["kind"], { open: string; close: string; style: Style; mark: string }> = {
   trained: { open: "⟦", close: "⟧", style: "green", mark: "" },
   shared: { open: "⟨", close: "⟩", style: "cyan", mark: "" },
+  untrained: { open: "⟮", close: "⟯", style: "yellow", mark: "" },
   untrusted: { open: "⟪", close: "⟫", style: "red", mark: "!" },
 };
 
@@ -44,7 +46,9 @@ function ref(r: { callSeq: number; choiceIndex: number } | null): string {
 export function describeBreak(b: Break): string {
   const where =
     b.kind === "reserialization"
-      ? `in ${ref(b.from)}'s completion at +${b.offsetInCompletion}`
+      ? b.offsetInCompletion !== null && b.offsetInCompletion < 0
+        ? `in the markup ${-b.offsetInCompletion} tokens before ${ref(b.from)}'s completion`
+        : `in ${ref(b.from)}'s completion at +${b.offsetInCompletion}`
       : b.kind === "retry"
         ? `same prompt as ${ref(b.from)}`
         : `from ${ref(b.from)}`;
@@ -182,7 +186,7 @@ export function formatReconstruction(rec: Reconstruction, options: FormatOptions
   const parts = [formatSummary(rec, color), formatSegments(rec), formatCallTree(rec, color)];
   const legend = color
     ? `legend: ${new Painter(true).paint("trained", "green")} · ${new Painter(true).paint("sampled, trained elsewhere", "cyan")} · ${new Painter(true).paint("untrusted ids", "red")} · context plain`
-    : "legend: ⟦trained⟧ ⟨sampled, trained elsewhere⟩ ⟪untrusted ids⟫ · context plain · ⌁break⌁";
+    : "legend: ⟦trained⟧ ⟨sampled, trained elsewhere⟩ ⟮segment not trained⟯ ⟪untrusted ids⟫ · context plain · ⌁break⌁";
   parts.push(legend);
   for (const t of rec.trajectories) {
     if (options.trajectoryIds !== undefined && !options.trajectoryIds.includes(t.trajectoryId)) continue;

@@ -70,8 +70,9 @@ describe("golden: segments (Qwen3)", () => {
     assert.equal(subT.trajectoryId, "r4:4:0");
     assert.equal(subT.segment, "sub_agent");
     assert.equal(subT.trained, false);
-    assert.ok(subT.lossMask.every((m) => m === 0));
-    assert.ok(subT.spans.every((s) => s.kind === "shared"));
+    // Not trained here, but its mask says what it would train (an RL core may train sub-agents): spans "untrained".
+    assert.deepEqual([...subT.lossMask], maskOf(subT.tokenIds.length, ranges(s1, s2)));
+    assert.ok(subT.spans.every((s) => s.kind === "untrained"));
     assert.deepEqual(subT.breaks.map((b) => b.callSeq), [2]);
     assert.equal(mainT.trajectoryId, "r4:6:0");
     assert.deepEqual([...mainT.lossMask], maskOf(mainT.tokenIds.length, ranges(m1, m2, m3, m4)));
@@ -138,7 +139,8 @@ describe("golden: segments (Qwen3)", () => {
     assert.equal(compT.trajectoryId, "r5:5:0");
     assert.equal(compT.segment, "compaction");
     assert.equal(compT.trained, false);
-    assert.ok(compT.lossMask.every((m) => m === 0));
+    assert.deepEqual([...compT.lossMask], maskOf(compT.tokenIds.length, ranges(c1, c2)));
+    assert.ok(compT.spans.every((s) => s.kind === "untrained"));
     assert.deepEqual(compT.breaks.map((b) => b.kind), ["compaction"]);
     const all = reconstructRollout(log.calls, { rolloutId: "r5", trainSegments: ["main", "compaction"] });
     assert.deepEqual([...all.trajectories[2]!.lossMask], maskOf(compT.tokenIds.length, ranges(c1, c2)));

@@ -2,9 +2,10 @@
 // position's sampler found by comparing prefixes. It follows the rules literally and shares no data structure with
 // the prefix tree, so it is the oracle of the property tests and the baseline of `bench/trajectory.ts`.
 import { assemble } from "./assemble.ts";
-import { noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
+import { callShape, noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
 import { countTurns, divergesInSystemPrompt, QWEN3_CHAT_FORMAT } from "./chat-format.ts";
 import { SegmentBook } from "./segments.ts";
+import { contentRange, GramIndex, markupBreakOwner } from "./thread-rules.ts";
 import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
 import type { CallTokens, ReconstructOptions, Reconstruction, TokenIds } from "./types.ts";
 
@@ -86,8 +87,22 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
       oldOwner: oldBranch === null ? null : ownerAt(oldBranch, matched),
       inSystemPrompt: () => divergesInSystemPrompt(P, matched, format),
       fewerTurns: () => countTurns(P, format) < countTurns(prompts[seqs[oldBranch!]!.callIndex]!, format),
+      markupOwner: () =>
+        markupBreakOwner(P, matched, format, (i) => {
+          const old = seqs[oldBranch!]!;
+          return i < old.length ? { token: old.tokens[i]!, sampledBy: ownerAt(oldBranch!, i) } : null;
+        }),
+      summarySource: () => {
+        const index = new GramIndex(P);
+        for (let t = firstId - 1; t >= 0; t--) {
+          const sampled = seqs[t]!.tokens.subarray(seqs[t]!.promptLength);
+          const [start, end] = contentRange(sampled, format);
+          if (index.holdsSummary(sampled, start, end)) return t;
+        }
+        return null;
+      },
     };
-    const { attach, brk } = attachCall(call.callSeq, P.length, facts, seqs, segments);
+    const { attach, brk } = attachCall(call.callSeq, P.length, facts, seqs, segments, callShape(p));
     for (const s of newSeqs) {
       s.segmentId = attach.segmentId;
       seqs.push(s);

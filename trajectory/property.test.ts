@@ -8,7 +8,7 @@ import { randomCalls } from "./testing/random-calls.ts";
 import type { CallTokens, Reconstruction, SegmentKind } from "./types.ts";
 
 const CASES = 400;
-const ALL_SEGMENTS: SegmentKind[] = ["main", "sub_agent", "compaction"];
+const ALL_SEGMENTS: SegmentKind[] = ["main", "sub_agent", "compaction", "auxiliary"];
 
 interface Sampled {
   seq: number[];
@@ -57,7 +57,8 @@ function checkRules(calls: readonly CallTokens[], rec: Reconstruction, seed: num
     assert.deepEqual([...t.tokenIds], [...Array.from(call.promptIds!), ...Array.from(choice.tokenIds!)], `${where}: ${t.trajectoryId} tokens`);
     assert.equal(t.lossMask.length, t.tokenIds.length);
     assert.equal(t.logprobs.length, t.tokenIds.length);
-    if (!t.trained) assert.ok(t.lossMask.every((m) => m === 0), `${where}: untrained trajectory has mask 1`);
+    // An untrained trajectory's mask 1 marks what it would train: spans named "untrained", never "trained".
+    for (const span of t.spans) if (span.kind === (t.trained ? "untrained" : "trained")) assert.fail(`${where}: ${span.kind} span in ${t.trajectoryId}`);
     const inSpan = new Uint8Array(t.tokenIds.length);
     for (const span of t.spans) inSpan.fill(1, span.start, span.end);
     for (let i = 0; i < t.tokenIds.length; i++) {
@@ -76,15 +77,19 @@ function checkRules(calls: readonly CallTokens[], rec: Reconstruction, seed: num
       );
     }
   }
-  // Every sampled token is mask 1 in exactly one trained trajectory when its own leaf is kept; never in two.
+  // Every sampled token is mask 1 in exactly one trained trajectory when its own leaf is kept; never in two. Counting
+  // untrained trajectories too, it is mask 1 exactly once wherever a trajectory holds it.
   for (const s of sampled) {
     if (!s.trusted) continue;
     for (let i = s.promptLength; i < s.seq.length; i++) {
-      const holders = rec.trajectories.filter((t) => t.trained && hasPrefix(t.tokenIds, s.seq, i + 1));
-      const masks = holders.filter((t) => t.lossMask[i] === 1).length;
-      if (holders.length > 0 || (s.fate === "leaf" && s.segmentTrained)) {
+      const holders = rec.trajectories.filter((t) => hasPrefix(t.tokenIds, s.seq, i + 1));
+      const trainedHolders = holders.filter((t) => t.trained);
+      const masks = trainedHolders.filter((t) => t.lossMask[i] === 1).length;
+      if (trainedHolders.length > 0 || (s.fate === "leaf" && s.segmentTrained)) {
         assert.equal(masks, 1, `${where}: sampled position ${i} of a ${s.fate} is mask 1 in ${masks} trajectories`);
       }
+      const all = holders.filter((t) => t.lossMask[i] === 1).length;
+      if (holders.length > 0) assert.equal(all, 1, `${where}: sampled position ${i} is mask 1 in ${all} trajectories of any segment`);
     }
   }
   // Untrusted (retokenized) samples are never trained.

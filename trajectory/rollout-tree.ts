@@ -2,11 +2,12 @@
 // prompt); `build` turns the tree into trajectories. Add calls in seq order for a deterministic result
 // (`reconstructRollout` does).
 import { assemble } from "./assemble.ts";
-import { noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
+import { callShape, noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
 import { countTurns, divergesInSystemPrompt, QWEN3_CHAT_FORMAT, type ChatFormat } from "./chat-format.ts";
 import type { DivergenceFacts } from "./classify.ts";
 import { CONTEXT, ownerSeq, PrefixTree, RadixNode, trustedCode, untrustedCode } from "./prefix-tree.ts";
 import { SegmentBook } from "./segments.ts";
+import { contentRange, GramIndex, markupBreakOwner, type BranchToken } from "./thread-rules.ts";
 import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
 import type { CallAttach, CallTokens, ReconstructOptions, Reconstruction, SequenceRef } from "./types.ts";
 
@@ -50,7 +51,7 @@ export class RolloutTree implements TrajectorySource {
     const prompt = prepared.prompt;
     const locus = tree.match(prompt, 0, prompt.length, tree.rootLocus());
     const facts = this.#facts(locus.node, locus.offset, locus.depth, prompt);
-    const { attach, brk } = attachCall(call.callSeq, prompt.length, facts, this.#seqs, this.segments);
+    const { attach, brk } = attachCall(call.callSeq, prompt.length, facts, this.#seqs, this.segments, callShape(prepared));
 
     let promptNode = tree.boundary(locus);
     if (locus.depth < prompt.length) promptNode = tree.append(promptNode, prompt, locus.depth, prompt.length, CONTEXT, null);
@@ -141,7 +142,43 @@ export class RolloutTree implements TrajectorySource {
         const old = this.#seqs[oldBranch!]!;
         return countTurns(prompt, format) < this.#turnsOnPath(this.#calls[old.callIndex]!.promptNode);
       },
+      markupOwner: () => markupBreakOwner(prompt, matched, format, this.#reader(oldBranch!)),
+      summarySource: () => {
+        const index = new GramIndex(prompt);
+        for (let id = this.#seqs.length - 1; id >= 0; id--) {
+          const seq = this.#seqs[id]!;
+          const sampled = this.#sampledIds(seq);
+          const [start, end] = contentRange(sampled, format);
+          if (index.holdsSummary(sampled, start, end)) return id;
+        }
+        return null;
+      },
     };
+  }
+
+  /** Reads sequence `seqId` by depth: its token and the sequence that sampled it (rare: markup breaks only). */
+  #reader(seqId: number): (depth: number) => BranchToken | null {
+    const path = PrefixTree.path(this.#seqs[seqId]!.endNode);
+    return (depth) => {
+      for (const node of path) {
+        const k = depth - node.startDepth;
+        if (k < 0 || k >= node.length) continue;
+        const slot = node.start + k;
+        return { token: node.chunk.tokens[slot]!, sampledBy: ownerSeq(node.chunk.owner[slot]!) };
+      }
+      return null;
+    };
+  }
+
+  /** A sequence's sampled ids, read back from the tree (only when a new thread looks for the summary it starts from). */
+  #sampledIds(seq: TreeSeq): Int32Array {
+    const out = new Int32Array(seq.length - seq.promptLength);
+    for (let node: RadixNode | null = seq.endNode; node !== null && node.startDepth + node.length > seq.promptLength; node = node.parent) {
+      for (let k = Math.max(0, seq.promptLength - node.startDepth); k < node.length; k++) {
+        out[node.startDepth + k - seq.promptLength] = node.chunk.tokens[node.start + k]!;
+      }
+    }
+    return out;
   }
 
   /** Turns in the prompt that ends at `node` (the tree keeps no prompt arrays). */

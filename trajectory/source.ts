@@ -2,7 +2,7 @@
 // attach decision of every call, the leaves, and a way to emit one trajectory's arrays.
 import type { CallNote } from "./call-tokens.ts";
 import { classifyDivergence, type DivergenceFacts } from "./classify.ts";
-import type { SegmentBook } from "./segments.ts";
+import type { CallShape, SegmentBook } from "./segments.ts";
 import type { Break, CallAttach } from "./types.ts";
 
 /** One inserted sequence: a call's prompt followed by one choice's sampled ids. Ids follow insertion order. */
@@ -62,15 +62,16 @@ export function attachCall(
   facts: DivergenceFacts,
   seqs: readonly SeqRecord[],
   segments: SegmentBook,
+  shape: CallShape,
 ): { attach: CallAttach; brk: Break | null } {
   const d = classifyDivergence(facts);
   const refSeq = d.ref === null ? null : seqs[d.ref]!;
   let segmentId: number;
-  if (refSeq === null) segmentId = segments.open("main", null, callSeq);
-  else if (d.kind === "sub_agent" || d.kind === "compaction") segmentId = segments.open(d.kind, refSeq.segmentId, callSeq);
+  if (refSeq === null) segmentId = segments.open("main", null, callSeq, shape);
+  else if (d.kind === "sub_agent" || d.kind === "compaction") segmentId = segments.open(d.kind, seqs[d.parent!]!.segmentId, callSeq, shape);
   else {
     segmentId = refSeq.segmentId;
-    segments.join(segmentId, callSeq);
+    segments.join(segmentId, callSeq, shape, d.kind === "extend" || d.kind === "reserialization");
   }
   const attach: CallAttach = {
     callSeq,

@@ -6,20 +6,31 @@ import type { ChatFormat } from "./chat-format.ts";
 
 export type { CallTokens, ChoiceTokens, TokenIds };
 
-export type SegmentKind = "main" | "sub_agent" | "compaction";
+/**
+ * - `main`: the agent working on the task (not merely the first call).
+ * - `sub_agent`: another agent context (its own system prompt), or a fork of one.
+ * - `compaction`: a thread restarted from a summary an earlier call produced.
+ * - `auxiliary`: one-shot side calls (title generation and the like: no tools, a short answer, nothing continues them).
+ */
+export type SegmentKind = "main" | "sub_agent" | "compaction" | "auxiliary";
+export const SEGMENT_KINDS: readonly SegmentKind[] = ["main", "sub_agent", "compaction", "auxiliary"];
 
 /**
  * How a call's prompt attached to the tree.
  * - `root`: first call of the rollout with token ids.
  * - `extend`: the prompt continues an earlier sequence (prompt + completion) exactly.
  * - `retry`: the prompt is identical to an earlier call's (retry, regeneration); the earlier leaf is dead.
- * - `reserialization`: the prompt left the tree inside an earlier call's sampled tokens (history re-rendered).
+ * - `reserialization`: the prompt left the tree inside an earlier call's sampled tokens, or in the markup of the turn
+ *   such tokens follow (history re-rendered).
  * - `sub_agent`: the prompt left the tree inside the system prompt (another agent).
- * - `compaction`: same system prompt, left the tree in context with fewer turns than the history it left.
+ * - `compaction`: a new thread that starts from a summary an earlier call produced, or under the same system prompt
+ *   with fewer turns than the history it left.
+ * - `auxiliary`: the call of a one-shot side segment (no break: it continues nothing).
  * - `branch`: any other departure (history edited without shortening, prompt ending inside an earlier sequence).
+ * The first call of the main agent is `root` even when an auxiliary call came before it.
  */
-export type AttachKind = "root" | "extend" | "retry" | "reserialization" | "sub_agent" | "compaction" | "branch";
-export type BreakKind = Exclude<AttachKind, "root" | "extend">;
+export type AttachKind = "root" | "extend" | "retry" | "reserialization" | "sub_agent" | "compaction" | "auxiliary" | "branch";
+export type BreakKind = Exclude<AttachKind, "root" | "extend" | "auxiliary">;
 export const BREAK_KINDS: readonly BreakKind[] = ["reserialization", "retry", "sub_agent", "compaction", "branch"];
 
 export interface SequenceRef {
@@ -51,7 +62,10 @@ export interface Break {
   at: number;
   /** The earlier sequence it diverged from: the owner of the sampled span for reserialization, else the latest one. */
   from: SequenceRef | null;
-  /** For reserialization: the divergence's offset into `from`'s sampled tokens. */
+  /**
+   * For reserialization: the divergence's offset into `from`'s sampled tokens; negative when it falls in the markup
+   * before them (the generation prompt of that turn).
+   */
   offsetInCompletion: number | null;
   /** Tokens of `from`'s sequence after the divergence (for a retry: its whole completion). */
   oldTokens: number;
@@ -75,9 +89,9 @@ export interface SampledSpan {
   end: number;
   callSeq: number;
   choiceIndex: number;
-  /** "trained": mask 1 here. "shared": sampled, trained in another trajectory (or segment not trained).
-   *  "untrusted": the call's ids were retokenized, never trained. */
-  kind: "trained" | "shared" | "untrusted";
+  /** "trained": mask 1 here. "shared": sampled, trained in another trajectory. "untrained": this trajectory's own
+   *  sampled tokens, in a segment that is not trained. "untrusted": the call's ids were retokenized, never trained. */
+  kind: "trained" | "shared" | "untrained" | "untrusted";
 }
 
 export interface Trajectory {
@@ -86,11 +100,14 @@ export interface Trajectory {
   rolloutId: string;
   segment: SegmentKind;
   segmentId: number;
-  /** False when the segment's kind is not trained: the loss mask is then all zero. */
+  /**
+   * False when the segment's kind is not trained. Its loss mask still marks the tokens it would train (those no
+   * trained trajectory trains), so a consumer that trains more kinds (an RL core's --train-segments) can.
+   */
   trained: boolean;
   leaf: SequenceRef;
   tokenIds: Int32Array;
-  /** 1 where the token is trained. */
+  /** 1 where the token is trained (each sampled token in one trajectory: trained segments first). */
   lossMask: Uint8Array;
   /** Logprob of each sampled token (NaN where the upstream sent none); 0 for context and untrusted tokens. */
   logprobs: Float32Array;
@@ -149,6 +166,8 @@ export interface RolloutFlags {
   missingLogprobs: number[];
   /** Calls that did not end ok (not trained; listed, not flagged: a failed call that was retried is normal). */
   failedCalls: number[];
+  /** Why the main agent could not be told apart from side calls (null when it could). */
+  mainUnclear: string | null;
 }
 
 export interface ReconstructOptions {

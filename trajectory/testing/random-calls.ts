@@ -1,6 +1,6 @@
 // Random call sequences shaped like agent sessions, for property tests: extensions, re-serialized histories, retries,
-// sub-agents, compactions, prompts ending inside earlier sequences, n > 1 choices, failures and missing ids. A tiny
-// vocabulary makes accidental sharing (identical completions, shared sampled prefixes) common.
+// sub-agents, compactions, side calls, prompts ending inside earlier sequences, n > 1 choices, failures and missing
+// ids. A tiny vocabulary makes accidental sharing (identical completions, shared sampled prefixes) common.
 import { seededRandom } from "../../util/seeded-random.ts";
 import { QWEN3_CHAT_FORMAT } from "../chat-format.ts";
 import type { CallTokens } from "../types.ts";
@@ -12,6 +12,8 @@ const USER = 872;
 
 export function randomCalls(seed: number): CallTokens[] {
   const rand = seededRandom(seed);
+  // Tools offered (none, some, unknown) come from a stream of their own, so the sessions stay what they were.
+  const shapeRand = seededRandom(seed + 1_000_003);
   const int = (n: number): number => Math.floor(rand() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const tokens = (n: number): number[] => Array.from({ length: n }, () => 1 + int(4));
@@ -66,6 +68,7 @@ export function randomCalls(seed: number): CallTokens[] {
       tokenSource,
       status,
       startedAt: seq,
+      tools: shapeRand() < 0.5 ? 0 : shapeRand() < 0.5 ? 2 : null,
     });
     if (status === "ok" && tokenSource !== "missing") {
       prompts.push(prompt);

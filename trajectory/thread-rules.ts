@@ -1,0 +1,106 @@
+// Token-id rules about agent threads that both engines (prefix tree, naive reference) apply the same way:
+// whether a divergence falls in the markup of a turn whose completion was sampled (a re-serialization, not a branch),
+// and whether a new thread's prompt starts from a summary an earlier call produced (a compaction).
+import type { ChatFormat } from "./chat-format.ts";
+import type { TokenIds } from "./types.ts";
+
+/** The old branch's token at a depth, and the sequence that sampled it (null: context). */
+export interface BranchToken {
+  token: number;
+  sampledBy: number | null;
+}
+
+/** Generation prompts are short: `<|im_start|>assistant\n` plus at most an empty think block or a prefill. */
+const MAX_MARKUP = 16;
+
+/**
+ * The sequence whose sampled completion follows the divergence inside the same turn, when the prompt and the old
+ * branch part in that turn's markup (after its role, before its first sampled token): e.g. an empty think block that
+ * the history no longer renders, or the generation prompt's last newline re-merged by BPE with the content that
+ * follows it. Null when the divergence is anywhere else. `oldAt(i)` reads the old branch (null past its end).
+ */
+export function markupBreakOwner(prompt: TokenIds, matched: number, format: ChatFormat, oldAt: (i: number) => BranchToken | null): number | null {
+  let turn = -1;
+  for (let i = matched - 1; i >= 0; i--) {
+    if (prompt[i] === format.turnStart) {
+      turn = i;
+      break;
+    }
+  }
+  // The turn's start and its role must be shared: parting on the role is a different turn, not its markup.
+  if (turn < 0 || matched < turn + 2) return null;
+  for (let k = 0; k < MAX_MARKUP; k++) {
+    const old = oldAt(matched + k);
+    if (old === null) return null;
+    if (old.sampledBy !== null) return old.sampledBy;
+    if (old.token === format.turnStart || old.token === format.turnEnd) return null;
+  }
+  return null;
+}
+
+/**
+ * [start, end) of a completion's content: after its reasoning (`</think>`), before its first tool call or its final
+ * turn end. Reasoning and tool-call arguments are not a summary (a sub-agent's task is written in tool arguments).
+ */
+export function contentRange(sampled: TokenIds, format: ChatFormat): [number, number] {
+  let start = 0;
+  let end = sampled.length;
+  for (let i = 0; i < sampled.length; i++) {
+    if (sampled[i] === format.thinkEnd) start = i + 1;
+    else if (sampled[i] === format.toolCallStart) {
+      end = i;
+      break;
+    }
+  }
+  if (end > start && sampled[end - 1] === format.turnEnd) end--;
+  return [start, Math.max(start, end)];
+}
+
+/** Content shorter than this is not taken for a summary (a few words reappear by chance). */
+export const MIN_SUMMARY_TOKENS = 8;
+/** A summary is found when this many of its tokens (or half of it, if shorter) appear in a row in the prompt. */
+const SUMMARY_RUN = 64;
+const GRAM = 8;
+
+/** 8-gram index of a prompt, built once per call and probed with every earlier completion. */
+export class GramIndex {
+  readonly #ids: TokenIds;
+  readonly #grams = new Map<number, number[]>();
+
+  constructor(ids: TokenIds) {
+    this.#ids = ids;
+    for (let i = 0; i + GRAM <= ids.length; i++) {
+      const h = gramHash(ids, i);
+      const list = this.#grams.get(h);
+      if (list === undefined) this.#grams.set(h, [i]);
+      else list.push(i);
+    }
+  }
+
+  /**
+   * Whether `content[start, end)` reads as a summary taken into this prompt: at least min(64, half of it) of its
+   * tokens appear in a row (ids at the content's edges may re-merge with the text around them, so a run is enough).
+   */
+  holdsSummary(content: TokenIds, start: number, end: number): boolean {
+    const length = end - start;
+    if (length < MIN_SUMMARY_TOKENS) return false;
+    const need = Math.max(GRAM, Math.min(SUMMARY_RUN, Math.floor(length / 2)));
+    const ids = this.#ids;
+    for (let j = start; j + GRAM <= end; j++) {
+      const hits = this.#grams.get(gramHash(content, j));
+      if (hits === undefined) continue;
+      for (const at of hits) {
+        let n = 0;
+        while (j + n < end && at + n < ids.length && content[j + n] === ids[at + n]) n++;
+        if (n >= need) return true;
+      }
+    }
+    return false;
+  }
+}
+
+function gramHash(ids: TokenIds, at: number): number {
+  let h = 0x811c9dc5;
+  for (let k = 0; k < GRAM; k++) h = Math.imul(h ^ ids[at + k]!, 0x01000193);
+  return h >>> 0;
+}
