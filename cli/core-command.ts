@@ -4,6 +4,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
+import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 
 function integer(value: string): number {
   const n = Number(value);
@@ -44,6 +45,7 @@ export function coreCommand(): Command {
     .option("--batch-timeout <duration>", "build a partial batch once its oldest trajectory waited this long", duration, 5000)
     .option("--group-size <n>", "rollouts per group when a rollout's metadata declares no group_size (0: wait for --group-timeout)", integer, 0)
     .option("--group-timeout <duration>", "process a group that has not reached its size after this long", duration, 120_000)
+    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("default main", "default: what the gateway trains"), trainSegmentsOption)
     .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
     .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
     .option("--member <name>", "this core's name in the consumer group, unique among its cores (default: host and an id kept in --data, so a restarted core is the same member)")
@@ -85,6 +87,7 @@ export function coreCommand(): Command {
         groupSize: opts.groupSize,
         groupTimeoutMs: opts.groupTimeout,
         trainFlagged: opts.trainFlagged,
+        trainSegments: opts.trainSegments,
         processMetrics: true,
         log: (line) => console.error(`[rlgate] ${line}`),
       });

@@ -5,6 +5,7 @@ import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
+import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 
 function integer(value: string): number {
   const n = Number(value);
@@ -64,6 +65,11 @@ export function serveCommand(): Command {
     .option("--token <token>", "bearer token for the control API (required when --host is not loopback)", process.env.RLGATE_TOKEN)
     .option("--upstream-timeout <ms>", "max wait for upstream headers and between body chunks", integer, 600_000)
     .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
+    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP, trainSegmentsOption)
+    .option(
+      "--no-repair-history",
+      "forward chat histories as the harness sent them (default: earlier assistant turns are put back as the model sampled them where the harness changed them in a way the chat template does not undo, so each prompt extends the earlier prompt + completion; see docs/trajectories.md)",
+    )
     .action(async (opts) => {
       let sim: SimServer | null = null;
       let upstream: string = opts.upstream;
@@ -88,6 +94,8 @@ export function serveCommand(): Command {
         publicUrl: opts.publicUrl,
         controlToken: opts.token,
         upstreamTimeoutMs: opts.upstreamTimeout,
+        trajectories: { trainSegments: opts.trainSegments },
+        repairHistory: opts.repairHistory,
         processMetrics: true,
         log: (line) => console.error(`[rlgate] ${line}`),
       });

@@ -1,19 +1,10 @@
 // `rlgate show <rolloutId>`: a rollout's prefix tree and trajectories as text, with sampled spans set apart from
 // context. Reads the calls from a running gateway's control API, or straight from a store directory (--data).
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
-import type { SegmentKind } from "../trajectory/index.ts";
-
-const SEGMENTS: readonly SegmentKind[] = ["main", "sub_agent", "compaction"];
-
-function segments(value: string): SegmentKind[] {
-  const kinds = value.split(",").map((s) => s.trim());
-  for (const kind of kinds) {
-    if (!SEGMENTS.includes(kind as SegmentKind)) throw new InvalidArgumentError(`segment kinds are ${SEGMENTS.join(", ")}`);
-  }
-  return kinds as SegmentKind[];
-}
+import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
+import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 
 async function fromGateway(url: string, id: string, token: string | undefined): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
@@ -53,7 +44,7 @@ export function showCommand(): Command {
     .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
     .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
     .option("--data <dir>", "read a store directory directly instead of a gateway")
-    .option("--train-segments <kinds>", "segment kinds that are trained (main, sub_agent, compaction)", segments, ["main"])
+    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"), trainSegmentsOption)
     .option("--max-leaves <n>", "flag rollouts with more leaves than this", (v) => Number.parseInt(v, 10), 64)
     .option("--trajectory <id...>", "print only these trajectories in full")
     .option("--full", "print context in full instead of head and tail")
@@ -65,7 +56,7 @@ export function showCommand(): Command {
       const reconstruction = reconstructRollout(calls.map(fromCallRecord), {
         rolloutId: rollout.id,
         reward: rollout.reward,
-        trainSegments: opts.trainSegments,
+        trainSegments: opts.trainSegments ?? rolloutTrainSegments(rollout.metadata) ?? undefined,
         maxLeaves: opts.maxLeaves,
       });
       if (opts.json) {

@@ -1,6 +1,7 @@
 // What every request handler of one gateway shares.
 import type { Store } from "../store/store.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import type { HistoryRepair } from "./repair/index.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 import type { TrajectoryThread } from "./trajectory-thread.ts";
 import type { Upstream } from "./upstream/client.ts";
@@ -31,5 +32,7 @@ export interface GatewayContext {
   config: GatewayConfig;
   /** Finished rollouts' reconstructions, computed off the event loop. */
   trajectories: TrajectoryThread;
+  /** History repair of chat requests before they go upstream; null when turned off (--no-repair-history). */
+  repair: HistoryRepair | null;
   log: (line: string) => void;
 }

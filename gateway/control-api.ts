@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
@@ -111,6 +112,11 @@ export async function handleControlApi(
   if (parts[1] === "rollouts" && parts.length === 2) {
     if (method === "POST") {
       const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
+      try {
+        rolloutTrainSegments(input.metadata);
+      } catch (error) {
+        throw new GatewayError("RLGATE_BAD_REQUEST", `metadata.train_segments: ${(error as Error).message}`, { param: "metadata.train_segments" });
+      }
       const id = input.id ?? newRolloutId();
       if (ctx.store.getRollout(id)) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
       const rollout: RolloutRecord = {

@@ -13,6 +13,7 @@ import { Upstream } from "./upstream/client.ts";
 import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import { ModelMap } from "./upstream/model-map.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
+import { HistoryRepair } from "./repair/index.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
@@ -35,6 +36,8 @@ export interface GatewayOptions {
   controlToken?: string;
   upstreamTimeoutMs?: number;
   trajectories?: TrajectorySettings;
+  /** Put back earlier assistant turns as the model sampled them before forwarding (default true). */
+  repairHistory?: boolean;
   processMetrics?: boolean;
   log?: (line: string) => void;
   /** Port of the gRPC trajectory stream (the CLI's default is 8701; 0 picks a free port); unset or null: no gRPC server. */
@@ -87,6 +90,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       trajectories: trajectorySettings,
     },
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
+    repair: options.repairHistory === false ? null : new HistoryRepair(store),
     log: options.log ?? (() => {}),
   };
   const { server, passthrough } = createGatewayServer(context);

@@ -1,10 +1,10 @@
 // A rollout's trajectories, rebuilt from its stored calls: on demand for an open rollout, and when it is finished.
-import { reconstructRollout, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
+import { reconstructRollout, rolloutTrainSegments, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
 
 export interface TrajectorySettings {
-  /** Segment kinds trained (default: main agent only). */
+  /** Segment kinds trained (default: main agent only); a rollout's metadata `train_segments` wins. */
   trainSegments?: readonly SegmentKind[];
   /** Flag a rollout with more non-dead leaves than this (default 64). */
   maxLeaves?: number;
@@ -14,7 +14,7 @@ export function reconstructStored(store: Store, rollout: RolloutRecord, settings
   return reconstructRollout(store.listCallTokens(rollout.id), {
     rolloutId: rollout.id,
     reward: rollout.reward,
-    trainSegments: settings.trainSegments,
+    trainSegments: rolloutTrainSegments(rollout.metadata) ?? settings.trainSegments,
     maxLeaves: settings.maxLeaves,
   });
 }

@@ -13,11 +13,13 @@ export interface ChatFormat {
   thinkEnd: number;
   /** Opens a tool call in a completion (`<tool_call>`): the content ends before it. */
   toolCallStart: number;
+  /** What a generation prompt ends with when thinking is off (`<think>\n\n</think>\n\n`). */
+  emptyThink: readonly number[];
 }
 
 /**
  * Qwen3 (and Qwen2.5): `<|im_start|>` 151644, `<|im_end|>` 151645, "system" 8948, `</think>` 151668,
- * `<tool_call>` 151657.
+ * `<tool_call>` 151657; `<think>` 151667 and "\n\n" 271 in the empty think block.
  */
 export const QWEN3_CHAT_FORMAT: ChatFormat = {
   turnStart: 151644,
@@ -25,6 +27,7 @@ export const QWEN3_CHAT_FORMAT: ChatFormat = {
   systemHeader: [151644, 8948],
   thinkEnd: 151668,
   toolCallStart: 151657,
+  emptyThink: [151667, 271, 151668, 271],
 };
 
 function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {

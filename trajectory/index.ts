@@ -8,3 +8,4 @@ export { reconstructRollout } from "./reconstruct.ts";
 export { RolloutTree } from "./rollout-tree.ts";
 export { DEFAULT_MAX_LEAVES, DEFAULT_TRAIN_SEGMENTS, trajectoryId } from "./assemble.ts";
 export * from "./types.ts";
+export { parseTrainSegments, rolloutTrainSegments } from "./train-segments.ts";

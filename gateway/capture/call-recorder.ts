@@ -1,6 +1,6 @@
 // Follows one harness call from arrival to its committed record: timings, rlgate's own overhead, and exactly one
 // final record (a call ends once: ok, upstream_error, client_aborted or timeout).
-import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, TokenSource } from "../../store/records.ts";
+import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, TokenSource } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
@@ -12,6 +12,10 @@ export interface CallStart {
   model: string | null;
   requestReceived: unknown;
   requestForwarded: unknown;
+  /** Tools the forwarded chat request offered (unset for completions). */
+  tools?: number;
+  /** Assistant turns history repair put back (unset or empty: none). */
+  repairs?: HistoryRepair[];
   /** Epoch ms and performance.now() when the request head arrived. */
   startEpoch: number;
   startPerf: number;
@@ -80,7 +84,11 @@ export class CallRecorder {
   #segmentStart: number;
   #committed: Promise<void> | null = null;
 
-  constructor(store: Store, metrics: GatewayMetrics, start: CallStart) {
+  readonly #onRecord: ((record: CallRecord) => void) | null;
+
+  /** `onRecord` sees each record as it is committed (history repair learns the turns the model sampled). */
+  constructor(store: Store, metrics: GatewayMetrics, start: CallStart, onRecord: ((record: CallRecord) => void) | null = null) {
+    this.#onRecord = onRecord;
     this.#store = store;
     this.#metrics = metrics;
     this.#start = start;
@@ -149,9 +157,12 @@ export class CallRecorder {
         end: Date.now(),
         overheadMs: Math.round(this.#overheadMs * 1000) / 1000,
       },
+      ...(this.#start.tools === undefined ? {} : { tools: this.#start.tools }),
+      ...(this.#start.repairs?.length ? { repairs: this.#start.repairs } : {}),
     };
     this.#metrics.recordCall(record);
     this.#committed = this.#store.putCall(record);
+    this.#onRecord?.(record);
     return this.#committed;
   }
 }

@@ -42,6 +42,8 @@ export interface ExchangeSpec {
   omitHeader?: (name: string) => boolean;
 }
 
+const CHAT_PATH = "/v1/chat/completions";
+
 export function checkRolloutRequired(ctx: GatewayContext, attribution: Attribution): void {
   if (ctx.config.requireRollout && attribution.rolloutId === null) {
     throw new GatewayError(
@@ -147,7 +149,12 @@ export class Exchange {
 export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec: ExchangeSpec): Promise<Exchange | null> {
   const { req, res, attribution } = call;
   const requestReceived = new RawJson(call.rawBody);
-  const payload = forwardedPayload(spec.forwarded, call.body, requestReceived);
+  const chat = spec.upstreamPath === CHAT_PATH;
+  // Every surface's chat request is final here (Messages and Responses translated): the one place history is repaired.
+  const repaired = chat && ctx.repair !== null ? ctx.repair.repair(attribution.rolloutId, spec.forwarded) : null;
+  const forwarded = repaired?.forwarded ?? spec.forwarded;
+  const payload = forwardedPayload(forwarded, call.body, requestReceived);
+  const tools = forwarded["tools"];
   const recorder = new CallRecorder(ctx.store, ctx.metrics, {
     rolloutId: attribution.rolloutId,
     api: spec.api,
@@ -156,9 +163,11 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     model: spec.model,
     requestReceived,
     requestForwarded: payload.record,
+    ...(chat ? { tools: Array.isArray(tools) ? tools.length : 0 } : {}),
+    ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
-  });
+  }, ctx.repair === null ? null : (record) => ctx.repair!.observe(record));
 
   const upstreamCall = new UpstreamCall();
   let harnessGone = false;

@@ -70,6 +70,11 @@ export interface CoreOptions {
   groupSize?: number;
   groupTimeoutMs?: number;
   trainFlagged?: boolean;
+  /**
+   * Segment kinds trained (e.g. main, sub_agent, compaction), for rollouts whose metadata has no `train_segments`;
+   * unset: the gateway's choice (its --train-segments). Gateways deliver every segment's loss mask.
+   */
+  trainSegments?: readonly string[];
   maxMessageBytes?: number;
   processMetrics?: boolean;
   log?: (line: string) => void;
@@ -126,8 +131,15 @@ function parseMetadata(json: string): Record<string, unknown> {
   }
 }
 
-function toPending(m: RolloutMessage, gateway: string): PendingRollout {
+/** Which rows train: the rollout's own `train_segments`, else the core's --train-segments, else the gateway's flags. */
+function trainedRows(m: RolloutMessage, metadata: Record<string, unknown>, trainSegments: readonly string[] | undefined): Uint8Array {
+  if (trainSegments === undefined || metadata["train_segments"] !== undefined) return m.trained;
+  return Uint8Array.from(m.segments, (segment) => (trainSegments.includes(segment) ? 1 : 0));
+}
+
+function toPending(m: RolloutMessage, gateway: string, trainSegments?: readonly string[]): PendingRollout {
   const t = m.trajectories;
+  const metadata = parseMetadata(m.metadataJson);
   return {
     rolloutId: m.rolloutId,
     groupKey: groupKeyOf(m.group, m.rolloutId),
@@ -136,7 +148,7 @@ function toPending(m: RolloutMessage, gateway: string): PendingRollout {
     harness: m.harness,
     status: m.status,
     reward: m.hasReward ? m.reward : null,
-    declaredSize: declaredGroupSize(parseMetadata(m.metadataJson)),
+    declaredSize: declaredGroupSize(metadata),
     flagged: m.flagged,
     flagReasons: m.flagReasons,
     oversize: m.oversize,
@@ -147,7 +159,7 @@ function toPending(m: RolloutMessage, gateway: string): PendingRollout {
     logprobs: t.logprobs,
     trajectoryIds: m.trajectoryIds,
     segments: m.segments,
-    trained: m.trained,
+    trained: trainedRows(m, metadata, trainSegments),
     gateway,
     cursor: m.cursor,
     receivedAt: Date.now(),
@@ -281,7 +293,7 @@ export async function startCore(options: CoreOptions): Promise<Core> {
       consumers.get(gateway)?.ack([m.cursor]);
       return;
     }
-    const pending = toPending(m, gateway);
+    const pending = toPending(m, gateway, options.trainSegments);
     await store.putPending(pending);
     const g = tracker.add(pending);
     if (tracker.isComplete(g)) void enqueue(() => processGroup(key, "size"));

@@ -1,0 +1,131 @@
+// History repair (`messages` mode, on by default; `rlgate serve --no-repair-history` turns it off): before a chat
+// request goes upstream, each earlier assistant turn that the rollout's calls sampled is put back as the model
+// produced it wherever the harness changed it in a way the chat template does not undo (see qwen3-turn.ts), so the
+// upstream renders the sampled tokens again and the new prompt extends the earlier prompt + completion exactly. The
+// harness never sees a difference; the call record says what was repaired (`repairs`).
+import { LRUCache } from "lru-cache";
+import type { CallRecord, HistoryRepair as Repair } from "../../store/records.ts";
+import type { Store } from "../../store/store.ts";
+import { QWEN3_CHAT_FORMAT, type ChatFormat } from "../../trajectory/chat-format.ts";
+import { isObject, type Json } from "../upstream/fields.ts";
+import { faithfulText, renderedHead, sampledHead } from "./qwen3-turn.ts";
+import { contentText, recordedTurns, RolloutTurns, toolCallsOf, type RecordedTurn } from "./recorded-turns.ts";
+
+export interface RepairResult {
+  /** The body to forward: the same object when nothing was repaired. */
+  forwarded: Json;
+  repairs: Repair[];
+}
+
+export interface HistoryRepairOptions {
+  /** Characters of sampled turns kept in memory across rollouts (least recently used rollouts go first). */
+  maxChars?: number;
+  format?: ChatFormat;
+}
+
+export class HistoryRepair {
+  readonly #store: Store;
+  readonly #format: ChatFormat;
+  readonly #rollouts: LRUCache<string, RolloutTurns>;
+
+  constructor(store: Store, options: HistoryRepairOptions = {}) {
+    this.#store = store;
+    this.#format = options.format ?? QWEN3_CHAT_FORMAT;
+    this.#rollouts = new LRUCache({ maxSize: options.maxChars ?? 64_000_000, sizeCalculation: (turns) => turns.size });
+  }
+
+  /** A call was recorded: its sampled turns join its rollout's, when the rollout's are in memory. */
+  observe(record: CallRecord): void {
+    if (record.rolloutId === null) return;
+    const turns = this.#rollouts.get(record.rolloutId);
+    if (turns === undefined) return; // read from the store, completely, when a request first needs them
+    for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+    this.#rollouts.set(record.rolloutId, turns); // its size changed
+  }
+
+  /** The chat request to forward, with the rollout's earlier sampled turns put back. */
+  repair(rolloutId: string | null, forwarded: Json): RepairResult {
+    const messages = forwarded["messages"];
+    if (rolloutId === null || !Array.isArray(messages) || !messages.some((m) => isObject(m) && m["role"] === "assistant")) {
+      return { forwarded, repairs: [] };
+    }
+    const turns = this.#turns(rolloutId);
+    const repairs: Repair[] = [];
+    let out: unknown[] | null = null;
+    let afterSeq = -1;
+    messages.forEach((message: unknown, index) => {
+      if (!isObject(message) || message["role"] !== "assistant") return;
+      const turn = turns.find(message, afterSeq);
+      if (turn === null) return;
+      afterSeq = turn.callSeq;
+      const fixed = repairTurn(message, turn);
+      if (fixed === null) return;
+      out ??= [...messages];
+      out[index] = fixed.message;
+      for (const kind of fixed.kinds) repairs.push({ turn: index, kind, callSeq: turn.callSeq });
+    });
+    return out === null ? { forwarded, repairs } : { forwarded: { ...forwarded, messages: out }, repairs };
+  }
+
+  #turns(rolloutId: string): RolloutTurns {
+    let turns = this.#rollouts.get(rolloutId);
+    if (turns === undefined) {
+      turns = new RolloutTurns();
+      for (const record of this.#store.listCalls(rolloutId)) for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+      this.#rollouts.set(rolloutId, turns);
+    }
+    return turns;
+  }
+}
+
+/** The message the template renders as `turn` was sampled, and what changed; null when nothing needs to. */
+function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: Repair["kind"][] } | null {
+  const kinds: Repair["kind"][] = [];
+  const fixed: Json = { ...message };
+  const harness = {
+    reasoning: typeof message["reasoning_content"] === "string" ? message["reasoning_content"] : null,
+    content: contentText(message["content"]),
+    toolCalls: Array.isArray(message["tool_calls"]) ? message["tool_calls"].length : 0,
+  };
+  const target = sampledHead(turn);
+  const faithful = faithfulText(turn);
+  if (faithful !== null && harness.toolCalls === turn.toolCalls && renderedHead(harness) !== target) {
+    if (renderedHead({ ...harness, reasoning: faithful.reasoning }) === target) kinds.push(reasoningKind(turn));
+    else if (renderedHead({ ...harness, content: faithful.content }) === target) kinds.push("content");
+    else kinds.push(reasoningKind(turn), "content");
+    fixed["content"] = faithful.content;
+    if (faithful.reasoning === null) delete fixed["reasoning_content"];
+    else fixed["reasoning_content"] = faithful.reasoning;
+  }
+  const sent = toolCallsOf(message);
+  if (sent.length === turn.calls.length && sent.length > 0) {
+    const calls = message["tool_calls"] as unknown[];
+    let changed = false;
+    const restored = calls.map((call, i) => {
+      const model = turn.calls[i]!;
+      const mine = sent[i]!;
+      if (mine.name === model.name && argumentsKeyExact(mine.arguments) === argumentsKeyExact(model.arguments)) return call;
+      changed = true;
+      const original = isObject(call) ? call : {};
+      return { ...original, function: { ...(isObject(original["function"]) ? original["function"] : {}), name: model.name, arguments: model.arguments } };
+    });
+    if (changed) {
+      fixed["tool_calls"] = restored;
+      kinds.push("tool_calls");
+    }
+  }
+  return kinds.length === 0 ? null : { message: fixed, kinds };
+}
+
+/** Arguments as the template writes them: parsed, keys in their order (its `tojson` keeps the order it is given). */
+function argumentsKeyExact(args: string): string {
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch {
+    return args;
+  }
+}
+
+function reasoningKind(turn: RecordedTurn): Repair["kind"] {
+  return turn.reasoning === null && turn.thinkingOff ? "empty_think" : "reasoning";
+}
