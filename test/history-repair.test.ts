@@ -53,6 +53,24 @@ async function runSession(stack: Stack): Promise<{ id: string; calls: CallRecord
   return { id: rollout.id, calls: await rolloutCalls(stack.gateway.url, rollout.id) };
 }
 
+/** The same kind of session on the Messages API, like Claude Code: text, thinking and tool_use blocks echoed back. */
+async function runMessagesSession(stack: Stack, turns: number): Promise<{ id: string; calls: CallRecord[] }> {
+  const rollout = await createRollout(stack.gateway.url, { group: "repair", harness: "claude-code-like" });
+  const tools = TOOLS.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+  const messages: Array<Record<string, unknown>> = [{ role: "user", content: "Fix the off-by-one in src/a.py and make the tests pass." }];
+  for (let turn = 0; turn < turns; turn++) {
+    const body = { model: "Qwen/Qwen3-8B", max_tokens: 1024, system: "You are a coding agent.", messages, tools };
+    const res = await postJson(`${rollout.base_urls.anthropic}/v1/messages`, body);
+    assert.equal(res.status, 200, res.text);
+    const content = res.json.content as Array<Record<string, unknown>>;
+    messages.push({ role: "assistant", content });
+    const uses = content.filter((b) => b["type"] === "tool_use");
+    if (uses.length) messages.push({ role: "user", content: uses.map((u, i) => ({ type: "tool_result", tool_use_id: u["id"], content: `output ${turn}.${i}` })) });
+  }
+  await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+  return { id: rollout.id, calls: await rolloutCalls(stack.gateway.url, rollout.id) };
+}
+
 async function trajectories(stack: Stack, id: string): Promise<any> {
   const res = await fetch(`${stack.gateway.url}/api/rollouts/${id}/trajectories`);
   assert.equal(res.status, 200);
@@ -99,6 +117,19 @@ describe("history repair (messages mode, simulated vLLM)", () => {
     assert.deepEqual(rec.breaks, []);
     assert.equal(rec.stats.amplification, 1);
     assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens);
+  });
+
+  test("Messages API (Claude-Code-like): the text block's trailing newline before a tool call is put back; 0 breaks", async () => {
+    const { id, calls } = await runMessagesSession(repaired, 6);
+    const text = (calls[1]!.response as any).content.find((b: any) => b.type === "text");
+    assert.equal(text.text, "\n\nThe loop starts at 1, not 0.\n", "the harness got vLLM's text with its newline");
+    assert.ok(calls.some((c) => (c.repairs ?? []).some((r) => r.kind === "content")));
+    const rec = await trajectories(repaired, id);
+    assert.deepEqual(rec.breaks, []);
+    assert.equal(rec.trajectories.length, 1);
+    const without = await runMessagesSession(plain, 6);
+    const broken = await trajectories(plain, without.id);
+    assert.ok(broken.stats.breaks.reserialization >= 2, JSON.stringify(broken.stats.breaks));
   });
 
   test("the harness sees the same answers with and without repair", async () => {

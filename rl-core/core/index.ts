@@ -32,6 +32,7 @@ import { groupAdvantages, type CoreEstimator } from "./group-advantages.ts";
 import { declaredGroupSize, groupKeyOf, GroupTracker, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";
 import { TrainerService, type BatchSource } from "./trainer-service.ts";
+import { trainedRows } from "./train-segments.ts";
 
 export { CORE_ESTIMATORS, type CoreEstimator } from "./group-advantages.ts";
 
@@ -129,12 +130,6 @@ function parseMetadata(json: string): Record<string, unknown> {
   } catch {
     return {};
   }
-}
-
-/** Which rows train: the rollout's own `train_segments`, else the core's --train-segments, else the gateway's flags. */
-function trainedRows(m: RolloutMessage, metadata: Record<string, unknown>, trainSegments: readonly string[] | undefined): Uint8Array {
-  if (trainSegments === undefined || metadata["train_segments"] !== undefined) return m.trained;
-  return Uint8Array.from(m.segments, (segment) => (trainSegments.includes(segment) ? 1 : 0));
 }
 
 function toPending(m: RolloutMessage, gateway: string, trainSegments?: readonly string[]): PendingRollout {
