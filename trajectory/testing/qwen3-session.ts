@@ -105,7 +105,10 @@ export interface RecordedCall {
 }
 
 export interface ChatCallOptions {
+  /** Tools offered; the call record says how many (unset: the record does not say, as records before it). */
   tools?: unknown[];
+  /** Qwen3's enable_thinking: false renders the empty think block at the end of the prompt. */
+  enableThinking?: boolean;
   status?: CallStatus;
   tokenSource?: TokenSource;
   tokenIssue?: string;
@@ -119,7 +122,7 @@ export class CallLog {
 
   chat(messages: readonly ChatMessage[], turns: readonly Turn[], options: ChatCallOptions = {}): RecordedCall {
     const callSeq = this.calls.length + 1;
-    const prompt = renderChatIds(messages, { tools: options.tools ?? null });
+    const prompt = renderChatIds(messages, { tools: options.tools ?? null, enableThinking: options.enableThinking });
     const completions = turns.map((turn, i) => completionIds(turn, { stopped: options.stopped?.[i] ?? true }));
     const logprobs = completions.map((ids, i) => fakeLogprobs(callSeq, i, ids.length));
     const tokenSource = options.tokenSource ?? "upstream";
@@ -139,6 +142,7 @@ export class CallLog {
       tokenIssue: options.tokenIssue ?? null,
       status,
       startedAt: 1_700_000_000_000 + callSeq,
+      tools: options.tools === undefined ? null : options.tools.length,
     });
     return { callSeq, prompt, completions, logprobs };
   }
