@@ -95,7 +95,12 @@ function callLine(call: CallSummary, rec: Reconstruction, p: Painter): string {
   const a = call.attach;
   const seg = rec.segments[a.segmentId]!;
   const brk = rec.breaks.find((b) => b.callSeq === call.callSeq);
-  const how = brk !== undefined ? p.paint(describeBreak(brk), "yellow") : a.kind === "root" ? "root" : `extends ${ref(a.ref)}`;
+  const how =
+    brk !== undefined
+      ? p.paint(describeBreak(brk), "yellow")
+      : a.kind === "root" || a.kind === "auxiliary"
+        ? a.kind
+        : `${a.kind === "extend" ? "extends" : a.kind} ${ref(a.ref)}`;
   const untrusted = call.tokenSource === "upstream" ? "" : p.paint(` [${call.tokenSource}]`, "red");
   return `${head} ${seg.kind}#${seg.id} ${how} · prompt ${a.promptTokens} (+${a.promptTokens - a.matchedTokens}) · ${choices}${untrusted}`;
 }
@@ -138,7 +143,7 @@ export function formatTrajectory(t: Trajectory, options: FormatOptions): string 
   const trained = t.lossMask.reduce((n, m) => n + m, 0);
   const header =
     `${p.paint(`trajectory ${t.trajectoryId}`, "bold")} · ${t.segment}#${t.segmentId} · ${t.trained ? "trained" : "not trained"} · ` +
-    `${t.tokenIds.length} tokens, ${trained} trained · leaf ${ref(t.leaf)} · reward ${t.reward ?? "-"}`;
+    `${t.tokenIds.length} tokens, ${trained} ${t.trained ? "trained" : "its own (not trained)"} · leaf ${ref(t.leaf)} · reward ${t.reward ?? "-"}`;
   const lines = [header];
   for (const b of t.breaks) lines.push(`  break: #${b.callSeq} ${describeBreak(b)}`);
 
@@ -185,7 +190,7 @@ export function formatReconstruction(rec: Reconstruction, options: FormatOptions
   const color = options.color ?? false;
   const parts = [formatSummary(rec, color), formatSegments(rec), formatCallTree(rec, color)];
   const legend = color
-    ? `legend: ${new Painter(true).paint("trained", "green")} · ${new Painter(true).paint("sampled, trained elsewhere", "cyan")} · ${new Painter(true).paint("untrusted ids", "red")} · context plain`
+    ? `legend: ${new Painter(true).paint("trained", "green")} · ${new Painter(true).paint("sampled, trained elsewhere", "cyan")} · ${new Painter(true).paint("segment not trained", "yellow")} · ${new Painter(true).paint("untrusted ids", "red")} · context plain`
     : "legend: ⟦trained⟧ ⟨sampled, trained elsewhere⟩ ⟮segment not trained⟯ ⟪untrusted ids⟫ · context plain · ⌁break⌁";
   parts.push(legend);
   for (const t of rec.trajectories) {
