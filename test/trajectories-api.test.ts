@@ -2,10 +2,11 @@
 // prompts stored as references so stored token bytes follow the rollout's unique tokens.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { rmSync } from "node:fs";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, ROOT, startStack, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -45,27 +46,35 @@ describe("trajectories from captured rollouts", () => {
   });
 
   test("dropping reasoning from history re-serializes it: breaks are classified and each completion stays a leaf", async () => {
-    const rollout = await createRollout(stack.gateway.url);
-    await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, false);
-    const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
-    assert.equal(rec.stats.breaks.reserialization, 2, JSON.stringify(rec.breaks));
-    assert.equal(rec.trajectories.length, 3);
-    // Every sampled token is trained exactly once across the trajectories.
-    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
-    const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
-    assert.equal(trained, sampled);
+    // History repair would put the reasoning back (one trajectory): this gateway forwards histories as sent.
+    const dataDir = tempDir("no-repair");
+    const plain = await startGateway({ upstream: stack.sim.url, port: 0, dataDir, repairHistory: false });
+    try {
+      const rollout = await createRollout(plain.url);
+      await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, false);
+      const rec = (await (await fetch(`${plain.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
+      assert.equal(rec.stats.breaks.reserialization, 2, JSON.stringify(rec.breaks));
+      assert.equal(rec.trajectories.length, 3);
+      // Every sampled token is trained exactly once across the trajectories.
+      const calls = await rolloutCalls(plain.url, rollout.id);
+      const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
+      const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
+      assert.equal(trained, sampled);
 
-    // The gateway lives in this process: the CLI must run asynchronously so the gateway can answer it.
-    const out = await execFileAsync(
-      process.execPath,
-      ["--import", "tsx", "cli/index.ts", "show", rollout.id, "--gateway", stack.gateway.url, "--no-color"],
-      { cwd: ROOT, encoding: "utf8", timeout: 60_000 },
-    );
-    assert.match(out.stdout, new RegExp(`rollout ${rollout.id}`));
-    assert.match(out.stdout, /reserialization/);
-    assert.match(out.stdout, /⟦#/, "sampled spans are marked");
-    assert.match(out.stdout, /<tool_call>/);
+      // The gateway lives in this process: the CLI must run asynchronously so the gateway can answer it.
+      const out = await execFileAsync(
+        process.execPath,
+        ["--import", "tsx", "cli/index.ts", "show", rollout.id, "--gateway", plain.url, "--no-color"],
+        { cwd: ROOT, encoding: "utf8", timeout: 60_000 },
+      );
+      assert.match(out.stdout, new RegExp(`rollout ${rollout.id}`));
+      assert.match(out.stdout, /reserialization/);
+      assert.match(out.stdout, /⟦#/, "sampled spans are marked");
+      assert.match(out.stdout, /<tool_call>/);
+    } finally {
+      await plain.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   test("prompts are stored as references: stored id bytes stay within 1.5 × 4 B × unique tokens, across a restart", async () => {
