@@ -23,7 +23,8 @@ let core: Core;
 const coreDir = tempDir("e2e-core");
 
 before(async () => {
-  stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0 } });
+  // Histories go upstream as sent (no repair), so the rollout that drops its reasoning keeps several trajectories.
+  stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0, repairHistory: false } });
   core = await startCore({ gateways: [stack.gateway.grpc!.address], port: 0, dataDir: coreDir, tokenBudget: 1_000_000, batchTimeoutMs: 200 });
 });
 after(async () => {
