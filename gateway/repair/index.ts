@@ -87,8 +87,8 @@ function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: 
     content: contentText(message["content"]),
     toolCalls: Array.isArray(message["tool_calls"]) ? message["tool_calls"].length : 0,
   };
-  const target = sampledHead(turn);
-  const faithful = faithfulText(turn);
+  turn.memo ??= { target: sampledHead(turn), faithful: faithfulText(turn), argumentKeys: turn.calls.map((c) => argumentsKeyExact(c.arguments)) };
+  const { target, faithful, argumentKeys } = turn.memo;
   if (faithful !== null && harness.toolCalls === turn.toolCalls && renderedHead(harness) !== target) {
     if (renderedHead({ ...harness, reasoning: faithful.reasoning }) === target) kinds.push(reasoningKind(turn));
     else if (renderedHead({ ...harness, content: faithful.content }) === target) kinds.push("content");
@@ -104,7 +104,7 @@ function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: 
     const restored = calls.map((call, i) => {
       const model = turn.calls[i]!;
       const mine = sent[i]!;
-      if (mine.name === model.name && argumentsKeyExact(mine.arguments) === argumentsKeyExact(model.arguments)) return call;
+      if (mine.name === model.name && argumentsKeyExact(mine.arguments) === argumentKeys[i]) return call;
       changed = true;
       const original = isObject(call) ? call : {};
       return { ...original, function: { ...(isObject(original["function"]) ? original["function"] : {}), name: model.name, arguments: model.arguments } };

@@ -15,6 +15,8 @@ export interface RecordedToolCall {
 export interface RecordedTurn extends SampledTurn {
   callSeq: number;
   calls: RecordedToolCall[];
+  /** What repair compares with, worked out once per turn (requests re-send every turn of the history). */
+  memo?: { target: string; faithful: { reasoning: string | null; content: string } | null; argumentKeys: string[] };
 }
 
 function endsWith(ids: readonly number[] | null, tail: readonly number[]): boolean {
