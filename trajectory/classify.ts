@@ -38,10 +38,12 @@ export interface Divergence {
   from: number | null;
   /** Sequence whose segment is the parent of a new segment (sub-agent, compaction). */
   parent: number | null;
+  /** A compaction found from the summary it starts from (`parent` wrote it). */
+  fromSummary: boolean;
 }
 
-function at(kind: Divergence["kind"], ref: number | null, from: number | null, parent = ref): Divergence {
-  return { kind, ref, from, parent };
+function at(kind: Divergence["kind"], ref: number | null, from: number | null, parent = ref, fromSummary = false): Divergence {
+  return { kind, ref, from, parent, fromSummary };
 }
 
 export function classifyDivergence(f: DivergenceFacts): Divergence {
@@ -60,8 +62,11 @@ export function classifyDivergence(f: DivergenceFacts): Divergence {
     // A new thread that starts from an answer of this rollout is its compaction, whatever its system prompt says
     // (Claude Code's first system block carries a per-conversation hash).
     const summary = f.summarySource();
-    return summary === null ? at("sub_agent", old, old) : at("compaction", old, summary, summary);
+    return summary === null ? at("sub_agent", old, old) : at("compaction", old, summary, summary, true);
   }
-  if (f.fewerTurns()) return at("compaction", old, old, f.summarySource() ?? old);
+  if (f.fewerTurns()) {
+    const summary = f.summarySource();
+    return at("compaction", old, summary ?? old, summary ?? old, summary !== null);
+  }
   return at("branch", old, old);
 }

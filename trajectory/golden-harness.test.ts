@@ -170,6 +170,27 @@ describe("golden: real harness sessions (Qwen3)", () => {
     assert.ok(compaction.at < 20, "the threads part in the system prompt's hash line");
   });
 
+  it("(5b) a summarizer of its own (another system prompt, no tools): auxiliary, and the compaction hangs under main", () => {
+    const log = new CallLog();
+    const main: ChatMessage[] = [SYSTEM, USER];
+    const t1 = read("src/a.py", "Read it.");
+    log.chat(main, [t1], { tools: TOOLS });
+    main.push(assistantMessage(t1), toolMessage("def total(n):\n    return sum(range(n + 1))"));
+    log.chat(main, [read("tests/test_a.py", "Read the test.")], { tools: TOOLS });
+    const summary =
+      "The user asked to fix total() in src/a.py, which sums range(n + 1) and so includes n once too often; " +
+      "tests/test_a.py expects total(3) == 3. Next step: change the range to range(n) and run the tests.";
+    const transcript = "user: Fix the sum in src/a.py.\nassistant: read src/a.py\ntool: def total(n): ...";
+    log.chat([{ role: "system", content: "You summarize coding sessions." }, { role: "user", content: transcript }], [answer(summary, "Summarize.")], { tools: [] });
+    const fresh: ChatMessage[] = [SYSTEM, { role: "user", content: `Continue from this summary: ${summary}` }];
+    log.chat(fresh, [read("src/a.py", "Re-open it.")], { tools: TOOLS });
+    const rec = reconstructRollout(log.calls, { rolloutId: "r5b" });
+    assert.deepEqual(rec.segments.map((s) => [s.kind, s.parentId, s.callSeqs]), [["main", null, [1, 2]], ["auxiliary", 0, [3]], ["compaction", 0, [4]]]);
+    assert.deepEqual(rec.calls.map((c) => c.attach?.kind), ["root", "extend", "auxiliary", "compaction"]);
+    assert.deepEqual(rec.breaks.map((b) => [b.kind, b.from?.callSeq]), [["compaction", 3]]);
+    assert.equal(rec.flags.flagged, false);
+  });
+
   it("(6) which segments train: untrained ones mark only what no trained trajectory trains", () => {
     // Turns without reasoning render back as sampled, so a fork that keeps the first turn shares its sampled tokens.
     const plainRead = (path: string): Turn => ({ reasoning: null, content: "", toolCalls: [{ name: "read_file", arguments: { path } }] });

@@ -22,8 +22,10 @@ interface Draft {
   parentId: number | null;
   firstCallSeq: number;
   callSeqs: number[];
-  /** A call of it continued an earlier one (extend, re-serialization), or a compaction started from it. */
+  /** A call of it continued an earlier one (extend, re-serialization). */
   continued: boolean;
+  /** A compaction started from its answer (a summary found in the new thread's prompt). */
+  summarized: boolean;
   /** Every call offered no tools (known) and answered briefly. */
   sideCalls: boolean;
 }
@@ -41,10 +43,11 @@ export interface FinalSegments {
 export class SegmentBook {
   readonly #drafts: Draft[] = [];
 
-  open(kind: SegmentKind, parentId: number | null, callSeq: number, shape: CallShape): number {
+  /** `fromSummary`: a compaction whose parent wrote the summary it starts from. */
+  open(kind: SegmentKind, parentId: number | null, callSeq: number, shape: CallShape, fromSummary: boolean): number {
     const id = this.#drafts.length;
-    this.#drafts.push({ id, proposed: kind, parentId, firstCallSeq: callSeq, callSeqs: [callSeq], continued: false, sideCalls: isSideCall(shape) });
-    if (kind === "compaction" && parentId !== null) this.#drafts[parentId]!.continued = true;
+    this.#drafts.push({ id, proposed: kind, parentId, firstCallSeq: callSeq, callSeqs: [callSeq], continued: false, summarized: false, sideCalls: isSideCall(shape) });
+    if (kind === "compaction" && fromSummary && parentId !== null) this.#drafts[parentId]!.summarized = true;
     return id;
   }
 
@@ -57,25 +60,26 @@ export class SegmentBook {
   }
 
   /**
-   * Final kinds. A proposed compaction is a sub-agent when its parent is one (a sub-agent's restart or a second
-   * instance of it), or when the parent segment still gets calls after it started: the old history went on, so this
-   * was a fork, not a compaction. Segments of one-shot side calls (no tools, a short answer, nothing continues them)
-   * are auxiliary when some other thread is an agent; main is the first such thread, and threads opened off an
-   * auxiliary call hang under main.
+   * Final kinds. Segments of one-shot side calls (no tools, a short answer, nothing continues them) are auxiliary when
+   * some other thread is an agent, and so is a summarizer: a one-shot thread of its own whose answer a compaction
+   * starts from. Main is the first other thread; threads opened off an auxiliary call (a compaction off its
+   * summarizer) hang under main. A proposed compaction of any other thread is a sub-agent when that thread is one (a
+   * sub-agent's restart or a second instance of it), or when it still gets calls after the compaction started: the old
+   * history went on, so this was a fork, not a compaction.
    */
   finalize(trainSegments: readonly SegmentKind[]): FinalSegments {
     const drafts = this.#drafts;
     const kinds: SegmentKind[] = [];
     const parents: Array<number | null> = drafts.map((d) => d.parentId);
+    const side = drafts.map((d) => d.proposed !== "compaction" && !d.continued && (d.sideCalls || d.summarized));
     for (const draft of drafts) {
       let kind = draft.proposed;
-      if (kind === "compaction" && draft.parentId !== null) {
+      if (kind === "compaction" && draft.parentId !== null && !side[draft.parentId]) {
         const parent = drafts[draft.parentId]!;
         if (kinds[draft.parentId] === "sub_agent" || parent.callSeqs.some((seq) => seq > draft.firstCallSeq)) kind = "sub_agent";
       }
       kinds.push(kind);
     }
-    const side = drafts.map((d, i) => kinds[i] !== "compaction" && !d.continued && d.sideCalls);
     let mainUnclear: string | null = null;
     const agents = drafts.filter((_, i) => !side[i]);
     if (agents.length === 0) {
@@ -85,13 +89,11 @@ export class SegmentBook {
       drafts.forEach((d, i) => {
         if (side[i]) kinds[i] = "auxiliary";
       });
-      if (kinds[main.id] !== "main") {
-        kinds[main.id] = "main";
-        parents[main.id] = null;
-        drafts.forEach((d, i) => {
-          if (i !== main.id && d.parentId !== null && side[d.parentId]) parents[i] = main.id;
-        });
-      }
+      if (kinds[main.id] !== "main") parents[main.id] = null;
+      kinds[main.id] = "main";
+      drafts.forEach((d, i) => {
+        if (i !== main.id && d.parentId !== null && side[d.parentId]) parents[i] = main.id;
+      });
     }
     const segments = drafts.map((draft, i) => ({
       id: draft.id,
