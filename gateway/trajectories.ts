@@ -1,5 +1,5 @@
 // A rollout's trajectories, rebuilt from its stored calls: on demand for an open rollout, and when it is finished.
-import { reconstructRollout, rolloutTrainSegments, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
+import { reconstructRollout, rolloutTrainSegments, type ChatFormat, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
 
@@ -8,6 +8,8 @@ export interface TrajectorySettings {
   trainSegments?: readonly SegmentKind[];
   /** Flag a rollout with more non-dead leaves than this (default 64). */
   maxLeaves?: number;
+  /** The served model's turn markers (default: Qwen3's). */
+  chatFormat?: ChatFormat;
 }
 
 export function reconstructStored(store: Store, rollout: RolloutRecord, settings: TrajectorySettings = {}): Reconstruction {
@@ -16,5 +18,6 @@ export function reconstructStored(store: Store, rollout: RolloutRecord, settings
     reward: rollout.reward,
     trainSegments: rolloutTrainSegments(rollout.metadata) ?? settings.trainSegments,
     maxLeaves: settings.maxLeaves,
+    chatFormat: settings.chatFormat,
   });
 }

@@ -2,26 +2,13 @@
 // ended by the EOS token and cut by max_tokens / stop conditions the way vLLM cuts it.
 import type { SimTurn } from "./policy.ts";
 import { encodeCached } from "./prompt.ts";
-import { pyJson } from "./py-json.ts";
-import { textPieces, TOKEN } from "./token-text.ts";
+import { hermesArguments, type SampledText, type ToolCallSpan } from "../tokenizer/output-parser.ts";
+import { pyJson } from "../tokenizer/py-json.ts";
+import { textPieces, TOKEN } from "../tokenizer/token-text.ts";
 
-/** Where one tool call sits in the generated text (offsets into `Generation.fullText`). */
-export interface ToolCallSpan {
-  name: string;
-  /** Offset of `<tool_call>`. */
-  start: number;
-  /** Just after the closing quote of the name: where vLLM's hermes parser can first report the name. */
-  nameEnd: number;
-  argsStart: number;
-  argsEnd: number;
-  /** What vLLM's hermes parser returns as `arguments` (json.dumps of the parsed JSON); null if not JSON. */
-  arguments: string | null;
-}
-
-export interface Generation {
+export interface Generation extends SampledText {
   /** Sampled ids: the text's tokens, then the stop token unless cut short. */
   ids: number[];
-  /** The text each id releases when detokenized incrementally (special tokens release none). */
   pieces: string[];
   /** vLLM's `output.text`: the pieces joined, cut at a stop string. */
   text: string;
@@ -68,14 +55,6 @@ export function formatTurn(turn: SimTurn): FormattedTurn {
     toolCalls.push({ name, start, nameEnd, argsStart, argsEnd, arguments: hermesArguments(raw) });
   });
   return { text, toolCalls };
-}
-
-function hermesArguments(raw: string): string | null {
-  try {
-    return pyJson(JSON.parse(raw));
-  } catch {
-    return null;
-  }
 }
 
 export function generate(turn: SimTurn, options: GenerateOptions): Generation {

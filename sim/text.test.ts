@@ -4,8 +4,8 @@ import { renderChat } from "../tokenizer/chat-template.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import { formatTurn, generate } from "./generate.ts";
 import { encodeCached } from "./prompt.ts";
-import { pyJson } from "./py-json.ts";
-import { textPieces, tokenBytes, TOKEN } from "./token-text.ts";
+import { pyJson } from "../tokenizer/py-json.ts";
+import { textPieces, tokenBytes, TOKEN } from "../tokenizer/token-text.ts";
 
 const tok = qwen3Tokenizer();
 

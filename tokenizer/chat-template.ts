@@ -1,4 +1,4 @@
-// Renders OpenAI-style chat messages with the real Qwen3 chat template, normalizing them the way vLLM does first
+// Renders OpenAI-style chat messages with a model's chat template (the real Qwen3 one built in), normalizing them the way vLLM does first
 // (content parts joined, tool-call arguments parsed to objects), so that prompts match production token for token.
 import { Template } from "@huggingface/jinja";
 import { qwen3Tokenizer } from "./qwen3.ts";
@@ -25,7 +25,6 @@ export interface RenderOptions {
   enableThinking?: boolean;
 }
 
-let template: Template | undefined;
 
 function contentText(content: ChatMessage["content"]): string {
   if (content == null) return "";
@@ -62,17 +61,36 @@ export function normalizeMessages(messages: readonly ChatMessage[]): ChatMessage
   });
 }
 
+/** A model's jinja chat template with the special tokens it is rendered with. */
+export class ChatTemplate {
+  readonly #template: Template;
+  readonly #bos: string;
+  readonly #eos: string;
+
+  constructor(source: string, tokens: { bos: string; eos: string }) {
+    this.#template = new Template(source);
+    this.#bos = tokens.bos;
+    this.#eos = tokens.eos;
+  }
+
+  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    const context: Record<string, unknown> = {
+      messages: normalizeMessages(messages),
+      add_generation_prompt: options.addGenerationPrompt ?? true,
+      bos_token: this.#bos,
+      eos_token: this.#eos,
+    };
+    if (options.tools?.length) context["tools"] = options.tools;
+    if (options.enableThinking !== undefined) context["enable_thinking"] = options.enableThinking;
+    return this.#template.render(context);
+  }
+}
+
+let qwen3Template: ChatTemplate | undefined;
+
 export function renderChat(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
-  template ??= new Template(qwen3Tokenizer().chatTemplate);
-  const context: Record<string, unknown> = {
-    messages: normalizeMessages(messages),
-    add_generation_prompt: options.addGenerationPrompt ?? true,
-    bos_token: "",
-    eos_token: "<|im_end|>",
-  };
-  if (options.tools?.length) context["tools"] = options.tools;
-  if (options.enableThinking !== undefined) context["enable_thinking"] = options.enableThinking;
-  return template.render(context);
+  qwen3Template ??= new ChatTemplate(qwen3Tokenizer().chatTemplate, { bos: "", eos: "<|im_end|>" });
+  return qwen3Template.render(messages, options);
 }
 
 export function renderChatIds(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {

@@ -1,5 +1,6 @@
 // Token-id rules for "near the root" and "system prompt". Reconstruction never decodes text: a chat format is the
 // few special ids that delimit turns.
+import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import type { TokenIds } from "./types.ts";
 
 export interface ChatFormat {
@@ -19,7 +20,8 @@ export interface ChatFormat {
 
 /**
  * Qwen3 (and Qwen2.5): `<|im_start|>` 151644, `<|im_end|>` 151645, "system" 8948, `</think>` 151668,
- * `<tool_call>` 151657; `<think>` 151667 and "\n\n" 271 in the empty think block.
+ * `<tool_call>` 151657; `<think>` 151667 and "\n\n" 271 in the empty think block — what `chatFormatOf` derives from
+ * the built-in Qwen3 tokenizer (a test holds them equal), written out so reconstruction needs no tokenizer loaded.
  */
 export const QWEN3_CHAT_FORMAT: ChatFormat = {
   turnStart: 151644,
@@ -29,6 +31,18 @@ export const QWEN3_CHAT_FORMAT: ChatFormat = {
   toolCallStart: 151657,
   emptyThink: [151667, 271, 151668, 271],
 };
+
+/** The token-level rules of a served model's chat format, its ids looked up by token name (-1: it has no such token). */
+export function chatFormatOf(model: ModelChatFormat): ChatFormat {
+  return {
+    turnStart: model.turnStart.id,
+    turnEnd: model.turnEnd.id,
+    systemHeader: [...model.systemHeader],
+    thinkEnd: model.think?.thinkClose ?? -1,
+    toolCallStart: model.tokenId("<tool_call>") ?? -1,
+    emptyThink: model.think ? model.encode("<think>\n\n</think>\n\n") : [],
+  };
+}
 
 function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {
   if (ids.length < prefix.length) return false;

@@ -4,7 +4,7 @@
 // when not asked for); a streamed request with either flag (or `return_meta_info`) is refused with a 400, so chat
 // streams never carry ids. Model names are not checked: the response echoes the requested one ("default" if none).
 import type { HandlerInput } from "../flavor.ts";
-import { parseChatOutput, streamDeltas, type TokenDelta } from "../parse.ts";
+import { parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
 import { badRequest, type Reply } from "../reply.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
 import { chatLogprobEntry, randomId } from "../vllm/common.ts";

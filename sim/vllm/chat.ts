@@ -5,11 +5,11 @@ import { viewFromChat } from "../conversation.ts";
 import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
-import { parseChatOutput, streamDeltas, type TokenDelta } from "../parse.ts";
+import { parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
-import { TOKEN } from "../token-text.ts";
+import { TOKEN } from "../../tokenizer/token-text.ts";
 import {
   chatLogprobEntry,
   checkLogprobCount,

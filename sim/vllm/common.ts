@@ -4,7 +4,7 @@ import type { SimContext } from "../flavor.ts";
 import { mix } from "../hash.ts";
 import type { TokenLogprob } from "../logprobs.ts";
 import { SimHttpError, badRequest } from "../reply.ts";
-import { tokenString } from "../token-text.ts";
+import { tokenString } from "../../tokenizer/token-text.ts";
 
 export const VLLM_VERSION = "0.10.2";
 

@@ -7,7 +7,7 @@ import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts"
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
-import { TOKEN, VOCAB_SIZE } from "../token-text.ts";
+import { TOKEN, VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
 import {
   checkLogprobCount,

@@ -4,7 +4,7 @@ import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
 import type { HandlerInput } from "../flavor.ts";
 import { chatPrompt, encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
-import { VOCAB_SIZE } from "../token-text.ts";
+import { VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import { VLLM_VERSION, checkModel, randomId, validateIds } from "./common.ts";
 import { detokenizeRequest, parseBody, tokenizeChatRequest, tokenizeTextRequest } from "./requests.ts";
 

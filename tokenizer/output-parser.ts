@@ -1,14 +1,38 @@
 // Output parsing as vLLM runs it with `--reasoning-parser qwen3 --tool-call-parser hermes`: the whole text at once
 // for non-streamed responses, token by token for streams. Both read the same generated text, so a stream's deltas
-// add up to the non-streamed message.
-import type { Generation } from "./generate.ts";
+// add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
+// turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
 import { pyJson } from "./py-json.ts";
 import { TOKEN } from "./token-text.ts";
 
 const THINK_OPEN = "<think>";
 const THINK_CLOSE = "</think>";
 const TOOL_OPEN = "<tool_call>";
+const TOOL_CLOSE = "</tool_call>";
 const TOOL_CALL = /<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)/g;
+
+/** Where one tool call sits in the generated text (offsets into `SampledText.fullText`). */
+export interface ToolCallSpan {
+  name: string;
+  /** Offset of `<tool_call>`. */
+  start: number;
+  /** Just after the closing quote of the name: where vLLM's hermes parser can first report the name. */
+  nameEnd: number;
+  argsStart: number;
+  argsEnd: number;
+  /** What vLLM's hermes parser returns as `arguments` (json.dumps of the parsed JSON); null if not JSON. */
+  arguments: string | null;
+}
+
+/** What the stream parser reads: the sampled ids, the text each releases, and the tool calls in the whole text. */
+export interface SampledText {
+  ids: readonly number[];
+  /** The text each id releases when detokenized incrementally (special tokens release none). */
+  pieces: readonly string[];
+  /** The whole text of the turn. */
+  fullText: string;
+  toolCalls: readonly ToolCallSpan[];
+}
 
 export interface ParsedToolCall {
   name: string;
@@ -76,7 +100,15 @@ export interface ToolCallDelta {
  * with tool parsing on and well-formed calls, the text before the first `<tool_call>` is content, each call's name is
  * reported once its closing quote is generated and its arguments as they are generated; the markup carries no text.
  */
-export function streamDeltas(gen: Generation, toolParsing: boolean): (TokenDelta | null)[] {
+/** The ids of the reasoning markup (`<think>`, `</think>`), which release no text in a stream. */
+export interface ThinkIds {
+  thinkOpen: number;
+  thinkClose: number;
+}
+
+const QWEN3_THINK_IDS: ThinkIds = { thinkOpen: TOKEN.thinkOpen, thinkClose: TOKEN.thinkClose };
+
+export function streamDeltas(gen: SampledText, toolParsing: boolean, think: ThinkIds = QWEN3_THINK_IDS): (TokenDelta | null)[] {
   const calls = toolParsing && gen.toolCalls.length > 0 && gen.toolCalls.every((c) => c.arguments !== null) ? gen.toolCalls : [];
   const firstTool = calls[0]?.start ?? Infinity;
   const nameSent = calls.map(() => false);
@@ -87,11 +119,11 @@ export function streamDeltas(gen: Generation, toolParsing: boolean): (TokenDelta
     const piece = gen.pieces[i]!;
     const start = pos;
     const end = (pos += piece.length);
-    if (id === TOKEN.thinkOpen) {
+    if (id === think.thinkOpen) {
       sawOpen = true;
       return null;
     }
-    if (id === TOKEN.thinkClose) {
+    if (id === think.thinkClose) {
       sawClose = true;
       return null;
     }
@@ -120,7 +152,7 @@ export function streamDeltas(gen: Generation, toolParsing: boolean): (TokenDelta
 
 // Arguments stream as they are generated when the generated JSON is already what the parser returns (the usual case:
 // the sim writes them with Python's separators); otherwise the parser's form is sent whole once the JSON is complete.
-function argumentsDelta(fullText: string, call: Generation["toolCalls"][number], start: number, end: number): string {
+function argumentsDelta(fullText: string, call: ToolCallSpan, start: number, end: number): string {
   const raw = fullText.slice(call.argsStart, call.argsEnd);
   if (raw === call.arguments) {
     const a = Math.max(start, call.argsStart);
@@ -128,4 +160,55 @@ function argumentsDelta(fullText: string, call: Generation["toolCalls"][number],
     return b > a ? fullText.slice(a, b) : "";
   }
   return start < call.argsEnd && end >= call.argsEnd ? call.arguments! : "";
+}
+
+/** What vLLM's hermes parser returns as `arguments` for raw argument JSON (null when it is not JSON). */
+export function hermesArguments(raw: string): string | null {
+  try {
+    return pyJson(JSON.parse(raw));
+  } catch {
+    return null;
+  }
+}
+
+// `{"name": "...", "arguments": ` as a model writes it; the arguments run to the body's last `}`.
+const CALL_HEAD = /^(\s*\{\s*"name"\s*:\s*")((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*/;
+
+/**
+ * The tool calls of a generated text, found by reading it (the sim knows them from writing it). A body in another
+ * shape still parses as a call when it is JSON with a name: its name and arguments are then reported at its end.
+ */
+export function toolCallSpans(text: string): ToolCallSpan[] {
+  const spans: ToolCallSpan[] = [];
+  let at = text.indexOf(TOOL_OPEN);
+  while (at >= 0) {
+    const bodyStart = at + TOOL_OPEN.length;
+    const close = text.indexOf(TOOL_CLOSE, bodyStart);
+    const bodyEnd = close < 0 ? text.length : close;
+    const body = text.slice(bodyStart, bodyEnd);
+    const head = CALL_HEAD.exec(body);
+    const last = body.lastIndexOf("}");
+    if (head && last >= head[0].length) {
+      const name = JSON.parse(`"${head[2]!}"`) as string;
+      const argsStart = bodyStart + head[0].length;
+      const raw = text.slice(argsStart, bodyStart + last).trimEnd();
+      const nameEnd = bodyStart + head[1]!.length + head[2]!.length + 1;
+      spans.push({ name, start: at, nameEnd, argsStart, argsEnd: argsStart + raw.length, arguments: hermesArguments(raw) });
+    } else {
+      let name = "";
+      let args: string | null = null;
+      try {
+        const call: unknown = JSON.parse(body);
+        if (call && typeof call === "object" && "name" in call && "arguments" in call) {
+          name = String((call as { name: unknown }).name);
+          args = pyJson((call as { arguments: unknown }).arguments);
+        }
+      } catch {
+        // Not JSON: the call is malformed, and the parser reports every call as content.
+      }
+      spans.push({ name, start: at, nameEnd: bodyEnd, argsStart: bodyEnd, argsEnd: bodyEnd, arguments: args });
+    }
+    at = close < 0 ? -1 : text.indexOf(TOOL_OPEN, close + TOOL_CLOSE.length);
+  }
+  return spans;
 }
