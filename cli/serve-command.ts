@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
+import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 
@@ -39,6 +40,19 @@ export function serveCommand(): Command {
       "--model-map <pattern=model,...>",
       "rewrite requested model names to the served one, globs tried in order (e.g. 'claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B'); repeatable",
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .addOption(
+      new Option(
+        "--prompts <mode>",
+        "messages: the harness's messages go upstream as chat and the upstream renders them; tokens: rlgate renders prompts with the model's chat template, continues each agent thread from the exact ids the model saw and sampled, and sends ids to /v1/completions (one trajectory per agent thread; see docs/prompt-modes.md)",
+      )
+        .choices([...PROMPT_MODES])
+        .default(process.env.RLGATE_PROMPTS ?? "messages"),
+    )
+    .option(
+      "--model-dir <dir>",
+      "the served model's Hugging Face files (tokenizer.json, tokenizer_config.json with chat_template, generation_config.json): its chat format for --prompts tokens and the trajectories' turn rules (default: Qwen3, built in)",
+      process.env.RLGATE_MODEL_DIR,
     )
     .option("--host <host>", "address to listen on (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port to listen on", integer, 8700)
@@ -97,12 +111,16 @@ export function serveCommand(): Command {
         trajectories: { trainSegments: opts.trainSegments },
         repairHistory: opts.repairHistory,
         processMetrics: true,
+        prompts: opts.prompts,
+        model: opts.modelDir ? resolve(opts.modelDir) : undefined,
         log: (line) => console.error(`[rlgate] ${line}`),
       });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
       console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer)` : `${upstream} (${opts.upstreamFlavor})`}`);
       console.log(`  store:         ${resolve(opts.data)}`);
+      const modelName = gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
+      console.log(`  prompts:       ${opts.prompts}${opts.prompts === "tokens" ? ` (chat format: ${modelName})` : ""}`);
       console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
       console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
       console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);

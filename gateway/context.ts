@@ -2,6 +2,7 @@
 import type { Store } from "../store/store.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { HistoryRepair } from "./repair/index.ts";
+import type { TokenPrompts } from "./prompts/index.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 import type { TrajectoryThread } from "./trajectory-thread.ts";
 import type { Upstream } from "./upstream/client.ts";
@@ -30,6 +31,8 @@ export interface GatewayContext {
   /** Requested model name → served model name. */
   modelMap: ModelMap;
   config: GatewayConfig;
+  /** The tokens prompt mode (the gateway renders prompts and sends ids); null in messages mode. */
+  tokenPrompts: TokenPrompts | null;
   /** Finished rollouts' reconstructions, computed off the event loop. */
   trajectories: TrajectoryThread;
   /** History repair of chat requests before they go upstream; null when turned off (--no-repair-history). */

@@ -14,6 +14,9 @@ import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import { ModelMap } from "./upstream/model-map.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 import { HistoryRepair } from "./repair/index.ts";
+import { chatFormatOf } from "../trajectory/chat-format.ts";
+import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
+import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
@@ -48,6 +51,10 @@ export interface GatewayOptions {
   grpcTls?: TlsFiles;
   /** How long a consumer group member's rollouts wait for it while it is away (default 60 s). */
   grpcMemberTimeoutMs?: number;
+  /** messages (default): the upstream renders the harness's messages; tokens: rlgate renders them and sends ids. */
+  prompts?: PromptModeName;
+  /** The served model's chat format: a Hugging Face model directory, or a loaded format (default: Qwen3, built in). */
+  model?: string | ModelChatFormat;
 }
 
 export interface Gateway {
@@ -68,6 +75,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       `refusing to listen on ${host} without a control token: the control API would be open to the network (pass --token or set RLGATE_TOKEN)`,
     );
   }
+  // The model's files are read only when given or needed: the built-in Qwen3 tokenizer takes ~1 s to load.
+  const format = typeof options.model === "string" ? loadModelChatFormat(options.model) : (options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null));
   const store = new Store({ path: options.dataDir, durability: options.durability, promptIndex: new PromptIndex() });
   const upstream = new Upstream({
     url: options.upstream,
@@ -75,7 +84,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     headersTimeoutMs: options.upstreamTimeoutMs,
     bodyTimeoutMs: options.upstreamTimeoutMs,
   });
-  const trajectorySettings = options.trajectories ?? {};
+  const trajectorySettings: TrajectorySettings = { ...options.trajectories };
+  if (format && !trajectorySettings.chatFormat) trajectorySettings.chatFormat = chatFormatOf(format);
   const context: GatewayContext = {
     store,
     upstream,
@@ -89,6 +99,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       controlToken: options.controlToken ?? null,
       trajectories: trajectorySettings,
     },
+    tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
     repair: options.repairHistory === false ? null : new HistoryRepair(store),
     log: options.log ?? (() => {}),

@@ -46,6 +46,12 @@ export class GatewayMetrics {
     labelNames: ["code"] as const,
     registers: [this.registry],
   });
+  readonly promptModes = new Counter({
+    name: "rlgate_prompt_mode_calls_total",
+    help: "Chat-shaped calls of a gateway in tokens prompt mode, by the mode they were served in and why (continued thread, new thread and its reason, or the reason of a fallback to messages)",
+    labelNames: ["mode", "reason"] as const,
+    registers: [this.registry],
+  });
   readonly passthrough = new Counter({
     name: "rlgate_passthrough_requests_total",
     help: "Requests forwarded unchanged to the upstream (routes rlgate does not capture)",

@@ -88,6 +88,24 @@ export interface CallTimings {
   overheadMs: number;
 }
 
+/**
+ * How a call's prompt was made. `messages`: the harness's messages went upstream as chat; `tokens`: rlgate rendered
+ * the prompt and sent ids (see docs/prompt-modes.md). Absent on calls of a gateway in messages mode.
+ */
+export interface PromptRecord {
+  mode: "tokens" | "messages";
+  /** A messages-mode call in a tokens-mode gateway: why it could not be served from tokens. */
+  fallbackReason?: string;
+  /** tokens: the thread (the seq of its first call). */
+  thread?: number;
+  /** tokens: the call and choice whose prompt and sampled ids this prompt starts with; null for a new thread. */
+  parent?: { seq: number; choice: number } | null;
+  /** tokens, new thread: why it did not continue an earlier call. */
+  newThread?: string;
+  /** tokens: per choice, the key of "these messages + this answer" that a later call continuing it matches. */
+  continuation?: string[];
+}
+
 export interface CallRecord {
   /** Global, monotonically increasing call number (also the call's id). */
   seq: number;
@@ -123,6 +141,8 @@ export interface CallRecord {
   tools?: number;
   /** Earlier assistant turns rlgate put back as the model produced them before forwarding (history repair). */
   repairs?: HistoryRepair[];
+  /** How the prompt was made, with --prompts tokens (docs/prompt-modes.md). */
+  prompt?: PromptRecord;
 }
 
 /** One assistant turn of a forwarded chat request that history repair changed. */

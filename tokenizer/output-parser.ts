@@ -108,27 +108,42 @@ export interface ThinkIds {
 
 const QWEN3_THINK_IDS: ThinkIds = { thinkOpen: TOKEN.thinkOpen, thinkClose: TOKEN.thinkClose };
 
+/** Where a stream is in the reasoning split, token by token: markup releases nothing, text inside the block is reasoning. */
+export class ThinkState {
+  readonly #ids: ThinkIds;
+  #open = false;
+  #closed = false;
+
+  constructor(ids: ThinkIds = QWEN3_THINK_IDS) {
+    this.#ids = ids;
+  }
+
+  next(id: number): "markup" | "reasoning" | "content" {
+    if (id === this.#ids.thinkOpen) {
+      this.#open = true;
+      return "markup";
+    }
+    if (id === this.#ids.thinkClose) {
+      this.#closed = true;
+      return "markup";
+    }
+    return this.#open && !this.#closed ? "reasoning" : "content";
+  }
+}
+
 export function streamDeltas(gen: SampledText, toolParsing: boolean, think: ThinkIds = QWEN3_THINK_IDS): (TokenDelta | null)[] {
   const calls = toolParsing && gen.toolCalls.length > 0 && gen.toolCalls.every((c) => c.arguments !== null) ? gen.toolCalls : [];
   const firstTool = calls[0]?.start ?? Infinity;
   const nameSent = calls.map(() => false);
-  let sawOpen = false;
-  let sawClose = false;
+  const reasoning = new ThinkState(think);
   let pos = 0;
   return gen.ids.map((id, i) => {
     const piece = gen.pieces[i]!;
     const start = pos;
     const end = (pos += piece.length);
-    if (id === think.thinkOpen) {
-      sawOpen = true;
-      return null;
-    }
-    if (id === think.thinkClose) {
-      sawClose = true;
-      return null;
-    }
-    if (!piece) return null;
-    if (sawOpen && !sawClose) return { reasoning_content: piece };
+    const kind = reasoning.next(id);
+    if (kind === "markup" || !piece) return null;
+    if (kind === "reasoning") return { reasoning_content: piece };
     if (calls.length === 0) return { content: piece };
     const delta: TokenDelta = {};
     if (start < firstTool) delta.content = piece.slice(0, Math.min(end, firstTool) - start);
@@ -148,6 +163,24 @@ export function streamDeltas(gen: SampledText, toolParsing: boolean, think: Thin
     if (toolDeltas.length > 0) delta.toolCalls = toolDeltas;
     return delta.content !== undefined || delta.toolCalls ? delta : null;
   });
+}
+
+/** A token's delta as vLLM writes it in a chat chunk; `callIds` holds the ids given to this choice's tool calls. */
+export function chatDeltaJson(delta: TokenDelta, callIds: string[], newCallId: () => string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (delta.content !== undefined) out["content"] = delta.content;
+  if (delta.reasoning_content !== undefined) out["reasoning_content"] = delta.reasoning_content;
+  if (delta.toolCalls) {
+    out["tool_calls"] = delta.toolCalls.map((call) => {
+      const fn: Record<string, string> = {};
+      if (call.name !== undefined) fn["name"] = call.name;
+      if (call.arguments !== undefined) fn["arguments"] = call.arguments;
+      if (call.name === undefined) return { index: call.index, function: fn };
+      callIds[call.index] ??= newCallId();
+      return { id: callIds[call.index], type: "function", index: call.index, function: fn };
+    });
+  }
+  return out;
 }
 
 // Arguments stream as they are generated when the generated JSON is already what the parser returns (the usual case:

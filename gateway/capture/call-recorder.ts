@@ -1,6 +1,6 @@
 // Follows one harness call from arrival to its committed record: timings, rlgate's own overhead, and exactly one
 // final record (a call ends once: ok, upstream_error, client_aborted or timeout).
-import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, TokenSource } from "../../store/records.ts";
+import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, PromptRecord, TokenSource } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
@@ -19,6 +19,8 @@ export interface CallStart {
   /** Epoch ms and performance.now() when the request head arrived. */
   startEpoch: number;
   startPerf: number;
+  /** How the prompt was made (set by the token prompt mode); more may be added before the call finishes. */
+  prompt?: PromptRecord;
 }
 
 export interface CallOutcome {
@@ -83,6 +85,7 @@ export class CallRecorder {
   #overheadMs = 0;
   #segmentStart: number;
   #committed: Promise<void> | null = null;
+  #status: CallStatus | null = null;
 
   readonly #onRecord: ((record: CallRecord) => void) | null;
 
@@ -98,6 +101,16 @@ export class CallRecorder {
 
   get finished(): boolean {
     return this.#committed !== null;
+  }
+
+  /** The status the call was recorded with; null until it finished. */
+  get status(): CallStatus | null {
+    return this.#status;
+  }
+
+  /** Adds to the call's prompt record before it is committed (the answer's continuation keys). */
+  notePrompt(fields: Partial<PromptRecord>): void {
+    if (this.#start.prompt) Object.assign(this.#start.prompt, fields);
   }
 
   /** Starts timing a stretch of rlgate's own work (body parsed, chunk received, ...). */
@@ -131,6 +144,7 @@ export class CallRecorder {
   finish(outcome: CallOutcome): Promise<void> {
     if (this.#committed) return this.#committed;
     const verdict = judgeTokens(outcome);
+    this.#status = outcome.status;
     const record: CallRecord = {
       seq: this.seq,
       rolloutId: this.#start.rolloutId,
@@ -159,6 +173,7 @@ export class CallRecorder {
       },
       ...(this.#start.tools === undefined ? {} : { tools: this.#start.tools }),
       ...(this.#start.repairs?.length ? { repairs: this.#start.repairs } : {}),
+      ...(this.#start.prompt ? { prompt: this.#start.prompt } : {}),
     };
     this.#metrics.recordCall(record);
     this.#committed = this.#store.putCall(record);

@@ -1,7 +1,7 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { RawJson, type ApiSurface } from "../../store/records.ts";
+import { RawJson, type ApiSurface, type PromptRecord } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
 import { CallRecorder, type CallOutcome } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
@@ -10,7 +10,8 @@ import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../for
 import { SseParser, type SseEvent } from "../sse-parser.ts";
 import { forwardedPayload } from "./forwarded-payload.ts";
 import type { Json } from "../upstream/fields.ts";
-import { UpstreamCall } from "../upstream/upstream-call.ts";
+import type { ApiCodec } from "../upstream/flavor.ts";
+import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
 
 /** A harness request as the router hands it to a surface. */
 export interface HarnessCall {
@@ -40,6 +41,12 @@ export interface ExchangeSpec {
   forwarded: Json;
   /** Harness headers that belong to its own API and do not travel upstream (e.g. Anthropic's). */
   omitHeader?: (name: string) => boolean;
+  /** How the prompt was made (token prompt mode), recorded on the call. */
+  prompt?: PromptRecord;
+  /** Reads the upstream's answer as another API (token prompt mode: a completion read as a chat completion). */
+  translateAnswer?: (upstream: UpstreamCall, recorder: CallRecorder) => UpstreamAnswer;
+  /** The codec of the chat answer the relays read (default: the upstream flavour's chat codec). */
+  chatCodec?: ApiCodec;
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -57,15 +64,25 @@ export class Exchange {
   readonly ctx: GatewayContext;
   readonly res: ServerResponse;
   readonly recorder: CallRecorder;
-  readonly upstream: UpstreamCall;
+  readonly upstream: UpstreamAnswer;
+  /** How the chat answer this exchange reads carries token ids (translated surfaces read it). */
+  readonly chatCodec: ApiCodec;
   readonly #gone: () => boolean;
 
-  constructor(ctx: GatewayContext, res: ServerResponse, recorder: CallRecorder, upstream: UpstreamCall, gone: () => boolean) {
+  constructor(
+    ctx: GatewayContext,
+    res: ServerResponse,
+    recorder: CallRecorder,
+    upstream: UpstreamAnswer,
+    gone: () => boolean,
+    chatCodec: ApiCodec = ctx.flavor.chat,
+  ) {
     this.ctx = ctx;
     this.res = res;
     this.recorder = recorder;
     this.upstream = upstream;
     this.#gone = gone;
+    this.chatCodec = chatCodec;
   }
 
   get harnessGone(): boolean {
@@ -167,6 +184,7 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
+    prompt: spec.prompt,
   }, ctx.repair === null ? null : (record) => ctx.repair!.observe(record));
 
   const upstreamCall = new UpstreamCall();
@@ -204,7 +222,8 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
   }
   recorder.beginWork();
   recorder.markFirstByte();
-  return new Exchange(ctx, res, recorder, upstream, () => harnessGone);
+  const answer = spec.translateAnswer ? spec.translateAnswer(upstream, recorder) : upstream;
+  return new Exchange(ctx, res, recorder, answer, () => harnessGone, spec.chatCodec);
 }
 
 /** A JSON object from bytes, or null when they are not one. */

@@ -55,7 +55,7 @@ export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Prom
   }
 
   recorder.markFirstToken();
-  const codec = ex.ctx.flavor.chat;
+  const codec = ex.chatCodec;
   const captured = codec.captureWhole(parsed);
   const { encoder } = spec;
   encoder.setPromptTokens(captured.promptTokenIds?.length ?? null);
@@ -95,7 +95,7 @@ export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Prom
 async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   const { recorder, res } = ex;
   const { encoder } = spec;
-  const assembler = ex.ctx.flavor.chat.newAssembler();
+  const assembler = ex.chatCodec.newAssembler();
   let done = false;
   let malformed: string | null = null;
 
@@ -125,7 +125,7 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   const upstreamChat = assembler.assembled();
   const choices = assembler.captures();
   const usage = upstreamChat["usage"] as CallOutcome["usage"];
-  ex.ctx.flavor.chat.stripWhole(upstreamChat, KEEP_NONE);
+  ex.chatCodec.stripWhole(upstreamChat, KEEP_NONE);
   const endHarness = (message: string): void => void res.end(encoder.failureFrame(message));
   const complete = (done || choices.some((c) => c.finishReason !== null)) && malformed === null;
   if (failure !== null || ex.harnessGone || !complete) {

@@ -7,9 +7,19 @@ import { errors as undiciErrors, util as undiciUtil } from "undici";
 export type UpstreamHeaders = Record<string, string | string[] | undefined>;
 
 /** Receives body chunks; returning false pauses the upstream until `resume()` (the harness is not keeping up). */
-type Sink = (chunk: Buffer) => boolean | void;
+export type Sink = (chunk: Buffer) => boolean | void;
 
-export class UpstreamCall implements Dispatcher.DispatchHandler {
+/** An upstream's answer as the relays read it: its head, then its body whole or chunk by chunk. */
+export interface UpstreamAnswer {
+  readonly statusCode: number;
+  readonly headers: UpstreamHeaders;
+  readAll(): Promise<Buffer>;
+  pump(sink: Sink): Promise<void>;
+  resume(): void;
+  abort(): void;
+}
+
+export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamAnswer {
   /** 0 until the response head arrived. */
   statusCode = 0;
   headers: UpstreamHeaders = {};

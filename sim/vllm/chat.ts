@@ -5,7 +5,7 @@ import { viewFromChat } from "../conversation.ts";
 import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
-import { parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
+import { chatDeltaJson, parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
@@ -141,20 +141,7 @@ function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: C
 }
 
 function deltaJson(delta: TokenDelta, callIds: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  if (delta.content !== undefined) out["content"] = delta.content;
-  if (delta.reasoning_content !== undefined) out["reasoning_content"] = delta.reasoning_content;
-  if (delta.toolCalls) {
-    out["tool_calls"] = delta.toolCalls.map((call) => {
-      const fn: Record<string, string> = {};
-      if (call.name !== undefined) fn["name"] = call.name;
-      if (call.arguments !== undefined) fn["arguments"] = call.arguments;
-      if (call.name === undefined) return { index: call.index, function: fn };
-      callIds[call.index] ??= `chatcmpl-tool-${randomId()}`;
-      return { id: callIds[call.index], type: "function", index: call.index, function: fn };
-    });
-  }
-  return out;
+  return chatDeltaJson(delta, callIds, () => `chatcmpl-tool-${randomId()}`);
 }
 
 // vLLM writes chunks with exclude_unset: fields it sets explicitly appear even when null (token_ids, logprobs,

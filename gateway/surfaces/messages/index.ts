@@ -2,7 +2,8 @@
 // translated to a chat completion (with token ids and logprobs requested), captured like any chat call, and its
 // answer translated back to a Message, streamed event by event. Errors take Anthropic's shape.
 import type { GatewayContext } from "../../context.ts";
-import { checkRolloutRequired, openExchange, type HarnessCall } from "../../relay/exchange.ts";
+import { runChatCall } from "../../prompts/index.ts";
+import { checkRolloutRequired, type HarnessCall } from "../../relay/exchange.ts";
 import { relayTranslated } from "../../relay/translated.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
 import { MessagesEncoder } from "./encoder.ts";
@@ -17,14 +18,8 @@ export async function handleMessages(ctx: GatewayContext, call: HarnessCall): Pr
   const request = parseMessagesRequest(call.body);
   checkRolloutRequired(ctx, call.attribution);
   const stream = request.stream === true;
-  const prepared = ctx.flavor.chat.prepare(withServedModel(ctx.modelMap, toChatRequest(request)), stream);
-  const ex = await openExchange(ctx, call, {
-    api: "messages",
-    upstreamPath: "/v1/chat/completions",
-    stream,
-    model: request.model,
-    forwarded: prepared.forwarded,
-    omitHeader: isAnthropicHeader,
-  });
-  if (ex) await relayTranslated(ex, { encoder: new MessagesEncoder(request.model), errorShape: "anthropic", stream });
+  const chat = withServedModel(ctx.modelMap, toChatRequest(request));
+  await runChatCall(ctx, call, { api: "messages", stream, model: request.model, chat, omitHeader: isAnthropicHeader }, ({ ex }) =>
+    relayTranslated(ex, { encoder: new MessagesEncoder(request.model), errorShape: "anthropic", stream }),
+  );
 }

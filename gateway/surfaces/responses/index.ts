@@ -3,7 +3,8 @@
 // `previous_response_id` is served from the in-memory conversation history (history.ts).
 import type { GatewayContext } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
-import { checkRolloutRequired, openExchange, type HarnessCall } from "../../relay/exchange.ts";
+import { runChatCall } from "../../prompts/index.ts";
+import { checkRolloutRequired, type HarnessCall } from "../../relay/exchange.ts";
 import { relayTranslated } from "../../relay/translated.ts";
 import type { Json } from "../../upstream/fields.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
@@ -29,22 +30,16 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
   }
   const { chat, conversation } = toChatRequest(request, previous);
   const stream = request.stream === true;
-  const prepared = ctx.flavor.chat.prepare(withServedModel(ctx.modelMap, chat), stream);
   const encoder = new ResponsesEncoder(request);
-  const ex = await openExchange(ctx, call, {
-    api: "responses",
-    upstreamPath: "/v1/chat/completions",
-    stream,
-    model: request.model,
-    forwarded: prepared.forwarded,
-  });
-  if (!ex) return;
-  await relayTranslated(ex, {
-    encoder,
-    errorShape: "openai",
-    stream,
-    onComplete(delivered) {
-      if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"])]);
-    },
-  });
+  const spec = { api: "responses" as const, stream, model: request.model, chat: withServedModel(ctx.modelMap, chat) };
+  await runChatCall(ctx, call, spec, ({ ex }) =>
+    relayTranslated(ex, {
+      encoder,
+      errorShape: "openai",
+      stream,
+      onComplete(delivered) {
+        if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"])]);
+      },
+    }),
+  );
 }

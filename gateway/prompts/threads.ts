@@ -1,0 +1,130 @@
+// Agent threads of token-mode rollouts: for every completed call, the exact ids its prompt and each sampled choice
+// ended with, found by the key of "its messages + that answer". Ids are held as a tree of tails (a continuing call
+// stores only what it added), so memory grows with a rollout's unique tokens. Kept in memory for recent rollouts and
+// rebuilt from the store's call records when a rollout is not there (after a restart, or evicted).
+import { LRUCache } from "lru-cache";
+import type { CallRecord } from "../../store/records.ts";
+import type { Store } from "../../store/store.ts";
+
+export interface ThreadNode {
+  readonly parent: ThreadNode | null;
+  /** The ids after the parent's. */
+  readonly tail: readonly number[];
+  /** All ids up to and including this node's tail. */
+  readonly length: number;
+  /** The call that produced it, its choice (-1: the prompt), and the thread it belongs to. */
+  readonly seq: number;
+  readonly choice: number;
+  readonly thread: number;
+}
+
+/** The ids from the root to this node. */
+export function idsOf(node: ThreadNode): number[] {
+  const parts: (readonly number[])[] = [];
+  for (let n: ThreadNode | null = node; n; n = n.parent) parts.push(n.tail);
+  const ids = new Array<number>(node.length);
+  let at = 0;
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const tail = parts[i]!;
+    for (let j = 0; j < tail.length; j++) ids[at++] = tail[j]!;
+  }
+  return ids;
+}
+
+/** What a completed token-mode call leaves for later calls to continue. */
+export interface CompletedCall {
+  seq: number;
+  thread: number;
+  /** The node its prompt continued (null: a new thread). */
+  parent: ThreadNode | null;
+  promptIds: readonly number[];
+  /** Per choice: its sampled ids and the key a continuing call's messages match. */
+  choices: ReadonlyArray<{ tokenIds: readonly number[]; key: string }>;
+}
+
+export class RolloutThreads {
+  readonly #byKey = new Map<string, ThreadNode>();
+  readonly #bySeq = new Map<string, ThreadNode>();
+
+  /** Whether any call was remembered. */
+  get empty(): boolean {
+    return this.#byKey.size === 0;
+  }
+
+  find(key: string): ThreadNode | undefined {
+    return this.#byKey.get(key);
+  }
+
+  node(seq: number, choice: number): ThreadNode | undefined {
+    return this.#bySeq.get(`${seq}:${choice}`);
+  }
+
+  add(call: CompletedCall): void {
+    const base = call.parent?.length ?? 0;
+    const prompt: ThreadNode = {
+      parent: call.parent,
+      tail: base ? call.promptIds.slice(base) : call.promptIds,
+      length: call.promptIds.length,
+      seq: call.seq,
+      choice: -1,
+      thread: call.thread,
+    };
+    call.choices.forEach((choice, index) => {
+      const node: ThreadNode = {
+        parent: prompt,
+        tail: choice.tokenIds,
+        length: prompt.length + choice.tokenIds.length,
+        seq: call.seq,
+        choice: index,
+        thread: call.thread,
+      };
+      this.#byKey.set(choice.key, node);
+      this.#bySeq.set(`${call.seq}:${index}`, node);
+    });
+  }
+}
+
+function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
+  if (ids.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Rebuilds a rollout's threads from its stored token-mode calls that completed. */
+export function threadsFromRecords(calls: readonly CallRecord[]): RolloutThreads {
+  const threads = new RolloutThreads();
+  for (const call of calls) {
+    const prompt = call.prompt;
+    if (prompt?.mode !== "tokens" || call.status !== "ok" || !call.promptTokenIds || !prompt.continuation) continue;
+    let parent = prompt.parent ? (threads.node(prompt.parent.seq, prompt.parent.choice) ?? null) : null;
+    if (parent && !startsWith(call.promptTokenIds, idsOf(parent))) parent = null;
+    threads.add({
+      seq: call.seq,
+      thread: prompt.thread ?? call.seq,
+      parent,
+      promptIds: call.promptTokenIds,
+      choices: call.choices.map((choice, i) => ({ tokenIds: choice.tokenIds, key: prompt.continuation![i] ?? "" })),
+    });
+  }
+  return threads;
+}
+
+export class ThreadBook {
+  readonly #store: Store;
+  readonly #rollouts: LRUCache<string, RolloutThreads>;
+
+  constructor(store: Store, maxRollouts = 512) {
+    this.#store = store;
+    this.#rollouts = new LRUCache({ max: maxRollouts });
+  }
+
+  /** A rollout's threads, rebuilt from the store when they are not in memory. */
+  of(rolloutId: string): RolloutThreads {
+    let threads = this.#rollouts.get(rolloutId);
+    if (!threads) {
+      threads = threadsFromRecords(this.#store.listCalls(rolloutId));
+      this.#rollouts.set(rolloutId, threads);
+    }
+    return threads;
+  }
+}
