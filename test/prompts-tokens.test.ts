@@ -174,6 +174,29 @@ describe("tokens prompt mode: options", () => {
   });
 });
 
+describe("tokens prompt mode: SGLang", () => {
+  test("ids go to SGLang's /v1/completions as a token prompt and the thread continues, streamed or not", async () => {
+    const stack = await startStack({ sim: { flavor: "sglang" }, gateway: { prompts: "tokens", upstreamFlavor: "sglang" } });
+    try {
+      const rollout = await createRollout(stack.gateway.url);
+      const messages: Json[] = [{ role: "user", content: "list" }];
+      for (const stream of [false, true]) {
+        const answer = await chat(stack, rollout.base_urls.openai, { model: "Qwen/Qwen3-8B", messages, tools: TOOLS, stream });
+        messages.push({ role: "assistant", content: answer.content, tool_calls: answer.tool_calls?.length ? answer.tool_calls : undefined });
+        for (const call of answer.tool_calls ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: "a.txt" });
+        if (!answer.tool_calls?.length) messages.push({ role: "user", content: "more" });
+      }
+      const [first, second] = await rolloutCalls(stack.gateway.url, rollout.id);
+      assert.equal(first!.tokenSource, "upstream", first!.tokenIssue ?? "");
+      assert.equal(second!.tokenSource, "upstream", second!.tokenIssue ?? "");
+      assert.deepEqual(second!.prompt?.parent, { seq: first!.seq, choice: 0 });
+      assert.ok(startsWith(second!.promptTokenIds!, [...first!.promptTokenIds!, ...first!.choices[0]!.tokenIds]));
+    } finally {
+      await stack.close();
+    }
+  });
+});
+
 describe("tokens prompt mode: restart", () => {
   test("a thread continues from its exact ids after the gateway restarts on the same store", async () => {
     const script: ScriptTurn[] = [

@@ -80,7 +80,7 @@ export function chatFromCompletion(completion: Json, settings: AnswerSettings): 
       message,
       logprobs: logprobEntries(settings.format, ids, completionLogprobs(raw)),
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : (finish ?? null),
-      stop_reason: raw["stop_reason"] ?? raw["matched_stop"] ?? null,
+      stop_reason: raw["stop_reason"] ?? null,
       token_ids: ids,
     };
   });
@@ -171,7 +171,7 @@ export class ChatChunkStream {
       });
       if (typeof raw["finish_reason"] === "string") {
         state.finishReason = raw["finish_reason"];
-        state.stopReason = raw["stop_reason"] ?? raw["matched_stop"] ?? null;
+        state.stopReason = raw["stop_reason"] ?? null;
         this.#finishChoice(state, out);
       }
     });
