@@ -1,7 +1,8 @@
 // bench:gateway — the same simulated vLLM (no artificial latency) reached three ways in one run: directly, through a
 // bare http-proxy forwarder, and through rlgate with durable capture on (calls attributed to a rollout by path, as in
 // training). Prints p50/p99 latency, requests/s and the differences, for non-streamed calls (full latency), streamed
-// calls (time to first byte and full latency) and agent-sized requests (a ~48 kB conversation).
+// calls (time to first byte and full latency) and agent-sized requests (a ~48 kB conversation). Then the `tokens` row:
+// what the tokens prompt mode adds per call on a 64k-token conversation (bench/tokens-prompt.ts).
 //
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
@@ -10,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
+import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -258,7 +260,8 @@ async function main(): Promise<void> {
     console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling. direct+ids: the sim reached");
     console.log("directly with those fields asked for, so '+ vs direct+ids' is rlgate's own added time, without the sim's extra work.");
     console.log("proxy+ids: the bare forwarder sending the same upstream requests as rlgate (the sim does the same work behind");
-    console.log("both); rlgate's rps vs it is in parentheses: the forwarders compared on equal upstream work.");
+    console.log("both); rlgate's rps vs it is in parentheses: the forwarders compared on equal upstream work.\n");
+    printTokensRow(benchTokensPrompt(65_536, quick ? 5 : 20));
   } finally {
     for (const child of children) child.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });

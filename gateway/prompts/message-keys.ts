@@ -3,7 +3,7 @@
 // echo vLLM's "\n\n" before a tool call, keep or drop the trailing newline of text) and without its reasoning
 // (often dropped), tool-call arguments as parsed JSON (re-serialized by most harnesses), tool-call ids as given. The
 // keys of a message list are a hash chain, so "the first k messages" is one lookup.
-import { createHash } from "node:crypto";
+import { createHash, type Hash } from "node:crypto";
 import type { Json } from "../upstream/fields.ts";
 import { isObject } from "../upstream/fields.ts";
 
@@ -25,27 +25,39 @@ function canonicalArguments(args: unknown): string {
   }
 }
 
-function toolCallsKey(calls: unknown): unknown[] {
-  if (!Array.isArray(calls)) return [];
-  return calls.filter(isObject).map((call) => {
+function toolCallParts(calls: unknown, parts: string[]): void {
+  if (!Array.isArray(calls)) return;
+  for (const call of calls) {
+    if (!isObject(call)) continue;
     const fn = isObject(call["function"]) ? call["function"] : {};
-    return [call["id"] ?? null, fn["name"] ?? null, canonicalArguments(fn["arguments"])];
-  });
-}
-
-/** What a later call must repeat of this message for the thread to continue. */
-export function messageKey(message: Json): string {
-  const role = message["role"];
-  if (role === "assistant") {
-    return JSON.stringify(["assistant", text(message["content"]).trim(), toolCallsKey(message["tool_calls"])]);
+    parts.push(String(call["id"] ?? ""), String(fn["name"] ?? ""), canonicalArguments(fn["arguments"]));
   }
-  if (role === "tool") return JSON.stringify(["tool", message["tool_call_id"] ?? null, text(message["content"])]);
-  return JSON.stringify([role, message["name"] ?? null, text(message["content"])]);
 }
 
-function step(previous: string, key: string): string {
-  return createHash("sha256").update(previous).update("\u0000").update(key).digest("base64url").slice(0, 32);
+/** What a later call must repeat of this message for the thread to continue, as parts (hashed without copying). */
+export function messageParts(message: Json): string[] {
+  const role = String(message["role"]);
+  if (role === "assistant") {
+    const parts = [role, text(message["content"]).trim()];
+    toolCallParts(message["tool_calls"], parts);
+    return parts;
+  }
+  if (role === "tool") return [role, String(message["tool_call_id"] ?? ""), text(message["content"])];
+  return [role, String(message["name"] ?? ""), text(message["content"])];
 }
+
+/** The parts of a message as one string (two messages a thread treats alike have the same key). */
+export function messageKey(message: Json): string {
+  return JSON.stringify(messageParts(message));
+}
+
+function update(hash: Hash, message: Json): Hash {
+  // Each part is preceded by its length, so no choice of content can make two different part lists hash alike.
+  for (const part of messageParts(message)) hash.update(`\u0000${part.length}:`).update(part);
+  return hash.update("\u0001");
+}
+
+const digest = (hash: Hash): string => hash.copy().digest("base64url").slice(0, 32);
 
 /**
  * The chain of a call's messages: `at(k)` keys its first k messages, under a seed that holds what else a prompt
@@ -53,10 +65,13 @@ function step(previous: string, key: string): string {
  */
 export class MessageChain {
   readonly #keys: string[];
+  // One running hash over the keys: the key of k messages is its state after k of them (a copy is digested).
+  readonly #hash: Hash;
 
   constructor(seed: string, messages: readonly Json[]) {
-    const keys = [step("", seed)];
-    for (const message of messages) keys.push(step(keys[keys.length - 1]!, messageKey(message)));
+    this.#hash = createHash("sha256").update(seed);
+    const keys = [digest(this.#hash)];
+    for (const message of messages) keys.push(digest(update(this.#hash, message)));
     this.#keys = keys;
   }
 
@@ -70,7 +85,7 @@ export class MessageChain {
 
   /** The key of these messages followed by an answer. */
   extendedBy(answer: Json): string {
-    return step(this.#keys[this.#keys.length - 1]!, messageKey(answer));
+    return digest(update(this.#hash.copy(), answer));
   }
 }
 
