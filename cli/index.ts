@@ -32,7 +32,8 @@ function listenFailure(error: unknown): string | null {
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  const plain = listenFailure(error);
+  // A model directory that cannot serve as the chat format is the user's to fix: a sentence, not a stack trace.
+  const plain = (error as { code?: unknown }).code === "RLGATE_MODEL_FORMAT" ? (error as Error).message : listenFailure(error);
   if (plain === null) throw error;
   console.error(`rlgate: ${plain}`);
   process.exit(1);

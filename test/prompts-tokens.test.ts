@@ -7,7 +7,11 @@ import { startGateway } from "../gateway/index.ts";
 import type { ScriptTurn } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, readSse, rolloutCalls, startStack, TOOLS, type Stack } from "./helpers.ts";
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createRollout, postJson, readSse, rolloutCalls, spawnCli, startStack, tempDir, TOOLS, type Stack } from "./helpers.ts";
+import { rmSync } from "node:fs";
 
 type Json = Record<string, any>;
 
@@ -244,5 +248,65 @@ describe("tokens prompt mode: restart", () => {
     } finally {
       await stack.close();
     }
+  });
+});
+
+describe("tokens prompt mode: failures", () => {
+  test("an upstream error on the token prompt reaches the harness as the upstream sent it, recorded as failed", async () => {
+    const stack = await startStack({ sim: { maxModelLen: 4096 }, gateway: { prompts: "tokens" } });
+    try {
+      const rollout = await createRollout(stack.gateway.url);
+      const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { model: "Qwen/Qwen3-8B", messages: [{ role: "user", content: "hi" }], max_tokens: 5000 });
+      assert.equal(res.status, 400);
+      assert.match(res.json.error.message, /maximum context length is 4096/);
+      const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
+      assert.equal(call!.status, "upstream_error");
+      assert.equal(call!.prompt?.mode, "tokens");
+      // A failed call leaves nothing to continue: the next call starts a thread afresh.
+      await postJson(`${rollout.base_urls.openai}/chat/completions`, { model: "Qwen/Qwen3-8B", messages: [{ role: "user", content: "hi" }], max_tokens: 20 });
+      const [, next] = await rolloutCalls(stack.gateway.url, rollout.id);
+      assert.equal(next!.prompt?.newThread, "first_call");
+    } finally {
+      await stack.close();
+    }
+  });
+
+  test("an upstream without a context length on /v1/models: calls without max_tokens fall back to messages mode", async () => {
+    const stack = await startStack();
+    // The sim behind a front that hides its model card.
+    const front: Server = createServer(async (req, res) => {
+      if (req.url?.startsWith("/v1/models")) return void res.writeHead(404).end();
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const answer = await fetch(`${stack.sim.url}${req.url}`, { method: req.method, headers: { "content-type": "application/json" }, body: Buffer.concat(chunks) });
+      res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" });
+      res.end(Buffer.from(await answer.arrayBuffer()));
+    });
+    front.listen(0, "127.0.0.1");
+    await once(front, "listening");
+    const dataDir = tempDir("tokens-front");
+    const gateway = await startGateway({ upstream: `http://127.0.0.1:${(front.address() as AddressInfo).port}`, port: 0, dataDir, prompts: "tokens" });
+    try {
+      const rollout = await createRollout(gateway.url);
+      const ask = { model: "Qwen/Qwen3-8B", messages: [{ role: "user", content: "hi" }] };
+      assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, ask)).status, 200);
+      assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, { ...ask, max_tokens: 30 })).status, 200);
+      const [without, withMax] = await rolloutCalls(gateway.url, rollout.id);
+      assert.deepEqual(without!.prompt, { mode: "messages", fallbackReason: "context_length_unknown" });
+      assert.equal(withMax!.prompt?.mode, "tokens");
+    } finally {
+      await gateway.close();
+      front.close();
+      await stack.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test("rlgate serve --model-dir with a directory that is not a model says so in a sentence and exits 1", async () => {
+    const cli = spawnCli(["serve", "--port", "0", "--prompts", "tokens", "--model-dir", "/nonexistent/model"]);
+    const [code] = (await once(cli.child, "exit")) as [number | null];
+    assert.equal(code, 1);
+    assert.match(cli.output(), /rlgate: --model-dir \/nonexistent\/model: tokenizer\.json is missing/);
+    assert.doesNotMatch(cli.output(), /at loadModelChatFormat/);
   });
 });
