@@ -123,7 +123,6 @@ interface ChoiceStream {
   stopReason: unknown;
   done: boolean;
   content: string;
-  reasoning: string;
   toolCalls: Array<{ name: string; arguments: string }>;
 }
 
@@ -213,7 +212,6 @@ export class ChatChunkStream {
       stopReason: null,
       done: false,
       content: "",
-      reasoning: "",
       toolCalls: [],
     };
     this.#choices.set(index, state);
@@ -234,12 +232,16 @@ export class ChatChunkStream {
     const limit = state.held === null ? upto : Math.min(upto, state.held);
     while (state.sent < limit) {
       const t = state.sent++;
-      const token = state.tokens[t]!;
-      const kind = state.think.next(token.id);
-      const delta: TokenDelta | null =
-        kind === "markup" || !token.piece ? null : kind === "reasoning" ? { reasoning_content: token.piece } : { content: token.piece };
-      out.push(this.#tokenChunk(state, t, delta, false));
+      out.push(this.#tokenChunk(state, t, this.#plainDelta(state, t), false));
     }
+  }
+
+  /** A token before any tool call: reasoning or content by where the think block is (as streamDeltas decides it). */
+  #plainDelta(state: ChoiceStream, t: number): TokenDelta | null {
+    const token = state.tokens[t]!;
+    const kind = state.think.next(token.id);
+    if (kind === "markup" || !token.piece) return null;
+    return kind === "reasoning" ? { reasoning_content: token.piece } : { content: token.piece };
   }
 
   #finishChoice(state: ChoiceStream, out: Json[]): void {
@@ -248,11 +250,7 @@ export class ChatChunkStream {
       const t = state.tokens.length - 1;
       if (t >= state.sent) {
         state.sent = t + 1;
-        const token = state.tokens[t]!;
-        const kind = state.think.next(token.id);
-        const delta: TokenDelta | null =
-          kind === "markup" || !token.piece ? null : kind === "reasoning" ? { reasoning_content: token.piece } : { content: token.piece };
-        out.push(this.#tokenChunk(state, t, delta, true));
+        out.push(this.#tokenChunk(state, t, this.#plainDelta(state, t), true));
       } else {
         out.push(this.#tokenChunk(state, -1, null, true));
       }
@@ -300,7 +298,6 @@ export class ChatChunkStream {
 
   #accumulate(state: ChoiceStream, delta: TokenDelta): void {
     if (delta.content !== undefined) state.content += delta.content;
-    if (delta.reasoning_content !== undefined) state.reasoning += delta.reasoning_content;
     for (const call of delta.toolCalls ?? []) {
       const entry = (state.toolCalls[call.index] ??= { name: "", arguments: "" });
       if (call.name !== undefined) entry.name = call.name;
