@@ -154,6 +154,16 @@ describe("tokens prompt mode: options", () => {
     });
   }
 
+  test("a history the template cannot render is served in messages mode, where the upstream answers it as it would", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const messages = [{ role: "user", content: "hi" }, { role: "assistant", content: null, tool_calls: [{ id: "x" }] }, { role: "user", content: "?" }];
+    const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { model: "Qwen/Qwen3-8B", messages, max_tokens: 20 });
+    assert.equal(res.status, 400, res.text);
+    const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
+    assert.deepEqual(call!.prompt, { mode: "messages", fallbackReason: "render_failed" });
+    assert.equal(call!.status, "upstream_error");
+  });
+
   test("sampling options reach /v1/completions with the rendered ids; n choices are each parsed", async () => {
     const rollout = await createRollout(stack.gateway.url);
     const sampling = { temperature: 0.6, top_p: 0.9, top_k: 20, min_p: 0.05, seed: 7, stop: ["never-stop"], max_tokens: 200, n: 2, presence_penalty: 0.1 };

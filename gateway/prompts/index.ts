@@ -139,7 +139,16 @@ export async function runChatCall(
     return;
   }
   const rolloutId = call.attribution.rolloutId;
-  const plan = tokens.plan(rolloutId, spec.chat);
+  let plan: TokenPlan;
+  try {
+    plan = tokens.plan(rolloutId, spec.chat);
+  } catch (error) {
+    // The template refused the history (Qwen3's raises on some): the upstream's chat route answers it as it would.
+    ctx.log(`tokens prompt mode: rendering failed, served as messages: ${(error as Error).message}`);
+    const opened = await fallback("render_failed");
+    if (opened) await relay(opened);
+    return;
+  }
   let maxTokens = requestedMaxTokens(spec.chat);
   if (maxTokens === null) {
     // /v1/completions would stop after 16 tokens: a chat call's default is the rest of the context.
