@@ -101,7 +101,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
     tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
-    repair: options.repairHistory === false ? null : new HistoryRepair(store),
+    repair:
+      options.repairHistory === false
+        ? null
+        : new HistoryRepair(store, trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
     log: options.log ?? (() => {}),
   };
   const { server, passthrough } = createGatewayServer(context);
