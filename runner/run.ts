@@ -1,0 +1,105 @@
+// `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ControlClient } from "./control-client.ts";
+import type { Harness } from "./harnesses.ts";
+import { prepareImage, type TaskImage } from "./image.ts";
+import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
+import { sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
+import type { Task } from "./task.ts";
+
+export interface RunOptions {
+  tasks: Task[];
+  harness: Harness;
+  n: number;
+  concurrency: number;
+  /** Harness timeout per rollout (a task's own timeout wins). */
+  timeoutSec: number;
+  gatewayUrl: string;
+  token?: string;
+  limits: SandboxLimits;
+  /** Folder for images and rollout folders (a temporary one by default, removed afterwards). */
+  workDir?: string;
+  keep?: boolean;
+  signal?: AbortSignal;
+  /** Model passed to presets; the gateway's served model by default. */
+  model?: string;
+  events?: RunEvents;
+}
+
+export interface RunEvents {
+  image?(task: Task, image: TaskImage): void;
+  stage?(key: RolloutKey, stage: Stage, detail?: string): void;
+  done?(key: RolloutKey, result: RolloutResult): void;
+}
+
+export interface RolloutKey {
+  task: string;
+  sample: number;
+}
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** The folder holding the harness CLIs (rlgate's node_modules), bound read-only into every sandbox at its real path. */
+function harnessInstall(): { binds: { src: string; dest: string }[]; pathPrefix: string[] } {
+  const nm = join(ROOT, "node_modules");
+  if (!existsSync(nm)) return { binds: [], pathPrefix: [] };
+  const real = realpathSync(nm);
+  return { binds: [{ src: real, dest: real }], pathPrefix: [join(real, ".bin")] };
+}
+
+export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
+  const base = o.workDir ?? tmpdir();
+  mkdirSync(base, { recursive: true });
+  const root = mkdtempSync(join(base, "rlgate-run-"));
+  // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
+  chmodSync(root, 0o711);
+  try {
+    const why = sandboxUnavailable(join(root, "probe"));
+    if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
+    const control = new ControlClient(o.gatewayUrl, o.token);
+    const model = o.model ?? (await control.servedModel());
+    const install = harnessInstall();
+    const jobs: { task: Task; sample: number; image: string }[] = [];
+    for (const task of o.tasks) {
+      const image = await prepareImage(task, join(root, `task-${task.name}`), o.limits);
+      o.events?.image?.(task, image);
+      for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: image.dir });
+    }
+    const results: RolloutResult[] = new Array(jobs.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length && !o.signal?.aborted) {
+        const i = next++;
+        const { task, sample, image } = jobs[i]!;
+        const key = { task: task.name, sample };
+        results[i] = await runRollout({
+          task,
+          image,
+          sample,
+          groupSize: o.n,
+          group: task.name,
+          harness: o.harness,
+          control,
+          model,
+          dir: join(root, `rollout-${task.name}-${sample}`),
+          timeoutMs: (task.timeoutSec ?? o.timeoutSec) * 1000,
+          limits: o.limits,
+          binds: install.binds,
+          pathPrefix: install.pathPrefix,
+          rolloutKeyToBridge: Boolean(o.token),
+          keep: o.keep ?? false,
+          signal: o.signal,
+          onStage: (stage, detail) => o.events?.stage?.(key, stage, detail),
+        });
+        o.events?.done?.(key, results[i]!);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
+    return results.filter(Boolean);
+  } finally {
+    if (!o.keep) rmSync(root, { recursive: true, force: true });
+  }
+}
