@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
 import { Progress, summaryTable } from "../runner/progress.ts";
-import { runTasks } from "../runner/run.ts";
+import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTasks } from "../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../sim/index.ts";
@@ -47,7 +47,7 @@ export function runCommand(): Command {
     )
     .option("-n, --n <n>", "rollouts per task (the group size)", positive, 4)
     .option("--concurrency <k>", "rollouts running at once", positive, 2)
-    .option("--timeout <s>", "harness time limit per rollout, in seconds (a task.json timeout wins)", seconds, 600)
+    .option("--timeout <s>", `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`, seconds)
     .option("--gateway <url>", "a running gateway (rlgate serve); default: one of its own with the built-in sim")
     .option("--token <token>", "control API token of --gateway", process.env.RLGATE_TOKEN)
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")

@@ -89,7 +89,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const started = Date.now();
   const logs: Record<string, string> = {};
   let stage: Stage = "prepare";
-  let status: RolloutStatus = "ok";
+  let status = "ok" as RolloutStatus;
   let reward: number | null = null;
   let error: string | null = null;
   let rolloutId: string | null = null;

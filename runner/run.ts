@@ -15,8 +15,8 @@ export interface RunOptions {
   harness: Harness;
   n: number;
   concurrency: number;
-  /** Harness timeout per rollout (a task's own timeout wins). */
-  timeoutSec: number;
+  /** Harness timeout per rollout; default: the task's own (task.json `timeout`), else DEFAULT_TIMEOUT_SEC. */
+  timeoutSec?: number;
   gatewayUrl: string;
   token?: string;
   limits: SandboxLimits;
@@ -40,6 +40,7 @@ export interface RolloutKey {
   sample: number;
 }
 
+export const DEFAULT_TIMEOUT_SEC = 600;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** The folder holding the harness CLIs (rlgate's node_modules), bound read-only into every sandbox at its real path. */
@@ -85,7 +86,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           control,
           model,
           dir: join(root, `rollout-${task.name}-${sample}`),
-          timeoutMs: (task.timeoutSec ?? o.timeoutSec) * 1000,
+          timeoutMs: (o.timeoutSec ?? task.timeoutSec ?? DEFAULT_TIMEOUT_SEC) * 1000,
           limits: o.limits,
           binds: install.binds,
           pathPrefix: install.pathPrefix,

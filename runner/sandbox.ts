@@ -9,7 +9,7 @@
 //   → prlimit --nproc --as --cpu -- COMMAND     (limits set inside the sandbox's own user namespace)
 // Every exec keeps the pid, so the pid node spawns is bwrap's: killing it kills the sandbox (its pid namespace dies).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 export class SandboxError extends Error {
@@ -244,6 +244,9 @@ export function sandboxUnavailable(scratch: string): string | null {
   for (const tool of ["unshare", "prlimit", ...(RUNNING_AS_ROOT ? ["setpriv"] : [])]) {
     if (spawnSync(tool, ["--version"]).error) return `${tool} (util-linux) is not installed`;
   }
+  mkdirSync(scratch, { recursive: true });
+  // The sandbox's user (an unprivileged one when rlgate runs as root) must be able to walk in.
+  chmodSync(scratch, 0o711);
   const dirs = { lower: `${scratch}/probe-lower`, upper: `${scratch}/probe-upper`, work: `${scratch}/probe-work`, mnt: `${scratch}/probe-mnt` };
   for (const d of Object.values(dirs)) {
     mkdirSync(d, { recursive: true });
