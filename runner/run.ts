@@ -1,13 +1,13 @@
 // `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
 import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
-import { sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
+import { SANDBOX_HOST_UID, sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
 export interface RunOptions {
@@ -51,9 +51,21 @@ function harnessInstall(): { binds: { src: string; dest: string }[]; pathPrefix:
   return { binds: [{ src: real, dest: real }], pathPrefix: [join(real, ".bin")] };
 }
 
+/** As root, sandboxes run as an unprivileged uid, which must be able to walk down to their folders. */
+function unreachableBySandbox(dir: string): void {
+  if (process.getuid?.() !== 0) return;
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) {
+      throw new SandboxError(`${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root): chmod o+x it, or choose another --work-dir`);
+    }
+    if (d === dirname(d)) return;
+  }
+}
+
 export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
   const base = o.workDir ?? tmpdir();
   mkdirSync(base, { recursive: true });
+  unreachableBySandbox(base);
   const root = mkdtempSync(join(base, "rlgate-run-"));
   // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
   chmodSync(root, 0o711);

@@ -2,7 +2,7 @@
 // not, to tamper with grading, or to exhaust the machine; what each saw is read back from the rollout's metadata.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../runner/harnesses.ts";
@@ -26,7 +26,7 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     stack = await startStack();
     work = tempDir("runner-work");
     // The runner's folders must be reachable by the sandbox's user.
-    spawnSync("chmod", ["0755", work]);
+    chmodSync(work, 0o755);
     task = loadTask(EXAMPLE);
   });
   after(async () => {
@@ -51,6 +51,12 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
   async function metadata(id: string): Promise<any> {
     return ((await (await fetch(`${stack.gateway.url}/api/rollouts/${id}`)).json()) as any).metadata;
   }
+
+  test("a work folder the sandboxes' user cannot reach is refused with what to do", { skip: process.getuid?.() !== 0 && "only as root" }, async () => {
+    const closed = tempDir("runner-closed");
+    await assert.rejects(run("true", { workDir: closed }), /not searchable by the sandboxes' user .*chmod o\+x/);
+    rmSync(closed, { recursive: true, force: true });
+  });
 
   test("the network: the gateway answers through the bridge, the control API is refused, nothing else is reachable", async () => {
     const probe = [
