@@ -1,15 +1,15 @@
 // `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
 // tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
-import { resolveHarness } from "../runner/harnesses.ts";
+import { resolveHarness, type Harness } from "../runner/harnesses.ts";
 import { Progress, summaryTable } from "../runner/progress.ts";
 import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
-import { loadTasks } from "../runner/task.ts";
+import { loadTasks, type Task } from "../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../sim/index.ts";
 
 function positive(value: string): number {
@@ -53,15 +53,27 @@ export function runCommand(): Command {
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
-    .option("--memory <size>", "memory per sandbox: all its processes' resident memory, and each one's data segment", bytes, DEFAULT_LIMITS.memoryBytes)
+    .addOption(
+      new Option("--memory <size>", "memory per sandbox: all its processes' resident memory, and each one's data segment")
+        .argParser(bytes)
+        .default(DEFAULT_LIMITS.memoryBytes, `${DEFAULT_LIMITS.memoryBytes / 1024 ** 3}g`),
+    )
     .option("--processes <n>", "processes and threads per sandbox", positive, DEFAULT_LIMITS.processes)
     .option("--cpu <s>", "CPU seconds per process in a sandbox", positive, DEFAULT_LIMITS.cpuSeconds)
     .option("--work-dir <dir>", "where task images and rollout folders go (default: the system's temporary folder)")
     .option("--keep", "keep the task images and rollout folders (upper layers, logs) instead of removing them", false)
     .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
     .action(async (opts) => {
-      const tasks = loadTasks(opts.tasks);
-      const harness = resolveHarness(opts.harness);
+      let tasks: Task[];
+      let harness: Harness;
+      try {
+        tasks = loadTasks(opts.tasks);
+        harness = resolveHarness(opts.harness);
+      } catch (error) {
+        console.error(`rlgate run: ${(error as Error).message}`);
+        process.exitCode = 2;
+        return;
+      }
       let gateway: Gateway | null = null;
       let sim: SimServer | null = null;
       let ownData: string | null = null;
