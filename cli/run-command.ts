@@ -50,6 +50,7 @@ export function runCommand(): Command {
     .option("--timeout <s>", `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`, seconds)
     .option("--gateway <url>", "a running gateway (rlgate serve); default: one of its own with the built-in sim")
     .option("--token <token>", "control API token of --gateway", process.env.RLGATE_TOKEN)
+    .option("--generation <g>", "policy version: recorded on each rollout (metadata.generation), groups named TASK@G")
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
@@ -106,6 +107,7 @@ export function runCommand(): Command {
           gatewayUrl,
           token: opts.token,
           model: opts.model,
+          generation: opts.generation,
           limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
           workDir: opts.workDir ? resolve(opts.workDir) : undefined,
           keep: opts.keep,

@@ -50,6 +50,7 @@ export async function prepareImage(task: Task, root: string, limits: SandboxLimi
   box.child.stderr!.on("data", (d: Buffer) => (log += d));
   const exit = await box.exited;
   if (exit.code !== 0) {
+    if (exit.startError) log += exit.startError;
     throw new ImageError(`preparing the image of task '${task.name}' failed (${exit.stopped ?? `exit ${exit.code ?? exit.signal}`}): ${log.trim().slice(-2000)}`);
   }
   return { dir, log, ms: Date.now() - started };

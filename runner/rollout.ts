@@ -37,6 +37,7 @@ export interface RolloutOptions {
   sample: number;
   groupSize: number;
   group: string;
+  generation?: string;
   harness: Harness;
   control: ControlClient;
   model: string;
@@ -82,6 +83,7 @@ function describeExit(exit: SandboxExit): string {
   if (exit.stopped === "memory") return `stopped: its processes held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
   if (exit.stopped === "processes") return `stopped: it reached the process limit (${exit.peakProcesses} processes and threads)`;
   if (exit.stopped) return `stopped: ${exit.stopped}`;
+  if (exit.startError) return `could not start: ${exit.startError}`;
   return exit.signal ? `killed by ${exit.signal}` : `exit ${exit.code}`;
 }
 
@@ -120,7 +122,12 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       group: o.group,
       task: o.task.name,
       harness: o.harness.name,
-      metadata: { group_size: o.groupSize, sample: o.sample, runner: { stage: "prepare" } },
+      metadata: {
+        group_size: o.groupSize,
+        sample: o.sample,
+        ...(o.generation === undefined ? {} : { generation: o.generation }),
+        runner: { stage: "prepare" },
+      },
     });
     rolloutId = created.id;
     const dirs = {
@@ -185,6 +192,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       reward = 0;
     } else if (agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
     else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
+    else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
     else if (agentExit.code === MOUNT_FAILED) fail("infra_error", `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`);
     else if (agentExit.code === 126 || agentExit.code === 127) fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
 
@@ -207,7 +215,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       const gradeExit = await runBox("grade", grader);
       logs["grade_exit"] = describeExit(gradeExit);
       if (gradeExit.stopped === "aborted") fail("aborted", "the run was interrupted");
-      else if (gradeExit.stopped) fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
+      else if (gradeExit.stopped || gradeExit.startError) fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
       else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
         fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
       } else reward = gradeExit.code === 0 ? 1 : 0;

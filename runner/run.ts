@@ -24,6 +24,9 @@ export interface RunOptions {
   workDir?: string;
   keep?: boolean;
   signal?: AbortSignal;
+  /** Recorded on every rollout (metadata.generation) and part of its group (`task@generation`), so that runs of
+   * one task for successive policy versions never share a group. */
+  generation?: string;
   /** Model passed to presets; the gateway's served model by default. */
   model?: string;
   events?: RunEvents;
@@ -76,8 +79,9 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     const model = o.model ?? (await control.servedModel());
     const install = harnessInstall();
     const jobs: { task: Task; sample: number; image: string }[] = [];
-    for (const task of o.tasks) {
-      const image = await prepareImage(task, join(root, `task-${task.name}`), o.limits);
+    for (const [t, task] of o.tasks.entries()) {
+      // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
+      const image = await prepareImage(task, join(root, `t${t}`), o.limits);
       o.events?.image?.(task, image);
       for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: image.dir });
     }
@@ -93,11 +97,12 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           image,
           sample,
           groupSize: o.n,
-          group: task.name,
+          group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
+          generation: o.generation,
           harness: o.harness,
           control,
           model,
-          dir: join(root, `rollout-${task.name}-${sample}`),
+          dir: join(root, `r${i}`),
           timeoutMs: (o.timeoutSec ?? task.timeoutSec ?? DEFAULT_TIMEOUT_SEC) * 1000,
           limits: o.limits,
           binds: install.binds,

@@ -45,8 +45,6 @@ export interface SandboxSpec {
   env: Record<string, string>;
   argv: string[];
   limits: SandboxLimits;
-  /** Where the sandbox's output goes (appended), or a callback per chunk. */
-  onOutput?: (chunk: string) => void;
 }
 
 export const WORKSPACE = "/workspace";
@@ -63,6 +61,8 @@ export interface SandboxExit {
   peakProcesses: number;
   peakMemoryBytes: number;
   ms: number;
+  /** Why the sandbox's first process could not be spawned at all. */
+  startError: string | null;
 }
 
 /** Directories the runner creates for a sandbox belong to the uid the sandbox runs as. */
@@ -137,9 +137,10 @@ export class Sandbox {
   #stopped: SandboxExit["stopped"] = null;
   #peakProcesses = 0;
   #peakMemory = 0;
-  #watch: NodeJS.Timeout;
+  readonly #limits: SandboxLimits;
 
-  constructor(spec: SandboxSpec, options: { timeoutMs: number; signal?: AbortSignal; watchMs?: number }) {
+  constructor(spec: SandboxSpec, options: { timeoutMs: number; signal?: AbortSignal }) {
+    this.#limits = spec.limits;
     for (const dir of [spec.upper, spec.work, spec.mountpoint]) {
       mkdirSync(dir, { recursive: true });
       ownForSandbox(dir);
@@ -147,22 +148,25 @@ export class Sandbox {
     const [cmd, ...args] = sandboxCommand(spec);
     const started = Date.now();
     this.child = spawn(cmd!, args, { stdio: ["ignore", "pipe", "pipe"], detached: true, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" } });
-    const out = (d: Buffer) => spec.onOutput?.(d.toString("utf8"));
-    this.child.stdout!.on("data", out);
-    this.child.stderr!.on("data", out);
+    let startError: string | null = null;
     const timer = setTimeout(() => this.stop("timeout"), options.timeoutMs);
     const onAbort = () => this.stop("aborted");
     options.signal?.addEventListener("abort", onAbort, { once: true });
-    this.#watch = setInterval(() => this.#check(spec.limits), options.watchMs ?? 500);
+    watched.add(this);
+    watch ??= setInterval(scanAll, WATCH_MS);
     this.exited = new Promise((resolve) => {
       this.child.on("error", (error) => {
-        out(Buffer.from(`cannot start the sandbox: ${error.message}\n`));
+        startError = error.message;
       });
       this.child.on("close", (code, signal) => {
         clearTimeout(timer);
-        clearInterval(this.#watch);
+        watched.delete(this);
+        if (watched.size === 0 && watch) {
+          clearInterval(watch);
+          watch = null;
+        }
         options.signal?.removeEventListener("abort", onAbort);
-        resolve({ code, signal, stopped: this.#stopped, peakProcesses: this.#peakProcesses, peakMemoryBytes: this.#peakMemory, ms: Date.now() - started });
+        resolve({ code, signal, stopped: this.#stopped, peakProcesses: this.#peakProcesses, peakMemoryBytes: this.#peakMemory, ms: Date.now() - started, startError });
       });
     });
   }
@@ -181,10 +185,12 @@ export class Sandbox {
     }
   }
 
-  #check(limits: SandboxLimits): void {
+  /** Called by the watchdog with the machine's process table. */
+  check(table: ProcessTable): void {
     const pid = this.child.pid;
     if (pid === undefined || this.#stopped) return;
-    const { processes, rssBytes } = treeUsage(pid);
+    const limits = this.#limits;
+    const { processes, rssBytes } = treeUsage(table, pid);
     this.#peakProcesses = Math.max(this.#peakProcesses, processes);
     this.#peakMemory = Math.max(this.#peakMemory, rssBytes);
     if (rssBytes > limits.memoryBytes) this.stop("memory");
@@ -193,17 +199,32 @@ export class Sandbox {
   }
 }
 
+// The watchdog: one scan of /proc per tick serves every running sandbox.
+const WATCH_MS = 500;
+const watched = new Set<Sandbox>();
+let watch: NodeJS.Timeout | null = null;
+
+function scanAll(): void {
+  const table = processTable();
+  for (const box of watched) box.check(table);
+}
+
 const PAGE = 4096;
 
-/** Processes (threads counted, as RLIMIT_NPROC counts them) and resident bytes of a process and its descendants. */
-export function treeUsage(root: number): { processes: number; rssBytes: number } {
+export interface ProcessTable {
+  children: Map<number, number[]>;
+  info: Map<number, { threads: number; rss: number }>;
+}
+
+/** Every process's parent, threads and resident bytes, from /proc (no /proc/PID/task/TID/children: not every kernel has it). */
+export function processTable(): ProcessTable {
   const children = new Map<number, number[]>();
   const info = new Map<number, { threads: number; rss: number }>();
   let entries: string[];
   try {
     entries = readdirSync("/proc");
   } catch {
-    return { processes: 0, rssBytes: 0 };
+    return { children, info };
   }
   for (const name of entries) {
     if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
@@ -222,6 +243,11 @@ export function treeUsage(root: number): { processes: number; rssBytes: number }
     if (list) list.push(pid);
     else children.set(ppid, [pid]);
   }
+  return { children, info };
+}
+
+/** Processes (threads counted, as RLIMIT_NPROC counts them) and resident bytes of a process and its descendants. */
+export function treeUsage({ children, info }: ProcessTable, root: number): { processes: number; rssBytes: number } {
   let processes = 0;
   let rssBytes = 0;
   const stack = [root];

@@ -54,7 +54,7 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
 
   test("a work folder the sandboxes' user cannot reach is refused with what to do", { skip: process.getuid?.() !== 0 && "only as root" }, async () => {
     const closed = tempDir("runner-closed");
-    await assert.rejects(run("true", { workDir: closed }), /not searchable by the sandboxes' user .*chmod o\+x/);
+    await assert.rejects(run("echo unreachable", { workDir: closed }), /not searchable by the sandboxes' user .*chmod o\+x/);
     rmSync(closed, { recursive: true, force: true });
   });
 
@@ -88,9 +88,12 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
       "sleep 1",
       "echo files=$(ls | tr '\\n' ' ')",
     ].join("; ");
-    const results = await run(probe, { n: 2, concurrency: 2 });
+    const results = await run(probe, { n: 2, concurrency: 2, generation: "7" });
     for (const r of results) {
-      const log: string = (await metadata(r.rolloutId!)).runner.logs.agent;
+      const rollout = (await (await fetch(`${stack.gateway.url}/api/rollouts/${r.rolloutId}`)).json()) as any;
+      assert.equal(rollout.group, "fix-add@7", "one group per task and generation");
+      assert.deepEqual([rollout.metadata.group_size, rollout.metadata.sample, rollout.metadata.generation], [2, r.sample, "7"]);
+      const log: string = rollout.metadata.runner.logs.agent;
       for (const word of ["no-hidden", "no-hidden-in-workspace", "no-work", "no-grader"]) assert.match(log, new RegExp(`^${word}$`, "m"), log);
       // Both ran at once, each in its own overlay: only its own marker file.
       assert.match(log, /files=calc\.py mine\.txt tests/, log);
