@@ -36,3 +36,20 @@ test("progress off a terminal: a plain line per stage and per finished rollout, 
   progress.close();
   assert.equal(text, "t#0: agent\nt#0: infra_error reward=- calls=3 12.3 s [1/2] (agent: agent sandbox stopped: it reached the process limit)\n");
 });
+
+test("progress on a terminal: a live line per running rollout, redrawn in place, finished ones printed above", () => {
+  let text = "";
+  const out = new Writable({ write: (chunk, _enc, done) => ((text += chunk), done()) }) as unknown as NodeJS.WriteStream;
+  out.isTTY = true;
+  const progress = new Progress(2, out);
+  const events = progress.events();
+  events.stage!({ task: "t", sample: 0 }, "agent");
+  events.stage!({ task: "t", sample: 1 }, "prepare");
+  assert.match(text, /  t#0 +agent +0 s\n  t#1 +prepare +0 s\n$/);
+  text = "";
+  events.done!({ task: "t", sample: 0 }, result({}));
+  // Erase the two live lines, print the finished rollout, draw the one still running.
+  assert.ok(text.startsWith("\x1b[2A\x1b[J"), JSON.stringify(text));
+  assert.match(text, /t#0: ok reward=1 calls=3 12\.3 s \[1\/2\]\n  t#1 +prepare +0 s\n$/);
+  progress.close();
+});
