@@ -61,6 +61,11 @@ export function runCommand(): Command {
     )
     .option("--processes <n>", "processes and threads per sandbox", positive, DEFAULT_LIMITS.processes)
     .option("--cpu <s>", "CPU seconds per process in a sandbox", positive, DEFAULT_LIMITS.cpuSeconds)
+    .option(
+      "--mount-ro <dir>",
+      "a folder every sandbox sees read-only at the same path, its bin/ on PATH (a harness CLI installed outside /usr); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option("--work-dir <dir>", "where task images and rollout folders go (default: the system's temporary folder)")
     .option("--keep", "keep the task images and rollout folders (upper layers, logs) instead of removing them", false)
     .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
@@ -111,6 +116,7 @@ export function runCommand(): Command {
           limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
           workDir: opts.workDir ? resolve(opts.workDir) : undefined,
           keep: opts.keep,
+          mountReadOnly: (opts.mountRo ?? []).map((d: string) => resolve(d)),
           signal: ac.signal,
           events: progress.events(),
         });

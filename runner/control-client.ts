@@ -52,6 +52,11 @@ export class ControlClient {
     return { calls: r.calls ?? 0, trajectories: r.trajectories?.stats?.retainedTrajectories ?? null };
   }
 
+  /** Fails with the gateway's reason when the control API is out of reach (unreachable, or a token missing or wrong). */
+  async check(): Promise<void> {
+    await this.#call("GET", "/api/rollouts?limit=1");
+  }
+
   /** The model the upstream serves (the first of GET /v1/models), which presets pass to the harness. */
   async servedModel(): Promise<string> {
     const r = await this.#call("GET", "/v1/models");

@@ -178,7 +178,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
           ...commonEnv(ctx),
           ...launch.env,
         },
-        argv: ["node", INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv],
+        argv: [process.execPath, INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv],
         limits: o.limits,
       },
       { timeoutMs: o.timeoutMs, signal: o.signal },

@@ -23,6 +23,8 @@ export interface RunOptions {
   /** Folder for images and rollout folders (a temporary one by default, removed afterwards). */
   workDir?: string;
   keep?: boolean;
+  /** More folders every sandbox sees read-only (e.g. where a harness CLI is installed); their bin/ goes on PATH. */
+  mountReadOnly?: string[];
   signal?: AbortSignal;
   /** Recorded on every rollout (metadata.generation) and part of its group (`task@generation`), so that runs of
    * one task for successive policy versions never share a group. */
@@ -46,12 +48,32 @@ export interface RolloutKey {
 export const DEFAULT_TIMEOUT_SEC = 600;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
-/** The folder holding the harness CLIs (rlgate's node_modules), bound read-only into every sandbox at its real path. */
-function harnessInstall(): { binds: { src: string; dest: string }[]; pathPrefix: string[] } {
+/**
+ * What every sandbox sees read-only besides the system folders, at the same paths as outside: rlgate's node_modules
+ * (the harness CLIs; its .bin goes first on PATH), Node's own install when it is not under /usr (nvm and the like),
+ * and the folders the user names (--mount-ro: CLIs installed elsewhere).
+ */
+function sandboxTools(extra: string[]): { binds: { src: string; dest: string }[]; pathPrefix: string[] } {
+  const binds: { src: string; dest: string }[] = [];
+  const pathPrefix: string[] = [];
   const nm = join(ROOT, "node_modules");
-  if (!existsSync(nm)) return { binds: [], pathPrefix: [] };
-  const real = realpathSync(nm);
-  return { binds: [{ src: real, dest: real }], pathPrefix: [join(real, ".bin")] };
+  if (existsSync(nm)) {
+    const real = realpathSync(nm);
+    binds.push({ src: real, dest: real });
+    pathPrefix.push(join(real, ".bin"));
+  }
+  const nodePrefix = dirname(dirname(realpathSync(process.execPath)));
+  if (!nodePrefix.startsWith("/usr/")) {
+    binds.push({ src: nodePrefix, dest: nodePrefix });
+    pathPrefix.push(join(nodePrefix, "bin"));
+  }
+  for (const dir of extra) {
+    if (!existsSync(dir)) throw new SandboxError(`--mount-ro ${dir}: no such folder`);
+    const real = realpathSync(dir);
+    binds.push({ src: real, dest: resolve(dir) });
+    if (existsSync(join(real, "bin"))) pathPrefix.push(join(resolve(dir), "bin"));
+  }
+  return { binds, pathPrefix };
 }
 
 /** As root, sandboxes run as an unprivileged uid, which must be able to walk down to their folders. */
@@ -76,8 +98,9 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     const why = sandboxUnavailable(join(root, "probe"));
     if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
     const control = new ControlClient(o.gatewayUrl, o.token);
+    await control.check();
     const model = o.model ?? (await control.servedModel());
-    const install = harnessInstall();
+    const install = sandboxTools(o.mountReadOnly ?? []);
     const jobs: { task: Task; sample: number; image: string }[] = [];
     for (const [t, task] of o.tasks.entries()) {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).

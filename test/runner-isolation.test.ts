@@ -78,6 +78,29 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     assert.equal(r!.calls, 1, "the one call through the bridge is the rollout's");
   });
 
+  test("with a control token on the gateway, the bridge authenticates the harness's calls with the rollout's key", async () => {
+    const guarded = await startStack({ gateway: { controlToken: "secret-token" } });
+    try {
+      const call = `curl -s -o /dev/null -w 'gateway=%{http_code}\\n' "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
+      const [r] = await run(call, { gatewayUrl: guarded.gateway.url, token: "secret-token" });
+      assert.equal(r!.status, "ok", r!.error ?? "");
+      assert.equal(r!.calls, 1);
+      await assert.rejects(run(call, { gatewayUrl: guarded.gateway.url }), /GET \/api\/rollouts\?limit=1: 401 the control API needs 'Authorization: Bearer <token>'/, "without --token the run stops before any rollout, saying why");
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  test("a --mount-ro folder is visible read-only at its own path, its bin/ on PATH", async () => {
+    const tools = join(work, "tools");
+    mkdirSync(join(tools, "bin"), { recursive: true });
+    writeFileSync(join(tools, "bin", "my-agent"), "#!/bin/sh\necho my-agent ran; touch $0.written 2>/dev/null && echo wrote || echo read-only\n", { mode: 0o755 });
+    chmodSync(tools, 0o755);
+    const [r] = await run("my-agent {prompt}", { mountReadOnly: [tools] });
+    assert.equal(r!.status, "ok", r!.error ?? "");
+    assert.match((await metadata(r!.rolloutId!)).runner.logs.agent, /my-agent ran\nread-only/);
+  });
+
   test("hidden tests, the task folder and other rollouts' folders are not visible during the agent stage", async () => {
     const probe = [
       `ls ${task.dir}/tests/test_add.py >/dev/null 2>&1 && echo saw-hidden || echo no-hidden`,
