@@ -21,7 +21,7 @@ export interface TaskImage {
 const GIT = "git -c user.name=rlgate -c user.email=rlgate@localhost -c init.defaultBranch=main -c commit.gpgsign=false";
 const SQUASH = `rm -rf .git && ${GIT} init -q && ${GIT} add -A && ${GIT} commit -q --allow-empty -m task`;
 
-export async function prepareImage(task: Task, root: string, limits: SandboxLimits): Promise<TaskImage> {
+export async function prepareImage(task: Task, root: string, limits: SandboxLimits, signal?: AbortSignal): Promise<TaskImage> {
   const started = Date.now();
   const dir = join(root, "image");
   const empty = join(root, "empty");
@@ -44,7 +44,7 @@ export async function prepareImage(task: Task, root: string, limits: SandboxLimi
       argv: ["bash", "-c", script],
       limits,
     },
-    { timeoutMs: 600_000 },
+    { timeoutMs: 600_000, signal },
   );
   box.child.stdout!.on("data", (d: Buffer) => (log += d));
   box.child.stderr!.on("data", (d: Buffer) => (log += d));

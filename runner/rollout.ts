@@ -4,13 +4,13 @@
 //   grade    a fresh sandbox without network, the agent's processes gone: its edits to test paths reverted, the
 //            hidden tests copied in, the verifier run; exit 0 is reward 1, anything else 0
 //   finish   reward and status posted to the gateway, with the stage reached and the logs in the rollout's metadata
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBridge, type Bridge } from "./bridge.ts";
 import type { ControlClient } from "./control-client.ts";
 import { commonEnv, type Harness } from "./harnesses.ts";
-import { MOUNT_FAILED, ownForSandbox, ownTreeForSandbox, Sandbox, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
+import { MOUNT_FAILED, ownForSandbox, ownTreeForSandbox, removeSandboxFolder, Sandbox, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
 export type Stage = "prepare" | "agent" | "grade" | "finish" | "done";
@@ -226,7 +226,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     await bridge?.close();
   }
 
-  const failedStage = stage;
+  let endStage: Stage = error === null ? "done" : stage;
   enter("finish");
   let calls = 0;
   let trajectories: number | null = null;
@@ -236,15 +236,20 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       const finished = await o.control.finishRollout(rolloutId, {
         reward,
         status,
-        metadata: { runner: { stage: error === null ? "done" : failedStage, error, logs } },
+        metadata: { runner: { stage: endStage, error, logs } },
       });
       calls = finished.calls;
       trajectories = finished.trajectories;
     } catch (e) {
-      error ??= e instanceof Error ? e.message : String(e);
+      // The rollout stays open on the gateway: said here, since it cannot be said there.
+      error = `${error ? `${error}; ` : ""}finishing on the gateway failed: ${e instanceof Error ? e.message : String(e)}`;
+      endStage = "finish";
     }
   }
-  if (!o.keep) rmSync(o.dir, { recursive: true, force: true });
+  if (!o.keep) {
+    const leftover = removeSandboxFolder(o.dir);
+    if (leftover) error = error ? `${error}; ${leftover}` : leftover;
+  }
   enter("done");
   return {
     task: o.task.name,
@@ -256,7 +261,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     calls,
     trajectories,
     seconds: (Date.now() - started) / 1000,
-    stage: error === null ? "done" : failedStage,
+    stage: endStage,
     error,
   };
 }

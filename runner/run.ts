@@ -1,5 +1,5 @@
 // `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,7 +7,7 @@ import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
 import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
-import { SANDBOX_HOST_UID, sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
+import { removeSandboxFolder, SANDBOX_HOST_UID, sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
 export interface RunOptions {
@@ -104,7 +104,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     const jobs: { task: Task; sample: number; image: string }[] = [];
     for (const [t, task] of o.tasks.entries()) {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
-      const image = await prepareImage(task, join(root, `t${t}`), o.limits);
+      const image = await prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
       o.events?.image?.(task, image);
       for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: image.dir });
     }
@@ -141,6 +141,6 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
     return results.filter(Boolean);
   } finally {
-    if (!o.keep) rmSync(root, { recursive: true, force: true });
+    if (!o.keep) removeSandboxFolder(root);
   }
 }

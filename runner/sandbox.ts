@@ -9,7 +9,7 @@
 //   → prlimit --nproc --as --cpu -- COMMAND     (limits set inside the sandbox's own user namespace)
 // Every exec keeps the pid, so the pid node spawns is bwrap's: killing it kills the sandbox (its pid namespace dies).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 export class SandboxError extends Error {
@@ -261,6 +261,25 @@ export function treeUsage({ children, info }: ProcessTable, root: number): { pro
     stack.push(...(children.get(pid) ?? []));
   }
   return { processes, rssBytes };
+}
+
+/**
+ * Removes a folder sandboxes wrote to. What an agent left unreadable (chmod 000) cannot be listed by a runner that is
+ * not root: permissions are given back first. Never throws: returns what went wrong.
+ */
+export function removeSandboxFolder(dir: string): string | null {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+    return null;
+  } catch {
+    spawnSync("chmod", ["-R", "u+rwX", dir]);
+    try {
+      rmSync(dir, { recursive: true, force: true });
+      return null;
+    } catch (error) {
+      return `cannot remove ${dir}: ${(error as Error).message}`;
+    }
+  }
 }
 
 /** Null when sandboxes can start here, else why not (bwrap missing, user namespaces refused, no overlayfs). */

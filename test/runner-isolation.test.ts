@@ -2,7 +2,7 @@
 // not, to tamper with grading, or to exhaust the machine; what each saw is read back from the rollout's metadata.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { chmodSync, cpSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../runner/harnesses.ts";
@@ -158,7 +158,7 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     const [cheat] = await run(tamper);
     assert.equal(cheat!.status, "ok");
     assert.equal(cheat!.reward, 0, "a replaced test file does not make a pass");
-    const fix = "sed -i 's/a - b/a + b/' calc.py; rm -rf tests; echo 'not a folder' > tests";
+    const fix = "sed -i 's/a - b/a + b/' calc.py; rm -rf tests; echo 'not a folder' > tests; mkdir -p locked/x; chmod 000 locked";
     const [fixed] = await run(fix);
     assert.equal(fixed!.reward, 1, "the fix passes even with tests/ destroyed: it is restored before the verifier");
     const grade: string = (await metadata(fixed!.rolloutId!)).runner.logs.grade;
@@ -223,6 +223,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     assert.equal(r!.status, "infra_error");
     assert.match(r!.error!, /could not start/);
     assert.match((await metadata(r!.rolloutId!)).runner.logs.agent, /No such file/);
+  });
+
+  test("nothing is left behind: images and rollout folders are removed, even what an agent made unreadable", () => {
+    assert.deepEqual(readdirSync(work).filter((name) => name.startsWith("rlgate-run-")), []);
   });
 });
 
