@@ -50,6 +50,15 @@ export function runCommand(): Command {
     .option("--timeout <s>", `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`, seconds)
     .option("--gateway <url>", "a running gateway (rlgate serve); default: one of its own with the built-in sim")
     .option("--token <token>", "control API token of --gateway", process.env.RLGATE_TOKEN)
+    .option(
+      "--env <name=value>",
+      "a variable for the harness, set after the preset's (e.g. QWEN_CODE_NO_RELAUNCH=1); repeatable",
+      (value: string, previous: Record<string, string> | undefined) => {
+        const eq = value.indexOf("=");
+        if (eq < 1) throw new InvalidArgumentError("expected NAME=VALUE");
+        return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+      },
+    )
     .option("--generation <g>", "policy version: recorded on each rollout (metadata.generation), groups named TASK@G")
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
@@ -113,6 +122,7 @@ export function runCommand(): Command {
           token: opts.token,
           model: opts.model,
           generation: opts.generation,
+          env: opts.env,
           limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
           workDir: opts.workDir ? resolve(opts.workDir) : undefined,
           keep: opts.keep,

@@ -48,6 +48,8 @@ export interface RolloutOptions {
   /** Extra read-only binds (the harness CLIs' install folder). */
   binds: { src: string; dest: string }[];
   pathPrefix: string[];
+  /** Set in the harness's environment last (--env). */
+  env?: Record<string, string>;
   rolloutKeyToBridge: boolean;
   keep: boolean;
   signal?: AbortSignal;
@@ -177,6 +179,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
           RLGATE_SAMPLE: String(o.sample),
           ...commonEnv(ctx),
           ...launch.env,
+          ...o.env,
         },
         argv: [process.execPath, INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv],
         limits: o.limits,

@@ -23,6 +23,8 @@ export interface RunOptions {
   /** Folder for images and rollout folders (a temporary one by default, removed afterwards). */
   workDir?: string;
   keep?: boolean;
+  /** Variables for the harness, set after the preset's (--env). */
+  env?: Record<string, string>;
   /** More folders every sandbox sees read-only (e.g. where a harness CLI is installed); their bin/ goes on PATH. */
   mountReadOnly?: string[];
   signal?: AbortSignal;
@@ -130,6 +132,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           limits: o.limits,
           binds: install.binds,
           pathPrefix: install.pathPrefix,
+          env: o.env,
           rolloutKeyToBridge: Boolean(o.token),
           keep: o.keep ?? false,
           signal: o.signal,

@@ -46,6 +46,8 @@ describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", 
       gatewayUrl: gateway.url,
       limits: DEFAULT_LIMITS,
       workDir: dirs.work,
+      // One Node start instead of two (qwen relaunches itself for a larger heap, which this task does not need).
+      env: { QWEN_CODE_NO_RELAUNCH: "1" },
     });
   });
   after(async () => {
