@@ -19,7 +19,8 @@ export class Progress {
 
   events(): RunEvents {
     return {
-      image: (task, image) => this.#line(`image ${task.name}: ready in ${(image.ms / 1000).toFixed(1)} s`),
+      image: (task, image) =>
+        this.#line("error" in image ? `image ${task.name}: failed: ${firstLine(image.error)}` : `image ${task.name}: ready in ${(image.ms / 1000).toFixed(1)} s`),
       stage: (key, stage) => {
         const id = label(key);
         if (stage === "done") return;

@@ -33,7 +33,8 @@ export interface RolloutResult {
 
 export interface RolloutOptions {
   task: Task;
-  image: string;
+  /** The task image's folder, or why it could not be made. */
+  image: string | { error: string };
   sample: number;
   groupSize: number;
   group: string;
@@ -132,6 +133,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       },
     });
     rolloutId = created.id;
+    if (typeof o.image !== "string") throw new Error(o.image.error);
+    const image = o.image;
     const dirs = {
       home: join(o.dir, "home"),
       run: join(o.dir, "run"),
@@ -164,7 +167,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     enter("agent");
     const agent = new Sandbox(
       {
-        lower: [o.image],
+        lower: [image],
         upper: dirs.upper,
         work: dirs.work,
         mountpoint: dirs.mnt,
@@ -204,11 +207,11 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       const grader = new Sandbox(
         {
           // The agent's upper layer is now read-only: grading writes to a layer of its own.
-          lower: [dirs.upper, o.image],
+          lower: [dirs.upper, image],
           upper: dirs.gradeUpper,
           work: dirs.gradeWork,
           mountpoint: dirs.gradeMnt,
-          binds: [{ src: o.image, dest: "/rlgate/image" }, ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : [])],
+          binds: [{ src: image, dest: "/rlgate/image" }, ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : [])],
           env: { HOME: "/tmp", TMPDIR: "/tmp", PATH: "/usr/local/bin:/usr/bin:/bin", RLGATE_SAMPLE: String(o.sample) },
           argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
           limits: o.limits,

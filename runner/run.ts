@@ -37,7 +37,7 @@ export interface RunOptions {
 }
 
 export interface RunEvents {
-  image?(task: Task, image: TaskImage): void;
+  image?(task: Task, image: TaskImage | { error: string }): void;
   stage?(key: RolloutKey, stage: Stage, detail?: string): void;
   done?(key: RolloutKey, result: RolloutResult): void;
 }
@@ -103,12 +103,16 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     await control.check();
     const model = o.model ?? (await control.servedModel());
     const install = sandboxTools(o.mountReadOnly ?? []);
-    const jobs: { task: Task; sample: number; image: string }[] = [];
+    const jobs: { task: Task; sample: number; image: string | { error: string } }[] = [];
     for (const [t, task] of o.tasks.entries()) {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
-      const image = await prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
+      // A task whose image cannot be made (its setup failed) still has its rollouts: each finishes as infra_error.
+      const image = await prepareImage(task, join(root, `t${t}`), o.limits, o.signal).then(
+        (made) => made,
+        (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
+      );
       o.events?.image?.(task, image);
-      for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: image.dir });
+      for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: "error" in image ? image : image.dir });
     }
     const results: RolloutResult[] = new Array(jobs.length);
     let next = 0;

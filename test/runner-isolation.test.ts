@@ -123,7 +123,7 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     }
   });
 
-  test("the workspace is a one-commit git repository: earlier history and future commits are gone", async () => {
+  test("the workspace is a one-commit git repository after setup: earlier history and future commits are gone", async () => {
     const dir = join(work, "task-with-history");
     cpSync(EXAMPLE, dir, { recursive: true });
     const git = (...args: string[]) => spawnSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: join(dir, "workspace"), encoding: "utf8" });
@@ -135,9 +135,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     git("commit", "-qm", "the answer");
     git("rm", "-q", "answer.txt");
     git("commit", "-qm", "hide it again");
+    writeFileSync(join(dir, "task.json"), JSON.stringify({ verifier: "true", setup: "echo built > build.txt" }));
     const [r] = await runTasks({
       tasks: [loadTask(dir)],
-      harness: resolveHarness("echo commits=$(git log --oneline | wc -l); git log --all -p | grep -c 'the fix' || true; git status --short | wc -l"),
+      harness: resolveHarness("echo commits=$(git log --oneline | wc -l); git log --all -p | grep -c 'the fix' || true; git status --short | wc -l; cat build.txt"),
       n: 1,
       concurrency: 1,
       timeoutSec: 60,
@@ -146,7 +147,8 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
       workDir: work,
     });
     const log: string = (await metadata(r!.rolloutId!)).runner.logs.agent;
-    assert.match(log, /commits=1\n0\n0\n/, log);
+    // The setup's output is part of the image and of its one commit (a clean status).
+    assert.match(log, /commits=1\n0\n0\nbuilt\n/, log);
   });
 
   test("grading: edits to test files are reverted and the hidden tests decide, whatever the agent left in tests/", async () => {
@@ -216,6 +218,32 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     });
     assert.equal(single!.status, "ok", single!.error ?? "");
     assert.match((await metadata(single!.rolloutId!)).runner.logs.agent, /MemoryError\nexit=1/);
+  });
+
+  test("a task whose setup fails: its rollouts finish as infra_error in the prepare stage, with the setup's output", async () => {
+    const dir = join(work, "task-bad-setup");
+    cpSync(EXAMPLE, dir, { recursive: true });
+    writeFileSync(join(dir, "task.json"), JSON.stringify({ verifier: "true", setup: "echo compiling; echo 'missing dependency' >&2; exit 3" }));
+    const results = await runTasks({
+      tasks: [loadTask(dir), task],
+      harness: resolveHarness("sed -i 's/a - b/a + b/' calc.py"),
+      n: 2,
+      concurrency: 2,
+      gatewayUrl: stack.gateway.url,
+      limits: DEFAULT_LIMITS,
+      workDir: work,
+    });
+    assert.deepEqual(
+      results.map((r) => [r.task, r.status, r.reward, r.stage]),
+      [
+        ["task-bad-setup", "infra_error", null, "prepare"],
+        ["task-bad-setup", "infra_error", null, "prepare"],
+        ["fix-add", "ok", 1, "done"],
+        ["fix-add", "ok", 1, "done"],
+      ],
+    );
+    assert.match(results[0]!.error!, /preparing the image of task 'task-bad-setup' failed \(exit 3\): compiling\nmissing dependency/);
+    assert.equal((await metadata(results[0]!.rolloutId!)).runner.stage, "prepare");
   });
 
   test("a harness that cannot start is an infra_error, with the reason kept on the rollout", async () => {
