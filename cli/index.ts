@@ -1,6 +1,7 @@
 // The `rlgate` command line: one sub-command per job.
 import { Command } from "commander";
 import { coreCommand } from "./core-command.ts";
+import { runCommand } from "./run-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
@@ -16,7 +17,8 @@ const program = new Command()
   .addCommand(serveCommand())
   .addCommand(simCommand())
   .addCommand(showCommand())
-  .addCommand(coreCommand());
+  .addCommand(coreCommand())
+  .addCommand(runCommand());
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
 function listenFailure(error: unknown): string | null {

@@ -28,6 +28,9 @@ const finishSchema = z
   .object({
     reward: z.number().finite().nullable().optional(),
     status: z.enum(FINISH_STATUSES).default("ok"),
+    // Merged into the rollout's metadata (key by key): what whoever ran the rollout learned on the way, e.g. the
+    // stage `rlgate run` failed in and its log.
+    metadata: z.record(z.unknown()).optional(),
   })
   .strict()
   .refine((v) => v.status !== "ok" || typeof v.reward === "number", {
@@ -160,6 +163,7 @@ export async function handleControlApi(
         ...rollout,
         status: input.status,
         reward: input.reward ?? null,
+        metadata: input.metadata ? { ...rollout.metadata, ...input.metadata } : rollout.metadata,
         finishedAt: Date.now(),
       };
       await ctx.store.finishRollout(finished);

@@ -93,6 +93,21 @@ describe("control API and attribution", () => {
     assert.equal(list.rollouts[0].key, undefined, "listing does not reveal rollout keys");
   });
 
+  test("a finish may add metadata: merged key by key into what the rollout was created with", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "g-meta", metadata: { group_size: 2, keep: 1 } });
+    const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, {
+      status: "infra_error",
+      metadata: { runner: { stage: "agent", log: "out of memory" }, keep: 2 },
+    });
+    assert.equal(done.status, 200);
+    assert.deepEqual(done.json.metadata, { group_size: 2, keep: 2, runner: { stage: "agent", log: "out of memory" } });
+    const read = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as any;
+    assert.equal(read.metadata.runner.stage, "agent");
+    const bad = await postJson(`${stack.gateway.url}/api/rollouts/${(await createRollout(stack.gateway.url)).id}/finish`, { reward: 1, metadata: [1] });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /metadata/);
+  });
+
   test("a finish whose trajectory summary cannot be made is still a finish: 200, no summary, the reason", async () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g-summary" });
     // Stands in for the trajectory worker dying while it makes the summary.

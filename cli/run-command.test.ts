@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { sandboxUnavailable } from "../runner/sandbox.ts";
+
+const ENTRY = new URL("./index.ts", import.meta.url).pathname;
+const TASK = new URL("../examples/tasks/fix-add", import.meta.url).pathname;
+
+function rlgate(args: string[]) {
+  return spawnSync(process.execPath, ["--import", "tsx", ENTRY, ...args], { encoding: "utf8", timeout: 120_000 });
+}
+
+/** Like rlgate() but without blocking the event loop (for runs that take a while). */
+function rlgateAsync(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", ENTRY, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d));
+    child.stderr.on("data", (d: Buffer) => (stderr += d));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+const scratch = mkdtempSync(join(tmpdir(), "rlgate-run-cli-"));
+const unavailable = sandboxUnavailable(scratch);
+rmSync(scratch, { recursive: true, force: true });
+
+describe("rlgate run (command line)", () => {
+  test("--help explains the command, its options and where the task format is", () => {
+    const help = rlgate(["run", "--help"]);
+    assert.equal(help.status, 0);
+    for (const flag of ["--tasks", "--harness", "--n", "--concurrency", "--timeout", "--gateway", "--sim-script", "--memory", "--processes", "--cpu", "--json", "--keep"]) {
+      assert.ok(help.stdout.includes(flag), flag);
+    }
+    assert.match(help.stdout, /docs\/runner\.md/);
+    assert.match(help.stdout, /qwen-code,\s+claude-code,\s+codex,\s+opencode,\s+pi/);
+  });
+
+  test("a missing task folder or an unknown harness: one sentence, exit 2", () => {
+    const missing = rlgate(["run", "--tasks", "/no/such/tasks", "--harness", "qwen-code"]);
+    assert.equal(missing.status, 2);
+    assert.equal(missing.stderr.trim(), "rlgate run: --tasks /no/such/tasks: no such file or folder");
+    const unknown = rlgate(["run", "--tasks", TASK, "--harness", "nosuchcli"]);
+    assert.equal(unknown.status, 2);
+    assert.match(unknown.stderr, /^rlgate run: unknown harness 'nosuchcli': a preset \(qwen-code/);
+    assert.doesNotMatch(unknown.stderr, /\n\s+at /, "no stack trace");
+  });
+
+  test("an unreachable --gateway: one sentence, exit 2", { skip: unavailable ?? false }, () => {
+    const r = rlgate(["run", "--tasks", TASK, "--harness", "true {prompt}", "--gateway", "http://127.0.0.1:9"]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /rlgate run: gateway http:\/\/127\.0\.0\.1:9 unreachable/);
+  });
+
+  test("a run with its own gateway: --json gives each rollout's status, reward, calls and trajectories", { skip: unavailable ?? false }, async () => {
+    const fix = `[ "$RLGATE_SAMPLE" = 0 ] && sed -i 's/a - b/a + b/' calc.py; curl -s -o /dev/null "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
+    const r = await rlgateAsync(["run", "--tasks", TASK, "--harness", fix, "-n", "2", "--json"]);
+    assert.equal(r.status, 0, r.stderr);
+    const results = JSON.parse(r.stdout) as any[];
+    assert.deepEqual(
+      results.map((x) => [x.task, x.sample, x.harness, x.status, x.reward, x.calls, x.trajectories, x.stage]),
+      [
+        ["fix-add", 0, "custom", "ok", 1, 1, 1, "done"],
+        ["fix-add", 1, "custom", "ok", 0, 1, 1, "done"],
+      ],
+    );
+    assert.match(r.stderr, /fix-add#0: ok reward=1 calls=1 .* \[\d\/2\]/, "plain progress lines when stderr is not a terminal");
+  });
+});

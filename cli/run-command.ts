@@ -1,0 +1,148 @@
+// `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
+// tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
+import { Command, InvalidArgumentError, Option } from "commander";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { startGateway, type Gateway } from "../gateway/index.ts";
+import { resolveHarness, type Harness } from "../runner/harnesses.ts";
+import { Progress, summaryTable } from "../runner/progress.ts";
+import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
+import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
+import { loadTasks, type Task } from "../runner/task.ts";
+import { loadScript, startSim, type SimServer } from "../sim/index.ts";
+
+function positive(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a positive integer");
+  return n;
+}
+
+function seconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number of seconds > 0");
+  return n;
+}
+
+function bytes(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(k|m|g)?i?b?$/i.exec(value.trim());
+  if (!match) throw new InvalidArgumentError("expected a size such as 4g, 512m or 1073741824");
+  const scale = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? "").toLowerCase() as ""];
+  return Math.floor(Number(match[1]) * scale);
+}
+
+export function runCommand(): Command {
+  return new Command("run")
+    .summary("run tasks n times with a harness CLI, each rollout in a sandbox, graded with hidden tests")
+    .description(
+      "For each task and each of its n rollouts: create the rollout on the gateway (group = the task), run the " +
+        "harness in a bubblewrap sandbox whose workspace is an overlay over the task image and whose only way out is " +
+        "the gateway, grade it in a fresh sandbox (hidden tests copied in, edits to test paths reverted), and finish " +
+        "it with reward and status (ok, timeout, infra_error). Task format and limits: docs/runner.md.",
+    )
+    .requiredOption("--tasks <dir|file>", "a task folder, its task.json, or a folder of task folders")
+    .requiredOption(
+      "--harness <name|template>",
+      "a preset (qwen-code, claude-code, codex, opencode, pi) or a shell command with {prompt} (also {base_url}, {anthropic_base_url}, {model}, {rollout})",
+    )
+    .option("-n, --n <n>", "rollouts per task (the group size)", positive, 4)
+    .option("--concurrency <k>", "rollouts running at once", positive, 2)
+    .option("--timeout <s>", `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`, seconds)
+    .option("--gateway <url>", "a running gateway (rlgate serve); default: one of its own with the built-in sim")
+    .option("--token <token>", "control API token of --gateway", process.env.RLGATE_TOKEN)
+    .option(
+      "--env <name=value>",
+      "a variable for the harness, set after the preset's (e.g. QWEN_CODE_NO_RELAUNCH=1); repeatable",
+      (value: string, previous: Record<string, string> | undefined) => {
+        const eq = value.indexOf("=");
+        if (eq < 1) throw new InvalidArgumentError("expected NAME=VALUE");
+        return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+      },
+    )
+    .option("--generation <g>", "policy version: recorded on each rollout (metadata.generation), groups named TASK@G")
+    .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
+    .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
+    .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
+    .addOption(
+      new Option("--memory <size>", "memory per sandbox: all its processes' resident memory, and each one's data segment")
+        .argParser(bytes)
+        .default(DEFAULT_LIMITS.memoryBytes, `${DEFAULT_LIMITS.memoryBytes / 1024 ** 3}g`),
+    )
+    .option("--processes <n>", "processes and threads per sandbox", positive, DEFAULT_LIMITS.processes)
+    .option("--cpu <s>", "CPU seconds per process in a sandbox", positive, DEFAULT_LIMITS.cpuSeconds)
+    .option(
+      "--mount-ro <dir>",
+      "a folder every sandbox sees read-only at the same path, its bin/ on PATH (a harness CLI installed outside /usr); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option("--work-dir <dir>", "where task images and rollout folders go (default: the system's temporary folder)")
+    .option("--keep", "keep the task images and rollout folders (upper layers, logs) instead of removing them", false)
+    .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
+    .action(async (opts) => {
+      let tasks: Task[];
+      let harness: Harness;
+      try {
+        tasks = loadTasks(opts.tasks);
+        harness = resolveHarness(opts.harness);
+      } catch (error) {
+        console.error(`rlgate run: ${(error as Error).message}`);
+        process.exitCode = 2;
+        return;
+      }
+      let gateway: Gateway | null = null;
+      let sim: SimServer | null = null;
+      let ownData: string | null = null;
+      let gatewayUrl: string = opts.gateway;
+      if (!gatewayUrl) {
+        sim = await startSim({ port: 0, script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined });
+        ownData = opts.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
+        gateway = await startGateway({
+          upstream: sim.url,
+          port: 0,
+          grpcPort: null,
+          dataDir: resolve(opts.data ?? ownData!),
+          modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
+        });
+        gatewayUrl = gateway.url;
+        console.error(`rlgate run: gateway ${gatewayUrl} with the built-in sim${opts.simScript ? ` (script ${opts.simScript})` : ""}`);
+      }
+      const ac = new AbortController();
+      const onSignal = () => ac.abort();
+      process.once("SIGINT", onSignal);
+      process.once("SIGTERM", onSignal);
+      const progress = new Progress(tasks.length * opts.n);
+      try {
+        const results = await runTasks({
+          tasks,
+          harness,
+          n: opts.n,
+          concurrency: opts.concurrency,
+          timeoutSec: opts.timeout,
+          gatewayUrl,
+          token: opts.token,
+          model: opts.model,
+          generation: opts.generation,
+          env: opts.env,
+          limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
+          workDir: opts.workDir ? resolve(opts.workDir) : undefined,
+          keep: opts.keep,
+          mountReadOnly: (opts.mountRo ?? []).map((d: string) => resolve(d)),
+          signal: ac.signal,
+          events: progress.events(),
+        });
+        progress.close();
+        if (opts.json) console.log(JSON.stringify(results, null, 2));
+        else console.log(summaryTable(results));
+      } catch (error) {
+        progress.close();
+        console.error(`rlgate run: ${error instanceof Error ? error.message : String(error)}`);
+        process.exitCode = 2;
+      } finally {
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
+        await gateway?.close();
+        await sim?.close();
+        if (ownData) rmSync(ownData, { recursive: true, force: true });
+      }
+    });
+}

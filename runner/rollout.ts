@@ -1,0 +1,273 @@
+// One rollout of `rlgate run`, stage by stage:
+//   prepare  the rollout on the gateway, its directory, harness config files, the bridge to the gateway
+//   agent    the harness in a sandbox whose workspace is an overlay over the task image (timeout, limits)
+//   grade    a fresh sandbox without network, the agent's processes gone: its edits to test paths reverted, the
+//            hidden tests copied in, the verifier run; exit 0 is reward 1, anything else 0
+//   finish   reward and status posted to the gateway, with the stage reached and the logs in the rollout's metadata
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startBridge, type Bridge } from "./bridge.ts";
+import type { ControlClient } from "./control-client.ts";
+import { commonEnv, type Harness } from "./harnesses.ts";
+import { MOUNT_FAILED, ownForSandbox, ownTreeForSandbox, removeSandboxFolder, Sandbox, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
+import type { Task } from "./task.ts";
+
+export type Stage = "prepare" | "agent" | "grade" | "finish" | "done";
+export type RolloutStatus = "ok" | "infra_error" | "timeout" | "aborted";
+
+export interface RolloutResult {
+  task: string;
+  sample: number;
+  rolloutId: string | null;
+  harness: string;
+  status: RolloutStatus;
+  reward: number | null;
+  calls: number;
+  trajectories: number | null;
+  seconds: number;
+  /** The stage the rollout ended in (where it failed, or "done"). */
+  stage: Stage;
+  error: string | null;
+}
+
+export interface RolloutOptions {
+  task: Task;
+  /** The task image's folder, or why it could not be made. */
+  image: string | { error: string };
+  sample: number;
+  groupSize: number;
+  group: string;
+  generation?: string;
+  harness: Harness;
+  control: ControlClient;
+  model: string;
+  /** The rollout's own folder (removed afterwards unless keep). */
+  dir: string;
+  timeoutMs: number;
+  limits: SandboxLimits;
+  /** Extra read-only binds (the harness CLIs' install folder). */
+  binds: { src: string; dest: string }[];
+  pathPrefix: string[];
+  /** Set in the harness's environment last (--env). */
+  env?: Record<string, string>;
+  rolloutKeyToBridge: boolean;
+  keep: boolean;
+  signal?: AbortSignal;
+  onStage?: (stage: Stage, detail?: string) => void;
+}
+
+/** The port the harness reaches the gateway at inside its sandbox (its own network namespace: nothing else uses it). */
+export const SANDBOX_GATEWAY_PORT = 8700;
+const HOME = "/home/agent";
+const RUN = "/run/rlgate";
+const INIT = "/opt/rlgate/sandbox-init.cjs";
+const INIT_SOURCE = join(dirname(fileURLToPath(import.meta.url)), "sandbox-init.cjs");
+const LOG_LIMIT = 16_384;
+/** Exit code of the grade script when it could not put the tests in place (an infra error, not a failed verifier). */
+export const GRADE_SETUP_FAILED = 120;
+
+const GRADE_SCRIPT = `
+cd ${"/workspace"} || exit ${GRADE_SETUP_FAILED}
+tests_dir="$1"; verifier="$2"; shift 2
+for p in "$@"; do
+  rm -rf -- "$p" || exit ${GRADE_SETUP_FAILED}
+  if [ -e "/rlgate/image/$p" ]; then mkdir -p -- "$(dirname -- "$p")" && cp -a -- "/rlgate/image/$p" "$p" || exit ${GRADE_SETUP_FAILED}; fi
+done
+if [ -d /rlgate/tests ]; then mkdir -p -- "$tests_dir" && cp -a /rlgate/tests/. "$tests_dir"/ || exit ${GRADE_SETUP_FAILED}; fi
+exec bash -c "$verifier"
+`;
+
+function tail(text: string): string {
+  return text.length > LOG_LIMIT ? `…${text.slice(-LOG_LIMIT)}` : text;
+}
+
+function describeExit(exit: SandboxExit): string {
+  if (exit.stopped === "memory") return `stopped: its processes held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
+  if (exit.stopped === "processes") return `stopped: it reached the process limit (${exit.peakProcesses} processes and threads)`;
+  if (exit.stopped) return `stopped: ${exit.stopped}`;
+  if (exit.startError) return `could not start: ${exit.startError}`;
+  return exit.signal ? `killed by ${exit.signal}` : `exit ${exit.code}`;
+}
+
+export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
+  const started = Date.now();
+  const logs: Record<string, string> = {};
+  let stage: Stage = "prepare";
+  let status = "ok" as RolloutStatus;
+  let reward: number | null = null;
+  let error: string | null = null;
+  let rolloutId: string | null = null;
+  let bridge: Bridge | null = null;
+  const enter = (s: Stage, detail?: string) => {
+    stage = s;
+    o.onStage?.(s, detail);
+  };
+  const fail = (s: RolloutStatus, message: string) => {
+    status = s;
+    error = message;
+  };
+  const runBox = async (name: string, box: Sandbox): Promise<SandboxExit> => {
+    let log = "";
+    const add = (d: Buffer) => {
+      log = tail(log + d.toString("utf8"));
+    };
+    box.child.stdout!.on("data", add);
+    box.child.stderr!.on("data", add);
+    const exit = await box.exited;
+    logs[name] = log;
+    return exit;
+  };
+
+  try {
+    enter("prepare");
+    const created = await o.control.createRollout({
+      group: o.group,
+      task: o.task.name,
+      harness: o.harness.name,
+      metadata: {
+        group_size: o.groupSize,
+        sample: o.sample,
+        ...(o.generation === undefined ? {} : { generation: o.generation }),
+        runner: { stage: "prepare" },
+      },
+    });
+    rolloutId = created.id;
+    if (typeof o.image !== "string") throw new Error(o.image.error);
+    const image = o.image;
+    const dirs = {
+      home: join(o.dir, "home"),
+      run: join(o.dir, "run"),
+      upper: join(o.dir, "upper"),
+      work: join(o.dir, "work"),
+      mnt: join(o.dir, "mnt"),
+      gradeUpper: join(o.dir, "grade-upper"),
+      gradeWork: join(o.dir, "grade-work"),
+      gradeMnt: join(o.dir, "grade-mnt"),
+    };
+    for (const d of [o.dir, dirs.home, dirs.run]) {
+      mkdirSync(d, { recursive: true });
+      ownForSandbox(d);
+    }
+    const ctx = { prompt: o.task.prompt, origin: `http://127.0.0.1:${SANDBOX_GATEWAY_PORT}`, rolloutId: created.id, model: o.model, home: HOME };
+    const launch = o.harness.launch(ctx);
+    for (const [rel, content] of Object.entries(launch.files)) {
+      const path = join(dirs.home, rel);
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, content);
+    }
+    ownTreeForSandbox(dirs.home);
+    bridge = await startBridge({
+      socketPath: join(dirs.run, "gateway.sock"),
+      gatewayUrl: o.control.url,
+      rolloutId: created.id,
+      rolloutKey: o.rolloutKeyToBridge ? created.key : undefined,
+    });
+
+    enter("agent");
+    const agent = new Sandbox(
+      {
+        lower: [image],
+        upper: dirs.upper,
+        work: dirs.work,
+        mountpoint: dirs.mnt,
+        binds: [...o.binds, { src: dirs.home, dest: HOME, rw: true }, { src: dirs.run, dest: RUN }, { src: INIT_SOURCE, dest: INIT }],
+        env: {
+          HOME,
+          TMPDIR: "/tmp",
+          TERM: "dumb",
+          NO_COLOR: "1",
+          CI: "1",
+          PATH: [...o.pathPrefix, "/usr/local/bin", "/usr/bin", "/bin"].join(":"),
+          RLGATE_SAMPLE: String(o.sample),
+          ...commonEnv(ctx),
+          ...launch.env,
+          ...o.env,
+        },
+        argv: [process.execPath, INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv],
+        limits: o.limits,
+      },
+      { timeoutMs: o.timeoutMs, signal: o.signal },
+    );
+    const agentExit = await runBox("agent", agent);
+    await bridge.close();
+    bridge = null;
+    logs["agent_exit"] = describeExit(agentExit);
+    if (agentExit.stopped === "timeout") {
+      fail("timeout", `the harness ran past ${Math.round(o.timeoutMs / 1000)} s`);
+      reward = 0;
+    } else if (agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
+    else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
+    else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
+    else if (agentExit.code === MOUNT_FAILED) fail("infra_error", `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`);
+    else if (agentExit.code === 126 || agentExit.code === 127) fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
+
+    if (error === null) {
+      enter("grade");
+      const grader = new Sandbox(
+        {
+          // The agent's upper layer is now read-only: grading writes to a layer of its own.
+          lower: [dirs.upper, image],
+          upper: dirs.gradeUpper,
+          work: dirs.gradeWork,
+          mountpoint: dirs.gradeMnt,
+          binds: [{ src: image, dest: "/rlgate/image" }, ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : [])],
+          env: { HOME: "/tmp", TMPDIR: "/tmp", PATH: "/usr/local/bin:/usr/bin:/bin", RLGATE_SAMPLE: String(o.sample) },
+          argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
+          limits: o.limits,
+        },
+        { timeoutMs: o.task.verifierTimeoutSec * 1000, signal: o.signal },
+      );
+      const gradeExit = await runBox("grade", grader);
+      logs["grade_exit"] = describeExit(gradeExit);
+      if (gradeExit.stopped === "aborted") fail("aborted", "the run was interrupted");
+      else if (gradeExit.stopped || gradeExit.startError) fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
+      else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
+        fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
+      } else reward = gradeExit.code === 0 ? 1 : 0;
+    }
+  } catch (e) {
+    fail("infra_error", e instanceof Error ? e.message : String(e));
+  } finally {
+    await bridge?.close();
+  }
+
+  let endStage: Stage = error === null ? "done" : stage;
+  enter("finish");
+  let calls = 0;
+  let trajectories: number | null = null;
+  if (status === "infra_error" || status === "aborted") reward = null;
+  if (rolloutId !== null) {
+    try {
+      const finished = await o.control.finishRollout(rolloutId, {
+        reward,
+        status,
+        metadata: { runner: { stage: endStage, error, logs } },
+      });
+      calls = finished.calls;
+      trajectories = finished.trajectories;
+    } catch (e) {
+      // The rollout stays open on the gateway: said here, since it cannot be said there.
+      error = `${error ? `${error}; ` : ""}finishing on the gateway failed: ${e instanceof Error ? e.message : String(e)}`;
+      endStage = "finish";
+    }
+  }
+  if (!o.keep) {
+    const leftover = removeSandboxFolder(o.dir);
+    if (leftover) error = error ? `${error}; ${leftover}` : leftover;
+  }
+  enter("done");
+  return {
+    task: o.task.name,
+    sample: o.sample,
+    rolloutId,
+    harness: o.harness.name,
+    status,
+    reward,
+    calls,
+    trajectories,
+    seconds: (Date.now() - started) / 1000,
+    stage: endStage,
+    error,
+  };
+}

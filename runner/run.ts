@@ -1,0 +1,153 @@
+// `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ControlClient } from "./control-client.ts";
+import type { Harness } from "./harnesses.ts";
+import { prepareImage, type TaskImage } from "./image.ts";
+import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
+import { removeSandboxFolder, SANDBOX_HOST_UID, sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
+import type { Task } from "./task.ts";
+
+export interface RunOptions {
+  tasks: Task[];
+  harness: Harness;
+  n: number;
+  concurrency: number;
+  /** Harness timeout per rollout; default: the task's own (task.json `timeout`), else DEFAULT_TIMEOUT_SEC. */
+  timeoutSec?: number;
+  gatewayUrl: string;
+  token?: string;
+  limits: SandboxLimits;
+  /** Folder for images and rollout folders (a temporary one by default, removed afterwards). */
+  workDir?: string;
+  keep?: boolean;
+  /** Variables for the harness, set after the preset's (--env). */
+  env?: Record<string, string>;
+  /** More folders every sandbox sees read-only (e.g. where a harness CLI is installed); their bin/ goes on PATH. */
+  mountReadOnly?: string[];
+  signal?: AbortSignal;
+  /** Recorded on every rollout (metadata.generation) and part of its group (`task@generation`), so that runs of
+   * one task for successive policy versions never share a group. */
+  generation?: string;
+  /** Model passed to presets; the gateway's served model by default. */
+  model?: string;
+  events?: RunEvents;
+}
+
+export interface RunEvents {
+  image?(task: Task, image: TaskImage | { error: string }): void;
+  stage?(key: RolloutKey, stage: Stage, detail?: string): void;
+  done?(key: RolloutKey, result: RolloutResult): void;
+}
+
+export interface RolloutKey {
+  task: string;
+  sample: number;
+}
+
+export const DEFAULT_TIMEOUT_SEC = 600;
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * What every sandbox sees read-only besides the system folders, at the same paths as outside: rlgate's node_modules
+ * (the harness CLIs; its .bin goes first on PATH), Node's own install when it is not under /usr (nvm and the like),
+ * and the folders the user names (--mount-ro: CLIs installed elsewhere).
+ */
+function sandboxTools(extra: string[]): { binds: { src: string; dest: string }[]; pathPrefix: string[] } {
+  const binds: { src: string; dest: string }[] = [];
+  const pathPrefix: string[] = [];
+  const nm = join(ROOT, "node_modules");
+  if (existsSync(nm)) {
+    const real = realpathSync(nm);
+    binds.push({ src: real, dest: real });
+    pathPrefix.push(join(real, ".bin"));
+  }
+  const nodePrefix = dirname(dirname(realpathSync(process.execPath)));
+  if (!nodePrefix.startsWith("/usr/")) {
+    binds.push({ src: nodePrefix, dest: nodePrefix });
+    pathPrefix.push(join(nodePrefix, "bin"));
+  }
+  for (const dir of extra) {
+    if (!existsSync(dir)) throw new SandboxError(`--mount-ro ${dir}: no such folder`);
+    const real = realpathSync(dir);
+    binds.push({ src: real, dest: resolve(dir) });
+    if (existsSync(join(real, "bin"))) pathPrefix.push(join(resolve(dir), "bin"));
+  }
+  return { binds, pathPrefix };
+}
+
+/** As root, sandboxes run as an unprivileged uid, which must be able to walk down to their folders. */
+function unreachableBySandbox(dir: string): void {
+  if (process.getuid?.() !== 0) return;
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) {
+      throw new SandboxError(`${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root): chmod o+x it, or choose another --work-dir`);
+    }
+    if (d === dirname(d)) return;
+  }
+}
+
+export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
+  const base = o.workDir ?? tmpdir();
+  mkdirSync(base, { recursive: true });
+  unreachableBySandbox(base);
+  const root = mkdtempSync(join(base, "rlgate-run-"));
+  // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
+  chmodSync(root, 0o711);
+  try {
+    const why = sandboxUnavailable(join(root, "probe"));
+    if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
+    const control = new ControlClient(o.gatewayUrl, o.token);
+    await control.check();
+    const model = o.model ?? (await control.servedModel());
+    const install = sandboxTools(o.mountReadOnly ?? []);
+    const jobs: { task: Task; sample: number; image: string | { error: string } }[] = [];
+    for (const [t, task] of o.tasks.entries()) {
+      // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
+      // A task whose image cannot be made (its setup failed) still has its rollouts: each finishes as infra_error.
+      const image = await prepareImage(task, join(root, `t${t}`), o.limits, o.signal).then(
+        (made) => made,
+        (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
+      );
+      o.events?.image?.(task, image);
+      for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: "error" in image ? image : image.dir });
+    }
+    const results: RolloutResult[] = new Array(jobs.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length && !o.signal?.aborted) {
+        const i = next++;
+        const { task, sample, image } = jobs[i]!;
+        const key = { task: task.name, sample };
+        results[i] = await runRollout({
+          task,
+          image,
+          sample,
+          groupSize: o.n,
+          group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
+          generation: o.generation,
+          harness: o.harness,
+          control,
+          model,
+          dir: join(root, `r${i}`),
+          timeoutMs: (o.timeoutSec ?? task.timeoutSec ?? DEFAULT_TIMEOUT_SEC) * 1000,
+          limits: o.limits,
+          binds: install.binds,
+          pathPrefix: install.pathPrefix,
+          env: o.env,
+          rolloutKeyToBridge: Boolean(o.token),
+          keep: o.keep ?? false,
+          signal: o.signal,
+          onStage: (stage, detail) => o.events?.stage?.(key, stage, detail),
+        });
+        o.events?.done?.(key, results[i]!);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
+    return results.filter(Boolean);
+  } finally {
+    if (!o.keep) removeSandboxFolder(root);
+  }
+}
