@@ -312,7 +312,7 @@ function gaeParams(req: AdvantageRequest): { gamma: number; lambda: number; whit
 }
 
 /** Outcome advantages over a served batch, each row's group whole (see computeAdvantages). */
-async function servedOutcomeAdvantages(served: StoredBatch, estimator: OutcomeEstimator, scope: WhitenScope, normalize: NormalizeBy): Promise<Float32Array> {
+export async function servedOutcomeAdvantages(served: StoredBatch, estimator: OutcomeEstimator, scope: WhitenScope, normalize: NormalizeBy): Promise<Float32Array> {
   const value = new Map<string, number>();
   const contexts = new Map(served.rowInfo.map((r) => [r.groupKey, r.context]));
   for (const ctx of contexts.values()) {
