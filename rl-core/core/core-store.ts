@@ -133,10 +133,6 @@ export class CoreStore {
     return this.#seen.get(rolloutId) !== undefined;
   }
 
-  isGroupDone(groupKey: string): boolean {
-    return this.#groups.get(groupKey) !== undefined;
-  }
-
   /** A received rollout and its group name's state, in one transaction. */
   async putPending(rollout: PendingRollout, name: NameState | null): Promise<void> {
     await this.#root.transaction(() => {
