@@ -74,7 +74,8 @@ async function batchesFor(ids: string[]): Promise<TrainingBatch[]> {
 }
 
 before(async () => {
-  stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0, trajectories: { trainSegments: ["main", "sub_agent"] } } });
+  // No history repair: a main agent that drops its reasoning leaves re-serialized trajectories.
+  stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0, repairHistory: false, trajectories: { trainSegments: ["main", "sub_agent"] } } });
   // A small budget: each rollout is a batch of its own (rollouts are never split), so groups span batches.
   core = await startCore({ gateways: [stack.gateway.grpc!.address], port: 0, dataDir: coreDir, tokenBudget: 64, batchTimeoutMs: 100, groupTimeoutMs: 60_000 });
   client = new TrainerClient(core.address, { deadlineMs: 10_000 });
