@@ -12,7 +12,7 @@ import { Core, startCore } from "../rl-core/core/index.ts";
 import { computeAdvantages } from "../rl-core/estimators/index.ts";
 import { referenceKernels } from "../rl-core/kernels/index.ts";
 import { freePort } from "./grpc-helpers.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, startStack, tempDir, until, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, startStack, tempDir, TOOLS, until, type Stack } from "./helpers.ts";
 
 interface ApiTrajectory {
   trajectoryId: string;
@@ -45,6 +45,7 @@ async function play(group: string, reward: number, opts: { keepReasoning: boolea
         temperature: 0.7,
         top_p: 0.9,
         top_k: 20,
+        tools: TOOLS, // an agent of its own (a one-shot call without tools would be an auxiliary side call)
       }),
     });
     assert.equal(res.status, 200, await res.clone().text());

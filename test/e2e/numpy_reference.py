@@ -161,7 +161,7 @@ def main():
     p.add_argument("--loss-agg", default="token-mean")
     p.add_argument("--batches", type=int, required=True)
     args = p.parse_args()
-    seen, worst_adv, worst_w, worst_asked, rows, generations = set(), 0.0, 0.0, 0.0, 0, set()
+    seen, worst_adv, worst_w, worst_asked, rows, generations, segments = set(), 0.0, 0.0, 0.0, 0, set(), set()
     no_signal_nonzero = 0
     with TrainerClient(args.core) as client:
         for batch in client.batches(trainer="numpy-reference", max_in_flight=8):
@@ -178,6 +178,7 @@ def main():
             for r in range(batch.rows):
                 info = batch.row_info[r]
                 generations.add("%s#%d%s" % (info.group, info.generation, "+late" if info.late else ""))
+                segments.add(info.segment)
                 if info.no_signal and args.estimator not in ("reinforce++-baseline",) and np.any(batch.advantages[batch.row(r)]):
                     no_signal_nonzero += 1
             rows += batch.rows
@@ -189,6 +190,7 @@ def main():
         "batches": len(seen),
         "rows": rows,
         "generations": sorted(generations),
+        "segments": sorted(segments),
         "max_abs_diff_advantages": worst_adv,
         "max_abs_diff_loss_weights": worst_w,
         "max_abs_diff_compute_advantages": worst_asked,

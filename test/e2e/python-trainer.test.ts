@@ -15,7 +15,7 @@ import { after, before, test } from "node:test";
 import { startCore, type Core } from "../../rl-core/core/index.ts";
 import { GRPO_EPS } from "../../rl-core/estimators/index.ts";
 import { trainerPython } from "../grpc-helpers.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, ROOT, startStack, tempDir, until, type Stack } from "../helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, ROOT, startStack, tempDir, TOOLS, until, type Stack } from "../helpers.ts";
 
 const execFileAsync = promisify(execFile);
 const python = trainerPython();
@@ -165,7 +165,8 @@ async function agentRollout(gw: string, group: string | null, size: number, rewa
     const res = await fetch(`${r.base_urls.openai}/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "system", content: `You are sub-agent ${k}: look around.` }, { role: "user", content: "Go." }] }),
+      // With tools: an agent of its own (a one-shot call without tools is an auxiliary side call).
+      body: JSON.stringify({ messages: [{ role: "system", content: `You are sub-agent ${k}: look around.` }, { role: "user", content: "Go." }], tools: TOOLS }),
     });
     assert.equal(res.status, 200);
     await res.json();
@@ -232,6 +233,7 @@ test("an independent NumPy implementation recomputes every estimator's batches: 
           estimator: string;
           rows: number;
           generations: string[];
+          segments: string[];
           max_abs_diff_advantages: number;
           max_abs_diff_loss_weights: number;
           max_abs_diff_compute_advantages: number;
@@ -242,6 +244,7 @@ test("an independent NumPy implementation recomputes every estimator's batches: 
     for (const r of results) {
       assert.deepEqual(r.generations, ["#0", "task-9#1", "task-9#2"], `${r.estimator}: both generations and the lone rollout trained`);
       assert.ok(r.rows >= 8, `${r.estimator}: ${r.rows} rows`);
+      assert.deepEqual(r.segments, ["main", "sub_agent"], `${r.estimator}: sub-agents trained as rows of their rollouts`);
       assert.ok(r.max_abs_diff_advantages < 2e-5, `${r.estimator}: advantages differ by ${r.max_abs_diff_advantages}`);
       assert.ok(r.max_abs_diff_loss_weights < 1e-7, `${r.estimator}: loss weights differ by ${r.max_abs_diff_loss_weights}`);
       assert.equal(r.max_abs_diff_compute_advantages, 0, `${r.estimator}: ComputeAdvantages over the served batch`);
