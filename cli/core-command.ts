@@ -3,12 +3,18 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
-import { CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
+import { BATCH_UNITS, CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 
 function integer(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+function unitInterval(value: string): number {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError("expected a number in [0, 1]");
   return n;
 }
 
@@ -40,6 +46,20 @@ export function coreCommand(): Command {
         .choices(["none", "batch", "task", "harness", "task-harness"])
         .default("none"),
     )
+    .addOption(
+      new Option("--whiten-scope <scope>", "where reinforce++ and reinforce++-baseline whiten: over the training batch (as OpenRLHF and verl) or within the group")
+        .choices(["batch", "group"])
+        .default("batch"),
+    )
+    .option("--gamma <g>", "reinforce++: discount of the per-token return", unitInterval, 1)
+    .option("--drop-zero-variance-groups", "drop groups whose rewards are all equal (no signal; DAPO's dynamic sampling), counted as zero_variance", false)
+    .addOption(
+      new Option("--batch-unit <unit>", "what a batch never splits: a rollout's trajectories, or a whole group's (for group-level losses)")
+        .choices([...BATCH_UNITS])
+        .default("rollout"),
+    )
+    .option("--max-len <tokens>", "Dr.GRPO's constant for --loss-agg seq-mean-token-sum-norm, e.g. the generation budget (0: each batch's longest rollout)", integer, 0)
+    .option("--loss-tokens <n>", "global token count the loss weights are normalised by, the same for every batch (default: --token-budget; 0: per batch, weights sum to 1)", integer)
     .addOption(new Option("--loss-agg <mode>", "loss aggregation the per-token loss weights implement").choices([...LOSS_AGG_MODES]).default("token-mean"))
     .option("--token-budget <tokens>", "tokens per batch (rows are never split; a longer row is a batch alone)", integer, DEFAULT_TOKEN_BUDGET)
     .option("--batch-timeout <duration>", "build a partial batch once its oldest trajectory waited this long", duration, 5000)
@@ -84,6 +104,12 @@ export function coreCommand(): Command {
         lossAgg: opts.lossAgg,
         tokenBudget: opts.tokenBudget,
         batchTimeoutMs: opts.batchTimeout,
+        batchUnit: opts.batchUnit,
+        whitenScope: opts.whitenScope,
+        gamma: opts.gamma,
+        maxLen: opts.maxLen,
+        lossTokens: opts.lossTokens,
+        dropZeroVarianceGroups: opts.dropZeroVarianceGroups,
         groupSize: opts.groupSize,
         groupTimeoutMs: opts.groupTimeout,
         trainFlagged: opts.trainFlagged,
@@ -94,7 +120,7 @@ export function coreCommand(): Command {
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
       console.log(`  gateways:   ${opts.gateway.join(", ")}`);
       console.log(`  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`);
-      console.log(`  batches:    ${opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`);
+      console.log(`  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`);
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
       const trainerTls = opts.tlsCert ? ` --tls-ca <CA of ${opts.tlsCert}>` : "";

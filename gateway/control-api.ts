@@ -20,6 +20,8 @@ const createSchema = z
     task: z.string().max(512).nullable().optional(),
     harness: z.string().max(512).nullable().optional(),
     metadata: z.record(z.unknown()).optional(),
+    /** The policy version serving this rollout's calls (a call's x-rlgate-policy-version header overrides it). */
+    policy_version: z.union([z.string().max(128), z.number().finite()]).nullable().optional(),
   })
   .strict();
 
@@ -129,6 +131,7 @@ export async function handleControlApi(
         task: input.task ?? null,
         harness: input.harness ?? null,
         metadata: input.metadata ?? {},
+        policyVersion: input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
         status: "open",
         reward: null,
         createdAt: Date.now(),

@@ -10,6 +10,8 @@ import type { BatchMessage } from "./messages.ts";
 
 type Serialize = (value: unknown) => Buffer;
 
+const EMPTY = new Uint8Array(0);
+
 const GRPC_PREFIX = 5;
 const ALIGN = 4;
 // A padding field: tag (field 17, length-delimited: varint 138 = 0x8a 0x01), a one-byte length, then zeros.
@@ -22,6 +24,7 @@ const ARRAY_FIELDS = [
   ["logprobs", 6],
   ["advantages", 7],
   ["lossWeights", 8],
+  ["callIndex", 18],
   ["lossMask", 5],
 ] as const;
 
@@ -61,8 +64,8 @@ function outputBuffer(size: number): Buffer {
  */
 export function alignedBatchSerializer(serializeRest: Serialize): (message: BatchMessage) => Buffer {
   return (message) => {
-    const { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, ...rest } = message;
-    const arrays = { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights };
+    const { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex, ...rest } = message;
+    const arrays = { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex: callIndex ?? EMPTY };
     const head = serializeRest(rest);
     // Sizes first (one allocation), then the writes: the same walk twice.
     let size = head.length;

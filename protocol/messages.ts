@@ -55,6 +55,20 @@ export interface RolloutMessage {
   trajectoryIds: string[];
   segments: string[];
   trained: Uint8Array;
+  /** The calls that sampled tokens of the rows (absent from older gateways). */
+  calls?: CallInfo[];
+  /** int32 LE per token: index into `calls`, -1 on context (empty from older gateways). */
+  callIndex?: Uint8Array;
+}
+
+/** One call as a trainer needs it (trajectories.proto CallInfo). Sampling fields absent: the server's defaults. */
+export interface CallInfo {
+  seq: number;
+  policyVersion: string;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  finishReason: string;
 }
 
 export type StreamMessage =
@@ -75,6 +89,12 @@ export interface RowInfo {
   harness: string;
   reward: number;
   segment: string;
+  generation: number;
+  late: boolean;
+  calls: CallInfo[];
+  finishReason: string;
+  policyVersion: string;
+  noSignal: boolean;
 }
 
 export interface BatchMessage {
@@ -96,6 +116,11 @@ export interface BatchMessage {
   createdAtMs: number;
   /** Alignment filler (received, never meaningful; the core's encoder adds it). */
   padding?: Uint8Array;
+  /** int32 LE per token: index into the row's RowInfo.calls, -1 on context. */
+  callIndex: Uint8Array;
+  batchUnit: string;
+  lossTokens: number;
+  rollouts: number;
 }
 
 export interface AckBatchRequest {
@@ -107,6 +132,16 @@ export interface LogprobReport {
   logprobs: Uint8Array;
   ack: boolean;
   importanceCap: number;
+  /** "policy" (default, "") or "ref". */
+  kind: string;
+}
+
+export interface RowKl {
+  row: number;
+  tokens: number;
+  k1: number;
+  k2: number;
+  k3: number;
 }
 
 export interface Consistency {
@@ -125,6 +160,7 @@ export interface ConsistencyReport {
   harnesses: Consistency[];
   importanceWeights: Uint8Array;
   acked: boolean;
+  rowKl: RowKl[];
 }
 
 export interface AdvantageRequest {
@@ -141,12 +177,17 @@ export interface AdvantageRequest {
   tokenRewards: Uint8Array;
   gae: GaeParams | null;
   normalize: string;
+  klCoef: number;
+  klKind: string;
+  /** reinforce++'s discount (absent: 1). */
+  gamma?: number;
 }
 
+/** Proto3 optional fields: absent when not given. */
 export interface GaeParams {
-  gamma: number;
-  lambda: number;
-  whiten: boolean;
+  gamma?: number;
+  lambda?: number;
+  whiten?: boolean;
 }
 
 export interface AdvantageResponse {
@@ -166,4 +207,8 @@ export interface CoreStatus {
   batchesLeased: number;
   gateways: string[];
   gatewaysConnected: boolean[];
+  rolloutsLate: number;
+  rolloutsDropped: Record<string, number>;
+  batchUnit: string;
+  whitenScope: string;
 }

@@ -61,6 +61,8 @@ export class CallTokensDecoder {
       status: stored.status,
       startedAt: stored.timings.start,
       tools: stored.tools ?? null,
+      policyVersion: stored.policyVersion ?? null,
+      sampling: stored.sampling ?? null,
     };
   }
 

@@ -1,6 +1,6 @@
 // The tokens of one captured call as reconstruction reads them: the store decodes them straight from stored bytes
 // (see call-tokens-decoder.ts), so their shape belongs to the layer of the records they come from.
-import type { CallRecord, CallStatus, TokenSource } from "./records.ts";
+import type { CallRecord, CallStatus, SamplingParams, TokenSource } from "./records.ts";
 
 /** Token ids as they arrive: a plain array from JSON or a typed array from the store. */
 export type TokenIds = ArrayLike<number>;
@@ -26,6 +26,9 @@ export interface CallTokens {
   startedAt: number;
   /** Tools the request offered (what tells a side call from an agent's); null or absent when unknown. */
   tools?: number | null;
+  /** Which policy sampled the call and how (for trainers; reconstruction passes them through). */
+  policyVersion?: string | null;
+  sampling?: SamplingParams | null;
 }
 
 /**

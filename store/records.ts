@@ -106,6 +106,13 @@ export interface PromptRecord {
   continuation?: string[];
 }
 
+/** Sampling parameters of a forwarded request (absent: the server's default). */
+export interface SamplingParams {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+}
+
 export interface CallRecord {
   /** Global, monotonically increasing call number (also the call's id). */
   seq: number;
@@ -143,6 +150,13 @@ export interface CallRecord {
   repairs?: HistoryRepair[];
   /** How the prompt was made, with --prompts tokens (docs/prompt-modes.md). */
   prompt?: PromptRecord;
+  /**
+   * The policy version that served the call: the call's `x-rlgate-policy-version` header, else its rollout's
+   * `policy_version`; null when neither was given (absent in calls recorded before it existed).
+   */
+  policyVersion?: string | null;
+  /** Sampling parameters of the forwarded request (temperature, top_p, top_k). */
+  sampling?: SamplingParams | null;
 }
 
 /** One assistant turn of a forwarded chat request that history repair changed. */
@@ -167,6 +181,8 @@ export interface RolloutRecord {
   task: string | null;
   harness: string | null;
   metadata: Record<string, unknown>;
+  /** The policy version the rollout's calls are served by, unless a call's header says otherwise. */
+  policyVersion?: string | null;
   status: RolloutStatus;
   reward: number | null;
   createdAt: number;

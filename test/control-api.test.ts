@@ -56,6 +56,20 @@ describe("control API and attribution", () => {
     assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
   });
 
+  test("each call records its policy version (its x-rlgate-policy-version header, else the rollout's) and sampling parameters", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "task-7", policy_version: 17 });
+    const read = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as any;
+    assert.equal(read.policyVersion, "17");
+    const url = `${rollout.base_urls.openai}/chat/completions`;
+    assert.equal((await postJson(url, { messages: MESSAGES })).status, 200);
+    assert.equal((await postJson(url, { messages: MESSAGES, temperature: 0.6, top_p: 0.95, top_k: 40 }, { "x-rlgate-policy-version": "18" })).status, 200);
+    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+    assert.deepEqual(calls.map((c) => [c.policyVersion, c.sampling]), [["17", null], ["18", { temperature: 0.6, topP: 0.95, topK: 40 }]]);
+    const bad = await postJson(`${stack.gateway.url}/api/rollouts`, { policy_version: { v: 1 } });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /policy_version/);
+  });
+
   test("a rollout key reaches only its own rollout, and unknown keys are refused", async () => {
     const a = await createRollout(stack.gateway.url);
     const b = await createRollout(stack.gateway.url);

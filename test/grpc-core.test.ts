@@ -77,7 +77,9 @@ describe("rl core", () => {
     }
     const trained = batch.lossMask.reduce((s, m) => s + m, 0);
     assert.equal(batch.trainedTokens, trained);
-    assert.ok(Math.abs(batch.lossWeights.reduce((s, w) => s + w, 0) - 1) < 1e-4, "token-mean weights sum to 1");
+    // Normalised by the global token count (the token budget by default): the batch counts by its trained tokens.
+    assert.equal(batch.lossTokens, 100_000);
+    assert.ok(Math.abs(batch.lossWeights.reduce((s, w) => s + w, 0) - trained / 100_000) < 1e-6, "token-mean weights sum to trained / N");
   });
 
   test("logprob reports give consistency figures per harness (also in /metrics) and truncated importance weights", async () => {

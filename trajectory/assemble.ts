@@ -117,12 +117,15 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
         callSeq: note.callSeq,
         status: note.status,
         tokenSource: note.tokenSource,
+        policyVersion: note.policyVersion,
+        sampling: note.sampling,
         attach: attachOf.get(note.callSeq) ?? null,
         choices: note.choices.map((choice) => {
             const id = ids.find((s) => seqs[s]!.choiceIndex === choice.index);
             return {
               index: choice.index,
               sampledTokens: choice.sampledTokens,
+              finishReason: choice.finishReason,
               fate: id === undefined ? "not_in_tree" : (fate.get(id) ?? "inner"),
               trajectoryId: id === undefined ? null : (trajectoryOfSeq.get(id) ?? null),
             };

@@ -1,6 +1,6 @@
 // From a captured call to the tokens reconstruction uses, and what is wrong with them. Only calls that ended ok and
 // carry token ids enter the tree; ids rlgate retokenized enter as untrusted (never trained); the rest are flagged.
-import type { CallRecord, CallStatus, TokenSource } from "../store/records.ts";
+import type { CallRecord, CallStatus, SamplingParams, TokenSource } from "../store/records.ts";
 import type { CallShape } from "./segments.ts";
 import type { CallTokens, TokenIds } from "./types.ts";
 
@@ -19,6 +19,8 @@ export function fromCallRecord(record: CallRecord): CallTokens {
     status: record.status,
     startedAt: record.timings.start,
     tools: record.tools ?? null,
+    policyVersion: record.policyVersion ?? null,
+    sampling: record.sampling ?? null,
   };
 }
 
@@ -49,7 +51,9 @@ export interface CallNote {
   status: CallStatus;
   tokenSource: TokenSource;
   tokenIssue: string | null;
-  choices: Array<{ index: number; sampledTokens: number }>;
+  choices: Array<{ index: number; sampledTokens: number; finishReason: string | null }>;
+  policyVersion: string | null;
+  sampling: SamplingParams | null;
   failed: boolean;
   missingTokenIds: boolean;
   retokenized: boolean;
@@ -62,7 +66,11 @@ export function noteCall(p: PreparedCall): CallNote {
     status: p.call.status,
     tokenSource: p.call.tokenSource,
     tokenIssue: p.call.tokenIssue ?? null,
-    choices: [...p.call.choices].sort((a, b) => a.index - b.index).map((c) => ({ index: c.index, sampledTokens: c.tokenIds?.length ?? 0 })),
+    choices: [...p.call.choices]
+      .sort((a, b) => a.index - b.index)
+      .map((c) => ({ index: c.index, sampledTokens: c.tokenIds?.length ?? 0, finishReason: c.finishReason ?? null })),
+    policyVersion: p.call.policyVersion ?? null,
+    sampling: p.call.sampling ?? null,
     failed: p.failed,
     missingTokenIds: p.missingTokenIds,
     retokenized: p.retokenized,

@@ -1,7 +1,7 @@
 // The shapes of trajectory reconstruction: what goes in (the tokens of each call), what comes out (trajectories,
 // the attach event of every call, segments, statistics and flags).
 import type { CallTokens, ChoiceTokens, TokenIds } from "../store/call-tokens.ts";
-import type { CallStatus, TokenSource } from "../store/records.ts";
+import type { CallStatus, SamplingParams, TokenSource } from "../store/records.ts";
 import type { ChatFormat } from "./chat-format.ts";
 
 export type { CallTokens, ChoiceTokens, TokenIds };
@@ -123,9 +123,13 @@ export interface CallSummary {
   callSeq: number;
   status: CallStatus;
   tokenSource: TokenSource;
+  /** The policy version that served the call (header or rollout), null when none was given. */
+  policyVersion: string | null;
+  /** Sampling parameters of the forwarded request. */
+  sampling: SamplingParams | null;
   /** Null when the call added nothing to the tree (failed, or no token ids). */
   attach: CallAttach | null;
-  choices: Array<{ index: number; sampledTokens: number; fate: ChoiceFate; trajectoryId: string | null }>;
+  choices: Array<{ index: number; sampledTokens: number; finishReason: string | null; fate: ChoiceFate; trajectoryId: string | null }>;
 }
 
 export interface RolloutStats {

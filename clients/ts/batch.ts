@@ -3,7 +3,7 @@ import { float32s, int32s, uint8s, type BatchMessage } from "../../protocol/inde
 
 /** A batch with its per-token arrays as typed arrays (rows + 1 `offsets`: row r holds tokens [offsets[r], offsets[r + 1])). */
 export interface TrainingBatch
-  extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights" | "padding"> {
+  extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights" | "callIndex" | "padding"> {
   offsets: Int32Array;
   tokenIds: Int32Array;
   lossMask: Uint8Array;
@@ -12,6 +12,8 @@ export interface TrainingBatch
   advantages: Float32Array;
   /** loss = sum(lossWeights * perTokenLoss). */
   lossWeights: Float32Array;
+  /** Per token: index into its row's rowInfo[r].calls of the call that sampled it; -1 on context (or unknown). */
+  callIndex: Int32Array;
 }
 
 export function decodeBatch({ padding: _, ...m }: BatchMessage): TrainingBatch {
@@ -23,5 +25,6 @@ export function decodeBatch({ padding: _, ...m }: BatchMessage): TrainingBatch {
     logprobs: float32s(m.logprobs, "logprobs"),
     advantages: float32s(m.advantages, "advantages"),
     lossWeights: float32s(m.lossWeights, "loss_weights"),
+    callIndex: m.callIndex?.byteLength ? int32s(m.callIndex, "call_index") : new Int32Array(m.tokenIds.byteLength / 4).fill(-1),
   };
 }

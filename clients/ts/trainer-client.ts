@@ -16,6 +16,7 @@ import {
   type Consistency,
   type ConsistencyReport,
   type CoreStatus,
+  type RowKl,
   type TlsFiles,
 } from "../../protocol/index.ts";
 import { decodeBatch, type TrainingBatch } from "./batch.ts";
@@ -35,6 +36,8 @@ export interface LogprobResult {
   /** min(exp(trainer − rollout logprob), cap) per token, when a cap was given. */
   importanceWeights: Float32Array | null;
   acked: boolean;
+  /** KL(policy || ref) per row, once the batch has ref logprobs. */
+  rowKl: RowKl[];
 }
 
 export interface AdvantageInput {
@@ -49,10 +52,14 @@ export interface AdvantageInput {
   estimator?: string;
   values?: Float32Array;
   tokenRewards?: Float32Array;
+  /** GAE's gamma and lambda (both or neither); reinforce++'s gamma. */
   gamma?: number;
   lambda?: number;
   whiten?: boolean;
   normalize?: string;
+  /** KL in the reward (gae, reinforce++ over a served batch with ref logprobs): -klCoef * KL per token. */
+  klCoef?: number;
+  klKind?: "k1" | "k2" | "k3";
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -107,18 +114,20 @@ export class TrainerClient {
   async reportLogprobs(
     batchId: number,
     logprobs: Float32Array,
-    options: { ack?: boolean; importanceCap?: number } = {},
+    options: { ack?: boolean; importanceCap?: number; kind?: "policy" | "ref" } = {},
   ): Promise<LogprobResult> {
     const res = await this.#unary<ConsistencyReport>("reportLogprobs", {
       batchId,
       logprobs: bytesOf(logprobs),
       ack: options.ack ?? false,
       importanceCap: options.importanceCap ?? 0,
+      kind: options.kind ?? "policy",
     });
     return {
       harnesses: res.harnesses,
       importanceWeights: res.importanceWeights.byteLength ? float32s(res.importanceWeights) : null,
       acked: res.acked,
+      rowKl: res.rowKl ?? [],
     };
   }
 
@@ -135,11 +144,15 @@ export class TrainerClient {
       estimator: input.estimator ?? "",
       values: input.values ? bytesOf(input.values) : EMPTY,
       tokenRewards: input.tokenRewards ? bytesOf(input.tokenRewards) : EMPTY,
+      // GAE's parameters go as given (a gamma without lambda is refused by the core, not filled in here).
       gae:
-        input.gamma === undefined && input.lambda === undefined && input.whiten === undefined
+        (input.estimator ?? "gae") !== "gae" || (input.gamma === undefined && input.lambda === undefined && input.whiten === undefined)
           ? null
-          : { gamma: input.gamma ?? 1, lambda: input.lambda ?? 1, whiten: input.whiten ?? true },
+          : { gamma: input.gamma, lambda: input.lambda, whiten: input.whiten },
       normalize: input.normalize ?? "",
+      klCoef: input.klCoef ?? 0,
+      klKind: input.klKind ?? "",
+      ...(input.estimator === "reinforce++" && input.gamma !== undefined ? { gamma: input.gamma } : {}),
     };
     const res = await this.#unary<AdvantageResponse>("computeAdvantages", request);
     return {

@@ -1,6 +1,6 @@
 // Follows one harness call from arrival to its committed record: timings, rlgate's own overhead, and exactly one
 // final record (a call ends once: ok, upstream_error, client_aborted or timeout).
-import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, PromptRecord, TokenSource } from "../../store/records.ts";
+import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, PromptRecord, SamplingParams, TokenSource } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
@@ -16,6 +16,10 @@ export interface CallStart {
   tools?: number;
   /** Assistant turns history repair put back (unset or empty: none). */
   repairs?: HistoryRepair[];
+  /** The policy version serving the call (header, else the rollout's); null when none was given. */
+  policyVersion?: string | null;
+  /** Sampling parameters of the forwarded request. */
+  sampling?: SamplingParams | null;
   /** Epoch ms and performance.now() when the request head arrived. */
   startEpoch: number;
   startPerf: number;
@@ -163,6 +167,8 @@ export class CallRecorder {
       choices: outcome.choices,
       tokenSource: verdict.source,
       tokenIssue: verdict.issue,
+      policyVersion: this.#start.policyVersion ?? null,
+      sampling: this.#start.sampling ?? null,
       timings: {
         start: this.#start.startEpoch,
         upstreamStart: this.#upstreamStart,

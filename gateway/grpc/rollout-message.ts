@@ -2,8 +2,38 @@
 // stored calls) packed as little-endian token rows.
 import type { RolloutRecord } from "../../store/records.ts";
 import { bytesOf } from "../../protocol/arrays.ts";
-import type { RolloutMessage, TokenRows } from "../../protocol/messages.ts";
+import type { CallInfo, RolloutMessage, TokenRows } from "../../protocol/messages.ts";
 import type { Reconstruction } from "../../trajectory/types.ts";
+
+/**
+ * The calls that sampled the trajectories' tokens (one entry per call and choice, in call order) and, per token, the
+ * index of the one that sampled it (-1 on context): what a trainer needs for per-turn credit, policy lag and
+ * overlong filtering.
+ */
+function callsOf(rec: Reconstruction, offsets: Int32Array): { calls: CallInfo[]; callIndex: Int32Array } {
+  const keys = new Set<string>();
+  for (const t of rec.trajectories) for (const s of t.spans) keys.add(`${s.callSeq}:${s.choiceIndex}`);
+  const summaries = new Map(rec.calls.map((c) => [c.callSeq, c]));
+  const sorted = [...keys].map((k) => k.split(":").map(Number) as [number, number]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const index = new Map(sorted.map(([seq, choice], i) => [`${seq}:${choice}`, i]));
+  const calls = sorted.map(([seq, choice]): CallInfo => {
+    const summary = summaries.get(seq);
+    const sampling = summary?.sampling ?? null;
+    return {
+      seq,
+      policyVersion: summary?.policyVersion ?? "",
+      ...(sampling?.temperature === undefined ? {} : { temperature: sampling.temperature }),
+      ...(sampling?.topP === undefined ? {} : { topP: sampling.topP }),
+      ...(sampling?.topK === undefined ? {} : { topK: sampling.topK }),
+      finishReason: summary?.choices.find((c) => c.index === choice)?.finishReason ?? "",
+    };
+  });
+  const callIndex = new Int32Array(offsets[offsets.length - 1]!).fill(-1);
+  rec.trajectories.forEach((t, r) => {
+    for (const s of t.spans) callIndex.fill(index.get(`${s.callSeq}:${s.choiceIndex}`)!, offsets[r]! + s.start, offsets[r]! + s.end);
+  });
+  return { calls, callIndex };
+}
 
 const EMPTY = Buffer.alloc(0);
 /** Room for the message's fields besides the token arrays. */
@@ -33,6 +63,8 @@ export function bareRolloutMessage(cursor: number, rollout: RolloutRecord, flagR
     trajectoryIds: [],
     segments: [],
     trained: EMPTY,
+    calls: [],
+    callIndex: EMPTY,
   };
 }
 
@@ -50,7 +82,7 @@ export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: Rol
     size += t.trajectoryId.length + t.segment.length + 16;
   }
   const tokens = offsets[rows]!;
-  size += tokens * 9 + (rows + 1) * 5;
+  size += tokens * 13 + (rows + 1) * 5 + rec.calls.length * 64;
   if (size > maxMessageBytes) {
     return { ...base, oversize: true, flagged: true, flagReasons: [...base.flagReasons, `trajectories exceed ${maxMessageBytes} bytes`] };
   }
@@ -66,6 +98,7 @@ export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: Rol
     logprobs.set(t.logprobs, at);
     trained[r] = t.trained ? 1 : 0;
   }
+  const { calls, callIndex } = callsOf(rec, offsets);
   return {
     ...base,
     trajectories: {
@@ -78,5 +111,7 @@ export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: Rol
     trajectoryIds: trajectories.map((t) => t.trajectoryId),
     segments: trajectories.map((t) => t.segment),
     trained: bytesOf(trained),
+    calls,
+    callIndex: bytesOf(callIndex),
   };
 }

@@ -1,7 +1,7 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { RawJson, type ApiSurface, type PromptRecord } from "../../store/records.ts";
+import { RawJson, type ApiSurface, type PromptRecord, type SamplingParams } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
 import { CallRecorder, type CallOutcome } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
@@ -50,6 +50,29 @@ export interface ExchangeSpec {
 }
 
 const CHAT_PATH = "/v1/chat/completions";
+export const POLICY_VERSION_HEADER = "x-rlgate-policy-version";
+
+/** The call's policy version: its header (a harness or runner passes it per call), else its rollout's. */
+function policyVersionOf(ctx: GatewayContext, call: HarnessCall): string | null {
+  const header = call.req.headers[POLICY_VERSION_HEADER];
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value) return value.slice(0, 128);
+  const rolloutId = call.attribution.rolloutId;
+  return (rolloutId === null ? null : ctx.store.getRollout(rolloutId)?.policyVersion) ?? null;
+}
+
+/** temperature, top_p, top_k of the body sent upstream, where it sets them (numbers only). */
+export function samplingOf(forwarded: Json): SamplingParams | null {
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+  const sampling: SamplingParams = {};
+  const temperature = num(forwarded["temperature"]);
+  const topP = num(forwarded["top_p"]);
+  const topK = num(forwarded["top_k"]);
+  if (temperature !== undefined) sampling.temperature = temperature;
+  if (topP !== undefined) sampling.topP = topP;
+  if (topK !== undefined && Number.isInteger(topK)) sampling.topK = topK;
+  return Object.keys(sampling).length ? sampling : null;
+}
 
 export function checkRolloutRequired(ctx: GatewayContext, attribution: Attribution): void {
   if (ctx.config.requireRollout && attribution.rolloutId === null) {
@@ -182,6 +205,8 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     requestForwarded: payload.record,
     ...(chat ? { tools: Array.isArray(tools) ? tools.length : 0 } : {}),
     ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
+    policyVersion: policyVersionOf(ctx, call),
+    sampling: samplingOf(spec.forwarded),
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
     prompt: spec.prompt,

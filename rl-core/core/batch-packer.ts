@@ -1,12 +1,21 @@
 // Ready trajectories → training batches, packed back to back (ragged, no padding) up to a token budget.
-// Rows are taken in the order their groups completed and never split; a row longer than the budget is a batch
-// of its own. A batch is built when the next row would not fit, or when its oldest row has waited
-// `batchTimeoutMs`. At build time advantages are optionally whitened per batch / task / harness, and
-// per-token loss weights are computed for the chosen loss aggregation.
-import { normalizeAdvantagesAsync, type NormalizeBy } from "../estimators/index.ts";
+// Rows are taken in the order their groups completed, in units that are never split: a rollout's rows (default),
+// or a group's (`batchUnit: "group"`), so sequence- and group-level losses (GSPO's sequence ratio, rollout-level
+// aggregation) can be computed from one batch. A unit longer than the budget is a batch of its own. A batch is built
+// when the next unit would not fit, or when its oldest row has waited `batchTimeoutMs`. At build time advantages get
+// their batch-level whitening (batch-advantages.ts), and per-token loss weights are computed for the loss
+// aggregation with the *rollout* as the sequence, normalised by a global token count (`lossTokens`).
+import type { NormalizeBy } from "../estimators/index.ts";
 import { lossWeightsAsync, type LossAggMode } from "../kernels/index.ts";
 import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/index.ts";
+import { batchLevelAdvantages } from "./batch-advantages.ts";
 import type { CoreStore, ReadyRow, StoredBatch } from "./core-store.ts";
+import type { WhitenScope } from "./group-advantages.ts";
+
+export { indexStrings } from "./batch-advantages.ts";
+
+export type BatchUnit = "rollout" | "group";
+export const BATCH_UNITS: readonly BatchUnit[] = ["rollout", "group"];
 
 export interface PackOptions {
   tokenBudget: number;
@@ -14,38 +23,61 @@ export interface PackOptions {
   normalize: NormalizeBy;
   lossAgg: LossAggMode;
   estimator: string;
+  batchUnit?: BatchUnit;
+  whitenScope?: WhitenScope;
+  /** Dr.GRPO's constant L for seq-mean-token-sum-norm (e.g. the generation budget); 0: the batch's longest rollout. */
+  maxLen?: number;
+  /** The global token count N loss weights are normalised by; 0: each batch its own (weights sum to 1). */
+  lossTokens?: number;
 }
 
-/** Small integer ids for strings, in order of first appearance. */
-export function indexStrings(values: readonly string[]): Int32Array {
-  const ids = new Map<string, number>();
-  return Int32Array.from(values, (v) => {
-    let id = ids.get(v);
-    if (id === undefined) ids.set(v, (id = ids.size));
-    return id;
+type BuildOptions = Omit<PackOptions, "tokenBudget" | "batchTimeoutMs">;
+
+/**
+ * Loss weights with the rollout as the sequence: the kernel is given rollout boundaries as rows (a rollout's rows are
+ * contiguous in a batch). With N = lossTokens > 0 and T the batch's trained tokens: token-mean weighs 1/N; the
+ * seq-mean modes weigh as over this batch's rollouts, times T/N (the kernel's sequence count S becomes S·N/T), so a
+ * batch counts by its trained tokens; seq-mean-token-sum-norm weighs 1/maxLen, a constant already.
+ */
+async function rolloutLossWeights(rows: readonly ReadyRow[], offsets: Int32Array, lossMask: Uint8Array, options: BuildOptions) {
+  const bounds = [0];
+  for (let r = 1; r < rows.length; r++) if (rows[r]!.rolloutId !== rows[r - 1]!.rolloutId) bounds.push(offsets[r]!);
+  bounds.push(offsets[rows.length]!);
+  const rolloutOffsets = Int32Array.from(rows.length ? bounds : [0]);
+  let trained = 0;
+  let rollouts = 0;
+  for (let u = 0; u + 1 < rolloutOffsets.length; u++) {
+    let c = 0;
+    for (let t = rolloutOffsets[u]!; t < rolloutOffsets[u + 1]!; t++) c += lossMask[t]!;
+    trained += c;
+    rollouts += c > 0 ? 1 : 0;
+  }
+  const n = options.lossTokens ?? 0;
+  const global = n > 0 && trained > 0;
+  const weights = await lossWeightsAsync({
+    offsets: rolloutOffsets,
+    mask: lossMask,
+    mode: options.lossAgg,
+    maxLen: options.maxLen || undefined,
+    totalTokens: global && options.lossAgg === "token-mean" ? n : undefined,
+    totalSeqs: global && options.lossAgg.startsWith("seq-mean-token-") && options.lossAgg !== "seq-mean-token-sum-norm" ? (rollouts * n) / trained : undefined,
   });
+  return { weights, trained, rollouts: rolloutOffsets.length - 1 };
 }
 
-export async function buildBatch(id: number, rows: readonly ReadyRow[], options: Omit<PackOptions, "tokenBudget" | "batchTimeoutMs">): Promise<StoredBatch> {
+export async function buildBatch(id: number, rows: readonly ReadyRow[], options: BuildOptions): Promise<StoredBatch> {
   const offsets = new Int32Array(rows.length + 1);
   rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.tokenIds.byteLength / 4));
   const tokenIds = concatTyped(Int32Array, rows.map((r) => int32s(r.tokenIds)));
   const lossMask = concatTyped(Uint8Array, rows.map((r) => uint8s(r.lossMask)));
   const logprobs = concatTyped(Float32Array, rows.map((r) => float32s(r.logprobs)));
-  let advantages = concatTyped(Float32Array, rows.map((r) => float32s(r.advantages)));
-  if (options.normalize !== "none") {
-    const batch = {
-      offsets,
-      lossMask,
-      rewards: Float64Array.from(rows, (r) => r.reward),
-      taskIds: indexStrings(rows.map((r) => r.task)),
-      harnessIds: indexStrings(rows.map((r) => r.harness)),
-    };
-    advantages = await normalizeAdvantagesAsync(batch, advantages, options.normalize);
-  }
-  const weights = await lossWeightsAsync({ offsets, mask: lossMask, mode: options.lossAgg });
-  let trained = 0;
-  for (let t = 0; t < lossMask.length; t++) trained += lossMask[t]!;
+  const callIndex = concatTyped(Int32Array, rows.map((r) => (r.callIndex?.byteLength ? int32s(r.callIndex) : new Int32Array(r.tokenIds.byteLength / 4).fill(-1))));
+  const advantages = await batchLevelAdvantages(offsets, lossMask, rows, concatTyped(Float32Array, rows.map((r) => float32s(r.advantages))), {
+    estimator: options.estimator,
+    whitenScope: options.whitenScope ?? "batch",
+    normalize: options.normalize,
+  });
+  const { weights, trained, rollouts } = await rolloutLossWeights(rows, offsets, lossMask, options);
   return {
     batchId: id,
     rows: rows.length,
@@ -55,6 +87,7 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
     logprobs: bytesOf(logprobs),
     advantages: bytesOf(advantages),
     lossWeights: bytesOf(weights),
+    callIndex: bytesOf(callIndex),
     rowInfo: rows.map((r) => ({
       rolloutId: r.rolloutId,
       trajectoryId: r.trajectoryId,
@@ -64,36 +97,71 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
       harness: r.harness,
       reward: r.reward,
       segment: r.segment,
+      generation: r.generation ?? 0,
+      late: r.late ?? false,
+      calls: r.calls ?? [],
+      finishReason: r.finishReason ?? "",
+      policyVersion: r.policyVersion ?? "",
+      noSignal: r.signal !== "ok",
+      signal: r.signal,
+      context: r.context,
     })),
     estimator: options.estimator,
     normalize: options.normalize,
     lossAgg: options.lossAgg,
+    batchUnit: options.batchUnit ?? "rollout",
+    lossTokens: options.lossTokens ?? 0,
     tokens: tokenIds.length,
     trainedTokens: trained,
     groups: new Set(rows.map((r) => r.groupKey)).size,
+    rollouts,
     createdAtMs: Date.now(),
   };
+}
+
+/** Rows that go into a batch together: one rollout's, or one group's. */
+interface Unit {
+  keys: number[];
+  tokens: number;
+  at: number;
 }
 
 export class BatchPacker {
   readonly #store: CoreStore;
   readonly #options: PackOptions;
-  readonly #queue: Array<{ key: number; tokens: number; at: number }> = [];
+  readonly #queue: Unit[] = [];
 
   constructor(store: CoreStore, options: PackOptions) {
     this.#store = store;
     this.#options = options;
     const now = Date.now();
-    for (const { key, tokens } of store.readyKeys()) this.#queue.push({ key, tokens, at: now });
+    const ready = store.readyKeys();
+    this.#enqueue(ready.map((r) => r.key), ready.map((r) => r.tokens), ready.map((r) => this.#unitOf(r)), now);
+  }
+
+  #unitOf(row: { rolloutId: string; groupKey: string }): string {
+    return this.#options.batchUnit === "group" ? row.groupKey : row.rolloutId;
+  }
+
+  #enqueue(keys: readonly number[], tokens: readonly number[], units: readonly string[], at: number): void {
+    for (let i = 0; i < keys.length; i++) {
+      const last = this.#queue[this.#queue.length - 1];
+      if (i > 0 && units[i] === units[i - 1] && last) {
+        last.keys.push(keys[i]!);
+        last.tokens += tokens[i]!;
+      } else {
+        this.#queue.push({ keys: [keys[i]!], tokens: tokens[i]!, at });
+      }
+    }
   }
 
   get readyRows(): number {
-    return this.#queue.length;
+    return this.#queue.reduce((n, u) => n + u.keys.length, 0);
   }
 
-  add(keys: readonly number[], tokens: readonly number[]): void {
-    const now = Date.now();
-    keys.forEach((key, i) => this.#queue.push({ key, tokens: tokens[i]!, at: now }));
+  /** A processed group's rows (in order: a rollout's rows together). */
+  add(keys: readonly number[], rows: ReadonlyArray<{ tokens: number; rolloutId: string; groupKey: string }>): void {
+    this.#enqueue(keys, rows.map((r) => r.tokens), rows.map((r) => this.#unitOf(r)), Date.now());
   }
 
   /** Builds every batch that is due; `flush` also builds a partial one. Not re-entrant (the core serializes it). */
@@ -107,8 +175,7 @@ export class BatchPacker {
       const full = n < this.#queue.length || total >= tokenBudget;
       const due = Date.now() - this.#queue[0]!.at >= batchTimeoutMs;
       if (!full && !due && !options.flush) break;
-      const taken = this.#queue.slice(0, n);
-      const keys = taken.map((q) => q.key);
+      const keys = this.#queue.slice(0, n).flatMap((u) => u.keys);
       const batch = await buildBatch(this.#store.nextBatchId(), this.#store.getReady(keys), this.#options);
       await this.#store.commitBatch(batch, keys);
       this.#queue.splice(0, n);

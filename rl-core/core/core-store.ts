@@ -1,25 +1,32 @@
 // The RL core's own LMDB store: what it needs to resume after a restart.
 //   pending   rollouts received whose group is not complete (not yet acked to the gateway)
 //   seen      rollouts processed (a re-delivered one is skipped and acked again)
-//   groups    groups processed (a rollout arriving after its group is late)
+//   groups    group generations processed
+//   names     per group name: its current generation and the late slots a short generation left (groups.ts)
 //   ready     trajectories with advantages, waiting to be packed into a batch
 //   batches   packed batches, until a trainer acks them
 //   meta      the next batch id; the core's member name in consumer groups
 // A group's rows, its rollouts' `seen` marks and the removal of its pending rollouts commit in one transaction,
 // and so do a batch and the removal of its rows: a crash leaves either the before or the after.
 import { open, type Database, type RootDatabase } from "lmdb";
-import type { BatchMessage, RowInfo } from "../../protocol/index.ts";
+import type { BatchMessage, CallInfo, RowInfo } from "../../protocol/index.ts";
+import type { NameState } from "./groups.ts";
 
 /** A rollout as received from a gateway (arrays as little-endian bytes, as on the wire). */
 export interface PendingRollout {
   rolloutId: string;
+  /** The group generation it belongs to (groups.ts): `group:NAME#GEN`, `group:NAME#GEN+late` or `rollout:ID`. */
   groupKey: string;
   group: string;
+  /** 1, 2, ... (0: no group). */
+  generation: number;
+  /** Came after its generation was processed short of its size (its group is the late ones of that generation). */
+  late: boolean;
   task: string;
   harness: string;
   status: string;
   reward: number | null;
-  /** Group size the rollout declares (metadata group_size / groupSize), 0 when none. */
+  /** The size its group is complete at: declared (metadata group_size / groupSize / n) or --group-size; 0 = unknown. */
   declaredSize: number;
   flagged: boolean;
   flagReasons: string[];
@@ -32,9 +39,23 @@ export interface PendingRollout {
   trajectoryIds: string[];
   segments: string[];
   trained: Uint8Array;
+  calls: CallInfo[];
+  /** int32 LE per token: index into `calls`, -1 on context (empty: unknown). */
+  callIndex: Uint8Array;
   gateway: string;
   cursor: number;
   receivedAt: number;
+}
+
+/** How a row's group informs its outcome advantage. */
+export type RowSignal = "ok" | "equal" | "none";
+
+/** The kept rollouts of a group, as the outcome estimators see them (one sample each). */
+export interface GroupContext {
+  rollouts: string[];
+  rewards: number[];
+  /** Trained tokens of each rollout (all its trained trajectories). */
+  tokens: number[];
 }
 
 /** One trajectory with its advantages. */
@@ -47,15 +68,26 @@ export interface ReadyRow {
   harness: string;
   reward: number;
   segment: string;
+  generation: number;
+  late: boolean;
+  /** ok: a baseline and different rewards; equal: equal rewards in the group; none: no baseline (alone). */
+  signal: RowSignal;
+  /** The row's group (for advantages on request over the whole group). */
+  context: GroupContext;
+  /** The calls that sampled the row's tokens; `callIndex` (int32 LE per token, -1 on context) points here. */
+  calls: CallInfo[];
+  callIndex: Uint8Array;
+  finishReason: string;
+  policyVersion: string;
   tokenIds: Uint8Array;
   lossMask: Uint8Array;
   logprobs: Uint8Array;
   advantages: Uint8Array;
 }
 
-/** A batch as it is served, with each row's group key (for advantages on request). */
+/** A batch as it is served, with each row's group key, signal and group (for advantages on request). */
 export interface StoredBatch extends Omit<BatchMessage, "rowInfo"> {
-  rowInfo: Array<RowInfo & { groupKey: string }>;
+  rowInfo: Array<RowInfo & { groupKey: string; signal: RowSignal; context: GroupContext }>;
 }
 
 export class CoreStore {
@@ -66,6 +98,7 @@ export class CoreStore {
   readonly #ready: Database<ReadyRow, number>;
   readonly #batches: Database<StoredBatch, number>;
   readonly #meta: Database<number | string, string>;
+  readonly #names: Database<NameState, string>;
   #nextReady: number;
   #nextBatch: number;
 
@@ -78,6 +111,7 @@ export class CoreStore {
     this.#ready = this.#root.openDB({ name: "ready" });
     this.#batches = this.#root.openDB({ name: "batches" });
     this.#meta = this.#root.openDB({ name: "meta" });
+    this.#names = this.#root.openDB({ name: "names" });
     this.#nextReady = 1;
     for (const key of this.#ready.getKeys({ reverse: true, limit: 1 })) this.#nextReady = key + 1;
     this.#nextBatch = Math.max(1, Number(this.#meta.get("nextBatch") ?? 1));
@@ -99,12 +133,16 @@ export class CoreStore {
     return this.#seen.get(rolloutId) !== undefined;
   }
 
-  isGroupDone(groupKey: string): boolean {
-    return this.#groups.get(groupKey) !== undefined;
+  /** A received rollout and its group name's state, in one transaction. */
+  async putPending(rollout: PendingRollout, name: NameState | null): Promise<void> {
+    await this.#root.transaction(() => {
+      this.#pending.put(rollout.rolloutId, rollout);
+      if (name) this.#names.put(rollout.group, name);
+    });
   }
 
-  putPending(rollout: PendingRollout): Promise<boolean> {
-    return this.#pending.put(rollout.rolloutId, rollout);
+  allNames(): Map<string, NameState> {
+    return new Map([...this.#names.getRange()].map(({ key, value }) => [key, value]));
   }
 
   getPending(rolloutId: string): PendingRollout | undefined {
@@ -134,7 +172,12 @@ export class CoreStore {
   }
 
   /** A processed group: its rows become ready, its rollouts seen. Returns the rows' keys. */
-  async commitGroup(groupKey: string, rolloutIds: readonly string[], rows: readonly ReadyRow[]): Promise<number[]> {
+  async commitGroup(
+    groupKey: string,
+    rolloutIds: readonly string[],
+    rows: readonly ReadyRow[],
+    name: { group: string; state: NameState } | null,
+  ): Promise<number[]> {
     const now = Date.now();
     const keys = rows.map(() => this.#nextReady++);
     await this.#root.transaction(() => {
@@ -144,12 +187,18 @@ export class CoreStore {
         this.#pending.remove(id);
       }
       this.#groups.put(groupKey, now);
+      if (name) this.#names.put(name.group, name.state);
     });
     return keys;
   }
 
-  readyKeys(): Array<{ key: number; tokens: number }> {
-    return [...this.#ready.getRange()].map(({ key, value }) => ({ key, tokens: value.tokenIds.byteLength / 4 }));
+  readyKeys(): Array<{ key: number; tokens: number; rolloutId: string; groupKey: string }> {
+    return [...this.#ready.getRange()].map(({ key, value }) => ({
+      key,
+      tokens: value.tokenIds.byteLength / 4,
+      rolloutId: value.rolloutId,
+      groupKey: value.groupKey,
+    }));
   }
 
   getReady(keys: readonly number[]): ReadyRow[] {

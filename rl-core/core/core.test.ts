@@ -13,42 +13,7 @@ import { CoreStore, type PendingRollout, type ReadyRow } from "./core-store.ts";
 import { groupAdvantages } from "./group-advantages.ts";
 import { declaredGroupSize, GroupTracker } from "./groups.ts";
 import { buildTreeSpec } from "./tree-spec.ts";
-
-interface Row {
-  ids: number[];
-  mask: number[];
-}
-
-function pending(id: string, reward: number | null, rows: Row[], extra: Partial<PendingRollout> = {}): PendingRollout {
-  const offsets = new Int32Array(rows.length + 1);
-  rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.ids.length));
-  const ids = rows.flatMap((r) => r.ids);
-  return {
-    rolloutId: id,
-    groupKey: "group:g",
-    group: "g",
-    task: "t",
-    harness: "h",
-    status: "ok",
-    reward,
-    declaredSize: 0,
-    flagged: false,
-    flagReasons: [],
-    oversize: false,
-    rows: rows.length,
-    offsets: bytesOf(offsets),
-    tokenIds: bytesOf(Int32Array.from(ids)),
-    lossMask: bytesOf(Uint8Array.from(rows.flatMap((r) => r.mask))),
-    logprobs: bytesOf(Float32Array.from(ids, (x) => -x / 100)),
-    trajectoryIds: rows.map((_, i) => `${id}:${i}`),
-    segments: rows.map(() => "main"),
-    trained: bytesOf(new Uint8Array(rows.length).fill(1)),
-    gateway: "gw",
-    cursor: 1,
-    receivedAt: Date.now(),
-    ...extra,
-  };
-}
+import { pending, readyRow, type Row } from "./test-support.ts";
 
 const grpo = (rewards: number[]) => {
   const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
@@ -124,31 +89,31 @@ describe("groupAdvantages", () => {
     }
   });
 
-  test("tree estimator: branches of one rollout get their own values; without branching it is twice Dr.GRPO", async () => {
+  test("tree estimator: rollouts sharing sampled tokens branch in one group tree; without branching it is twice Dr.GRPO", async () => {
     const flat = await groupAdvantages(
       [pending("a", 1, [{ ids: [1, 2, 3], mask: [0, 1, 1] }]), pending("b", 0, [{ ids: [1, 2, 4], mask: [0, 1, 1] }])],
       { estimator: "tree" },
     );
-    assert.deepEqual(flat.rows.map((r) => trainedAdvantages(r)), [[1, 1], [-1, -1]]);
+    // [1, 2] is shared by both rollouts (its sampled token 2 is the root's: V = the group mean, advantage 0).
+    assert.deepEqual(flat.rows.map((r) => trainedAdvantages(r)), [[0, 1], [0, -1]]);
 
-    // One rollout with two leaves that share [1, 2]; another rollout alone: the reference on a hand-built tree.
-    const a = pending("a", 1, [
-      { ids: [1, 2, 3], mask: [0, 1, 1] },
-      { ids: [1, 2, 4], mask: [0, 0, 1] },
-    ]);
+    // Rollouts a and c share a sampled prefix [1, 2] and branch; b is apart: the reference on the hand-built tree,
+    // V over rollouts (here one leaf each).
+    const a = pending("a", 1, [{ ids: [1, 2, 3], mask: [0, 1, 1] }]);
+    const c = pending("c", 0.5, [{ ids: [1, 2, 4], mask: [0, 1, 1] }]);
     const b = pending("b", 0, [{ ids: [5, 6], mask: [0, 1] }]);
-    const result = await groupAdvantages([a, b], { estimator: "tree" });
+    const result = await groupAdvantages([a, b, c], { estimator: "tree" });
     const reference = computeAdvantages(
       {
-        offsets: Int32Array.of(0, 3, 6, 8),
-        lossMask: Uint8Array.of(0, 1, 1, 0, 0, 1, 0, 1),
-        rewards: Float64Array.of(1, 1, 0),
+        offsets: Int32Array.of(0, 3, 5, 8),
+        lossMask: Uint8Array.of(0, 1, 1, 0, 1, 0, 1, 1),
+        rewards: Float64Array.of(1, 0, 0.5),
         groupIds: new Int32Array(3),
       },
       {
         estimator: "tree",
-        // nodes: 0 = [1,2] (root of a), 1 = [3], 2 = [4], 3 = [5,6] (root of b)
-        tree: { parent: Int32Array.of(-1, 0, 0, -1), tokenNode: Int32Array.of(0, 0, 1, 0, 0, 2, 3, 3), rowLeaf: Int32Array.of(1, 2, 3) },
+        // nodes: 0 = [1,2] (a and c), 1 = [3], 2 = [4], 3 = [5,6] (b)
+        tree: { parent: Int32Array.of(-1, 0, 0, -1), tokenNode: Int32Array.of(0, 0, 1, 3, 3, 0, 0, 2), rowLeaf: Int32Array.of(1, 3, 2) },
       },
     );
     const got = result.rows.flatMap((r) => [...float32s(r.advantages)]);
@@ -157,20 +122,26 @@ describe("groupAdvantages", () => {
 });
 
 describe("GroupTracker", () => {
-  test("a group completes at its declared size, else at the timeout; a rollout without a group is a group of one", () => {
+  const arrive = (tracker: GroupTracker, id: string, group: string, size: number, at: number) => {
+    const a = tracker.assign(group, id, size);
+    return tracker.add(pending(id, 1, [], { groupKey: a.key, group, generation: a.generation, late: a.late, declaredSize: a.size, receivedAt: at }));
+  };
+
+  test("a generation completes at its declared size, else at the timeout; a rollout without a group is a group of one", () => {
     assert.equal(declaredGroupSize({ group_size: 4 }), 4);
     assert.equal(declaredGroupSize({ groupSize: "4" }), 0);
     const tracker = new GroupTracker({ defaultSize: 0, timeoutMs: 1000 });
     const t0 = 1_000_000;
-    const g = tracker.add(pending("a", 1, [], { declaredSize: 2, receivedAt: t0 }));
+    const g = arrive(tracker, "a", "g", 2, t0);
     assert.equal(tracker.isComplete(g), false);
-    tracker.add(pending("b", 1, [], { receivedAt: t0 + 10 }));
-    assert.deepEqual(tracker.due(t0 + 20), [{ key: "group:g", by: "size" }]);
-    tracker.take("group:g");
-    tracker.add(pending("c", 1, [], { groupKey: "group:h", receivedAt: t0 }));
+    arrive(tracker, "b", "g", 0, t0 + 10);
+    assert.deepEqual(tracker.due(t0 + 20), [{ key: "group:g#1", by: "size" }]);
+    tracker.take("group:g#1");
+    arrive(tracker, "c", "h", 0, t0);
     assert.deepEqual(tracker.due(t0 + 999), []);
-    assert.deepEqual(tracker.due(t0 + 1000), [{ key: "group:h", by: "timeout" }]);
-    const single = tracker.add(pending("d", 1, [], { groupKey: "rollout:d", group: "" }));
+    assert.deepEqual(tracker.due(t0 + 1000), [{ key: "group:h#1", by: "timeout" }]);
+    const single = arrive(tracker, "d", "", 0, t0);
+    assert.equal(single.key, "rollout:d");
     assert.equal(tracker.isComplete(single), true);
   });
 });
@@ -180,7 +151,7 @@ describe("BatchPacker", () => {
     const dir = mkdtempSync(join(tmpdir(), "rlgate-core-test-"));
     const store = new CoreStore(dir);
     try {
-      const row = (n: number, id: string): ReadyRow => ({
+      const row = (n: number, id: string): ReadyRow => readyRow({
         rolloutId: id,
         trajectoryId: `${id}:0`,
         groupKey: "group:g",
@@ -195,7 +166,7 @@ describe("BatchPacker", () => {
         advantages: bytesOf(new Float32Array(n).fill(0.5)),
       });
       const rows = [row(4, "a"), row(4, "b"), row(4, "c"), row(20, "d"), row(2, "e")];
-      const keys = await store.commitGroup("group:g", ["a", "b", "c", "d", "e"], rows);
+      const keys = await store.commitGroup("group:g", ["a", "b", "c", "d", "e"], rows, null);
       const packer = new BatchPacker(store, {
         tokenBudget: 10,
         batchTimeoutMs: 60_000,
@@ -227,7 +198,7 @@ describe("BatchPacker", () => {
 
 describe("buildBatch", () => {
   test("--normalize harness whitens each harness's trained tokens within the batch", async () => {
-    const row = (harness: string, adv: number[]): ReadyRow => ({
+    const row = (harness: string, adv: number[]): ReadyRow => readyRow({
       rolloutId: harness + adv[0],
       trajectoryId: "x",
       groupKey: "group:g",

@@ -1,18 +1,50 @@
-// Rollouts waiting for their group. A group is complete when it holds its declared size (the first declared
-// `group_size` in a rollout's metadata, else the core's --group-size; 0 = unknown), or when its first rollout
-// has waited the group timeout. A rollout without a group is a group of one.
+// Group lifecycle. A group is (name, generation): the rollouts of one `group` name fill generation 1, then 2, ...
+// Membership follows the rollout's declared group and the generation's size (the first declared `group_size` /
+// `groupSize` / `n` in a rollout's metadata, else --group-size; 0 = unknown), in the order rollouts arrive on the
+// stream, never a timer: a generation takes exactly `size` rollouts, and the next one of that name opens the next
+// generation. A generation is processed when it holds its size, or when its first rollout has waited the group
+// timeout. Processed short of its size (k of n), it leaves n - k *late slots*: the next n - k rollouts of the name
+// belong to that generation by count but come after it was trained, so they form a generation of late rollouts of
+// their own (`group:NAME#G+late`, complete at n - k), counted and reported, never dropped. A rollout without a
+// group is a group of one.
 import type { PendingRollout } from "./core-store.ts";
 
 export interface PendingGroup {
   key: string;
+  /** The group name ("" for a rollout without one). */
+  name: string;
+  generation: number;
+  late: boolean;
   size: number;
   firstAt: number;
   /** rollout id → where it came from (for the ack). */
   members: Map<string, { gateway: string; cursor: number }>;
 }
 
-export function groupKeyOf(group: string, rolloutId: string): string {
-  return group ? `group:${group}` : `rollout:${rolloutId}`;
+/** What the core keeps per group name (persisted with the pending rollouts and processed groups). */
+export interface NameState {
+  /** The generation new rollouts of the name join. */
+  generation: number;
+  /** Size of that generation (0 = not declared yet). */
+  size: number;
+  /** Late slots left by the last generation processed short of its size, and which generation that was. */
+  owed: number;
+  owedOf: number;
+  owedSize: number;
+}
+
+export interface Assignment {
+  key: string;
+  generation: number;
+  late: boolean;
+  /** The size the rollout's group is complete at. */
+  size: number;
+  /** The name's state after this rollout (null: a rollout without a group). */
+  state: NameState | null;
+}
+
+export function generationKey(name: string, generation: number, late: boolean): string {
+  return `group:${name}#${generation}${late ? "+late" : ""}`;
 }
 
 /** The group size a rollout's metadata declares (group_size, groupSize or n), 0 when none. */
@@ -27,12 +59,14 @@ export function declaredGroupSize(metadata: Record<string, unknown>): number {
 export class GroupTracker {
   readonly #groups = new Map<string, PendingGroup>();
   readonly #byRollout = new Map<string, string>();
+  readonly #names: Map<string, NameState>;
   readonly #defaultSize: number;
   readonly #timeoutMs: number;
 
-  constructor(options: { defaultSize: number; timeoutMs: number }) {
+  constructor(options: { defaultSize: number; timeoutMs: number; names?: Map<string, NameState> }) {
     this.#defaultSize = options.defaultSize;
     this.#timeoutMs = options.timeoutMs;
+    this.#names = options.names ?? new Map();
   }
 
   get size(): number {
@@ -41,6 +75,22 @@ export class GroupTracker {
 
   has(rolloutId: string): boolean {
     return this.#byRollout.has(rolloutId);
+  }
+
+  /** The generation a new rollout of `name` joins (advances the name's state; persist `state` with the rollout). */
+  assign(name: string, rolloutId: string, declaredSize: number): Assignment {
+    if (!name) return { key: `rollout:${rolloutId}`, generation: 0, late: false, size: 1, state: null };
+    const state = { ...(this.#names.get(name) ?? { generation: 1, size: 0, owed: 0, owedOf: 0, owedSize: 0 }) };
+    let assignment: Assignment;
+    if (state.owed > 0) {
+      state.owed--;
+      assignment = { key: generationKey(name, state.owedOf, true), generation: state.owedOf, late: true, size: state.owedSize, state };
+    } else {
+      if (!state.size) state.size = declaredSize || this.#defaultSize;
+      assignment = { key: generationKey(name, state.generation, false), generation: state.generation, late: false, size: state.size, state };
+    }
+    this.#names.set(name, state);
+    return assignment;
   }
 
   /** A re-delivered pending rollout: ack it where it came from this time. */
@@ -52,10 +102,10 @@ export class GroupTracker {
   add(p: PendingRollout): PendingGroup {
     let g = this.#groups.get(p.groupKey);
     if (!g) {
-      const single = p.groupKey.startsWith("rollout:");
-      g = { key: p.groupKey, size: single ? 1 : p.declaredSize || this.#defaultSize, firstAt: p.receivedAt, members: new Map() };
+      g = { key: p.groupKey, name: p.group, generation: p.generation, late: p.late, size: p.declaredSize, firstAt: p.receivedAt, members: new Map() };
       this.#groups.set(p.groupKey, g);
     }
+    // A generation whose size was unknown takes the first one declared.
     if (!g.size && p.declaredSize) g.size = p.declaredSize;
     g.firstAt = Math.min(g.firstAt, p.receivedAt);
     g.members.set(p.rolloutId, { gateway: p.gateway, cursor: p.cursor });
@@ -99,11 +149,28 @@ export class GroupTracker {
     return removed;
   }
 
-  take(key: string): PendingGroup | undefined {
+  /**
+   * Takes a group out for processing. Its name moves on: the next rollout opens the next generation, or, when this
+   * generation is short of its size, fills one of the late slots it leaves. Returns the name's new state to persist
+   * with the group.
+   */
+  take(key: string): { group: PendingGroup; state: NameState | null } | undefined {
     const g = this.#groups.get(key);
     if (!g) return undefined;
     this.#groups.delete(key);
     for (const id of g.members.keys()) this.#byRollout.delete(id);
-    return g;
+    if (!g.name) return { group: g, state: null };
+    const state = { ...(this.#names.get(g.name) ?? { generation: g.generation, size: 0, owed: 0, owedOf: 0, owedSize: 0 }) };
+    if (g.late) {
+      // Late rollouts still missing then are not waited for: the name's next rollouts open its next generation.
+      if (state.owedOf === g.generation) state.owed = 0;
+    } else if (state.generation === g.generation) {
+      state.generation++;
+      state.size = 0;
+      const missing = g.size > 0 ? g.size - g.members.size : 0;
+      if (missing > 0) Object.assign(state, { owed: missing, owedOf: g.generation, owedSize: missing });
+    }
+    this.#names.set(g.name, state);
+    return { group: g, state };
   }
 }

@@ -17,8 +17,13 @@ export class CoreMetrics {
   });
   readonly dropped = new Counter({
     name: "rlgate_core_rollouts_dropped_total",
-    help: "Rollouts left out of advantages and loss, by reason (infra_error, flagged, oversize, no_reward, late)",
+    help: "Rollouts left out of advantages and loss, by reason (infra_error, flagged, oversize, no_reward, zero_variance, rejected, error)",
     labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+  readonly late = new Counter({
+    name: "rlgate_core_rollouts_late_total",
+    help: "Rollouts that came after their group generation was processed short of its size (trained as its late ones)",
     registers: [this.registry],
   });
   readonly groups = new Counter({

@@ -3,7 +3,7 @@
 // consistency figures, and advantages computed for trainers that bring their own values.
 import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
 import { computeAdvantagesAsync, type EstimatorSpec, type NormalizeBy, type RolloutBatch } from "../estimators/index.ts";
-import { importanceWeightsAsync } from "../kernels/index.ts";
+import { importanceWeightsAsync, klDivergenceAsync, KL_KINDS, type KlKind } from "../kernels/index.ts";
 import {
   bytesOf,
   checkOffsets,
@@ -23,11 +23,13 @@ import {
   type ConsistencyReport,
   type CoreStatus,
   type LogprobReport,
+  type RowKl,
   type StreamBatchesRequest,
 } from "../../protocol/index.ts";
-import { indexStrings } from "./batch-packer.ts";
+import { batchLevelAdvantages, indexStrings } from "./batch-advantages.ts";
 import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";
+import { OUTCOME_ESTIMATORS, rolloutValues, type OutcomeEstimator, type WhitenScope } from "./group-advantages.ts";
 
 export const DEFAULT_TRAINER_IN_FLIGHT = 2;
 const EMPTY = Buffer.alloc(0);
@@ -48,6 +50,39 @@ export interface TrainerServiceOptions {
   onConsistency?(figures: Consistency[]): void;
   onAck?(count: number): void;
   onServed?(batch: StoredBatch): void;
+  /** The core's whitening scope (REINFORCE++, REINFORCE++-baseline), for advantages on request. Default batch. */
+  whitenScope?: WhitenScope;
+}
+
+/** Per-row means of a KL estimator over the row's trained tokens. */
+async function rowKl(batch: StoredBatch, policy: Float32Array, ref: Float32Array): Promise<RowKl[]> {
+  const offsets = int32s(batch.offsets);
+  const mask = uint8s(batch.lossMask);
+  const byKind = await Promise.all(KL_KINDS.map((kind) => klDivergenceAsync({ logp: policy, logpRef: ref, mask, kind })));
+  const out: RowKl[] = [];
+  for (let r = 0; r < batch.rows; r++) {
+    const sums = [0, 0, 0];
+    let tokens = 0;
+    for (let t = offsets[r]!; t < offsets[r + 1]!; t++) {
+      if (!mask[t]) continue;
+      tokens++;
+      for (let k = 0; k < 3; k++) sums[k] = sums[k]! + byKind[k]![t]!;
+    }
+    const mean = (k: number) => (tokens ? sums[k]! / tokens : 0);
+    out.push({ row: r, tokens, k1: mean(0), k2: mean(1), k3: mean(2) });
+  }
+  return out;
+}
+
+/** A trainer's per-token logprobs for a batch: one per token, finite where the mask is 1. */
+function trainerLogprobs(bytes: Uint8Array, batch: StoredBatch, what: string): Float32Array {
+  const values = float32s(bytes, what);
+  const mask = uint8s(batch.lossMask);
+  if (values.length !== mask.length) throw new LinkError("RLGATE_BAD_REQUEST", `${what} has ${values.length} entries, the batch has ${mask.length} tokens`);
+  for (let t = 0; t < mask.length; t++) {
+    if (mask[t] && !Number.isFinite(values[t]!)) throw new LinkError("RLGATE_BAD_REQUEST", `${what}[${t}] is ${values[t]} on a trained token: logprobs must be finite`);
+  }
+  return values;
 }
 
 export function batchMessage(b: StoredBatch): BatchMessage {
@@ -71,6 +106,8 @@ export class TrainerService {
   /** batch id → stream holding it. */
   readonly #leases = new Map<number, number>();
   readonly #waiters = new Set<() => void>();
+  /** Logprobs reported for unacked batches: the policy's and the reference policy's (for KL). */
+  readonly #reported = new Map<number, { policy?: Float32Array; ref?: Float32Array }>();
   #streams = 0;
 
   constructor(options: TrainerServiceOptions) {
@@ -140,7 +177,10 @@ export class TrainerService {
 
   async #ack(ids: readonly number[]): Promise<number> {
     const removed = await this.#options.source.remove(ids);
-    for (const id of ids) this.#leases.delete(id);
+    for (const id of ids) {
+      this.#leases.delete(id);
+      this.#reported.delete(id);
+    }
     if (removed) this.#options.onAck?.(removed);
     this.notify();
     return removed;
@@ -156,37 +196,72 @@ export class TrainerService {
 
   readonly reportLogprobs = unaryHandler<LogprobReport, ConsistencyReport>(async (req) => {
     const batch = this.#batch(req.batchId);
-    const trainer = float32s(req.logprobs, "logprobs");
+    const kind = req.kind || "policy";
+    if (kind !== "policy" && kind !== "ref") throw new LinkError("RLGATE_BAD_REQUEST", `kind must be policy or ref, not '${kind}'`);
+    const trainer = trainerLogprobs(req.logprobs, batch, "logprobs");
     const rollout = float32s(batch.logprobs);
     const lossMask = uint8s(batch.lossMask);
-    const harnesses = consistencyFigures({
-      offsets: int32s(batch.offsets),
-      lossMask,
-      rollout,
-      trainer,
-      harness: batch.rowInfo.map((r) => r.harness),
-    });
-    this.#options.onConsistency?.(harnesses);
+    const reported = this.#reported.get(req.batchId) ?? {};
+    reported[kind] = trainer;
+    this.#reported.set(req.batchId, reported);
+    let harnesses: Consistency[] = [];
     let importance: Uint8Array = EMPTY;
-    if (req.importanceCap > 0) {
-      importance = bytesOf(await importanceWeightsAsync({ logpOld: trainer, logpRollout: rollout, mask: lossMask, cap: req.importanceCap }));
+    if (kind === "policy") {
+      harnesses = consistencyFigures({
+        offsets: int32s(batch.offsets),
+        lossMask,
+        rollout,
+        trainer,
+        harness: batch.rowInfo.map((r) => r.harness),
+      });
+      this.#options.onConsistency?.(harnesses);
+      if (req.importanceCap > 0) {
+        importance = bytesOf(await importanceWeightsAsync({ logpOld: trainer, logpRollout: rollout, mask: lossMask, cap: req.importanceCap }));
+      }
     }
+    const kl = reported.ref ? await rowKl(batch, reported.policy ?? rollout, reported.ref) : [];
     const acked = req.ack ? (await this.#ack([req.batchId])) > 0 : false;
-    return { batchId: req.batchId, harnesses, importanceWeights: importance, acked };
+    return { batchId: req.batchId, harnesses, importanceWeights: importance, acked, rowKl: kl };
   });
 
+  /** -kl_coef * KL(policy || ref) per token, when asked and the batch has ref logprobs. */
+  async #klRewards(req: AdvantageRequest, served: StoredBatch | null, extra?: Float32Array): Promise<Float32Array | undefined> {
+    if (!(req.klCoef > 0)) return extra;
+    if (!Number.isFinite(req.klCoef)) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef must be finite");
+    const ref = served ? this.#reported.get(served.batchId)?.ref : undefined;
+    if (!served || !ref) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef needs a served batch whose ref logprobs were reported (ReportLogprobs kind ref)");
+    const kind = (req.klKind || "k1") as KlKind;
+    if (!KL_KINDS.includes(kind)) throw new LinkError("RLGATE_BAD_REQUEST", `kl_kind must be one of ${KL_KINDS.join(", ")}`);
+    const policy = this.#reported.get(served.batchId)?.policy ?? float32s(served.logprobs);
+    const kl = await klDivergenceAsync({ logp: policy, logpRef: ref, mask: uint8s(served.lossMask), kind });
+    return kl.map((x, t) => (extra ? extra[t]! : 0) - req.klCoef * x);
+  }
+
   readonly computeAdvantages = unaryHandler<AdvantageRequest, AdvantageResponse>(async (req) => {
-    const batch = advantageBatch(req, req.batchId ? this.#batch(req.batchId) : null);
+    const served = req.batchId ? this.#batch(req.batchId) : null;
+    const batch = advantageBatch(req, served);
     const estimator = req.estimator || "gae";
-    let spec: EstimatorSpec;
     const normalize = (req.normalize || "none") as NormalizeBy;
+    const scope = this.#options.whitenScope ?? "batch";
+    if (served && OUTCOME_ESTIMATORS.includes(estimator)) {
+      // The rollout is the sample: each row's whole group (rollouts in other batches too) gives its baseline, and
+      // the batch-level steps are the batch's own, so the core's settings reproduce the batch's advantages.
+      const advantages = await servedOutcomeAdvantages(served, estimator as OutcomeEstimator, scope, normalize);
+      return { advantages: bytesOf(advantages), returns: EMPTY, lossMask: served.lossMask };
+    }
+    let spec: EstimatorSpec;
+    const tokens = batch.lossMask.length;
+    const tokenRewards = await this.#klRewards(req, served, req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined);
+    if (tokenRewards && tokenRewards.length !== tokens) {
+      throw new LinkError("RLGATE_BAD_REQUEST", `token_rewards has ${tokenRewards.length} entries, the batch has ${tokens} tokens`);
+    }
     if (estimator === "gae") {
-      const tokens = batch.lossMask.length;
       const values = float32s(req.values, "values");
       if (values.length !== tokens) throw new LinkError("RLGATE_BAD_REQUEST", `values has ${values.length} entries, the batch has ${tokens} tokens`);
-      const tokenRewards = req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined;
-      const gae = req.gae ?? { gamma: 1, lambda: 1, whiten: true };
-      spec = { estimator: "gae", values, tokenRewards, gamma: gae.gamma, lambda: gae.lambda, whiten: gae.whiten, normalize };
+      const gae = gaeParams(req);
+      spec = { estimator: "gae", values, tokenRewards, ...gae, normalize };
+    } else if (estimator === "reinforce++") {
+      spec = { estimator, gamma: req.gamma ?? 1, tokenRewards, normalize };
     } else if (estimator === "tree") {
       throw new LinkError("RLGATE_BAD_REQUEST", "the tree estimator runs in the core (--estimator tree), not on request");
     } else {
@@ -222,6 +297,36 @@ export class TrainerService {
       status: guard(this.status),
     };
   }
+}
+
+/** GAE's parameters: absent, verl's defaults (gamma = lambda = 1, whitening); given, gamma and lambda both. */
+function gaeParams(req: AdvantageRequest): { gamma: number; lambda: number; whiten: boolean } {
+  const gae = req.gae;
+  if (!gae) return { gamma: 1, lambda: 1, whiten: true };
+  const missing = (["gamma", "lambda"] as const).filter((k) => gae[k] === undefined || gae[k] === null);
+  if (missing.length) throw new LinkError("RLGATE_BAD_REQUEST", `gae needs gamma and lambda together (missing ${missing.join(" and ")}); leave gae out for gamma = lambda = 1`);
+  for (const k of ["gamma", "lambda"] as const) {
+    if (!Number.isFinite(gae[k]) || gae[k]! < 0 || gae[k]! > 1) throw new LinkError("RLGATE_BAD_REQUEST", `gae.${k} must be in [0, 1], not ${gae[k]}`);
+  }
+  return { gamma: gae.gamma!, lambda: gae.lambda!, whiten: gae.whiten ?? true };
+}
+
+/** Outcome advantages over a served batch, each row's group whole (see computeAdvantages). */
+export async function servedOutcomeAdvantages(served: StoredBatch, estimator: OutcomeEstimator, scope: WhitenScope, normalize: NormalizeBy): Promise<Float32Array> {
+  const value = new Map<string, number>();
+  const contexts = new Map(served.rowInfo.map((r) => [r.groupKey, r.context]));
+  for (const ctx of contexts.values()) {
+    const values = await rolloutValues(estimator, ctx, scope);
+    ctx.rollouts.forEach((id, u) => value.set(id, values[u]!));
+  }
+  const offsets = int32s(served.offsets);
+  const mask = uint8s(served.lossMask);
+  const advantages = new Float32Array(mask.length);
+  served.rowInfo.forEach((r, i) => {
+    const v = value.get(r.rolloutId) ?? 0;
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) advantages[t] = mask[t] ? v : 0;
+  });
+  return batchLevelAdvantages(offsets, mask, served.rowInfo, advantages, { estimator, whitenScope: scope, normalize });
 }
 
 /** The RolloutBatch of an advantage request: a served batch's layout, or the request's own. */

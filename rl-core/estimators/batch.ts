@@ -37,6 +37,8 @@ export function prepareBatch(estimator: string, batch: RolloutBatch, needsGroups
   expectRowArray(estimator, "dropped", batch.dropped, Uint8Array, rows);
   expectRowArray(estimator, "taskIds", batch.taskIds, Int32Array, rows);
   expectRowArray(estimator, "harnessIds", batch.harnessIds, Int32Array, rows);
+  expectRowArray(estimator, "noSignal", batch.noSignal, Uint8Array, rows);
+  expectRowArray(estimator, "rowSample", batch.rowSample, Int32Array, rows);
   if (needsGroups && !batch.groupIds) throw new EstimatorError(estimator, "groupIds are required");
 
   const kept = new Uint8Array(rows);
@@ -79,22 +81,25 @@ export function prepareBatch(estimator: string, batch: RolloutBatch, needsGroups
   return { rows, tokens, offsets: batch.offsets, lossMask, kept, groupIds, numGroups };
 }
 
-/** Dense per-row segment ids for normalization (-1 for rows not kept). */
+/**
+ * Dense per-row segment ids for normalization: -1 for rows not kept and for rows without signal (`noSignal`),
+ * which keep advantage 0.
+ */
 export function segmentIds(
   estimator: string,
   batch: RolloutBatch,
   kept: Uint8Array,
-  by: "task" | "harness" | "task-harness",
+  by: "batch" | "task" | "harness" | "task-harness",
 ): { rowSegment: Int32Array; numSegments: number } {
-  const needTask = by !== "harness";
-  const needHarness = by !== "task";
+  const needTask = by === "task" || by === "task-harness";
+  const needHarness = by === "harness" || by === "task-harness";
   if ((needTask && !batch.taskIds) || (needHarness && !batch.harnessIds)) {
     throw new EstimatorError(estimator, `normalize "${by}" needs ${needTask ? "taskIds" : ""}${needTask && needHarness ? " and " : ""}${needHarness ? "harnessIds" : ""}`);
   }
   const rowSegment = new Int32Array(kept.length).fill(-1);
   const dense = new Map<string, number>();
   for (let r = 0; r < kept.length; r++) {
-    if (!kept[r]) continue;
+    if (!kept[r] || batch.noSignal?.[r]) continue;
     const key = `${needTask ? batch.taskIds![r] : ""}/${needHarness ? batch.harnessIds![r] : ""}`;
     let s = dense.get(key);
     if (s === undefined) {

@@ -81,13 +81,16 @@ for (const kernels of availableBackends()) {
       assertClose(out.advantages, tokensOf([w(0.5), w(-0.5), 0, w(0.5), 0, 0, w(0), w(0)]), "tokens");
     });
 
-    test("normalize by task / harness: each segment's trained tokens end with mean 0 and std 1", () => {
+    test("normalize by task / harness: each segment's trained tokens end with mean 0 and std 1; no signal stays 0", () => {
       const batch = outcomeBatch();
-      for (const by of ["task", "harness", "task-harness"] as const) {
+      for (const by of ["batch", "task", "harness", "task-harness"] as const) {
         const out = run(batch, { estimator: "dr-grpo", normalize: by });
-        const seg = (r: number) => (by === "task" ? `${batch.taskIds![r]}` : by === "harness" ? `${batch.harnessIds![r]}` : `${batch.taskIds![r]}/${batch.harnessIds![r]}`);
+        // Row 5 is alone in its group, rows 6-7 have equal rewards: no signal, and normalizing gives them none.
+        assert.deepEqual([...out.advantages.subarray(15, 24)], [0, 0, 0, 0, 0, 0, 0, 0, 0], `${by}: no signal stays 0`);
+        assert.deepEqual([...out.noSignal!], [0, 0, 0, 0, 0, 1, 1, 1]);
+        const seg = (r: number) => (by === "batch" ? "*" : by === "task" ? `${batch.taskIds![r]}` : by === "harness" ? `${batch.harnessIds![r]}` : `${batch.taskIds![r]}/${batch.harnessIds![r]}`);
         const groups = new Map<string, number[]>();
-        for (let r = 0; r < 8; r++) {
+        for (let r = 0; r < 5; r++) {
           for (let t = 3 * r; t < 3 * r + 3; t++) if (out.lossMask[t]) groups.set(seg(r), [...(groups.get(seg(r)) ?? []), out.advantages[t]!]);
         }
         for (const [key, xs] of groups) {
@@ -98,7 +101,8 @@ for (const kernels of availableBackends()) {
         }
       }
       const plain = run(batch, { estimator: "dr-grpo" }).advantages;
-      assertClose(normalizeAdvantages(batch, plain, "task", { kernels }), run(batch, { estimator: "dr-grpo", normalize: "task" }).advantages, "normalizeAdvantages");
+      const noSignal = u8(0, 0, 0, 0, 0, 1, 1, 1);
+      assertClose(normalizeAdvantages({ ...batch, noSignal }, plain, "task", { kernels }), run(batch, { estimator: "dr-grpo", normalize: "task" }).advantages, "normalizeAdvantages");
     });
 
     test("outcome whitening on row values equals maskedWhiten over the broadcast tokens (random ragged batch)", () => {
@@ -119,7 +123,8 @@ for (const kernels of availableBackends()) {
         const segment = Int32Array.from(batch.groupIds!, (g) => (size.get(g) === 1 ? -1 : 0));
         let tokens = kernels.broadcastRows({ offsets: b.offsets, rowValues: out.rowAdvantages!, mask: b.mask });
         tokens = kernels.maskedWhiten({ offsets: b.offsets, x: tokens, mask: b.mask, rowSegment: segment, numSegments: 1 });
-        if (normalize !== "none") tokens = normalizeAdvantages(batch, tokens, normalize, { kernels });
+        // normalize leaves rows without a baseline at 0 (noSignal): here the groups of one.
+        if (normalize !== "none") tokens = normalizeAdvantages({ ...batch, noSignal: Uint8Array.from(segment, (s) => (s < 0 ? 1 : 0)) }, tokens, normalize, { kernels });
         assertClose(out.advantages, tokens, `reinforce++-baseline, normalize ${normalize}`);
       }
     });

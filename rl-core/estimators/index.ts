@@ -8,6 +8,7 @@ import { EstimatorError } from "./errors.ts";
 import { gaeSteps } from "./gae.ts";
 import { normalizeOnlySteps } from "./normalize.ts";
 import { outcomeSteps } from "./outcome.ts";
+import { reinforceSteps } from "./reinforce.ts";
 import { runAsync, runSync, type Steps } from "./steps.ts";
 import { treeSteps } from "./tree.ts";
 import type { AdvantageResult, EstimatorSpec, NormalizeBy, RolloutBatch } from "./types.ts";
@@ -15,6 +16,7 @@ import type { AdvantageResult, EstimatorSpec, NormalizeBy, RolloutBatch } from "
 export * from "./types.ts";
 export { EstimatorError } from "./errors.ts";
 export { GRPO_EPS } from "./outcome.ts";
+export { sampleNodeValues } from "./tree.ts";
 
 export interface RunOptions extends ExecOptions {
   /** Kernel backend; default: the active one (rl-core/kernels). */
@@ -29,6 +31,8 @@ export function advantageSteps(batch: RolloutBatch, spec: EstimatorSpec): Steps<
     case "reinforce++-baseline":
     case "opo":
       return outcomeSteps(batch, spec);
+    case "reinforce++":
+      return reinforceSteps(batch, spec);
     case "gae":
       return gaeSteps(batch, spec);
     case "tree":

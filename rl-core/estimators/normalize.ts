@@ -12,13 +12,13 @@ export function* normalizeSteps(
 ): Steps<Float32Array> {
   if (by === undefined || by === "none") return advantages;
   // Dropped rows have an all-zero mask already, so they never enter the statistics.
-  const segments = by === "batch" ? null : segmentIds(estimator, batch, prepared.kept, by);
+  const segments = normalizeSegments(estimator, batch, prepared, by)!;
   return yield* call("maskedWhiten", {
     offsets: prepared.offsets,
     x: advantages,
     mask: prepared.lossMask,
-    rowSegment: segments?.rowSegment ?? null,
-    numSegments: segments?.numSegments ?? 1,
+    rowSegment: segments.rowSegment,
+    numSegments: segments.numSegments,
   });
 }
 
@@ -71,7 +71,8 @@ export function normalizeSegments(
   by: NormalizeBy | undefined,
 ): { rowSegment: Int32Array | null; numSegments: number } | null {
   if (by === undefined || by === "none") return null;
-  return by === "batch" ? { rowSegment: null, numSegments: 1 } : segmentIds(estimator, batch, prepared.kept, by);
+  if (by === "batch" && !batch.noSignal) return { rowSegment: null, numSegments: 1 };
+  return segmentIds(estimator, batch, prepared.kept, by);
 }
 
 /** Whitens existing token advantages by batch / task / harness (for trainers that bring their own). */

@@ -21,14 +21,18 @@ export function* outcomeSteps(batch: RolloutBatch, spec: OutcomeSpec): Steps<Adv
   const eps = spec.estimator === "grpo" ? spec.eps ?? GRPO_EPS : GRPO_EPS;
   const raw = spec.singleton === "raw";
   const rowAdvantages = new Float64Array(p.rows);
+  // Rows their group gives no signal: no baseline (a group of one) or equal rewards (std 0).
+  const noSignal = new Uint8Array(p.rows);
   // REINFORCE++-baseline whitens over the batch; rows without a baseline (singletons) stay out of it.
-  const whitenSegment = name === "reinforce++-baseline" ? new Int32Array(p.rows).fill(-1) : null;
+  const ownWhitening = name === "reinforce++-baseline" && (spec.whiten ?? true);
+  const whitenSegment = ownWhitening ? new Int32Array(p.rows).fill(-1) : null;
   for (let r = 0; r < p.rows; r++) {
     const g = groupIds[r]!;
     if (g < 0) continue;
     const x = batch.rewards[r]!;
     const n = stats.count[g]!;
     const mean = stats.mean[g]!;
+    if (n === 1 || stats.std[g] === 0) noSignal[r] = 1;
     if (n === 1) {
       if (raw) {
         rowAdvantages[r] = name === "grpo" ? x / (1 + eps) : x;
@@ -60,8 +64,10 @@ export function* outcomeSteps(batch: RolloutBatch, spec: OutcomeSpec): Steps<Adv
   // Then one broadcast.
   let tokenValues: Float64Array = rowAdvantages;
   if (whitenSegment) tokenValues = whitenRowValues(tokenValues, counts, whitenSegment, 1);
-  const segments = normalizeSegments(name, batch, p, spec.normalize);
+  // `normalize` keeps "no signal" at 0 (a row REINFORCE++-baseline's own whitening moved off 0 is whitened again).
+  const keepZero = noSignal.map((z, r) => (z && tokenValues[r] === 0 ? 1 : 0));
+  const segments = normalizeSegments(name, { ...batch, noSignal: keepZero }, p, spec.normalize);
   if (segments) tokenValues = whitenRowValues(tokenValues, counts, segments.rowSegment, segments.numSegments);
   const advantages = yield* call("broadcastRows", { offsets: p.offsets, rowValues: tokenValues, mask: p.lossMask });
-  return { advantages, lossMask: p.lossMask, rowAdvantages, returns: null };
+  return { advantages, lossMask: p.lossMask, rowAdvantages, noSignal, returns: null };
 }

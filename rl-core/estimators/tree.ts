@@ -18,6 +18,45 @@ import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
 
 export type TreeEstimatorSpec = Extract<EstimatorSpec, { estimator: "tree" }>;
 
+/**
+ * treeNodeValues with samples instead of leaves: V(n) = mean reward of the samples (rollouts) with a leaf under n,
+ * each counted once (at its first row's reward), and the count of those samples. Tree-sized work (one group's
+ * nodes), so it runs here rather than as a kernel: each sample walks up from its leaves until it meets a node it
+ * marked already.
+ */
+export function sampleNodeValues(
+  parent: Int32Array,
+  leafNode: Int32Array,
+  rowSample: Int32Array,
+  rewards: Float64Array,
+): { value: Float64Array; leafCount: Int32Array } {
+  const n = parent.length;
+  const sum = new Float64Array(n);
+  const leafCount = new Int32Array(n);
+  const mark = new Int32Array(n).fill(-1);
+  const rowsOf = new Map<number, number[]>();
+  for (let r = 0; r < leafNode.length; r++) {
+    if (leafNode[r]! < 0) continue;
+    const rows = rowsOf.get(rowSample[r]!);
+    if (rows) rows.push(r);
+    else rowsOf.set(rowSample[r]!, [r]);
+  }
+  let k = 0;
+  for (const rows of rowsOf.values()) {
+    const reward = rewards[rows[0]!]!;
+    for (const r of rows) {
+      for (let j = leafNode[r]!; j >= 0 && mark[j] !== k; j = parent[j]!) {
+        mark[j] = k;
+        sum[j] = sum[j]! + reward;
+        leafCount[j] = leafCount[j]! + 1;
+      }
+    }
+    k++;
+  }
+  const value = sum.map((s, j) => (leafCount[j]! > 0 ? s / leafCount[j]! : 0));
+  return { value, leafCount };
+}
+
 export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<AdvantageResult> {
   const p = prepareBatch("tree", batch, true);
   const { parent, tokenNode, rowLeaf } = spec.tree ?? {};
@@ -55,7 +94,9 @@ export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<
   const ext = new Int32Array(groups + n).fill(-1);
   for (let i = 0; i < n; i++) ext[groups + i] = parent[i]! >= 0 ? groups + parent[i]! : rootGroup[i]!;
 
-  const { value, leafCount } = yield* call("treeNodeValues", { parent: ext, leafNode, leafReward: batch.rewards });
+  const { value, leafCount } = batch.rowSample
+    ? sampleNodeValues(ext, leafNode, batch.rowSample, batch.rewards)
+    : yield* call("treeNodeValues", { parent: ext, leafNode, leafReward: batch.rewards });
 
   const scale = spec.scaleBySqrtLeaves ?? true;
   const top = new Int32Array(groups + n); // root of each node in the extended forest

@@ -15,6 +15,16 @@ export interface RolloutBatch {
   taskIds?: Int32Array;
   /** Per row, for normalize: "harness" / "task-harness". */
   harnessIds?: Int32Array;
+  /**
+   * Per row: 1 = the row's group gave it no signal (no baseline: a group of one, or equal rewards). `normalize`
+   * leaves such rows out of its statistics and at advantage 0, so whitening never turns "no signal" into one.
+   */
+  noSignal?: Uint8Array;
+  /**
+   * Per row, for `tree`: the sample (rollout) the row belongs to. V(n) is then the mean reward over the samples
+   * with a leaf under n, each counted once however many of its trajectories end there. Absent: every row is a sample.
+   */
+  rowSample?: Int32Array;
 }
 
 /**
@@ -46,7 +56,20 @@ export type EstimatorSpec =
   | (CommonOptions & { estimator: "grpo"; /** Added to the std (verl's epsilon). Default 1e-6. */ eps?: number })
   | (CommonOptions & { estimator: "dr-grpo" })
   | (CommonOptions & { estimator: "rloo" })
-  | (CommonOptions & { estimator: "reinforce++-baseline" })
+  | (CommonOptions & {
+      estimator: "reinforce++-baseline";
+      /** Whiten over this batch's trained tokens (default true); false leaves r - mean for a later whitening. */
+      whiten?: boolean;
+    })
+  | (CommonOptions & {
+      estimator: "reinforce++";
+      /** Discount of the per-token return (default 1). */
+      gamma?: number;
+      /** Per token rewards added before the returns, e.g. -beta * KL(policy || ref) (KL in the reward). */
+      tokenRewards?: Float32Array;
+      /** Whiten over this batch's trained tokens (default true). */
+      whiten?: boolean;
+    })
   | (CommonOptions & { estimator: "opo" })
   | (CommonOptions & {
       estimator: "gae";
@@ -75,6 +98,7 @@ export const ESTIMATOR_NAMES: readonly EstimatorName[] = [
   "dr-grpo",
   "rloo",
   "reinforce++-baseline",
+  "reinforce++",
   "opo",
   "gae",
   "tree",
@@ -87,6 +111,8 @@ export interface AdvantageResult {
   lossMask: Uint8Array;
   /** Per row, for outcome estimators: the row's advantage before any whitening; null otherwise. */
   rowAdvantages: Float64Array | null;
+  /** Per row, for outcome estimators: 1 where the row's group gives it no signal (no baseline, or equal rewards). */
+  noSignal?: Uint8Array | null;
   /** Per token, GAE only: advantages (before whitening) + values; 0 on mask-0 tokens. */
   returns: Float32Array | null;
 }

@@ -41,12 +41,18 @@ class Batch:
     logprobs: np.ndarray  # float32, the inference server's
     advantages: np.ndarray  # float32
     loss_weights: np.ndarray  # float32: loss = sum(loss_weights * per_token_loss)
-    row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, task, harness, reward, segment
+    row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, generation, late, task, harness, reward,
+    # segment, calls (seq, policy_version, temperature / top_p / top_k when set, finish_reason), finish_reason,
+    # policy_version (of the row's last call), no_signal
+    call_index: np.ndarray = None  # int32 per token: index into row_info[r].calls; -1 on context
     estimator: str = ""
     normalize: str = ""
     loss_agg: str = ""
     trained_tokens: int = 0
     groups: int = 0
+    rollouts: int = 0
+    batch_unit: str = ""
+    loss_tokens: int = 0  # the global token count N the loss weights are normalised by (0: per batch)
 
     @property
     def tokens(self) -> int:
@@ -54,6 +60,16 @@ class Batch:
 
     def row(self, r: int) -> slice:
         return slice(int(self.offsets[r]), int(self.offsets[r + 1]))
+
+    def token_calls(self, r: int) -> list:
+        """The CallInfo of every token of row r (None on context)."""
+        calls = self.row_info[r].calls
+        return [calls[i] if i >= 0 else None for i in self.call_index[self.row(r)]]
+
+
+def sampling(call) -> Dict[str, float]:
+    """temperature / top_p / top_k of a CallInfo, those the request set."""
+    return {k: getattr(call, k) for k in ("temperature", "top_p", "top_k") if call.HasField(k)}
 
 
 def _batch(m) -> Batch:
@@ -67,11 +83,15 @@ def _batch(m) -> Batch:
         advantages=np.frombuffer(m.advantages, dtype="<f4"),
         loss_weights=np.frombuffer(m.loss_weights, dtype="<f4"),
         row_info=list(m.row_info),
+        call_index=np.frombuffer(m.call_index, dtype="<i4") if m.call_index else np.full(len(m.token_ids) // 4, -1, dtype=np.int32),
         estimator=m.estimator,
         normalize=m.normalize,
         loss_agg=m.loss_agg,
         trained_tokens=m.trained_tokens,
         groups=m.groups,
+        rollouts=m.rollouts,
+        batch_unit=m.batch_unit,
+        loss_tokens=m.loss_tokens,
     )
 
 
@@ -145,14 +165,21 @@ class TrainerClient:
         res = self._stub.AckBatch(self._pb.AckBatchRequest(batch_ids=list(batch_ids)), timeout=self._deadline, metadata=self._metadata)
         return res.acked
 
-    def report_logprobs(self, batch_id: int, logprobs: np.ndarray, ack: bool = False, importance_cap: float = 0.0) -> dict:
-        """The trainer's logprobs for every token of the batch (mask-1 ones are read) → consistency per harness."""
-        req = self._pb.LogprobReport(batch_id=batch_id, logprobs=_f32(logprobs), ack=ack, importance_cap=importance_cap)
+    def report_logprobs(
+        self, batch_id: int, logprobs: np.ndarray, ack: bool = False, importance_cap: float = 0.0, kind: str = "policy"
+    ) -> dict:
+        """The trainer's logprobs for every token of the batch (mask-1 ones are read, and must be finite).
+
+        kind "policy": consistency with the inference server per harness (and importance weights with a cap);
+        kind "ref": the reference policy's, kept with the batch for KL per row (row_kl) and KL in the reward.
+        """
+        req = self._pb.LogprobReport(batch_id=batch_id, logprobs=_f32(logprobs), ack=ack, importance_cap=importance_cap, kind=kind)
         res = self._stub.ReportLogprobs(req, timeout=self._deadline, metadata=self._metadata)
         return {
             "harnesses": {c.harness: _consistency(c) for c in res.harnesses},
             "importance_weights": np.frombuffer(res.importance_weights, dtype="<f4") if res.importance_weights else None,
             "acked": res.acked,
+            "row_kl": [{"row": k.row, "tokens": k.tokens, "k1": k.k1, "k2": k.k2, "k3": k.k3} for k in res.row_kl],
         }
 
     def compute_advantages(
@@ -166,12 +193,18 @@ class TrainerClient:
         estimator: str = "gae",
         gamma: Optional[float] = None,
         lam: Optional[float] = None,
-        whiten: bool = True,
+        whiten: Optional[bool] = None,
         token_rewards: Optional[np.ndarray] = None,
         normalize: str = "none",
+        kl_coef: float = 0.0,
+        kl_kind: str = "",
     ) -> dict:
-        """Advantages over a served batch (batch_id) or your own layout, with your values for GAE."""
-        req = self._pb.AdvantageRequest(batch_id=batch_id, estimator=estimator, normalize=normalize)
+        """Advantages over a served batch (batch_id) or your own layout, with your values for GAE.
+
+        GAE: gamma and lam together or neither (gamma = lambda = 1); reinforce++: gamma is its discount. kl_coef > 0
+        (gae, reinforce++ over a served batch whose ref logprobs were reported): KL in the reward.
+        """
+        req = self._pb.AdvantageRequest(batch_id=batch_id, estimator=estimator, normalize=normalize, kl_coef=kl_coef, kl_kind=kl_kind)
         if offsets is not None:
             req.rows = len(offsets) - 1
             req.offsets = np.ascontiguousarray(offsets, dtype="<i4").tobytes()
@@ -183,10 +216,18 @@ class TrainerClient:
             req.values = _f32(values)
         if token_rewards is not None:
             req.token_rewards = _f32(token_rewards)
-        if gamma is not None or lam is not None or not whiten:
-            req.gae.gamma = 1.0 if gamma is None else gamma
-            setattr(req.gae, "lambda", 1.0 if lam is None else lam)  # a Python keyword
-            req.gae.whiten = whiten
+        if estimator == "reinforce++":
+            if gamma is not None:
+                req.gamma = gamma
+        elif gamma is not None or lam is not None or whiten is not None:
+            # As given: the core refuses gamma without lambda (and the reverse) rather than guessing the other.
+            req.gae.SetInParent()
+            if gamma is not None:
+                req.gae.gamma = gamma
+            if lam is not None:
+                setattr(req.gae, "lambda", lam)  # a Python keyword
+            if whiten is not None:
+                req.gae.whiten = whiten
         res = self._stub.ComputeAdvantages(req, timeout=self._deadline, metadata=self._metadata)
         return {
             "advantages": np.frombuffer(res.advantages, dtype="<f4"),

@@ -1,0 +1,388 @@
+// The RL core: reads finished rollouts from one or more gateways' trajectory streams, groups them (groups.ts),
+// computes advantages (rl-core/estimators on the native kernels), packs batches by a token budget, and serves them
+// to trainers over gRPC. Everything it needs to resume is in its own store (core-store.ts); a rollout is acked to
+// its gateway only once its group's rows are committed there, so a crash at any point loses nothing, and a rollout
+// delivered again is recognised and skipped.
+//
+// `Core.start` opens its parts in order — store, trainer service, metrics server, gateway streams, timer — and
+// `close` shuts them in reverse; a start that fails part-way closes what it had opened before throwing.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { Server } from "@grpc/grpc-js";
+import { TrajectoryConsumer } from "../../clients/ts/trajectory-consumer.ts";
+import type { NormalizeBy } from "../estimators/index.ts";
+import type { LossAggMode } from "../kernels/index.ts";
+import {
+  bindServer,
+  channelCredentials,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  dialAddress,
+  grpcTarget,
+  isLoopbackHost,
+  serverCredentials,
+  serverOptions,
+  shutdownServer,
+  trainerService,
+  type CoreStatus,
+  type RolloutMessage,
+  type TlsFiles,
+} from "../../protocol/index.ts";
+import { BatchPacker, type BatchUnit } from "./batch-packer.ts";
+import { CoreStore, type PendingRollout } from "./core-store.ts";
+import { groupAdvantages, type CoreEstimator, type WhitenScope } from "./group-advantages.ts";
+import { declaredGroupSize, GroupTracker, type PendingGroup } from "./groups.ts";
+import { CoreMetrics } from "./metrics.ts";
+import { startMetricsServer, type MetricsServer } from "./metrics-server.ts";
+import { parseMetadata, toPending } from "./rollout-intake.ts";
+import { StoreBatchSource } from "./store-batch-source.ts";
+import { TrainerService } from "./trainer-service.ts";
+
+export const DEFAULT_CORE_PORT = 8702;
+export const DEFAULT_TOKEN_BUDGET = 65_536;
+
+export interface CoreOptions {
+  /** Gateways' gRPC addresses (host:port). */
+  gateways: readonly string[];
+  /** Bearer token for the gateways (their --token). */
+  gatewayToken?: string | null;
+  /** TLS to the gateways (CA, client certificate); default: TLS with the system's roots beyond loopback. */
+  gatewayTls?: TlsFiles;
+  consumerGroup?: string;
+  /** This core's name in the consumer group; default: host name and a random id, kept in its store across restarts. */
+  member?: string;
+  /** Unacked rollouts the core may hold per gateway (≥ groups in flight × group size). Default 1024. */
+  maxInFlight?: number;
+  leaseTimeoutMs?: number;
+  host?: string;
+  /** Trainer service port; default 8702, 0 = any free port. */
+  port?: number;
+  /** /metrics and /healthz; null = none. Default: port + 1 (0 when port is 0). */
+  metricsPort?: number | null;
+  /** Bearer token trainers must send; required beyond loopback. */
+  token?: string | null;
+  /** TLS of the trainer service (certificate and key, CA for mutual TLS); required beyond loopback unless `insecure`. */
+  tls?: TlsFiles;
+  dataDir: string;
+  estimator?: CoreEstimator;
+  normalize?: NormalizeBy;
+  lossAgg?: LossAggMode;
+  tokenBudget?: number;
+  batchTimeoutMs?: number;
+  /** What a batch never splits: a rollout's rows (default) or a group's. */
+  batchUnit?: BatchUnit;
+  /** REINFORCE++ / REINFORCE++-baseline whitening: over the training batch (default, as the references) or the group. */
+  whitenScope?: WhitenScope;
+  /** REINFORCE++'s discount. Default 1. */
+  gamma?: number;
+  /** Dr.GRPO's constant for seq-mean-token-sum-norm (e.g. the generation budget); 0: the batch's longest rollout. */
+  maxLen?: number;
+  /** Global token count the loss weights are normalised by; default the token budget; 0: per batch (sum 1). */
+  lossTokens?: number;
+  /** Drop groups whose rewards are all equal (no signal), counted as `zero_variance`. */
+  dropZeroVarianceGroups?: boolean;
+  /** Group size when a rollout's metadata declares none; 0 = wait for the timeout. */
+  groupSize?: number;
+  groupTimeoutMs?: number;
+  trainFlagged?: boolean;
+  /**
+   * Segment kinds trained (e.g. main, sub_agent, compaction), for rollouts whose metadata has no `train_segments`;
+   * unset: the gateway's choice (its --train-segments). Gateways deliver every segment's loss mask.
+   */
+  trainSegments?: readonly string[];
+  maxMessageBytes?: number;
+  processMetrics?: boolean;
+  log?: (line: string) => void;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.stack ?? error.message : String(error);
+}
+
+export class Core {
+  /** host:port of the trainer service. */
+  readonly address: string;
+  readonly port: number;
+  readonly metrics: CoreMetrics;
+
+  readonly #options: CoreOptions;
+  readonly #log: (line: string) => void;
+  readonly #store: CoreStore;
+  readonly #tracker: GroupTracker;
+  readonly #packer: BatchPacker;
+  readonly #source: StoreBatchSource;
+  readonly #trainer: TrainerService;
+  readonly #server: Server;
+  #httpServer: MetricsServer | null = null;
+  readonly #consumers = new Map<string, TrajectoryConsumer>();
+  readonly #counts = { received: 0, duplicate: 0, groupsDone: 0, late: 0, dropped: {} as Record<string, number> };
+  /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
+  readonly #processing = new Map<string, PendingGroup>();
+  #chain: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | null = null;
+  #closed = false;
+
+  /** Starts a core; on failure, whatever it had opened is closed again and the error thrown. */
+  static async start(options: CoreOptions): Promise<Core> {
+    const host = options.host ?? "127.0.0.1";
+    if (!isLoopbackHost(host) && !options.token) {
+      throw new Error(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
+    }
+    if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
+    const creds = serverCredentials(host, options.tls, "the trainer service");
+    for (const address of options.gateways) channelCredentials(grpcTarget(address), options.gatewayTls); // bad TLS files fail here, before anything opens
+    const opened: Array<() => Promise<void>> = [];
+    try {
+      const store = new CoreStore(options.dataDir);
+      opened.push(() => store.close());
+      const server = new Server(serverOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
+      opened.push(() => shutdownServer(server, 1000));
+      const port = await bindServer(server, host, options.port ?? DEFAULT_CORE_PORT, creds);
+      const metricsPort = options.metricsPort === undefined ? (options.port === 0 ? 0 : port + 1) : options.metricsPort;
+      const core = new Core(options, store, server, port, host);
+      opened.push(() => core.#stopParts());
+      await core.#open(metricsPort);
+      return core;
+    } catch (error) {
+      for (const close of opened.reverse()) await close().catch(() => {});
+      throw error;
+    }
+  }
+
+  private constructor(options: CoreOptions, store: CoreStore, server: Server, port: number, host: string) {
+    this.#options = options;
+    this.#log = options.log ?? (() => {});
+    this.#store = store;
+    this.#server = server;
+    this.port = port;
+    this.address = dialAddress(host, port);
+    this.#tracker = new GroupTracker({ defaultSize: options.groupSize ?? 0, timeoutMs: options.groupTimeoutMs ?? 120_000, names: store.allNames() });
+    for (const p of store.allPending()) this.#tracker.add(p);
+    const tokenBudget = options.tokenBudget ?? DEFAULT_TOKEN_BUDGET;
+    this.#packer = new BatchPacker(store, {
+      tokenBudget,
+      batchTimeoutMs: options.batchTimeoutMs ?? 5_000,
+      normalize: options.normalize ?? "none",
+      lossAgg: options.lossAgg ?? "token-mean",
+      estimator: this.estimator,
+      batchUnit: options.batchUnit ?? "rollout",
+      whitenScope: options.whitenScope ?? "batch",
+      maxLen: options.maxLen ?? 0,
+      lossTokens: options.lossTokens ?? tokenBudget,
+    });
+    this.#source = new StoreBatchSource(store);
+    this.metrics = new CoreMetrics(
+      {
+        groupsPending: () => this.#tracker.size,
+        readyRows: () => this.#packer.readyRows,
+        batchesReady: () => this.#source.size,
+        gateways: () => [...this.#consumers.values()].map((c) => [c.address, c.connected]),
+      },
+      options.processMetrics,
+    );
+    this.#trainer = new TrainerService({
+      source: this.#source,
+      token: options.token ?? null,
+      status: () => this.status(),
+      onConsistency: (figures) => this.metrics.observeConsistency(figures),
+      onAck: (n) => this.metrics.batchesAcked.inc(n),
+      onServed: (batch) => this.metrics.tokensServed.inc(batch.tokens),
+      whitenScope: options.whitenScope ?? "batch",
+    });
+    this.#server.addService(trainerService, this.#trainer.handlers());
+  }
+
+  /** The /metrics URL; null without a metrics server. */
+  get metricsUrl(): string | null {
+    return this.#httpServer?.url ?? null;
+  }
+
+  get estimator(): CoreEstimator {
+    return this.#options.estimator ?? "grpo";
+  }
+
+  /** The metrics server, the gateway streams and the timer (the store and trainer service are open already). */
+  async #open(metricsPort: number | null): Promise<void> {
+    if (metricsPort !== null) this.#httpServer = await startMetricsServer(this.metrics, this.#options.host ?? "127.0.0.1", metricsPort);
+    const options = this.#options;
+    const member = options.member ?? this.#store.memberName(() => `${hostname()}-${randomBytes(4).toString("hex")}`);
+    for (const address of options.gateways.map(grpcTarget)) {
+      if (this.#consumers.has(address)) continue;
+      this.#consumers.set(address, this.#consumer(address, member));
+    }
+    // Groups completed before a restart, then the streams.
+    void this.#enqueue(async () => {
+      for (const { key, by } of this.#tracker.due(Date.now())) if (by === "size") await this.#processGroup(key, by);
+      await this.#pack();
+    });
+    for (const c of this.#consumers.values()) c.start();
+    this.#timer = setInterval(() => {
+      for (const { key, by } of this.#tracker.due(Date.now())) void this.#enqueue(() => this.#processGroup(key, by));
+      void this.#enqueue(() => this.#pack());
+    }, 200);
+  }
+
+  #consumer(address: string, member: string): TrajectoryConsumer {
+    const options = this.#options;
+    return new TrajectoryConsumer({
+      address,
+      token: options.gatewayToken,
+      tls: options.gatewayTls,
+      consumerGroup: options.consumerGroup,
+      member,
+      maxInFlight: options.maxInFlight,
+      leaseTimeoutMs: options.leaseTimeoutMs,
+      maxMessageBytes: options.maxMessageBytes,
+      onRollout: (m) => this.#onRollout(address, m),
+      held: () => [
+        ...this.#tracker.cursorsFrom(address),
+        ...[...this.#processing.values()].flatMap((g) => [...g.members.values()].filter((m) => m.gateway === address).map((m) => m.cursor)),
+      ],
+      onRejected: async (cursors) => {
+        // Given to another core meanwhile (e.g. this one came back after its leases were re-delivered): reported.
+        const dropped = this.#tracker.remove(address, new Set(cursors));
+        await this.#store.dropPending(dropped);
+        this.#drop("rejected", dropped.length);
+        if (dropped.length) this.#log(`core: gateway ${address} gave ${dropped.length} rollouts held here to another core; dropped`);
+      },
+      onConnection: (up, detail) => this.#log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
+    });
+  }
+
+  #drop(reason: string, n = 1): void {
+    if (n <= 0) return;
+    this.metrics.dropped.inc({ reason }, n);
+    this.#counts.dropped[reason] = (this.#counts.dropped[reason] ?? 0) + n;
+  }
+
+  status(): CoreStatus {
+    return {
+      estimator: this.estimator,
+      rolloutsReceived: this.#counts.received,
+      rolloutsDuplicate: this.#counts.duplicate,
+      groupsPending: this.#tracker.size,
+      groupsDone: this.#counts.groupsDone,
+      trajectoriesReady: this.#packer.readyRows,
+      batchesReady: this.#source.size,
+      batchesLeased: this.#trainer.leased,
+      gateways: [...this.#consumers.keys()],
+      gatewaysConnected: [...this.#consumers.values()].map((c) => c.connected),
+      rolloutsLate: this.#counts.late,
+      rolloutsDropped: { ...this.#counts.dropped },
+      batchUnit: this.#options.batchUnit ?? "rollout",
+      whitenScope: this.#options.whitenScope ?? "batch",
+    };
+  }
+
+  /** Packs whatever is ready into a batch now, full or not. */
+  flush(): Promise<void> {
+    return this.#enqueue(() => this.#pack(true));
+  }
+
+  // Group processing and packing run one at a time, in arrival order.
+  #enqueue(work: () => Promise<void>): Promise<void> {
+    this.#chain = this.#chain.then(work).catch((error) => this.#log(`core: ${message(error)}`));
+    return this.#chain;
+  }
+
+  async #pack(flush = false): Promise<void> {
+    for (const batch of await this.#packer.pack({ flush })) {
+      this.#source.add(batch.batchId);
+      this.metrics.batches.inc();
+    }
+    this.#trainer.notify();
+  }
+
+  #ackTo(members: Iterable<{ gateway: string; cursor: number }>): void {
+    const byGateway = new Map<string, number[]>();
+    for (const { gateway, cursor } of members) byGateway.set(gateway, [...(byGateway.get(gateway) ?? []), cursor]);
+    for (const [gateway, cursors] of byGateway) this.#consumers.get(gateway)?.ack(cursors);
+  }
+
+  async #processGroup(key: string, by: "size" | "timeout"): Promise<void> {
+    const taken = this.#tracker.take(key);
+    if (!taken) return;
+    const g = taken.group;
+    this.#processing.set(key, g);
+    try {
+      const ids = [...g.members.keys()];
+      const rollouts = ids.map((id) => this.#store.getPending(id)).filter((p): p is PendingRollout => p !== undefined);
+      let rows: Awaited<ReturnType<typeof groupAdvantages>>["rows"] = [];
+      try {
+        const result = await groupAdvantages(rollouts, {
+          estimator: this.estimator,
+          trainFlagged: this.#options.trainFlagged,
+          dropZeroVariance: this.#options.dropZeroVarianceGroups,
+          whitenScope: this.#options.whitenScope ?? "batch",
+          gamma: this.#options.gamma,
+        });
+        for (const d of result.dropped) this.#drop(d.reason);
+        rows = result.rows;
+      } catch (error) {
+        // A group the estimator rejects is dropped whole (and said so) rather than blocking the stream.
+        this.#log(`core: group ${key} dropped: ${error instanceof Error ? error.message : String(error)}`);
+        this.#drop("error", ids.length);
+      }
+      if (by === "timeout" && g.size > g.members.size) {
+        this.#log(`core: group ${key} processed at its timeout with ${g.members.size} of ${g.size} rollouts; the next ${g.size - g.members.size} of '${g.name}' are trained as its late ones`);
+      }
+      const keys = await this.#store.commitGroup(key, ids, rows, taken.state ? { group: g.name, state: taken.state } : null);
+      this.#packer.add(keys, rows.map((r) => ({ tokens: r.tokenIds.byteLength / 4, rolloutId: r.rolloutId, groupKey: r.groupKey })));
+      this.#counts.groupsDone++;
+      this.metrics.groups.inc({ completed_by: by });
+      this.#ackTo(g.members.values());
+    } finally {
+      this.#processing.delete(key);
+    }
+    await this.#pack();
+  }
+
+  async #onRollout(gateway: string, m: RolloutMessage): Promise<void> {
+    this.#counts.received++;
+    this.metrics.rollouts.inc({ status: m.status || "unknown" });
+    if (this.#store.isSeen(m.rolloutId)) {
+      this.#counts.duplicate++;
+      this.metrics.duplicates.inc();
+      this.#consumers.get(gateway)?.ack([m.cursor]);
+      return;
+    }
+    if (this.#tracker.has(m.rolloutId)) {
+      this.#counts.duplicate++;
+      this.metrics.duplicates.inc();
+      this.#tracker.resource(m.rolloutId, gateway, m.cursor);
+      return;
+    }
+    // Decided here, in stream order, before anything awaits: membership never depends on timing.
+    const assignment = this.#tracker.assign(m.group, m.rolloutId, declaredGroupSize(parseMetadata(m.metadataJson)));
+    if (assignment.late) {
+      this.#counts.late++;
+      this.metrics.late.inc();
+    }
+    const pending = toPending(m, gateway, assignment, this.#options.trainSegments);
+    await this.#store.putPending(pending, assignment.state);
+    const g = this.#tracker.add(pending);
+    if (this.#tracker.isComplete(g)) void this.#enqueue(() => this.#processGroup(g.key, "size"));
+  }
+
+  /** Timer, streams, pending work, trainer service, metrics server — in that order. */
+  async #stopParts(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    await Promise.all([...this.#consumers.values()].map((c) => c.close()));
+    await this.#chain;
+    this.#trainer.notify();
+    if (this.#httpServer) await this.#httpServer.close();
+    this.#httpServer = null;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#stopParts();
+    await shutdownServer(this.#server, 1000);
+    await this.#store.close();
+  }
+}
+
+export function startCore(options: CoreOptions): Promise<Core> {
+  return Core.start(options);
+}
