@@ -85,9 +85,9 @@ describe("replay score", () => {
     assert.deepEqual(report.errors, []);
     // The replayed values, fetched independently of the scorer.
     const deltas: number[] = [];
-    let firstExpected: { rolloutId: string; callSeq: number; position: number; delta: number } | null = null;
+    type Drifted = { rolloutId: string; callSeq: number; position: number; delta: number };
     for (const { rollout, calls } of loaded) {
-      let firstInRollout: typeof firstExpected = null;
+      let firstInRollout: Drifted | null = null as Drifted | null;
       for (const call of calls) {
         const choice = call.choices[0]!;
         const ids = [...call.promptTokenIds!, ...choice.tokenIds];
@@ -102,14 +102,13 @@ describe("replay score", () => {
         });
       }
       const got = report.rollouts.find((r) => r.rolloutId === rollout.id)!.firstBeyond;
-      const want = firstInRollout as typeof firstExpected;
+      const want = firstInRollout;
       assert.ok(want, "noise 0.3 puts some token beyond 0.4");
       assert.equal(got?.callSeq, want.callSeq);
       assert.equal(got?.position, want.position);
       assert.ok(Math.abs(got!.delta - want.delta) < 1e-9);
       assert.equal(got!.token, tokenizer.decode([got!.tokenId]));
       assert.ok(got!.before.length > 0, "the token is shown with the text before it");
-      firstExpected ??= want;
     }
     assert.equal(report.overall.tokens, deltas.length);
     const mean = deltas.reduce((a, b) => a + b, 0) / deltas.length;
