@@ -1,6 +1,7 @@
 // `rlgate replay`: debugging against recorded data — score captured completions on another server, re-send recorded
 // calls, re-deliver stored rollouts to an RL core.
 import { Command } from "commander";
+import { replayResendCommand } from "./replay-resend.ts";
 import { replayScoreCommand } from "./replay-score.ts";
 
 export function replayCommand(): Command {
@@ -11,5 +12,6 @@ export function replayCommand(): Command {
         "reports per-token logprob drift; `resend` re-sends recorded calls and compares prompt ids, sampled ids and " +
         "answers; `deliver` serves stored finished rollouts again to a fresh RL core.",
     )
-    .addCommand(replayScoreCommand());
+    .addCommand(replayScoreCommand())
+    .addCommand(replayResendCommand());
 }
