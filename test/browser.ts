@@ -171,7 +171,7 @@ export class Page {
   }
 
   async #center(selector: string): Promise<{ x: number; y: number }> {
-    const box = await this.waitFor<{ x: number; y: number } | null>(
+    const box = await this.waitFor<{ x: number; y: number }>(
       `(() => { const e = document.querySelector(${JSON.stringify(selector)}); if (!e) return null; e.scrollIntoView({ block: "center", inline: "center" }); const r = e.getBoundingClientRect(); return r.width ? { x: r.x + r.width / 2, y: r.y + r.height / 2 } : null; })()`,
     );
     return box;

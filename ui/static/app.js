@@ -244,7 +244,7 @@ function renderRollouts() {
           el("td", { class: "n", text: String(row.calls) }),
           el("td", { class: "n", text: s ? String(row.summary.trajectories) : "…" }),
           el("td", { class: `n ${breaks ? "warn" : ""}`, text: s ? String(breaks) : "…", title: s ? breakTitle(s.breaks) : "" }),
-          el("td", { class: `n ${s && s.amplification > 1.1 ? "warn" : ""}`, text: s ? fmt(s.amplification, 2) : "…" }),
+          el("td", { class: `n ${s && s.amplification > 1.1 ? "warn" : ""}`, text: s ? (s.uniqueTokens ? fmt(s.amplification, 2) : "—") : "…" }),
           el("td", { class: flags?.flagged ? "flag" : "", title: flags?.reasons?.join("; ") || "", text: flags ? (flags.flagged ? `⚑ ${flags.reasons[0] || "flagged"}` : "") : "" }),
         );
         row.fresh = false;
