@@ -1,6 +1,7 @@
 // `rlgate replay`: debugging against recorded data — score captured completions on another server, re-send recorded
 // calls, re-deliver stored rollouts to an RL core.
 import { Command } from "commander";
+import { replayDeliverCommand } from "./replay-deliver.ts";
 import { replayResendCommand } from "./replay-resend.ts";
 import { replayScoreCommand } from "./replay-score.ts";
 
@@ -13,5 +14,6 @@ export function replayCommand(): Command {
         "answers; `deliver` serves stored finished rollouts again to a fresh RL core.",
     )
     .addCommand(replayScoreCommand())
-    .addCommand(replayResendCommand());
+    .addCommand(replayResendCommand())
+    .addCommand(replayDeliverCommand());
 }

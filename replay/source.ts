@@ -59,8 +59,10 @@ class StoreSource implements RolloutSource {
   async calls(rolloutId: string): Promise<CallRecord[]> {
     return this.#store.listCalls(rolloutId);
   }
+  #closed: Promise<void> | null = null;
   close(): Promise<void> {
-    return this.#store.close();
+    this.#closed ??= this.#store.close();
+    return this.#closed;
   }
 }
 
