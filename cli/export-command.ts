@@ -1,23 +1,14 @@
 // `rlgate export`: selected rollouts' trajectories to JSONL (token ids, loss mask, logprobs, reward, group,
 // segment), with a progress bar and a summary.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { resolve } from "node:path";
-import type { SegmentKind } from "../trajectory/index.ts";
+import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { progressBar } from "./progress.ts";
 import { positiveInteger, runCommand, selectionOf, sourceOf, withSelectionOptions, withSourceOptions, type SourceCliOptions } from "./replay-options.ts";
 import { table } from "./table.ts";
 
-const SEGMENTS: readonly SegmentKind[] = ["main", "sub_agent", "compaction"];
-
-function segments(value: string): SegmentKind[] {
-  const kinds = value.split(",").map((s) => s.trim());
-  for (const kind of kinds) {
-    if (!SEGMENTS.includes(kind as SegmentKind)) throw new InvalidArgumentError(`segment kinds are ${SEGMENTS.join(", ")}`);
-  }
-  return kinds as SegmentKind[];
-}
 
 async function write(out: NodeJS.WritableStream, text: string): Promise<void> {
   if (!out.write(text)) await once(out, "drain");
@@ -36,7 +27,7 @@ export function exportCommand(): Command {
     .argument("[rollouts...]", "rollout ids (or select with --group / --since)")
     .option("-o, --out <file>", "where to write (default: standard output)")
     .addOption(new Option("--format <format>", "output format").choices(["jsonl"]).default("jsonl"))
-    .option("--train-segments <kinds>", "segment kinds that are trained (main, sub_agent, compaction)", segments, ["main"])
+    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"), trainSegmentsOption)
     .option("--max-leaves <n>", "flag rollouts with more leaves than this", positiveInteger, 64)
     .option("--trained-only", "only trajectories that are trained (trained segment, rollout not flagged)");
   withSourceOptions(command);

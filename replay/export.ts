@@ -2,6 +2,7 @@
 // and line (JSONL), the columns named as a trainer names them.
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { fromCallRecord, reconstructRollout, type SegmentKind, type Trajectory } from "../trajectory/index.ts";
+import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 
 export interface ExportRow {
   rollout_id: string;
@@ -32,6 +33,7 @@ export interface ExportRow {
 }
 
 export interface ExportOptions {
+  /** Segment kinds trained; default: the rollout's own setting (metadata train_segments), else main. */
   trainSegments?: readonly SegmentKind[];
   maxLeaves?: number;
   /** Only trajectories that are trained (segment trained, rollout not flagged unless `includeFlagged`). */
@@ -66,7 +68,7 @@ export function exportRows(rollout: RolloutRecord, calls: readonly CallRecord[],
   const rec = reconstructRollout(calls.map(fromCallRecord), {
     rolloutId: rollout.id,
     reward: rollout.reward,
-    trainSegments: options.trainSegments,
+    trainSegments: options.trainSegments ?? rolloutTrainSegments(rollout.metadata) ?? undefined,
     maxLeaves: options.maxLeaves,
   });
   const flags = { flagged: rec.flags.flagged, reasons: rec.flags.reasons };

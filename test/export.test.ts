@@ -5,19 +5,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, runCli, startStack, tempDir, type Stack } from "./helpers.ts";
+
 
 const execFileAsync = promisify(execFile);
-
-async function cli(args: string[]) {
-  try {
-    const out = await execFileAsync(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
-    return { code: 0, stdout: out.stdout, stderr: out.stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = (args: string[]) => runCli(args);
 
 describe("rlgate export", () => {
   let stack: Stack;

@@ -178,6 +178,17 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): CliP
   };
 }
 
+/** `rlgate …` run to its end (through tsx): its exit code and output, also when it fails. */
+export async function runCli(args: string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { execFile } = await import("node:child_process");
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: timeoutMs }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== "number") return reject(error);
+      resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
 /** Plays a tool-using agent through a base URL: sends its history, appends the reply (reasoning kept or not) and a tool result. */
 export async function playAgent(baseUrl: string, turns: number, keepReasoning: boolean, headers: Record<string, string> = {}): Promise<void> {
   const messages: Array<Record<string, unknown>> = [

@@ -1,28 +1,17 @@
 // `rlgate replay resend` against the sim: the same server answers every recorded call the same; a server whose chat
 // template changed renders a different prompt, and the first differing prompt token is shown in its context.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { resendCalls, type ResendOptions } from "../replay/resend.ts";
 import { ReplayUpstream } from "../replay/upstream.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import type { CallRecord } from "../store/records.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, rolloutCalls, ROOT, startStack, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, rolloutCalls, runCli, startStack, type Stack } from "./helpers.ts";
 
-const execFileAsync = promisify(execFile);
 const tokenizer = qwen3Tokenizer();
 
-async function cli(args: string[]) {
-  try {
-    const out = await execFileAsync(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
-    return { code: 0, stdout: out.stdout, stderr: out.stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = (args: string[]) => runCli(args);
 
 // A template change of the kind that happens between model releases: no newline after <tool_response>.
 const CHANGED_TEMPLATE = tokenizer.chatTemplate.replace("'\\n<tool_response>\\n'", "'\\n<tool_response>'");

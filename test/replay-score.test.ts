@@ -1,29 +1,17 @@
 // `rlgate replay score` against the sim: the same server scores captured completions exactly (Δ = 0); a server with
 // logprob noise or another seed drifts, and the report's figures are the ones recomputed here from the raw pairs.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { ReplayUpstream } from "../replay/upstream.ts";
 import { scoreRollouts, type ScoreOptions } from "../replay/score.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, ROOT, startStack, type Stack } from "./helpers.ts";
+import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, runCli, startStack, type Stack } from "./helpers.ts";
 
-const execFileAsync = promisify(execFile);
 const tokenizer = qwen3Tokenizer();
 
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const out = await execFileAsync(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
-    return { code: 0, stdout: out.stdout, stderr: out.stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    if (typeof e.code !== "number") throw error;
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = (args: string[]) => runCli(args);
 
 /** numpy-style percentile, written out again so the report is checked against an independent computation. */
 function naivePercentile(values: number[], q: number): number {
