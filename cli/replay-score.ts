@@ -93,7 +93,7 @@ export function replayScoreCommand(): Command {
   return command.action((ids: string[], opts: SourceCliOptions & Record<string, any>) =>
     runCommand(async () => {
       const selection = selectionOf(ids, opts);
-      const [{ ReplayUpstream }, { scoreRollouts, scorableCompletions }, { qwen3Tokenizer }] = await Promise.all([
+      const [{ ReplayUpstream }, { scoreRollouts }, { qwen3Tokenizer }] = await Promise.all([
         import("../replay/upstream.ts"),
         import("../replay/score.ts"),
         import("../tokenizer/qwen3.ts"),
@@ -102,12 +102,9 @@ export function replayScoreCommand(): Command {
       try {
         const rollouts = await source.select(selection);
         if (rollouts.length === 0) throw new Error(`no finished rollout in ${source.where} matches the selection`);
-        const loaded = [];
-        for (const rollout of rollouts) loaded.push({ rollout, calls: await source.calls(rollout.id) });
-        const total = loaded.reduce((n, r) => n + scorableCompletions(r.rollout, r.calls).jobs.length, 0);
-        const bar = progressBar("scoring", total);
+        const bar = progressBar("scoring rollouts", rollouts.length);
         const tokenizer = qwen3Tokenizer();
-        const report = await scoreRollouts(loaded, {
+        const report = await scoreRollouts(rollouts, (id) => source.calls(id), {
           upstream: new ReplayUpstream({ url: opts["upstream"], apiKey: opts["upstreamApiKey"] }),
           model: opts["model"],
           threshold: opts["threshold"],

@@ -15,7 +15,7 @@ export interface ScoreOptions {
   threshold: number;
   concurrency: number;
   decode: Decode;
-  /** Called once per scored (or skipped) completion. */
+  /** Called once per rollout scored. */
   onProgress?: () => void;
 }
 
@@ -133,64 +133,95 @@ function firstBeyond(job: Job, replayed: readonly number[], options: ScoreOption
 
 const harnessOf = (rollout: RolloutRecord) => rollout.harness || "unknown";
 
+/** Runs at most `n` tasks at once, whoever asks. */
+function limiter(n: number): <T>(task: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const waiting: Array<() => void> = [];
+  return async (task) => {
+    if (active >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    active++;
+    try {
+      return await task();
+    } finally {
+      active--;
+      waiting.shift()?.();
+    }
+  };
+}
+
+/**
+ * Scores the rollouts' completions. Rollouts are loaded a few at a time (`loadCalls`) and dropped once scored, so a
+ * large selection is never held in memory whole: only the sampled tokens' two logprobs are kept for the figures.
+ */
 export async function scoreRollouts(
-  rollouts: ReadonlyArray<{ rollout: RolloutRecord; calls: readonly CallRecord[] }>,
+  rollouts: readonly RolloutRecord[],
+  loadCalls: (rolloutId: string) => Promise<readonly CallRecord[]>,
   options: ScoreOptions,
 ): Promise<ScoreReport> {
-  const jobs: Job[] = [];
   const skipped: Skipped[] = [];
-  for (const { rollout, calls } of rollouts) {
-    const found = scorableCompletions(rollout, calls);
-    jobs.push(...found.jobs);
-    skipped.push(...found.skipped);
-  }
   const errors: Skipped[] = [];
-  const results = await mapLimit(
-    jobs,
-    options.concurrency,
-    async (job) => {
-      try {
-        return await replayLogprobs(job, options);
-      } catch (error) {
-        errors.push({ rolloutId: job.rollout.id, callSeq: job.call.seq, choiceIndex: job.choiceIndex, reason: (error as Error).message });
-        return null;
-      }
-    },
-    options.onProgress,
-  );
-
   const completions: CompletionScore[] = [];
   const pairs = new Map<string, { captured: number[]; replayed: number[] }>();
   const add = (key: string, captured: readonly number[], replayed: readonly number[]) => {
     let p = pairs.get(key);
     if (!p) pairs.set(key, (p = { captured: [], replayed: [] }));
-    p.captured.push(...captured);
-    p.replayed.push(...replayed);
+    for (let i = 0; i < captured.length; i++) {
+      p.captured.push(captured[i]!);
+      p.replayed.push(replayed[i]!);
+    }
   };
-  jobs.forEach((job, i) => {
-    const replayed = results[i];
-    if (!replayed) return;
-    const harness = harnessOf(job.rollout);
-    completions.push({
-      rolloutId: job.rollout.id,
-      callSeq: job.call.seq,
-      choiceIndex: job.choiceIndex,
-      harness,
-      promptTokens: job.call.promptTokenIds!.length,
-      agreement: agreement(job.captured, replayed),
-      firstBeyond: firstBeyond(job, replayed, options),
+  const limit = limiter(options.concurrency);
+  const scored = new Map<string, CompletionScore[]>();
+  await mapLimit(rollouts, options.concurrency, async (rollout) => {
+    const found = scorableCompletions(rollout, await loadCalls(rollout.id));
+    skipped.push(...found.skipped);
+    const results = await Promise.all(
+      found.jobs.map((job) =>
+        limit(async () => {
+          try {
+            return await replayLogprobs(job, options);
+          } catch (error) {
+            errors.push({ rolloutId: rollout.id, callSeq: job.call.seq, choiceIndex: job.choiceIndex, reason: (error as Error).message });
+            return null;
+          }
+        }),
+      ),
+    );
+    const own: CompletionScore[] = [];
+    found.jobs.forEach((job, i) => {
+      const replayed = results[i];
+      if (!replayed) return;
+      own.push({
+        rolloutId: rollout.id,
+        callSeq: job.call.seq,
+        choiceIndex: job.choiceIndex,
+        harness: harnessOf(rollout),
+        promptTokens: job.call.promptTokenIds!.length,
+        agreement: agreement(job.captured, replayed),
+        firstBeyond: firstBeyond(job, replayed, options),
+      });
+      add(`r:${rollout.id}`, job.captured, replayed);
     });
-    add(`r:${job.rollout.id}`, job.captured, replayed);
-    add(`h:${harness}`, job.captured, replayed);
-    add("*", job.captured, replayed);
+    scored.set(rollout.id, own);
+    options.onProgress?.();
   });
 
+  // Figures are gathered in the order of the selection, whatever order the rollouts finished scoring in.
+  for (const rollout of rollouts) {
+    const own = scored.get(rollout.id) ?? [];
+    completions.push(...own);
+    const p = pairs.get(`r:${rollout.id}`);
+    if (p) {
+      add(`h:${harnessOf(rollout)}`, p.captured, p.replayed);
+      add("*", p.captured, p.replayed);
+    }
+  }
   const figures = (key: string) => {
     const p = pairs.get(key);
     return agreement(p?.captured ?? [], p?.replayed ?? []);
   };
-  const rolloutScores: RolloutScore[] = rollouts.map(({ rollout }) => {
-    const own = completions.filter((c) => c.rolloutId === rollout.id);
+  const rolloutScores: RolloutScore[] = rollouts.map((rollout) => {
+    const own = scored.get(rollout.id) ?? [];
     const first = own.find((c) => c.firstBeyond);
     return {
       rolloutId: rollout.id,
@@ -202,7 +233,8 @@ export async function scoreRollouts(
     };
   });
   const byHarness: Record<string, Agreement> = { "*": figures("*") };
-  for (const harness of [...new Set(rollouts.map(({ rollout }) => harnessOf(rollout)))].sort()) byHarness[harness] = figures(`h:${harness}`);
+  for (const harness of [...new Set(rollouts.map(harnessOf))].sort()) byHarness[harness] = figures(`h:${harness}`);
+  const bySeq = (a: Skipped, b: Skipped) => a.rolloutId.localeCompare(b.rolloutId) || a.callSeq - b.callSeq;
   return {
     upstream: options.upstream.url,
     threshold: options.threshold,
@@ -210,7 +242,7 @@ export async function scoreRollouts(
     completions,
     byHarness,
     overall: byHarness["*"]!,
-    skipped,
-    errors,
+    skipped: skipped.sort(bySeq),
+    errors: errors.sort(bySeq),
   };
 }

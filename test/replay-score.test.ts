@@ -46,6 +46,8 @@ describe("replay score", () => {
     await stack?.close();
   });
 
+  const score = (opts: ScoreOptions) =>
+    scoreRollouts(loaded.map((l) => l.rollout), async (id) => loaded.find((l) => l.rollout.id === id)!.calls, opts);
   const options = (url: string, threshold = 0.5): ScoreOptions => ({
     upstream: new ReplayUpstream({ url }),
     threshold,
@@ -54,7 +56,7 @@ describe("replay score", () => {
   });
 
   test("the server that sampled the completions scores them exactly: Δ = 0 on every token, r = 1, KL 0", async () => {
-    const report = await scoreRollouts(loaded, options(stack.sim.url));
+    const report = await score(options(stack.sim.url));
     assert.deepEqual(report.errors, []);
     assert.deepEqual(report.skipped, []);
     const sampled = loaded.flatMap((r) => r.calls).reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
@@ -69,7 +71,7 @@ describe("replay score", () => {
 
   test("a server with logprob noise drifts: every figure matches the pairs recomputed here, and the first drifted token is named in context", async () => {
     const threshold = 0.4;
-    const report = await scoreRollouts(loaded, options(noisy.url, threshold));
+    const report = await score(options(noisy.url, threshold));
     assert.deepEqual(report.errors, []);
     // The replayed values, fetched independently of the scorer.
     const deltas: number[] = [];
@@ -110,9 +112,28 @@ describe("replay score", () => {
   });
 
   test("a server with another seed disagrees outright: r far below the 0.99 the field reports", async () => {
-    const report = await scoreRollouts(loaded, options(otherSeed.url));
+    const report = await score(options(otherSeed.url));
     assert.ok(report.overall.pearson < 0.5, String(report.overall.pearson));
     assert.ok(report.overall.absDiffP99 > 1);
+  });
+
+  test("what cannot be scored is said: a failed call is skipped with its reason, a completion the server refuses is an error", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "g-faults", harness: "alpha" });
+    const failed = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: [{ role: "user", content: "hi" }] }, { "x-sim-fault": "error" });
+    assert.equal(failed.status, 500);
+    await playAgent(rollout.base_urls.openai, 1, true);
+    const record = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as RolloutRecord;
+    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+    const small = await startSim({ port: 0, seed: 7, maxModelLen: 64 });
+    try {
+      const report = await scoreRollouts([record], async () => calls, options(small.url));
+      assert.deepEqual(report.skipped.map((s) => s.reason), ["call ended upstream_error"]);
+      assert.equal(report.errors.length, 1);
+      assert.match(report.errors[0]!.reason, /answered 400: .*maximum context length is 64 tokens/);
+      assert.equal(report.overall.tokens, 0);
+    } finally {
+      await small.close();
+    }
   });
 
   test("CLI: a summary table, --json, exit 0 within --max-p99 and exit 3 past it", async () => {
