@@ -520,7 +520,7 @@ function pushTokens(out, t, from, to, kindAt, callAt, order) {
     span.textContent = text;
     const lp = t.logprobs[i];
     if (kind && state.colour === "logprob" && lp !== null) span.style.background = logprobColour(lp);
-    else if (kind && state.colour === "mask") span.style.background = cssVar(t.lossMask[i] ? "trained" : kind === "untrusted" ? "untrusted" : "shared") + (t.lossMask[i] ? "55" : "");
+    else if (kind && state.colour === "mask") span.style.background = t.lossMask[i] ? `${cssVar("trained")}66` : cssVar(kind === "untrusted" ? "untrusted" : "shared");
     span.dataset.tip = [
       `${JSON.stringify(text)}  id ${id}  position ${i}`,
       kind ? `sampled by call #${order.indexOf(callAt[i]) + 1}: ${kind === "trained" ? "trained (mask 1)" : kind === "shared" ? "trained in another trajectory (mask 0)" : "ids not trusted (mask 0)"}` : "context (mask 0)",
@@ -533,7 +533,7 @@ function pushTokens(out, t, from, to, kindAt, callAt, order) {
 function renderTokenLegend() {
   const items = state.colour === "logprob"
     ? [legendKey(logprobColour(0), "p ≈ 1"), legendKey(logprobColour(Math.log(0.5)), "p 0.5"), legendKey(logprobColour(-6), "p ≈ 0"), el("span", { class: "key" }, "grey text: context (mask 0) · hover a token for its text, id and logprob")]
-    : [legendKey(cssVar("trained") + "55", "trained here (mask 1)"), legendKey(cssVar("shared"), "sampled, trained in another trajectory"), legendKey(cssVar("untrusted"), "ids not trusted"), el("span", { class: "key" }, "no colour: context")];
+    : [legendKey(`${cssVar("trained")}66`, "trained here (mask 1)"), legendKey(cssVar("shared"), "sampled, trained in another trajectory (mask 0)"), legendKey(cssVar("untrusted"), "ids not trusted (mask 0)"), el("span", { class: "key" }, "no colour: context")];
   $("#tokens-legend").replaceChildren(...items);
 }
 for (const radio of document.querySelectorAll("input[name=colour]")) {
