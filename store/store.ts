@@ -141,12 +141,23 @@ export class Store {
     ));
   }
 
-  /** Emits `event` once `write` is committed, when someone listens; hands `write` back unchanged. */
+  /**
+   * Emits `event` once `write` is committed, when someone listens, and hands `write` back unchanged: a listener never
+   * delays or fails a write (a listener's own failure is dropped here, never turned into a failed capture).
+   */
   #announce<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0], write: Promise<void>): Promise<void> {
     if (this.events.listenerCount(event) === 0) return write;
-    return write.then(() => {
-      (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
-    });
+    write.then(
+      () => {
+        try {
+          (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
+        } catch {
+          // the listener's failure, not the store's
+        }
+      },
+      () => {},
+    );
+    return write;
   }
 
   /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
