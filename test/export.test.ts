@@ -15,7 +15,8 @@ describe("rlgate export", () => {
   let stack: Stack;
   const ids: string[] = [];
   before(async () => {
-    stack = await startStack({ sim: { script: AGENT_SCRIPT } });
+    // History repair off: one harness below drops its reasoning, and its re-serialized history makes three trajectories.
+    stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { repairHistory: false } });
     for (const [keep, reward] of [[true, 1], [false, 0]] as const) {
       const rollout = await createRollout(stack.gateway.url, { group: "g-export", harness: "scripted", task: "count files" });
       await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, keep);

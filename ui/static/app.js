@@ -12,7 +12,7 @@ const BREAK_TEXT = {
   compaction: "compaction: a new thread from a summary",
   branch: "branch: history edited",
 };
-const SEGMENT_TEXT = { main: "main agent", sub_agent: "sub-agent", compaction: "compaction" };
+const SEGMENT_TEXT = { main: "main agent", sub_agent: "sub-agent", compaction: "compaction", auxiliary: "auxiliary (side call)" };
 const MAX_ROWS = 500;
 
 // ---------- state ----------
@@ -586,7 +586,9 @@ async function inspect(seq) {
   if (call.status !== "ok") warnings.push(`status ${call.status}${call.error ? `: ${call.error}` : ""}`);
   if (call.tokenSource !== "upstream") warnings.push(`token ids ${call.tokenSource}: not trained`);
   if (call.tokenIssue) warnings.push(call.tokenIssue);
-  for (const key of ["repairs", "warnings", "fallback"]) if (call[key] && (!Array.isArray(call[key]) || call[key].length)) warnings.push(`${key}: ${JSON.stringify(call[key])}`);
+  // History repair: earlier assistant turns rlgate put back as the model sampled them, so the prompt re-renders them.
+  for (const r of call.repairs || []) warnings.push(`history repaired: message ${r.turn} (${r.kind}) put back as call #${order.indexOf(r.callSeq) + 1} sampled it`);
+  for (const key of ["warnings", "fallback"]) if (call[key] && (!Array.isArray(call[key]) || call[key].length)) warnings.push(`${key}: ${JSON.stringify(call[key])}`);
   const added = diffKeys(call.requestReceived, call.requestForwarded);
   const sampled = call.choices.reduce((n, c) => n + c.tokenIds.length, 0);
   $("#inspector-body").replaceChildren(...[
