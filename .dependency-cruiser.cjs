@@ -1,7 +1,8 @@
 // The direction of rlgate's layers, checked in CI (`npm run lint:deps`). Each folder may import only the folders
 // listed for it; tests, test support and benchmarks may import anything. docs/architecture.md draws the result.
 //
-//   cli → gateway | rl-core | runner | sim → trajectory → store        (everyone may use tokenizer and util)
+//   cli → gateway | rl-core | runner | sim | replay → trajectory → store   (everyone may use tokenizer and util)
+//   gateway → ui (the live UI's routes); replay → protocol, clients (re-delivery to a core)
 //   gateway, rl-core, clients → protocol (the .proto loader, codecs, errors, TLS, dialing), which uses none of them
 const ALLOWED = {
   util: [],
@@ -11,11 +12,14 @@ const ALLOWED = {
   trajectory: ["store", "tokenizer", "util"],
   clients: ["protocol", "util"],
   sim: ["tokenizer", "util"],
-  gateway: ["trajectory", "store", "protocol", "tokenizer", "util"],
+  gateway: ["trajectory", "store", "protocol", "tokenizer", "util", "ui"],
   "rl-core": ["clients", "protocol", "util"],
   runner: ["clients", "tokenizer", "util"],
-  ui: [],
-  cli: ["gateway", "rl-core", "runner", "sim", "clients", "protocol", "trajectory", "store", "tokenizer", "util", "ui"],
+  // The live UI's gateway routes: store types and events, the tokenizer for token texts.
+  ui: ["store", "tokenizer", "util"],
+  // Replay and export: read captured rollouts (store, gateway API), rebuild trajectories, talk to servers and cores.
+  replay: ["store", "trajectory", "protocol", "clients", "tokenizer", "util"],
+  cli: ["gateway", "rl-core", "runner", "sim", "replay", "clients", "protocol", "trajectory", "store", "tokenizer", "util", "ui"],
 };
 const FOLDERS = Object.keys(ALLOWED);
 const TEST_CODE = "(\\.test\\.ts$|/test-support\\.ts$|/test-helpers\\.ts$|/testing/|/fixtures/)";

@@ -1,6 +1,8 @@
 // The `rlgate` command line: one sub-command per job.
 import { Command } from "commander";
 import { coreCommand } from "./core-command.ts";
+import { exportCommand } from "./export-command.ts";
+import { replayCommand } from "./replay-command.ts";
 import { runCommand } from "./run-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
@@ -18,7 +20,9 @@ const program = new Command()
   .addCommand(simCommand())
   .addCommand(showCommand())
   .addCommand(coreCommand())
-  .addCommand(runCommand());
+  .addCommand(runCommand())
+  .addCommand(replayCommand())
+  .addCommand(exportCommand());
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
 function listenFailure(error: unknown): string | null {

@@ -124,6 +124,7 @@ export function serveCommand(): Command {
       console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
       console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
       console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
+      console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
       if (gateway.grpc) {
         const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";
         console.log(`  trajectories:  grpc://${gateway.grpc.address}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${gateway.grpc.address}${tls})`);

@@ -1,5 +1,6 @@
 // `rlgate sim`: the simulated vLLM as a standalone server, for demos, benchmarks and pointing a harness at directly.
 import { Command, InvalidArgumentError } from "commander";
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
 
@@ -46,12 +47,14 @@ export function simCommand(): Command {
     .option("--inter-token-ms <ms>", "delay between streamed tokens", nonNegative, 0)
     .option("--error-rate <p>", "probability that a generation request gets a 500", probability, 0)
     .option("--reset-rate <p>", "probability that a stream's connection is destroyed mid-stream", probability, 0)
-    .option("--logprob-noise <std>", "std-dev of seeded gaussian noise added to reported logprobs", nonNegative, 0)
+    .option("--logprob-noise <std>", "std-dev of seeded gaussian noise added to reported logprobs (a drifted server, for `rlgate replay score`)", nonNegative, 0)
+    .option("--chat-template <file>", "a jinja chat template used instead of Qwen3's (a server whose template changed, for `rlgate replay resend`)")
     .action(async (opts) => {
       // Loaded here so that `rlgate --help` and other commands do not pay for the tokenizer's 10 MB vocabulary.
       const { loadScript, startSim } = await import("../sim/index.ts");
       let script: ScriptTurn[] | undefined;
       if (opts.script) script = loadScript(resolve(opts.script));
+      const chatTemplate = opts.chatTemplate ? readFileSync(resolve(opts.chatTemplate), "utf8") : undefined;
       const sim = await startSim({
         host: opts.host,
         port: opts.port,
@@ -64,6 +67,7 @@ export function simCommand(): Command {
         errorRate: opts.errorRate,
         resetRate: opts.resetRate,
         logprobNoise: opts.logprobNoise,
+        chatTemplate,
       });
       console.log(`rlgate sim (simulated vLLM, ${opts.model}) listening on ${sim.url}`);
       console.log(`  OpenAI base URL: ${sim.url}/v1${script ? `   script: ${script.length} turns` : ""}`);

@@ -13,6 +13,7 @@ import { handleCompletions } from "./surfaces/completions/index.ts";
 import { handleCountTokens } from "./surfaces/messages/count-tokens.ts";
 import { handleMessages } from "./surfaces/messages/index.ts";
 import { handleResponses } from "./surfaces/responses/index.ts";
+import { createUiRoutes } from "../ui/route.ts";
 
 /** The capture surfaces: harness APIs rlgate records, by route (POST). */
 const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promise<void>> = {
@@ -45,6 +46,7 @@ function errorShapeOf(target: string | undefined): ErrorShape {
 
 export function createGatewayServer(ctx: GatewayContext): { server: Server; passthrough: Passthrough } {
   const passthrough = new Passthrough(ctx);
+  const ui = createUiRoutes({ events: ctx.store.events, token: ctx.config.controlToken });
   const lookup = {
     rolloutExists: (id: string) => ctx.store.getRollout(id) !== undefined,
     rolloutIdForKey: (key: string) => ctx.store.rolloutIdForKey(key),
@@ -64,6 +66,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
       res.end(text);
       return;
     }
+    if (ui.matches(path)) return ui.handle(req, res, url);
     if (path === "/api" || path.startsWith("/api/")) return handleControlApi(ctx, req, res, url);
 
     const { routePath } = splitRolloutPath(path);

@@ -129,3 +129,70 @@ describe("completions", () => {
     assert.equal((await postJson(url, { prompt: "x", logprobs: 21 })).status, 400);
   });
 });
+
+describe("prompt_logprobs (teacher-forced scoring, as vLLM answers it)", () => {
+  test("a completion's tokens sent back in a token-id prompt score exactly as they did when sampled", async () => {
+    const prompt = tok.encode(renderChat([{ role: "user", content: "Say something." }]));
+    const sampled = await complete({ prompt, max_tokens: 24, logprobs: 0, return_token_ids: true });
+    const ids: number[] = sampled["choices"][0]["token_ids"];
+    const logprobs: number[] = sampled["choices"][0]["logprobs"]["token_logprobs"];
+    const scored = await complete({ prompt: [...prompt, ...ids], max_tokens: 1, prompt_logprobs: 0 });
+    const entries: Array<Json | null> = scored["choices"][0]["prompt_logprobs"];
+    assert.equal(entries.length, prompt.length + ids.length);
+    assert.equal(entries[0], null);
+    ids.forEach((id, j) => {
+      const entry = entries[prompt.length + j]![String(id)];
+      assert.equal(entry["logprob"], logprobs[j], `token ${j}`);
+      assert.ok(entry["rank"] >= 1);
+      assert.equal(entry["decoded_token"], tok.decode([id]));
+    });
+  });
+
+  test("k alternatives come with the prompt token, ranked 1..k; the prompt token carries its own rank", async () => {
+    const body = await complete({ prompt: "Once upon a time", max_tokens: 1, prompt_logprobs: 3 });
+    const entries: Array<Json | null> = body["choices"][0]["prompt_logprobs"];
+    const ids = tok.encode("Once upon a time");
+    for (let i = 1; i < ids.length; i++) {
+      const entry = entries[i]!;
+      const own = entry[String(ids[i])];
+      const ranks = Object.entries(entry).filter(([id]) => id !== String(ids[i])).map(([, e]) => e["rank"]);
+      assert.ok(Object.keys(entry).length === 3 || Object.keys(entry).length === 4, JSON.stringify(entry));
+      if (own["rank"] <= 3) assert.deepEqual(new Set([...ranks, own["rank"]]), new Set([1, 2, 3]));
+      else assert.deepEqual(ranks.sort(), [1, 2, 3]);
+    }
+  });
+
+  test("logprob noise moves prompt logprobs; streams and k above 20 are refused as vLLM refuses them", async () => {
+    const noisy = await startSim({ port: 0, seed: 3, logprobNoise: 0.5 });
+    try {
+      const prompt = tok.encode("The quick brown fox jumps over the lazy dog");
+      const clean = (await complete({ prompt, max_tokens: 1, prompt_logprobs: 0 }))["choices"][0]["prompt_logprobs"];
+      const moved = (await postJson(`${noisy.url}/v1/completions`, { prompt, max_tokens: 1, prompt_logprobs: 0 })).body["choices"][0]["prompt_logprobs"];
+      const differing = prompt.slice(1).filter((id, i) => clean[i + 1][String(id)]["logprob"] !== moved[i + 1][String(id)]["logprob"]);
+      assert.ok(differing.length >= prompt.length / 2, `${differing.length} of ${prompt.length - 1} moved`);
+    } finally {
+      await noisy.close();
+    }
+    const stream = await postJson(url, { prompt: "hi", stream: true, prompt_logprobs: 0 });
+    assert.equal(stream.status, 400);
+    assert.match(stream.body["error"]["message"], /prompt_logprobs.*stream/);
+    const many = await postJson(url, { prompt: "hi", prompt_logprobs: 21 });
+    assert.equal(many.status, 400);
+    assert.match(many.body["error"]["message"], /greater than max allowed: 20/);
+  });
+
+  // @huggingface/jinja drops the template's final newline, as jinja2 does without keep_trailing_newline.
+  test("a sim started with another chat template renders chat prompts with it", async () => {
+    const other = await startSim({ port: 0, chatTemplate: "{% for m in messages %}<|im_start|>{{ m.role }}: {{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n" });
+    try {
+      const messages = [{ role: "user", content: "hello" }];
+      const body = { messages, return_token_ids: true, max_tokens: 4 };
+      const mine = await postJson(`${sim.url}/v1/chat/completions`, body);
+      const theirs = await postJson(`${other.url}/v1/chat/completions`, body);
+      assert.deepEqual(mine.body["prompt_token_ids"], tok.encode(renderChat(messages)));
+      assert.deepEqual(theirs.body["prompt_token_ids"], tok.encode("<|im_start|>user: hello<|im_end|>\n<|im_start|>assistant"));
+    } finally {
+      await other.close();
+    }
+  });
+});

@@ -14,6 +14,8 @@ export interface SimContext {
   script?: readonly ScriptTurn[];
   logprobNoise: number;
   maxModelLen: number;
+  /** A jinja chat template replacing Qwen3's (undefined: Qwen3's own). */
+  chatTemplate?: string;
 }
 
 export interface HandlerInput {

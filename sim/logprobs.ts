@@ -69,19 +69,52 @@ export function sampledLogprobs(
   return out;
 }
 
-// The rest of the probability mass is spread over k alternatives with geometrically falling shares, so the entries
-// always form part of a valid distribution.
-function topEntries(settings: LogprobSettings, h: number, sampled: TopEntry, lp: number, k: number): TopEntry[] {
+// The rest of the probability mass is spread over alternatives with geometrically falling shares, so the entries
+// always form part of a valid distribution. Alternative j depends only on (seed, context, j), never on how many are
+// asked for, so a rank computed over many agrees with the top-k shown.
+function alternatives(settings: LogprobSettings, h: number, sampled: TopEntry, lp: number, k: number): TopEntry[] {
   const rest = Math.max(1e-12, 1 - Math.exp(lp));
   const used = new Set<number>([sampled.id]);
-  const candidates: TopEntry[] = [sampled];
+  const out: TopEntry[] = [];
   for (let j = 0; j < k; j++) {
     let id = mix(settings.seed, h, 0xa17 + j) % ALTERNATIVE_IDS;
     while (used.has(id)) id = (id + 7919) % ALTERNATIVE_IDS;
     used.add(id);
     const share = 0.6 * Math.pow(0.4, j) * (0.5 + 0.5 * unit(mix(settings.seed, h, j, 0xbeef)));
-    candidates.push({ id, logprob: report(settings, h, id, Math.log(rest * share)) });
+    out.push({ id, logprob: report(settings, h, id, Math.log(rest * share)) });
   }
-  const ranked = candidates.slice().sort((a, b) => b.logprob - a.logprob).slice(0, k);
+  return out;
+}
+
+function topEntries(settings: LogprobSettings, h: number, sampled: TopEntry, lp: number, k: number): TopEntry[] {
+  const ranked = [sampled, ...alternatives(settings, h, sampled, lp, k)].sort((a, b) => b.logprob - a.logprob).slice(0, k);
   return [sampled, ...ranked.filter((e) => e.id !== sampled.id)];
+}
+
+/** A prompt token's logprob as vLLM reports it in `prompt_logprobs`: with its rank among the alternatives. */
+export interface PromptTokenLogprob extends TokenLogprob {
+  rank: number;
+}
+
+/** Alternatives a rank is counted over (the most logprobs vLLM returns). */
+const RANKED_ALTERNATIVES = 20;
+
+/**
+ * vLLM's `prompt_logprobs`: null for the first token (nothing precedes it), then each token's logprob given the
+ * tokens before it. Teacher forcing: the logprob of a completion's token, sent back as part of a prompt, equals the
+ * one reported when it was sampled after the same prefix.
+ */
+export function promptLogprobs(settings: LogprobSettings, ids: readonly number[], k: number): Array<PromptTokenLogprob | null> {
+  if (ids.length === 0) return [];
+  const scored = sampledLogprobs(settings, contextHash(ids.slice(0, 1)), ids.slice(1), k);
+  let h = contextHash(ids.slice(0, 1));
+  const out: Array<PromptTokenLogprob | null> = [null];
+  for (let i = 0; i < scored.length; i++) {
+    const entry = scored[i]!;
+    const lp = baseLogprob(settings.seed, h, entry.id);
+    const above = alternatives(settings, h, entry, lp, RANKED_ALTERNATIVES).filter((a) => a.logprob > entry.logprob).length;
+    out.push({ ...entry, rank: 1 + above });
+    h = fnvStep(h, entry.id);
+  }
+  return out;
 }

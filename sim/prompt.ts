@@ -20,14 +20,17 @@ export interface ChatPromptInput {
   tools?: unknown[] | null;
   enableThinking?: boolean;
   addGenerationPrompt?: boolean;
+  /** The sim's chat template when it is not Qwen3's (`--chat-template`). */
+  template?: string;
 }
 
 export function chatPrompt(input: ChatPromptInput): ChatPrompt {
   const addGenerationPrompt = input.addGenerationPrompt ?? true;
-  const key = JSON.stringify([input.messages, input.tools ?? null, input.enableThinking ?? null, addGenerationPrompt]);
+  const key = JSON.stringify([input.messages, input.tools ?? null, input.enableThinking ?? null, addGenerationPrompt, input.template ?? null]);
   let prompt = promptCache.get(key);
   if (!prompt) {
-    const text = renderChat(input.messages, { tools: input.tools, enableThinking: input.enableThinking, addGenerationPrompt });
+    const { messages, tools, enableThinking, template } = input;
+    const text = renderChat(messages, { tools, enableThinking, addGenerationPrompt, template });
     prompt = { text, ids: encodeCached(text) };
     promptCache.set(key, prompt);
   }

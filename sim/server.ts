@@ -23,6 +23,8 @@ export interface SimOptions {
   /** Context length reported by /v1/models and enforced on requests (Qwen3-8B: 40960). */
   maxModelLen?: number;
   flavor?: FlavorName;
+  /** A jinja chat template replacing Qwen3's: prompts render differently (a server with a changed template). */
+  chatTemplate?: string;
 }
 
 export interface SimStats {
@@ -93,6 +95,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     script: options.script,
     logprobNoise: options.logprobNoise ?? 0,
     maxModelLen: options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN,
+    chatTemplate: options.chatTemplate,
   };
   const timing = { ttftMs: options.ttftMs ?? 0, interTokenMs: options.interTokenMs ?? 0 };
   const errorRate = rate(options.errorRate, "errorRate");

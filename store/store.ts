@@ -4,6 +4,7 @@
 //     writes it to disk on its own schedule. Calls are group-committed on the gateway's thread: every call that
 //     finishes in one turn of the event loop shares one transaction (see `CallCommitter`).
 //   durability "flush": each commit also waits for fsync (safe from a machine crash). Measured: ~0.6 ms a commit.
+import { EventEmitter } from "node:events";
 import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { CallTokens, PromptRefIndex } from "./call-tokens.ts";
@@ -65,8 +66,18 @@ function nextStamp(last: number): number {
   return Math.max(last + 1, Date.now() * 1000);
 }
 
+/**
+ * What a store announces once it is committed: `rollout` (a RolloutRecord, when created or finished) and `call` (a
+ * CallRecord). The live UI listens; nothing is built for an event nobody listens to.
+ */
+export interface StoreEvents {
+  rollout: [RolloutRecord];
+  call: [CallRecord];
+}
+
 export class Store {
   readonly path: string;
+  readonly events = new EventEmitter<StoreEvents>();
   readonly #root: RootDatabase;
   readonly #rollouts: Database<RolloutRecord, string>;
   readonly #keys: Database<string, string>;
@@ -119,7 +130,7 @@ export class Store {
   }
 
   putRollout(rollout: RolloutRecord): Promise<void> {
-    return this.#writeRollout(
+    return this.#announce("rollout", rollout, this.#writeRollout(
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
@@ -127,7 +138,26 @@ export class Store {
           this.#keys.put(rollout.key, rollout.id);
         }),
       ),
+    ));
+  }
+
+  /**
+   * Emits `event` once `write` is committed, when someone listens, and hands `write` back unchanged: a listener never
+   * delays or fails a write (a listener's own failure is dropped here, never turned into a failed capture).
+   */
+  #announce<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0], write: Promise<void>): Promise<void> {
+    if (this.events.listenerCount(event) === 0) return write;
+    write.then(
+      () => {
+        try {
+          (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
+        } catch {
+          // the listener's failure, not the store's
+        }
+      },
+      () => {},
     );
+    return write;
   }
 
   /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
@@ -155,7 +185,7 @@ export class Store {
     const cursor = nextStamp(this.#lastFinishCursor);
     this.#lastFinishCursor = cursor;
     this.#prompts?.forget(rollout.id);
-    return this.#writeRollout(
+    const write = this.#writeRollout(
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
@@ -163,7 +193,8 @@ export class Store {
           this.#finished.put(cursor, rollout.id);
         }),
       ),
-    ).then(() => cursor);
+    );
+    return this.#announce("rollout", rollout, write).then(() => cursor);
   }
 
   /** Finished rollouts after `cursor`, oldest first. */
@@ -244,8 +275,8 @@ export class Store {
   putCall(call: CallRecord): Promise<void> {
     const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
     const stored = encodeCall(call, this.#promptRef(call));
-    if (this.#durability === "commit") return this.#committer.put(key, stored);
-    return this.#settle(this.#calls.put(key, stored));
+    const write = this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
+    return this.#announce("call", call, write);
   }
 
   /** Prompts of open rollouts are stored as a reference to the longest stored prefix plus their new tokens. */

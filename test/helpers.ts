@@ -178,8 +178,19 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): CliP
   };
 }
 
+/** `rlgate …` run to its end (through tsx): its exit code and output, also when it fails. */
+export async function runCli(args: string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { execFile } = await import("node:child_process");
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: timeoutMs }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== "number") return reject(error);
+      resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
 /** Plays a tool-using agent through a base URL: sends its history, appends the reply (reasoning kept or not) and a tool result. */
-export async function playAgent(baseUrl: string, turns: number, keepReasoning: boolean): Promise<void> {
+export async function playAgent(baseUrl: string, turns: number, keepReasoning: boolean, headers: Record<string, string> = {}): Promise<void> {
   const messages: Array<Record<string, unknown>> = [
     { role: "system", content: "You are a coding agent." },
     { role: "user", content: "How many files are here?" },
@@ -187,7 +198,7 @@ export async function playAgent(baseUrl: string, turns: number, keepReasoning: b
   for (let turn = 0; turn < turns; turn++) {
     const res = await fetch(`${baseUrl}/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...headers },
       body: JSON.stringify({ messages, tools: TOOLS }),
     });
     if (res.status !== 200) throw new Error(`chat: ${res.status} ${await res.text()}`);

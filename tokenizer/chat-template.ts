@@ -23,6 +23,8 @@ export interface RenderOptions {
   addGenerationPrompt?: boolean;
   /** Qwen3's `enable_thinking` (chat_template_kwargs); undefined leaves thinking on. */
   enableThinking?: boolean;
+  /** A jinja chat template to render with instead of Qwen3's own (a server started with another template). */
+  template?: string;
 }
 
 
@@ -86,11 +88,14 @@ export class ChatTemplate {
   }
 }
 
-let qwen3Template: ChatTemplate | undefined;
+/** Qwen3's template, and any other a server was started with (`rlgate sim --chat-template`), compiled once each. */
+const templates = new Map<string, ChatTemplate>();
 
 export function renderChat(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
-  qwen3Template ??= new ChatTemplate(qwen3Tokenizer().chatTemplate, { bos: "", eos: "<|im_end|>" });
-  return qwen3Template.render(messages, options);
+  const source = options.template ?? qwen3Tokenizer().chatTemplate;
+  let template = templates.get(source);
+  if (!template) templates.set(source, (template = new ChatTemplate(source, { bos: "", eos: "<|im_end|>" })));
+  return template.render(messages, options);
 }
 
 export function renderChatIds(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {

@@ -51,7 +51,7 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
 
   let promptIds: number[];
   try {
-    promptIds = chatPrompt({ messages, tools, enableThinking }).ids;
+    promptIds = chatPrompt({ messages, tools, enableThinking, template: ctx.chatTemplate }).ids;
   } catch (cause) {
     // The chat template raises on histories it cannot render; vLLM reports those as 400.
     throw badRequest((cause as Error).message, cause);

@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import type { SimContext } from "../flavor.ts";
 import { mix } from "../hash.ts";
-import type { TokenLogprob } from "../logprobs.ts";
+import type { PromptTokenLogprob, TokenLogprob } from "../logprobs.ts";
 import { SimHttpError, badRequest } from "../reply.ts";
 import { tokenString } from "../../tokenizer/token-text.ts";
 
@@ -49,6 +49,23 @@ export function checkLogprobCount(k: number): void {
 
 export function requestSeed(ctx: SimContext, seed: number | null | undefined): number {
   return seed == null ? ctx.seed : mix(ctx.seed, seed);
+}
+
+/**
+ * vLLM's `prompt_logprobs` as JSON: null first, then per prompt token `{id: {logprob, rank, decoded_token}}` holding
+ * the token itself and the top-k alternatives (ranked 1..k).
+ */
+export function promptLogprobsJson(entries: ReadonlyArray<PromptTokenLogprob | null>, k: number) {
+  return entries.map((entry) => {
+    if (entry === null) return null;
+    const out: Record<string, { logprob: number; rank: number; decoded_token: string }> = {};
+    out[entry.id] = { logprob: entry.logprob, rank: entry.rank, decoded_token: tokenString(entry.id) };
+    entry.top.slice(1, k + 1).forEach((alt, i) => {
+      const rank = i + 1 + (entry.rank <= i + 1 ? 1 : 0);
+      if (rank <= k) out[alt.id] = { logprob: alt.logprob, rank, decoded_token: tokenString(alt.id) };
+    });
+    return out;
+  });
 }
 
 const encoder = new TextEncoder();

@@ -3,7 +3,7 @@
 import { viewFromPromptText } from "../conversation.ts";
 import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
-import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
+import { contextHash, promptLogprobs, sampledLogprobs, type PromptTokenLogprob, type TokenLogprob } from "../logprobs.ts";
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
@@ -13,6 +13,8 @@ import {
   checkLogprobCount,
   checkModel,
   completionLogprobs,
+  MAX_LOGPROBS,
+  promptLogprobsJson,
   pyLength,
   randomId,
   requestSeed,
@@ -25,6 +27,8 @@ export interface Choice {
   promptIds: number[];
   gen: Generation;
   logprobs: TokenLogprob[] | null;
+  /** vLLM's `prompt_logprobs` of the choice's prompt, when asked for. */
+  promptLogprobs: Array<PromptTokenLogprob | null> | null;
 }
 
 function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: number[] }[] {
@@ -43,6 +47,12 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   if (req.echo) throw badRequest("rlgate sim does not support echo on /v1/completions");
   if (req.stream_options && !req.stream) throw badRequest("Stream options can only be defined when `stream=True`.");
   if (req.logprobs != null) checkLogprobCount(req.logprobs);
+  if (req.prompt_logprobs != null) {
+    if (req.stream) throw badRequest("`prompt_logprobs` are not available when `stream=True`.");
+    if (req.prompt_logprobs > MAX_LOGPROBS) {
+      throw badRequest(`Requested prompt logprobs of ${req.prompt_logprobs}, which is greater than max allowed: ${MAX_LOGPROBS}`);
+    }
+  }
   const seed = requestSeed(ctx, req.seed);
   const n = req.n ?? 1;
   const choices: Choice[] = [];
@@ -51,6 +61,9 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
     const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
     const view = viewFromPromptText(prompt.text);
     const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
+    const settings = { seed: ctx.seed, noise: ctx.logprobNoise };
+    // Teacher forcing (`rlgate replay score`): every prompt token scored given the tokens before it.
+    const scoredPrompt = req.prompt_logprobs != null ? promptLogprobs(settings, prompt.ids, req.prompt_logprobs) : null;
     for (let i = 0; i < n; i++) {
       const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
         maxTokens,
@@ -61,8 +74,8 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
         includeStopStrInOutput: req.include_stop_str_in_output ?? false,
       });
       const logprobs =
-        req.logprobs != null ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, req.logprobs) : null;
-      choices.push({ promptIds: prompt.ids, gen, logprobs });
+        req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
+      choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt });
     }
   }
   return choices;
@@ -100,13 +113,13 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
     object: "text_completion",
     created: head.created,
     model: head.model,
-    choices: choices.map(({ promptIds, gen, logprobs }, index) => ({
+    choices: choices.map(({ promptIds, gen, logprobs, promptLogprobs: scored }, index) => ({
       index,
       text: gen.text,
       logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0) : null,
       finish_reason: gen.finishReason,
       stop_reason: gen.stopReason,
-      prompt_logprobs: null,
+      prompt_logprobs: scored ? promptLogprobsJson(scored, req.prompt_logprobs ?? 0) : null,
       prompt_token_ids: wantIds ? promptIds : null,
       token_ids: wantIds ? gen.ids : null,
     })),

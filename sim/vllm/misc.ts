@@ -68,6 +68,7 @@ export function tokenize({ body, ctx }: HandlerInput): Reply {
         tools: req.tools?.length ? req.tools : undefined,
         enableThinking: typeof thinking === "boolean" ? thinking : undefined,
         addGenerationPrompt: req.add_generation_prompt ?? true,
+        template: ctx.chatTemplate,
       }).ids;
     } catch (cause) {
       throw badRequest((cause as Error).message, cause);

@@ -56,6 +56,7 @@ export const completionRequest = z
     // vLLM's CompletionRequest defaults max_tokens to 16.
     max_tokens: int.nullish().default(16),
     logprobs: int.min(0).nullish(),
+    prompt_logprobs: int.min(0).nullish(),
     echo: z.boolean().nullish(),
   })
   .passthrough();

@@ -1,0 +1,98 @@
+// `rlgate export`: selected rollouts' trajectories as rows a Python trainer reads — one JSON object per trajectory
+// and line (JSONL), the columns named as a trainer names them.
+import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import { fromCallRecord, reconstructRollout, type SegmentKind, type Trajectory } from "../trajectory/index.ts";
+import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
+
+export interface ExportRow {
+  rollout_id: string;
+  trajectory_id: string;
+  group: string | null;
+  task: string | null;
+  harness: string | null;
+  /** The rollout's finish status (ok, infra_error, timeout, aborted). */
+  status: string;
+  reward: number | null;
+  segment: SegmentKind;
+  segment_id: number;
+  /** False for trajectories of segments that are not trained (their loss mask is all 0). */
+  trained: boolean;
+  /** The reconstruction flagged the rollout: not to be trained on silently. */
+  flagged: boolean;
+  flag_reasons: string[];
+  token_ids: number[];
+  /** 1 where the token is trained. */
+  loss_mask: number[];
+  /** Sampling logprob of each token: 0 on context, null where the upstream sent none. */
+  logprobs: Array<number | null>;
+  /** Token-level advantages are computed by the RL core, not stored with the capture: null here. */
+  advantages: null;
+  /** Sampled spans: [start, end) positions, the call that sampled them and whether they are trained here. */
+  spans: Array<{ start: number; end: number; call_seq: number; choice_index: number; kind: string }>;
+  breaks: number;
+}
+
+export interface ExportOptions {
+  /** Segment kinds trained; default: the rollout's own setting (metadata train_segments), else main. */
+  trainSegments?: readonly SegmentKind[];
+  maxLeaves?: number;
+  /** Only trajectories that are trained (segment trained, rollout not flagged unless `includeFlagged`). */
+  trainedOnly?: boolean;
+}
+
+function row(rollout: RolloutRecord, t: Trajectory, flags: { flagged: boolean; reasons: string[] }): ExportRow {
+  return {
+    rollout_id: rollout.id,
+    trajectory_id: t.trajectoryId,
+    group: rollout.group,
+    task: rollout.task,
+    harness: rollout.harness,
+    status: rollout.status,
+    reward: rollout.reward,
+    segment: t.segment,
+    segment_id: t.segmentId,
+    trained: t.trained,
+    flagged: flags.flagged,
+    flag_reasons: flags.reasons,
+    token_ids: Array.from(t.tokenIds),
+    loss_mask: Array.from(t.lossMask),
+    logprobs: Array.from(t.logprobs, (lp) => (Number.isNaN(lp) ? null : lp)),
+    advantages: null,
+    spans: t.spans.map((s) => ({ start: s.start, end: s.end, call_seq: s.callSeq, choice_index: s.choiceIndex, kind: s.kind })),
+    breaks: t.breaks.length,
+  };
+}
+
+/** The rows of one rollout, in the reconstruction's order. */
+export function exportRows(rollout: RolloutRecord, calls: readonly CallRecord[], options: ExportOptions = {}): ExportRow[] {
+  const rec = reconstructRollout(calls.map(fromCallRecord), {
+    rolloutId: rollout.id,
+    reward: rollout.reward,
+    trainSegments: options.trainSegments ?? rolloutTrainSegments(rollout.metadata) ?? undefined,
+    maxLeaves: options.maxLeaves,
+  });
+  const flags = { flagged: rec.flags.flagged, reasons: rec.flags.reasons };
+  return rec.trajectories
+    .filter((t) => !options.trainedOnly || (t.trained && !rec.flags.flagged))
+    .map((t) => row(rollout, t, flags));
+}
+
+export interface ExportTotals {
+  rollouts: number;
+  trajectories: number;
+  tokens: number;
+  trainedTokens: number;
+  flaggedRollouts: number;
+  bytes: number;
+}
+
+export function addToTotals(totals: ExportTotals, rows: readonly ExportRow[], bytes: number): void {
+  totals.rollouts++;
+  totals.trajectories += rows.length;
+  if (rows.some((r) => r.flagged)) totals.flaggedRollouts++;
+  for (const r of rows) {
+    totals.tokens += r.token_ids.length;
+    for (const m of r.loss_mask) totals.trainedTokens += m;
+  }
+  totals.bytes += bytes;
+}

@@ -1,0 +1,140 @@
+// Where replay and export read captured rollouts from: a running gateway's control API, or a store directory
+// directly (LMDB allows readers beside a running gateway). Both answer the same records.
+import { resolve } from "node:path";
+import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import type { Store } from "../store/store.ts";
+
+export interface Selection {
+  /** Explicit rollout ids (a missing one is an error). */
+  ids?: readonly string[];
+  /** Rollouts of this RL group. */
+  group?: string;
+  /** Rollouts finished (open ones: created) at or after this epoch-ms time. */
+  since?: number;
+  /** Only finished rollouts (default true: open ones may still take calls). */
+  finishedOnly?: boolean;
+}
+
+export interface RolloutSource {
+  /** Where the records come from, for messages. */
+  readonly where: string;
+  /** The selected rollouts, oldest first. */
+  select(selection: Selection): Promise<RolloutRecord[]>;
+  calls(rolloutId: string): Promise<CallRecord[]>;
+  close(): Promise<void>;
+}
+
+export class SourceError extends Error {
+  readonly code = "RLGATE_REPLAY_SOURCE";
+}
+
+function matches(rollout: RolloutRecord, selection: Selection): boolean {
+  if (selection.group !== undefined && rollout.group !== selection.group) return false;
+  if (selection.since !== undefined && (rollout.finishedAt ?? rollout.createdAt) < selection.since) return false;
+  if (selection.finishedOnly !== false && rollout.status === "open") return false;
+  return true;
+}
+
+function oldestFirst(rollouts: RolloutRecord[]): RolloutRecord[] {
+  return rollouts.sort((a, b) => (a.finishedAt ?? a.createdAt) - (b.finishedAt ?? b.createdAt) || a.id.localeCompare(b.id));
+}
+
+class StoreSource implements RolloutSource {
+  readonly where: string;
+  readonly #store: Store;
+  constructor(store: Store, dir: string) {
+    this.#store = store;
+    this.where = `the store at ${dir}`;
+  }
+  async select(selection: Selection): Promise<RolloutRecord[]> {
+    if (selection.ids?.length) {
+      return selection.ids.map((id) => {
+        const rollout = this.#store.getRollout(id);
+        if (!rollout) throw new SourceError(`no rollout '${id}' in ${this.where}`);
+        return rollout;
+      });
+    }
+    return oldestFirst(this.#store.listRollouts({ group: selection.group }).filter((r) => matches(r, selection)));
+  }
+  async calls(rolloutId: string): Promise<CallRecord[]> {
+    return this.#store.listCalls(rolloutId);
+  }
+  #closed: Promise<void> | null = null;
+  close(): Promise<void> {
+    this.#closed ??= this.#store.close();
+    return this.#closed;
+  }
+}
+
+class GatewaySource implements RolloutSource {
+  readonly where: string;
+  readonly #url: string;
+  readonly #headers: Record<string, string>;
+  constructor(url: string, token: string | undefined) {
+    this.#url = url.replace(/\/+$/, "");
+    this.#headers = token ? { authorization: `Bearer ${token}` } : {};
+    this.where = `the gateway at ${this.#url}`;
+  }
+  async #get(path: string): Promise<unknown> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.#url}${path}`, { headers: this.#headers });
+    } catch (error) {
+      throw new SourceError(`cannot reach ${this.where} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`);
+    }
+    const text = await res.text();
+    let body: { error?: { message?: string } } | undefined;
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch {
+      throw new SourceError(`${this.where} answered ${path} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
+    }
+    if (!res.ok) throw new SourceError(`${this.where}: ${body?.error?.message ?? `HTTP ${res.status}`}`);
+    return body;
+  }
+  async select(selection: Selection): Promise<RolloutRecord[]> {
+    if (selection.ids?.length) {
+      return Promise.all(selection.ids.map((id) => this.#get(`/api/rollouts/${encodeURIComponent(id)}`) as Promise<RolloutRecord>));
+    }
+    const query = selection.group !== undefined ? `?group=${encodeURIComponent(selection.group)}` : "";
+    const { rollouts } = (await this.#get(`/api/rollouts${query}`)) as { rollouts: RolloutRecord[] };
+    return oldestFirst(rollouts.filter((r) => matches(r, selection)));
+  }
+  async calls(rolloutId: string): Promise<CallRecord[]> {
+    const { calls } = (await this.#get(`/api/rollouts/${encodeURIComponent(rolloutId)}/calls`)) as { calls: CallRecord[] };
+    return calls;
+  }
+  async close(): Promise<void> {}
+}
+
+export interface SourceOptions {
+  /** A store directory to read directly. */
+  data?: string;
+  /** A running gateway's URL (used when `data` is not given). */
+  gateway?: string;
+  token?: string;
+}
+
+export async function openSource(options: SourceOptions): Promise<RolloutSource> {
+  if (options.data) {
+    const dir = resolve(options.data);
+    const { existsSync } = await import("node:fs");
+    if (!existsSync(dir)) throw new SourceError(`no store at ${dir} (--data)`);
+    const { Store } = await import("../store/store.ts");
+    return new StoreSource(new Store({ path: dir }), dir);
+  }
+  return new GatewaySource(options.gateway ?? "http://127.0.0.1:8700", options.token);
+}
+
+/**
+ * `--since` as epoch ms: an ISO date or time (`2026-12-01T14:00Z`), epoch milliseconds, or a duration ago
+ * (`90s`, `30m`, `2h`, `1d`).
+ */
+export function parseSince(value: string, now = Date.now()): number {
+  const ago = /^(\d+(?:\.\d+)?)(s|m|h|d)$/.exec(value.trim());
+  if (ago) return now - Number(ago[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[ago[2] as "s"];
+  if (/^\d{10,}$/.test(value.trim())) return Number(value);
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) throw new SourceError(`--since takes a date (2026-12-01T14:00Z), epoch ms, or a duration ago (30m, 2h); got '${value}'`);
+  return at;
+}
