@@ -3,6 +3,7 @@
 // trainers over gRPC. Everything it needs to resume is in its own store (core-store.ts); a rollout is acked to
 // its gateway only once its group's rows are committed there, so a crash at any point loses nothing, and a
 // rollout delivered again is recognised and skipped.
+import { StartRefusal } from "../../util/refusal.ts";
 import { randomBytes } from "node:crypto";
 import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -164,7 +165,7 @@ function toPending(m: RolloutMessage, gateway: string, trainSegments?: readonly 
 export async function startCore(options: CoreOptions): Promise<Core> {
   const host = options.host ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !options.token) {
-    throw new Error(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
+    throw new StartRefusal(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
   }
   if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
   const creds = serverCredentials(host, options.tls, "the trainer service");
