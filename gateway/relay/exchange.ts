@@ -133,6 +133,7 @@ export class Exchange {
    */
   async pumpEvents(onEvents: (events: SseEvent[]) => void): Promise<{ failure: unknown; rest: Buffer }> {
     const parser = new SseParser();
+    let waitingForDrain = false;
     const onData = (chunk: Buffer): boolean => {
       this.recorder.beginWork();
       const events = parser.push(chunk);
@@ -140,7 +141,14 @@ export class Exchange {
       this.recorder.endWork();
       // A harness that reads slower than the upstream writes pauses the upstream instead of growing rlgate's buffers.
       if (this.res.writableNeedDrain && !this.harnessGone) {
-        this.res.once("drain", () => this.upstream.resume());
+        // Chunks the upstream had already sent still arrive while it pauses: one listener resumes it.
+        if (!waitingForDrain) {
+          waitingForDrain = true;
+          this.res.once("drain", () => {
+            waitingForDrain = false;
+            this.upstream.resume();
+          });
+        }
         return false;
       }
       return true;
