@@ -18,9 +18,16 @@ export function checkControlToken(ctx: GatewayContext, req: IncomingMessage, wha
   throw new GatewayError("RLGATE_UNAUTHORIZED", `${what} needs 'Authorization: Bearer <token>' (--token)`);
 }
 
-/** With --require-key, a harness call carries its rollout's key (or the control token, for the trusted driver). */
-export function checkHarnessAccess(ctx: GatewayContext, req: IncomingMessage, attribution: Attribution): void {
-  if (!ctx.config.requireKey || attribution.usedRolloutKey || hasControlToken(ctx, req)) return;
+/**
+ * With --require-key, a harness call carries its rollout's key (or the control token, for the trusted driver).
+ * Returns the attribution with `usedRolloutKey` also set when the control token was presented: rlgate's credentials,
+ * key or token, never travel upstream.
+ */
+export function checkHarnessAccess(ctx: GatewayContext, req: IncomingMessage, attribution: Attribution): Attribution {
+  const controlToken = hasControlToken(ctx, req);
+  if (!ctx.config.requireKey || attribution.usedRolloutKey || controlToken) {
+    return controlToken ? { ...attribution, usedRolloutKey: true } : attribution;
+  }
   throw new GatewayError(
     "RLGATE_UNAUTHORIZED",
     "this gateway requires the rollout's key on every harness call: send 'Authorization: Bearer rlk_…' or 'x-api-key: rlk_…' (the key POST /api/rollouts returned)",

@@ -14,7 +14,7 @@ export interface Attribution {
   via: "path" | "header" | "key" | null;
   /** The request path with any /r/{id} prefix removed: what the upstream is asked for. */
   routePath: string;
-  /** True when the harness authenticated with a rollout key, which must not travel upstream. */
+  /** True when the harness authenticated with rlgate's credentials (a rollout key, the control token): never sent upstream. */
   usedRolloutKey: boolean;
 }
 

@@ -73,8 +73,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     const { routePath } = splitRolloutPath(path);
     const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
     if (surface) {
-      const attribution = attribute(path, req.headers, lookup);
-      checkHarnessAccess(ctx, req, attribution);
+      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
       const rawBody = await readBody(req, ctx.config.bodyLimitBytes);
       const finished = finishedRolloutError(ctx, attribution);
       if (finished) {
@@ -85,8 +84,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
       return surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
     }
     if (isPassthroughPath(routePath)) {
-      const attribution = attribute(path, req.headers, lookup);
-      checkHarnessAccess(ctx, req, attribution);
+      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
       const finished = finishedRolloutError(ctx, attribution);
       if (finished) throw finished;
       passthrough.forward(req, res, routePath, url.search, attribution.usedRolloutKey);

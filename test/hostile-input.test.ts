@@ -296,8 +296,15 @@ describe("hostile input: credentials (defect 7)", () => {
     assert.equal((await fetch(`${stack.gateway.url}/v1/models`)).status, 401, "pass-through routes too");
     const withKey = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, { "x-api-key": rollout.key });
     assert.equal(withKey.status, 200, withKey.text);
+    // The driver may call with the control token; it never reaches the upstream either.
+    const byDriver = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, control);
+    assert.equal(byDriver.status, 200, byDriver.text);
+    assert.ok(!JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"), "the control token went upstream");
+    const models = await fetch(`${stack.gateway.url}/v1/models`, { headers: control });
+    assert.equal(models.status, 200);
+    assert.ok(!JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"), "the control token went upstream (pass-through)");
     const calls = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`, { headers: control });
-    assert.equal(((await calls.json()) as { calls: unknown[] }).calls.length, 1);
+    assert.equal(((await calls.json()) as { calls: unknown[] }).calls.length, 2);
   });
 
   test("defect 7: a finished rollout refuses calls with 409 and records them as rejected, never trained", async () => {

@@ -19,7 +19,7 @@ export function newAcknowledged(): Acknowledged {
 
 export async function spawnGateway(upstream: string, dataDir: string, extra: string[] = []): Promise<{ proc: CliProcess; url: string }> {
   const proc = spawnCli(["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir, ...extra]);
-  const match = await proc.waitFor(/listening on (http:\/\/\S+)/);
+  const match = await proc.waitFor(/listening on (http:\/\/\S+)/, 120_000); // a loaded machine starts tsx slowly
   return { proc, url: match[1]! };
 }
 
