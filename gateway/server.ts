@@ -111,7 +111,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (!req.complete) req.resume();
   }
 
-  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  // A request without a Host header is answered by the router like any other (Node's own refusal is an empty 400).
+  const server = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) => {
     route(req, res).catch((error: unknown) => {
       try {
         answerError(req, res, error);

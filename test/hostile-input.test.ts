@@ -42,7 +42,8 @@ function rawExchange(url: string, bytes: string, done: RegExp): Promise<string> 
 }
 
 /** Status and JSON body of a raw HTTP answer. */
-function parseAnswer(answer: string): { status: number; body: any } {
+function parseAnswer(raw: string): { status: number; body: any } {
+  const answer = raw.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
   const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(answer)?.[1]);
   return { status, body: JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) };
 }
@@ -428,5 +429,23 @@ describe("hostile input: what the upstream reports (defect 8)", () => {
     assert.equal(call!.status, "upstream_error");
     assert.match(call!.error!, /no finish reason/);
     assert.deepEqual(call!.choices[0]!.tokenIds, [7]);
+  });
+});
+
+describe("hostile input: found by the 100k fuzz run", () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test("a request without a Host header is answered in JSON by the router, not with Node's empty 400", async () => {
+    const answer = parseAnswer(await rawRequest(stack.gateway.url, "GET //x:99999/ HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"));
+    assert.equal(answer.status, 400);
+    assert.equal(answer.body.error.code, "RLGATE_BAD_REQUEST");
+    const health = await rawRequest(stack.gateway.url, "GET /healthz HTTP/1.1\r\nconnection: close\r\n\r\n");
+    assert.match(health, /^HTTP\/1\.1 200 /);
   });
 });

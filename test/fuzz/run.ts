@@ -22,6 +22,8 @@ export interface FuzzFigures {
   byStatus: Record<string, number>;
   /** What broke a promise: index, input and why (empty when all held). */
   failures: Array<{ index: number; why: string; input: string }>;
+  /** 5xx answers the upstream gave and the gateway relayed verbatim (its promise for upstream errors): not failures. */
+  upstreamErrors: Array<{ index: number; why: string; input: string }>;
   /** Memory after the warm-up and at the end, both after a full GC. */
   memoryBefore: Memory;
   memoryAfter: Memory;
@@ -115,24 +117,40 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
   return `a ${answer.status} not in OpenAI's error shape: ${answer.body.slice(0, 200)}`;
 }
 
-/** Why a raw-socket answer breaks the promises, or null. An unanswered close is allowed (the peer sent garbage). */
+/**
+ * Why a raw-socket answer breaks the promises, or null. An unanswered close is allowed (the peer sent garbage). Bytes
+ * after a first request are a pipelined second one: every answer on the socket is judged.
+ */
 export function judgeRaw(answer: string): { status: string; why: string | null } {
-  const text = answer.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
-  if (text === "") return { status: "raw:none", why: null };
-  const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
-  if (!match) return { status: "raw:garbled", why: `not an HTTP answer: ${JSON.stringify(text.slice(0, 80))}` };
-  const status = Number(match[1]);
-  if (status >= 500) return { status: `raw:${status}`, why: `the gateway answered ${status}: ${text.slice(0, 300)}` };
-  const body = text.slice(text.indexOf("\r\n\r\n") + 4);
-  if (status >= 400) {
-    try {
-      const json: unknown = JSON.parse(body);
-      if (!isObject(json)) throw new Error("not an object");
-    } catch {
-      return { status: `raw:${status}`, why: `a ${status} whose body is not JSON: ${JSON.stringify(body.slice(0, 120))}` };
+  let text = answer;
+  let first: string | null = null;
+  while (text !== "") {
+    text = text.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
+    if (text === "") break;
+    const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
+    if (!match) return { status: first ?? "raw:garbled", why: `not an HTTP answer: ${JSON.stringify(text.slice(0, 80))}` };
+    const status = Number(match[1]);
+    first ??= `raw:${status}`;
+    const headEnd = text.indexOf("\r\n\r\n");
+    const length = Number(/\r\ncontent-length: (\d+)/i.exec(text.slice(0, headEnd))?.[1] ?? Number.NaN);
+    if (headEnd < 0 || !Number.isFinite(length)) {
+      // Success answers may be chunked (streams, /healthz); an error is always JSON of a stated length.
+      if (status < 400) return { status: first, why: null };
+      return { status: first, why: `a ${status} without a JSON body of known length: ${JSON.stringify(text.slice(0, 200))}` };
     }
+    const body = text.slice(headEnd + 4, headEnd + 4 + length);
+    if (status >= 500) return { status: first, why: `the gateway answered ${status}: ${text.slice(0, 300)}` };
+    if (status >= 400) {
+      try {
+        const json: unknown = JSON.parse(body);
+        if (!isObject(json)) throw new Error("not an object");
+      } catch {
+        return { status: first, why: `a ${status} whose body is not JSON: ${JSON.stringify(body.slice(0, 120))}` };
+      }
+    }
+    text = text.slice(headEnd + 4 + length);
   }
-  return { status: `raw:${status}`, why: null };
+  return { status: first ?? "raw:none", why: null };
 }
 
 async function createTargets(url: string, headers: Record<string, string>): Promise<FuzzTargets> {
@@ -168,6 +186,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzFigures> {
     inputs: 0,
     byStatus: {},
     failures: [],
+    upstreamErrors: [],
     memoryBefore: { rssMb: 0, heapMb: 0 },
     memoryAfter: { rssMb: 0, heapMb: 0 },
     seconds: 0,
@@ -190,6 +209,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzFigures> {
         count(String(answer.status));
         const why = judgeHttp(input, answer);
         if (why) figures.failures.push({ index, why, input: shown() });
+        else if (answer.status >= 500) figures.upstreamErrors.push({ index, why: `${answer.status} from the upstream: ${answer.body.slice(0, 200)}`, input: shown() });
       }
     } catch (error) {
       count("no-answer");
@@ -234,6 +254,8 @@ export function formatFigures(f: FuzzFigures): string {
     `answers by status: ${statuses}`,
     `memory after warm-up: ${mb(f.memoryBefore)}`,
     `memory at the end:    ${mb(f.memoryAfter)} (heap ${f.memoryAfter.heapMb - f.memoryBefore.heapMb >= 0 ? "+" : ""}${(f.memoryAfter.heapMb - f.memoryBefore.heapMb).toFixed(1)} MB)`,
+    `upstream 5xx relayed verbatim: ${f.upstreamErrors.length}`,
+    ...f.upstreamErrors.slice(0, 5).map((x) => `  #${x.index}: ${x.why}\n      ${x.input}`),
     `broken promises: ${f.failures.length}`,
     ...f.failures.slice(0, 20).map((x) => `  #${x.index}: ${x.why}\n      ${x.input}`),
   ].join("\n");
