@@ -2,6 +2,7 @@
 // advantages with the native kernels, packs batches by a token budget and serves them to trainers over gRPC.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
+import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { BATCH_UNITS, CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
@@ -117,6 +118,7 @@ export function coreCommand(): Command {
         processMetrics: true,
         log: (line) => console.error(`[rlgate] ${line}`),
       });
+      guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: core.metrics.registry });
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
       console.log(`  gateways:   ${opts.gateway.join(", ")}`);
       console.log(`  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`);

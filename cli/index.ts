@@ -7,6 +7,7 @@ import { runCommand } from "./run-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
+import { StartRefusal } from "../util/refusal.ts";
 
 const program = new Command()
   .name("rlgate")
@@ -38,8 +39,9 @@ function listenFailure(error: unknown): string | null {
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  // A model directory that cannot serve as the chat format is the user's to fix: a sentence, not a stack trace.
-  const plain = (error as { code?: unknown }).code === "RLGATE_MODEL_FORMAT" ? (error as Error).message : listenFailure(error);
+  // A model directory that cannot serve as the chat format, or an unsafe start, is the user's to fix: a sentence.
+  const refused = error instanceof StartRefusal || (error as { code?: unknown }).code === "RLGATE_MODEL_FORMAT";
+  const plain = refused ? (error as Error).message : listenFailure(error);
   if (plain === null) throw error;
   console.error(`rlgate: ${plain}`);
   process.exit(1);

@@ -7,6 +7,7 @@ import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
+import { guardProcess } from "../util/crash-guard.ts";
 
 function integer(value: string): number {
   const n = Number(value);
@@ -76,7 +77,11 @@ export function serveCommand(): Command {
     .option("--require-rollout", "refuse calls that no rollout claims (default: forward and record them as unattributed)", false)
     .option("--body-limit <size>", "largest accepted request body", bytes, DEFAULT_BODY_LIMIT)
     .option("--public-url <url>", "base URL harnesses reach this gateway at (default: from the request's Host header)")
-    .option("--token <token>", "bearer token for the control API (required when --host is not loopback)", process.env.RLGATE_TOKEN)
+    .option("--token <token>", "bearer token for the control API and /metrics (required when --host is not loopback)", process.env.RLGATE_TOKEN)
+    .option("--require-key", "harness calls must carry their rollout's key (Authorization: Bearer rlk_… or x-api-key); default: on with --token or beyond loopback")
+    .option("--no-require-key", "accept harness calls without a rollout key even with --token (anyone who reaches the port can write into a rollout)")
+    .option("--metrics-public", "serve /metrics without the control token", false)
+    .option("--vocab-size <n>", "token ids of the served model: ids the upstream reports at or above it flag the call (default: known for Qwen3)", integer)
     .option("--upstream-timeout <ms>", "max wait for upstream headers and between body chunks", integer, 600_000)
     .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
     .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP, trainSegmentsOption)
@@ -107,6 +112,9 @@ export function serveCommand(): Command {
         bodyLimitBytes: opts.bodyLimit,
         publicUrl: opts.publicUrl,
         controlToken: opts.token,
+        requireKey: opts.requireKey,
+        metricsPublic: opts.metricsPublic,
+        vocabSize: opts.vocabSize,
         upstreamTimeoutMs: opts.upstreamTimeout,
         trajectories: { trainSegments: opts.trainSegments },
         repairHistory: opts.repairHistory,
@@ -115,6 +123,7 @@ export function serveCommand(): Command {
         model: opts.modelDir ? resolve(opts.modelDir) : undefined,
         log: (line) => console.error(`[rlgate] ${line}`),
       });
+      guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
       console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer)` : `${upstream} (${opts.upstreamFlavor})`}`);

@@ -3,6 +3,7 @@
 //   header x-rlgate-rollout: {rolloutId}
 //   key    Authorization: Bearer rlk_... or x-api-key: rlk_...   (a rollout key reaches only its own rollout)
 import type { IncomingHttpHeaders } from "node:http";
+import { authCredentials } from "../util/secrets.ts";
 import { GatewayError } from "./errors.ts";
 
 export const ROLLOUT_KEY_PREFIX = "rlk_";
@@ -13,7 +14,7 @@ export interface Attribution {
   via: "path" | "header" | "key" | null;
   /** The request path with any /r/{id} prefix removed: what the upstream is asked for. */
   routePath: string;
-  /** True when the harness authenticated with a rollout key, which must not travel upstream. */
+  /** True when the harness authenticated with rlgate's credentials (a rollout key, the control token): never sent upstream. */
   usedRolloutKey: boolean;
 }
 
@@ -23,11 +24,9 @@ export interface RolloutLookup {
 }
 
 function presentedKey(headers: IncomingHttpHeaders): string | null {
-  const auth = headers["authorization"];
-  if (typeof auth === "string" && auth.startsWith("Bearer ")) {
-    const token = auth.slice(7).trim();
-    if (token.startsWith(ROLLOUT_KEY_PREFIX)) return token;
-  }
+  // `bearer`, `BEARER`: scheme names are case-insensitive, and a key missed here would travel upstream.
+  const token = authCredentials(headers["authorization"]);
+  if (token?.startsWith(ROLLOUT_KEY_PREFIX)) return token;
   const apiKey = headers["x-api-key"];
   if (typeof apiKey === "string" && apiKey.startsWith(ROLLOUT_KEY_PREFIX)) return apiKey.trim();
   return null;

@@ -1,5 +1,6 @@
 // Reads a request body into one Buffer, refusing (413) as soon as it passes the configured limit.
 import type { IncomingMessage } from "node:http";
+import { exceedsDepth, MAX_JSON_DEPTH } from "../util/bounded-json.ts";
 import { GatewayError } from "./errors.ts";
 
 export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
@@ -39,13 +40,20 @@ function tooLarge(limitBytes: number): GatewayError {
   );
 }
 
+/** A request body's JSON value, checked at the door: valid JSON, nested at most MAX_JSON_DEPTH levels. */
 export function parseJsonBody(body: Buffer): unknown {
   if (body.length === 0) throw new GatewayError("RLGATE_BAD_REQUEST", "request body is empty; expected a JSON object");
+  let value: unknown;
   try {
-    return JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body.toString("utf8"));
   } catch (error) {
     throw new GatewayError("RLGATE_BAD_REQUEST", `request body is not valid JSON: ${(error as Error).message}`, {
       cause: error,
     });
   }
+  // Everything downstream (translation, validation, the store, reads) walks bodies recursively.
+  if (exceedsDepth(value)) {
+    throw new GatewayError("RLGATE_BAD_REQUEST", `request body nests deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  return value;
 }

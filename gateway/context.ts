@@ -18,6 +18,12 @@ export interface GatewayConfig {
   publicUrl: string | null;
   /** Bearer token for /api when set (required when listening beyond loopback). */
   controlToken: string | null;
+  /** Harness calls need their rollout's key (default: on with a control token or beyond loopback). */
+  requireKey: boolean;
+  /** /metrics answers without the control token. */
+  metricsPublic: boolean;
+  /** The served model's number of token ids (--vocab-size); null: known from its family, else int32's range. */
+  vocabSize: number | null;
   /** How finished rollouts become trajectories. */
   trajectories: TrajectorySettings;
 }

@@ -6,6 +6,8 @@ import { z } from "zod";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
+import { boundedStringify } from "../util/bounded-json.ts";
+import { checkControlToken } from "./access.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
@@ -64,7 +66,7 @@ function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { open
 }
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  sendJsonBytes(res, status, Buffer.from(JSON.stringify(value)));
+  sendJsonBytes(res, status, Buffer.from(boundedStringify(value))); // what was stored never makes a read fail
 }
 
 function sendJsonBytes(res: ServerResponse, status: number, body: Buffer): void {
@@ -82,13 +84,24 @@ function rolloutView(ctx: GatewayContext, req: IncomingMessage, rollout: Rollout
   };
 }
 
-
-function checkToken(ctx: GatewayContext, req: IncomingMessage): void {
-  const token = ctx.config.controlToken;
-  if (!token) return;
-  if (req.headers["authorization"] !== `Bearer ${token}`) {
-    throw new GatewayError("RLGATE_UNAUTHORIZED", "the control API needs 'Authorization: Bearer <token>' (--token)");
+/** A path segment, percent-decoded; a malformed escape (`%`, `%ZZ`, `%E0%A4%A`) is the client's fault: a 400. */
+function pathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new GatewayError("RLGATE_BAD_REQUEST", `the path segment '${segment.slice(0, 200)}' has a malformed percent-escape`);
   }
+}
+
+/** `?limit=`: absent, or a positive integer. */
+function limitParam(url: URL): number | undefined {
+  const text = url.searchParams.get("limit");
+  if (text === null || text === "") return undefined;
+  const limit = Number(text);
+  if (!Number.isSafeInteger(limit) || limit < 1) {
+    throw new GatewayError("RLGATE_BAD_REQUEST", "limit: expected a positive integer", { param: "limit" });
+  }
+  return limit;
 }
 
 function findCall(ctx: GatewayContext, rolloutId: string | null, seqText: string): CallRecord {
@@ -110,8 +123,8 @@ export async function handleControlApi(
   res: ServerResponse,
   url: URL,
 ): Promise<void> {
-  checkToken(ctx, req);
-  const parts = url.pathname.split("/").filter(Boolean).map(decodeURIComponent); // ["api", ...]
+  checkControlToken(ctx, req);
+  const parts = url.pathname.split("/").filter(Boolean).map(pathSegment); // ["api", ...]
   const method = req.method ?? "GET";
 
   if (parts[1] === "rollouts" && parts.length === 2) {
@@ -141,7 +154,7 @@ export async function handleControlApi(
       return sendJson(res, 201, rolloutView(ctx, req, rollout, true));
     }
     if (method === "GET") {
-      const limit = Number(url.searchParams.get("limit") ?? "0") || undefined;
+      const limit = limitParam(url);
       const rollouts = ctx.store.listRollouts({
         limit,
         status: url.searchParams.get("status") ?? undefined,

@@ -9,6 +9,10 @@ export type GatewayErrorCode =
   | "RLGATE_UNKNOWN_ROLLOUT"
   | "RLGATE_ROLLOUT_REQUIRED"
   | "RLGATE_UNAUTHORIZED"
+  | "RLGATE_ROLLOUT_FINISHED"
+  | "RLGATE_HEADERS_TOO_LARGE"
+  | "RLGATE_EXPECTATION_FAILED"
+  | "RLGATE_REQUEST_TIMEOUT"
   | "RLGATE_UPSTREAM_UNREACHABLE"
   | "RLGATE_UPSTREAM_TIMEOUT"
   | "RLGATE_INTERNAL";
@@ -20,6 +24,10 @@ const STATUS: Record<GatewayErrorCode, number> = {
   RLGATE_UNKNOWN_ROLLOUT: 404,
   RLGATE_ROLLOUT_REQUIRED: 400,
   RLGATE_UNAUTHORIZED: 401,
+  RLGATE_ROLLOUT_FINISHED: 409,
+  RLGATE_HEADERS_TOO_LARGE: 431,
+  RLGATE_EXPECTATION_FAILED: 417,
+  RLGATE_REQUEST_TIMEOUT: 408,
   RLGATE_UPSTREAM_UNREACHABLE: 502,
   RLGATE_UPSTREAM_TIMEOUT: 504,
   RLGATE_INTERNAL: 500,
@@ -29,6 +37,7 @@ const OPENAI_TYPE: Record<number, string> = {
   400: "invalid_request_error",
   401: "authentication_error",
   404: "not_found_error",
+  409: "conflict_error",
   413: "invalid_request_error",
   502: "upstream_error",
   504: "upstream_error",

@@ -1,6 +1,7 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
 import type { AddressInfo } from "node:net";
 import { isLoopbackHost } from "../protocol/options.ts";
+import { StartRefusal } from "../util/refusal.ts";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
@@ -37,6 +38,12 @@ export interface GatewayOptions {
   bodyLimitBytes?: number;
   publicUrl?: string;
   controlToken?: string;
+  /** Harness calls need their rollout's key; default: on with a control token or beyond loopback. */
+  requireKey?: boolean;
+  /** /metrics answers without the control token (default: it needs it, when one is set). */
+  metricsPublic?: boolean;
+  /** Token ids the served model has; default: known for Qwen3, else any int32 id is accepted. */
+  vocabSize?: number;
   upstreamTimeoutMs?: number;
   trajectories?: TrajectorySettings;
   /** Put back earlier assistant turns as the model sampled them before forwarding (default true). */
@@ -71,8 +78,8 @@ export const DEFAULT_BODY_LIMIT = 100 * 1024 * 1024;
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = options.host ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !options.controlToken) {
-    throw new Error(
-      `refusing to listen on ${host} without a control token: the control API would be open to the network (pass --token or set RLGATE_TOKEN)`,
+    throw new StartRefusal(
+      `refusing to listen on ${host} without a control token: the control API and every rollout would be open to the network (pass --token or set RLGATE_TOKEN)`,
     );
   }
   // The model's files are read only when given or needed: the built-in Qwen3 tokenizer takes ~1 s to load.
@@ -97,6 +104,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       requireRollout: options.requireRollout ?? false,
       publicUrl: options.publicUrl ?? null,
       controlToken: options.controlToken ?? null,
+      requireKey: options.requireKey ?? (Boolean(options.controlToken) || !isLoopbackHost(host)),
+      metricsPublic: options.metricsPublic ?? false,
+      vocabSize: options.vocabSize ?? null,
       trajectories: trajectorySettings,
     },
     tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import httpProxy from "http-proxy";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError, toOpenAIErrorBody } from "./errors.ts";
+import { scrubPassthroughHeaders } from "./headers.ts";
 
 /** Paths the upstream (vLLM, SGLang) serves that rlgate relays without capture. */
 const PASSTHROUGH = /^\/(v1|v2)\/|^\/(tokenize|detokenize|health|version|ping|metrics\/upstream|get_model_info|get_server_info)$/;
@@ -40,12 +41,8 @@ export class Passthrough {
   forward(req: IncomingMessage, res: ServerResponse, routePath: string, query: string, dropAuthorization: boolean): void {
     this.#ctx.metrics.passthrough.inc();
     req.url = this.#ctx.upstream.basePath + routePath + query;
-    delete req.headers["x-rlgate-rollout"];
-    if (dropAuthorization) {
-      delete req.headers["authorization"];
-      delete req.headers["x-api-key"];
-      if (this.#ctx.upstream.apiKey) req.headers["authorization"] = `Bearer ${this.#ctx.upstream.apiKey}`;
-    }
+    scrubPassthroughHeaders(req.headers, dropAuthorization);
+    if (req.headers["authorization"] === undefined && this.#ctx.upstream.apiKey) req.headers["authorization"] = `Bearer ${this.#ctx.upstream.apiKey}`;
     this.#proxy.web(req, res);
   }
 

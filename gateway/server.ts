@@ -1,11 +1,14 @@
 // The gateway's HTTP server: routes each request to a capture surface, the control API, metrics/health, or the
 // pass-through to the upstream. Errors become the harness API's own error shape here, in one place.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { checkControlToken, checkHarnessAccess, finishedRolloutError } from "./access.ts";
 import { attribute, splitRolloutPath } from "./attribution.ts";
+import { recordRejected } from "./capture/rejected.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { handleControlApi } from "./control-api.ts";
-import { GatewayError, asGatewayError, toErrorBody, type ErrorShape } from "./errors.ts";
+import { GatewayError, asGatewayError, toErrorBody, toOpenAIErrorBody, type ErrorShape } from "./errors.ts";
 import { Passthrough, isPassthroughPath } from "./passthrough.ts";
 import type { HarnessCall } from "./relay/exchange.ts";
 import { handleChatCompletions } from "./surfaces/chat/index.ts";
@@ -61,6 +64,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
 
     if (path === "/healthz") return sendText(res, 200, "ok\n");
     if (path === "/metrics") {
+      if (!ctx.config.metricsPublic) checkControlToken(ctx, req, "/metrics");
       const text = await ctx.metrics.registry.metrics();
       res.writeHead(200, { "content-type": ctx.metrics.registry.contentType });
       res.end(text);
@@ -72,13 +76,20 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     const { routePath } = splitRolloutPath(path);
     const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
     if (surface) {
-      const attribution = attribute(path, req.headers, lookup);
+      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
       const rawBody = await readBody(req, ctx.config.bodyLimitBytes);
+      const finished = finishedRolloutError(ctx, attribution);
+      if (finished) {
+        await recordRejected(ctx, { req, attribution, rawBody, routePath, startEpoch, startPerf }, finished.message);
+        throw finished;
+      }
       const body = parseJsonBody(rawBody);
       return surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
     }
     if (isPassthroughPath(routePath)) {
-      const attribution = attribute(path, req.headers, lookup);
+      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
+      const finished = finishedRolloutError(ctx, attribution);
+      if (finished) throw finished;
       passthrough.forward(req, res, routePath, url.search, attribution.usedRolloutKey);
       return;
     }
@@ -103,7 +114,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (!req.complete) req.resume();
   }
 
-  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  // A request without a Host header is answered by the router like any other (Node's own refusal is an empty 400).
+  const server = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) => {
     route(req, res).catch((error: unknown) => {
       try {
         answerError(req, res, error);
@@ -115,7 +127,44 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
       }
     });
   });
+  // Node's own HTTP parser refuses some requests before any handler runs (an unknown method, raw bytes in the path,
+  // headers too large): they are answered in JSON too, and the connection is closed.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    ctx.metrics.errors.inc({ code: `http_${error.code ?? "unknown"}` });
+    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
+    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const gatewayError = parserError(error);
+    const body = toOpenAIErrorBody(gatewayError);
+    socket.end(
+      `HTTP/1.1 ${gatewayError.status} ${STATUS_CODES[gatewayError.status] ?? "Error"}\r\n` +
+        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+  // `Expect: 100-continue` is answered by Node itself (a 100, then the request); any other expectation fails, in JSON.
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    const body = toErrorBody(
+      new GatewayError("RLGATE_EXPECTATION_FAILED", `unsupported expectation '${String(req.headers["expect"]).slice(0, 100)}'; only 100-continue is`),
+      errorShapeOf(req.url),
+    );
+    res.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" });
+    res.end(body);
+    req.resume();
+  });
   return { server, passthrough };
+}
+
+/** The gateway error for a request Node's HTTP parser refused. */
+function parserError(error: NodeJS.ErrnoException): GatewayError {
+  if (error.code === "HPE_HEADER_OVERFLOW") {
+    return new GatewayError("RLGATE_HEADERS_TOO_LARGE", "the request's headers are larger than the server accepts");
+  }
+  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+    return new GatewayError("RLGATE_REQUEST_TIMEOUT", "the request did not arrive in time");
+  }
+  return new GatewayError("RLGATE_BAD_REQUEST", `malformed HTTP request (${error.code ?? "parse error"}): ${(error as { reason?: string }).reason ?? error.message}`);
 }
 
 const LAST_RESORT_ERROR =

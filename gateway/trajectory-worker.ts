@@ -4,6 +4,7 @@
 // Started and spoken to by trajectory-thread.ts.
 import { LRUCache } from "lru-cache";
 import { parentPort, workerData } from "node:worker_threads";
+import { boundedStringify } from "../util/bounded-json.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
@@ -51,7 +52,7 @@ class RecentReconstructions {
 
 /** JSON made here: a long rollout's is megabytes, and its bytes cross to the main thread without a copy. */
 function jsonBytes(value: unknown): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(value));
+  return new TextEncoder().encode(boundedStringify(value)); // a stored body too deep to write never breaks a read
 }
 
 export type TrajectoryReply = { id: number } & ({ ok: true; value: unknown } | { ok: false; error: string });

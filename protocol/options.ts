@@ -1,5 +1,6 @@
 // Channel and server options shared by both ends of the link, and the bearer-token check.
 import type { ChannelOptions, Metadata } from "@grpc/grpc-js";
+import { bearerMatches } from "../util/secrets.ts";
 import { LinkError } from "./errors.ts";
 
 /** Default limit on one message either way (a rollout's trajectories, a batch). */
@@ -29,8 +30,7 @@ export const isLoopbackHost = (host: string): boolean => LOOPBACK.has(host);
 /** Throws unless the call carries `authorization: Bearer <token>` (no token configured: every call passes). */
 export function checkToken(metadata: Metadata, token: string | null | undefined): void {
   if (!token) return;
-  const got = metadata.get("authorization")[0];
-  if (got !== `Bearer ${token}`) {
+  if (!bearerMatches(metadata.get("authorization")[0], token)) {
     throw new LinkError("RLGATE_UNAUTHORIZED", "this gRPC service needs 'authorization: Bearer <token>' metadata (--token)");
   }
 }

@@ -2,6 +2,7 @@
 // beyond loopback refuses to start without a certificate (tokens would cross the network in the clear) unless
 // told `insecure`; a client dialing beyond loopback uses TLS (the system's roots, or the given CA) unless told
 // `insecure`. Certificates are PEM files, read once when the server or client is made.
+import { StartRefusal } from "../util/refusal.ts";
 import { readFileSync } from "node:fs";
 import { credentials, ServerCredentials, type ChannelCredentials, type ChannelOptions } from "@grpc/grpc-js";
 import { isLoopbackHost } from "./options.ts";
@@ -43,7 +44,7 @@ export function serverCredentials(host: string, tls: TlsFiles = {}, what = "gRPC
     return ServerCredentials.createSsl(tls.ca ? read(tls.ca, "CA") : null, [pair], Boolean(tls.ca));
   }
   if (!isLoopbackHost(host) && !tls.insecure) {
-    throw new Error(
+    throw new StartRefusal(
       `refusing to serve ${what} on ${host} without TLS: tokens and data would cross the network in the clear ` +
         "(give a certificate and key, or choose plaintext explicitly with insecure)",
     );

@@ -7,6 +7,7 @@ import { renderChatIds } from "../tokenizer/chat-template.ts";
 import { selectFlavor, type FlavorName, type SimContext, type SimFlavor } from "./flavor.ts";
 import { mix, seededRandom } from "./hash.ts";
 import { SimHttpError, type Reply, type StreamReply } from "./reply.ts";
+import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
 
 export interface SimOptions {
@@ -73,7 +74,7 @@ const MAX_RECORDED_BODY = 1 << 20;
 /** A reset stream is cut after this many engine steps (the role chunk and the first tokens). */
 const RESET_AFTER_STEPS = 2;
 
-type Fault = "error" | "reset" | "hang" | "stall" | undefined;
+type Fault = "error" | "reset" | "hang" | "stall" | "stream-error" | undefined;
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
@@ -165,6 +166,17 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     sendJson(res, record, error.status, flavor.errorBody(error));
   }
 
+  /**
+   * What vLLM (>= 0.10.1) sends when generation fails once a stream has started: the error as one more event (the
+   * body of its HTTP error, `create_streaming_error_response`), then `[DONE]`, on a stream whose status was 200.
+   */
+  function streamError(res: ServerResponse, record: SimRequestRecord): void {
+    record.outcome = "error";
+    stats.errors++;
+    const error = new SimHttpError(400, "rlgate sim: injected mid-stream error");
+    res.end(`data: ${pyJson(flavor.errorBody(error))}\n\ndata: [DONE]\n\n`);
+  }
+
   function reset(res: ServerResponse, record: SimRequestRecord): void {
     record.outcome = "reset";
     stats.resets++;
@@ -226,7 +238,8 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       if (res.destroyed) return;
       return sendJson(res, record, reply.status, reply.body);
     }
-    const cut = fault === "reset" || resetDraw < resetRate ? "reset" : fault === "stall" ? "stall" : undefined;
+    const cut =
+      fault === "reset" || resetDraw < resetRate ? "reset" : fault === "stall" || fault === "stream-error" ? fault : undefined;
     await writeStream(res, record, reply, delayMs, closed, cut);
   }
 
@@ -236,7 +249,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     reply: StreamReply,
     delayMs: number,
     closed: Promise<void>,
-    cut: "reset" | "stall" | undefined,
+    cut: "reset" | "stall" | "stream-error" | undefined,
   ): Promise<void> {
     record.status = 200;
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
@@ -257,6 +270,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         if (!paced) res.uncork();
         await new Promise<void>((resolve) => res.write("", () => resolve()));
         if (cut === "stall") return closed;
+        if (cut === "stream-error") return streamError(res, record);
         return reset(res, record);
       }
     }

@@ -52,8 +52,8 @@ export class SplicedJson {
   }
 }
 
-/** How a call ended, from the harness's point of view. */
-export type CallStatus = "ok" | "upstream_error" | "client_aborted" | "timeout";
+/** How a call ended, from the harness's point of view (`rejected`: refused by the gateway, never sent upstream). */
+export type CallStatus = "ok" | "upstream_error" | "client_aborted" | "timeout" | "rejected";
 
 /** Where a call's token ids came from. Only `upstream` calls are trained on; the others are flagged. */
 export type TokenSource = "upstream" | "retokenized" | "missing";

@@ -80,6 +80,8 @@ export class Store {
   readonly events = new EventEmitter<StoreEvents>();
   readonly #root: RootDatabase;
   readonly #rollouts: Database<RolloutRecord, string>;
+  /** [createdAt, id] of every rollout: the newest are listed without reading the others. */
+  readonly #rolloutsByTime: Database<true, [number, string]>;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
   readonly #finished: Database<string, number>;
@@ -104,6 +106,13 @@ export class Store {
     this.#root = open({ path: options.path, compression: false, maxDbs: 16, noSync: commitOnly });
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
+    this.#rolloutsByTime = this.#root.openDB<true, [number, string]>({ name: "rollouts-by-time" });
+    // A store written before this index existed gets it once, on open.
+    if (this.#rolloutsByTime.getCount() !== this.#rollouts.getCount()) {
+      this.#root.transactionSync(() => {
+        for (const { key, value } of this.#rollouts.getRange()) this.#rolloutsByTime.put([value.createdAt, key], true);
+      });
+    }
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
@@ -136,6 +145,7 @@ export class Store {
         this.#root.transaction(() => {
           this.#rollouts.put(rollout.id, rollout);
           this.#keys.put(rollout.key, rollout.id);
+          this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
         }),
       ),
     ));
@@ -260,15 +270,18 @@ export class Store {
     return this.#keys.get(key);
   }
 
+  /** Rollouts, newest first; reads only as many as it takes to find `limit` that match. */
   listRollouts(options: { limit?: number; status?: string; group?: string } = {}): RolloutRecord[] {
     const out: RolloutRecord[] = [];
-    for (const { value } of this.#rollouts.getRange()) {
+    for (const [, id] of this.#rolloutsByTime.getKeys({ reverse: true })) {
+      const value = this.#rolloutCache.peek(id) ?? this.#rollouts.get(id); // a listing does not churn the cache
+      if (!value) continue;
       if (options.status && value.status !== options.status) continue;
       if (options.group && value.group !== options.group) continue;
       out.push(value);
+      if (options.limit && out.length >= options.limit) break;
     }
-    out.sort((a, b) => b.createdAt - a.createdAt);
-    return options.limit ? out.slice(0, options.limit) : out;
+    return out;
   }
 
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */

@@ -1,17 +1,12 @@
-// A killed gateway loses nothing it acknowledged: SIGKILL the gateway process under concurrent load, restart it on
-// the same store, and every call whose response the harness saw complete must be there, tokens included.
+// A killed gateway loses nothing it acknowledged: SIGKILL the gateway process under concurrent streaming load, restart
+// it on the same store, and every call whose response a client saw complete must be there, tokens included, and every
+// finish it answered must still be a finish. The bounded run of `npm run test:reliability`'s kill test.
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
-import type { CallRecord } from "../store/records.ts";
-import { createRollout, spawnCli, tempDir, type CliProcess } from "./helpers.ts";
-
-async function spawnGateway(upstream: string, dataDir: string): Promise<{ proc: CliProcess; url: string }> {
-  const proc = spawnCli(["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir]);
-  const match = await proc.waitFor(/listening on (http:\/\/\S+)/);
-  return { proc, url: match[1]! };
-}
+import { tempDir } from "./helpers.ts";
+import { client, newAcknowledged, spawnGateway, verify } from "./reliability/load.ts";
 
 let sim: SimServer;
 const dataDir = tempDir("kill");
@@ -23,59 +18,33 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("SIGKILL during concurrent load loses no completed call", { timeout: 120_000 }, async () => {
+test("SIGKILL during concurrent load loses no completed call and no acknowledged finish", { timeout: 180_000 }, async () => {
   const first = await spawnGateway(sim.url, dataDir);
-  const rollout = await createRollout(first.url, { group: "kill" });
-  const completed = new Set<number>();
+  const ack = newAcknowledged();
   let killed = false;
-
-  async function worker(index: number): Promise<void> {
-    for (let i = 0; !killed; i++) {
-      const stream = (index + i) % 2 === 0;
-      try {
-        const res = await fetch(`${first.url}/r/${rollout.id}/v1/chat/completions`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ messages: [{ role: "user", content: `worker ${index} call ${i}` }], stream }),
-        });
-        const seq = Number(res.headers.get("x-rlgate-call"));
-        const text = await res.text();
-        // Complete means: a 200 whose body the harness read to its proper end.
-        if (res.status === 200 && (!stream || text.trimEnd().endsWith("data: [DONE]"))) completed.add(seq);
-      } catch {
-        // Calls cut by the kill are not acknowledged: they may or may not be in the store.
-      }
-    }
-  }
-
-  const workers = Array.from({ length: 8 }, (_, i) => worker(i));
-  while (completed.size < 60) await new Promise((r) => setTimeout(r, 5));
+  const clients = Array.from({ length: 8 }, (_, i) => client(() => first.url, i, ack, () => killed, 3));
+  while (ack.calls.size < 60 || ack.finishes.size < 2) await new Promise((r) => setTimeout(r, 5));
   const firstExited = first.proc.kill("SIGKILL");
   killed = true;
-  await Promise.all(workers);
+  await Promise.all(clients);
   await firstExited;
 
   const second = await spawnGateway(sim.url, dataDir);
   try {
-    const res = await fetch(`${second.url}/api/rollouts/${rollout.id}/calls`);
-    const { calls } = (await res.json()) as { calls: CallRecord[] };
-    const stored = new Map(calls.map((c) => [c.seq, c]));
-    const lost = [...completed].filter((seq) => !stored.has(seq));
-    assert.deepEqual(lost, [], `completed calls missing after SIGKILL: ${lost.join(", ")}`);
-    for (const seq of completed) {
-      const call = stored.get(seq)!;
-      assert.equal(call.status, "ok");
-      assert.ok(call.promptTokenIds!.length > 0);
-      assert.ok(call.choices[0]!.tokenIds.length > 0);
-    }
+    const verified = await verify(second.url, ack);
+    assert.deepEqual(verified.lostCalls, [], "completed calls missing after SIGKILL");
+    assert.deepEqual(verified.brokenCalls, [], "completed calls stored without their tokens");
+    assert.deepEqual(verified.lostFinishes, [], "acknowledged finishes lost");
     // New calls after the restart get numbers above every earlier one.
-    const after = await fetch(`${second.url}/r/${rollout.id}/v1/chat/completions`, {
+    const open = await fetch(`${second.url}/api/rollouts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const { id } = (await open.json()) as { id: string };
+    const afterRestart = await fetch(`${second.url}/r/${id}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ messages: [{ role: "user", content: "after restart" }] }),
     });
-    assert.equal(after.status, 200);
-    assert.ok(Number(after.headers.get("x-rlgate-call")) > Math.max(...stored.keys()));
+    assert.equal(afterRestart.status, 200);
+    assert.ok(Number(afterRestart.headers.get("x-rlgate-call")) > Math.max(...ack.calls.keys()));
   } finally {
     await second.proc.kill("SIGTERM");
   }

@@ -21,6 +21,12 @@ export const QWEN3_SPECIAL = {
   toolCallClose: "</tool_call>",
 } as const;
 
+/**
+ * Rows of Qwen3's embedding and output layers (`vocab_size` in the models' config.json): no id a Qwen3 model reads or
+ * samples is at or above it. The tokenizer itself defines fewer (151,669); the rest are padding rows.
+ */
+export const QWEN3_VOCAB_SIZE = 151_936;
+
 let cached: Qwen3Tokenizer | undefined;
 
 export function qwen3Tokenizer(): Qwen3Tokenizer {

@@ -25,6 +25,37 @@ export interface CallStart {
   startPerf: number;
   /** How the prompt was made (set by the token prompt mode); more may be added before the call finishes. */
   prompt?: PromptRecord;
+  /** What the upstream's ids and choices are checked against (unchecked when absent). */
+  limits?: TokenLimits;
+}
+
+export interface TokenLimits {
+  /** Ids run from 0 to vocabSize − 1. */
+  vocabSize: number;
+  /** Choices the request asked for: their indexes run from 0 to choices − 1. */
+  choices: number;
+}
+
+/** The first id that is not an integer in [0, vocabSize), as text; null when all are. */
+function badId(ids: readonly number[], vocabSize: number): string | null {
+  for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= vocabSize) return String(id);
+  return null;
+}
+
+/** Ids or choice indexes an upstream could not have produced: never wrapped into int32, never trusted. */
+function outOfRange(outcome: Pick<CallOutcome, "promptTokenIds" | "choices">, limits: TokenLimits): string | null {
+  const prompt = outcome.promptTokenIds === null ? null : badId(outcome.promptTokenIds, limits.vocabSize);
+  if (prompt !== null) return `prompt token id ${prompt} is outside the vocabulary (0 to ${limits.vocabSize - 1})`;
+  const seen = new Set<number>();
+  for (const choice of outcome.choices) {
+    if (!Number.isInteger(choice.index) || choice.index < 0 || choice.index >= limits.choices || seen.has(choice.index)) {
+      return `choice index ${choice.index} is not one of the ${limits.choices} choice(s) requested, or repeats`;
+    }
+    seen.add(choice.index);
+    const sampled = badId(choice.tokenIds, limits.vocabSize);
+    if (sampled !== null) return `choice ${choice.index}: token id ${sampled} is outside the vocabulary (0 to ${limits.vocabSize - 1})`;
+  }
+  return null;
 }
 
 export interface CallOutcome {
@@ -49,8 +80,13 @@ export interface TokenVerdict {
  * Where the ids came from, and whether they can be trusted. Ids that disagree with the upstream's own counts (usage,
  * one logprob per token) are never silently trained on: e.g. vLLM 0.10.2 streams no ids for tokens without text.
  */
-export function judgeTokens(outcome: Pick<CallOutcome, "promptTokenIds" | "choices" | "status" | "usage">): TokenVerdict {
+export function judgeTokens(
+  outcome: Pick<CallOutcome, "promptTokenIds" | "choices" | "status" | "usage">,
+  limits?: TokenLimits,
+): TokenVerdict {
   const missing = (issue: string): TokenVerdict => ({ source: "missing", issue });
+  const impossible = limits ? outOfRange(outcome, limits) : null;
+  if (impossible !== null) return missing(impossible);
   if (outcome.promptTokenIds === null || outcome.promptTokenIds.length === 0) {
     return missing("the upstream reported no prompt token ids");
   }
@@ -147,7 +183,7 @@ export class CallRecorder {
   /** Builds and commits the record. Idempotent: only the first outcome counts. */
   finish(outcome: CallOutcome): Promise<void> {
     if (this.#committed) return this.#committed;
-    const verdict = judgeTokens(outcome);
+    const verdict = judgeTokens(outcome, this.#start.limits);
     this.#status = outcome.status;
     const record: CallRecord = {
       seq: this.seq,

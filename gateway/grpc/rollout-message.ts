@@ -4,6 +4,7 @@ import type { RolloutRecord } from "../../store/records.ts";
 import { bytesOf } from "../../protocol/arrays.ts";
 import type { CallInfo, RolloutMessage, TokenRows } from "../../protocol/messages.ts";
 import type { Reconstruction } from "../../trajectory/types.ts";
+import { boundedStringify } from "../../util/bounded-json.ts";
 
 /**
  * The calls that sampled the trajectories' tokens (one entry per call and choice, in call order) and, per token, the
@@ -54,7 +55,7 @@ export function bareRolloutMessage(cursor: number, rollout: RolloutRecord, flagR
     status: rollout.status,
     hasReward: rollout.reward !== null,
     reward: rollout.reward ?? 0,
-    metadataJson: JSON.stringify(rollout.metadata ?? {}),
+    metadataJson: boundedStringify(rollout.metadata ?? {}),
     finishedAtMs: rollout.finishedAt ?? 0,
     flagged: flagReasons.length > 0,
     flagReasons,

@@ -1,9 +1,9 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { RawJson, type ApiSurface, type PromptRecord, type SamplingParams } from "../../store/records.ts";
+import { RawJson, type ApiSurface, type ChoiceCapture, type PromptRecord, type SamplingParams } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
-import { CallRecorder, type CallOutcome } from "../capture/call-recorder.ts";
+import { CallRecorder, type CallOutcome, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
@@ -12,6 +12,7 @@ import { forwardedPayload } from "./forwarded-payload.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { ApiCodec } from "../upstream/flavor.ts";
 import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
+import { vocabularySize } from "../upstream/vocabulary.ts";
 
 /** A harness request as the router hands it to a surface. */
 export interface HarnessCall {
@@ -155,6 +156,7 @@ export class Exchange {
    */
   async pumpEvents(onEvents: (events: SseEvent[]) => void): Promise<{ failure: unknown; rest: Buffer }> {
     const parser = new SseParser();
+    let waitingForDrain = false;
     const onData = (chunk: Buffer): boolean => {
       this.recorder.beginWork();
       const events = parser.push(chunk);
@@ -162,7 +164,14 @@ export class Exchange {
       this.recorder.endWork();
       // A harness that reads slower than the upstream writes pauses the upstream instead of growing rlgate's buffers.
       if (this.res.writableNeedDrain && !this.harnessGone) {
-        this.res.once("drain", () => this.upstream.resume());
+        // Chunks the upstream had already sent still arrive while it pauses: one listener resumes it.
+        if (!waitingForDrain) {
+          waitingForDrain = true;
+          this.res.once("drain", () => {
+            waitingForDrain = false;
+            this.upstream.resume();
+          });
+        }
         return false;
       }
       return true;
@@ -210,6 +219,7 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
     prompt: spec.prompt,
+    limits: tokenLimits(ctx, forwarded),
   }, ctx.repair === null ? null : (record) => ctx.repair!.observe(record));
 
   const upstreamCall = new UpstreamCall();
@@ -251,6 +261,18 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
   return new Exchange(ctx, res, recorder, answer, () => harnessGone, spec.chatCodec);
 }
 
+/**
+ * What the upstream's answer to `forwarded` can hold: ids of the served model's vocabulary, and `n` choices per prompt
+ * (a completions request may carry several prompts).
+ */
+function tokenLimits(ctx: GatewayContext, forwarded: Json): TokenLimits {
+  const n = forwarded["n"];
+  const perPrompt = typeof n === "number" && Number.isInteger(n) && n > 1 ? n : 1;
+  const prompt = forwarded["prompt"];
+  const prompts = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== "number" ? prompt.length : 1;
+  return { vocabSize: vocabularySize(forwarded["model"], ctx.config.vocabSize), choices: perPrompt * prompts };
+}
+
 /** A JSON object from bytes, or null when they are not one. */
 export function parseJsonObject(raw: Buffer | string): Json | null {
   try {
@@ -259,6 +281,24 @@ export function parseJsonObject(raw: Buffer | string): Json | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The message of an error event inside a stream that started with 200: vLLM sends `data: {"error":{…}}` (then
+ * `[DONE]`) when generation fails mid-stream. Null for any other event.
+ */
+export function streamErrorMessage(event: Json): string | null {
+  const error = event["error"];
+  if (error === undefined || error === null) return null;
+  const message = typeof error === "object" ? (error as Json)["message"] : error;
+  return `upstream error event mid-stream: ${typeof message === "string" ? message : JSON.stringify(error).slice(0, 500)}`;
+}
+
+/** A stream is complete when it carried choices and every one of them finished (a finish reason). */
+export function streamIncomplete(choices: readonly ChoiceCapture[]): string | null {
+  if (choices.length === 0) return "upstream stream ended without any choice";
+  const open = choices.find((c) => c.finishReason === null);
+  return open ? `upstream stream ended before choice ${open.index} finished (no finish reason)` : null;
 }
 
 /** The upstream's error response as the call's outcome: recorded as failed, never trained on. */

@@ -9,7 +9,16 @@ import { harnessResponseHeaders } from "../headers.ts";
 import type { Json } from "../upstream/fields.ts";
 import { withServedModel } from "../upstream/model-map.ts";
 import { wantsEverything, type ApiCodec, type HarnessWants, type PreparedRequest } from "../upstream/flavor.ts";
-import { checkRolloutRequired, openExchange, parseJsonObject, upstreamErrorOutcome, type Exchange, type HarnessCall } from "./exchange.ts";
+import {
+  checkRolloutRequired,
+  openExchange,
+  parseJsonObject,
+  streamErrorMessage,
+  streamIncomplete,
+  upstreamErrorOutcome,
+  type Exchange,
+  type HarnessCall,
+} from "./exchange.ts";
 
 /** A surface whose API the upstream speaks: the request goes upstream as it came, with what capture needs added. */
 export interface NativeSurface {
@@ -89,6 +98,7 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   const assembler = codec.newAssembler();
   let held: Buffer | null = null;
   let malformed: string | null = null;
+  let upstreamError: string | null = null;
 
   res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));
   // The head goes out with the first events when they arrive in the same read as the upstream's head (one write
@@ -116,6 +126,13 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
         pieces.push(event.raw);
         continue;
       }
+      const errorMessage = streamErrorMessage(parsed);
+      if (errorMessage !== null) {
+        // Passed through as the upstream sent it: the harness speaks this API and reads the error itself.
+        upstreamError ??= errorMessage;
+        pieces.push(event.raw);
+        continue;
+      }
       if (assembler.add(parsed)) recorder.markFirstToken();
       if (!stripNeeded) pieces.push(event.raw);
       else if (codec.stripChunk(parsed, wants)) pieces.push(Buffer.from(`data: ${JSON.stringify(parsed)}\n\n`));
@@ -136,13 +153,10 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
     usage: response["usage"] as CallOutcome["usage"],
   };
   if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
-  const complete = held !== null || base.choices.some((c) => c.finishReason !== null);
+  // An error event, or a stream without a finish reason, is a failed call even when it ended with [DONE].
+  const error = upstreamError ?? malformed ?? streamIncomplete(base.choices);
   recorder.endWork();
-  await recorder.finish({
-    ...base,
-    status: complete && malformed === null ? "ok" : "upstream_error",
-    error: malformed ?? (complete ? null : "upstream stream ended before any choice finished"),
-  });
+  await recorder.finish({ ...base, status: error === null ? "ok" : "upstream_error", error });
   if (ex.harnessGone) return;
   if (rest.length) res.write(rest);
   res.end(held ?? undefined);

@@ -7,7 +7,7 @@ import { upstreamErrorBody, type ErrorShape } from "../errors.ts";
 import { chatChunksFromResponse } from "../upstream/chat-chunks.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { HarnessWants } from "../upstream/flavor.ts";
-import { parseJsonObject, upstreamErrorOutcome, type Exchange } from "./exchange.ts";
+import { parseJsonObject, streamErrorMessage, streamIncomplete, upstreamErrorOutcome, type Exchange } from "./exchange.ts";
 
 /** Writes one surface's response from the upstream's chat chunks. */
 export interface TranslationEncoder {
@@ -96,8 +96,8 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   const { recorder, res } = ex;
   const { encoder } = spec;
   const assembler = ex.chatCodec.newAssembler();
-  let done = false;
   let malformed: string | null = null;
+  let upstreamError: string | null = null;
 
   res.writeHead(200, ex.headers(SSE_HEADERS));
   res.flushHeaders();
@@ -107,13 +107,15 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
     let out = "";
     for (const event of events) {
       if (event.data === null) continue;
-      if (event.data.trim() === "[DONE]") {
-        done = true;
-        continue;
-      }
+      if (event.data.trim() === "[DONE]") continue;
       const parsed = parseJsonObject(event.data);
       if (parsed === null) {
         malformed ??= `upstream sent an event that is not a JSON object: ${event.data.slice(0, 200)}`;
+        continue;
+      }
+      const errorMessage = streamErrorMessage(parsed);
+      if (errorMessage !== null) {
+        upstreamError ??= errorMessage; // told to the harness in its API's shape once the stream ends
         continue;
       }
       if (assembler.add(parsed)) recorder.markFirstToken();
@@ -127,9 +129,9 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   const usage = upstreamChat["usage"] as CallOutcome["usage"];
   ex.chatCodec.stripWhole(upstreamChat, KEEP_NONE);
   const endHarness = (message: string): void => void res.end(encoder.failureFrame(message));
-  const complete = (done || choices.some((c) => c.finishReason !== null)) && malformed === null;
-  if (failure !== null || ex.harnessGone || !complete) {
-    const reason = failure ?? new Error(malformed ?? "upstream stream ended before the answer finished");
+  const incomplete = upstreamError ?? malformed ?? streamIncomplete(choices);
+  if (failure !== null || ex.harnessGone || incomplete !== null) {
+    const reason = failure ?? new Error(incomplete ?? "");
     const partial = { httpStatus: 200, response: encoder.snapshot(), upstreamResponse: upstreamChat, promptTokenIds: assembler.promptTokenIds, choices, usage };
     if (failure === null && !ex.harnessGone) {
       // The upstream ended cleanly but short: recorded as its error, not as a transport failure.

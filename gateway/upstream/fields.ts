@@ -2,6 +2,8 @@
 // use the same names (`prompt_token_ids`, `token_ids`, chat `logprobs.content[].logprob`, completions
 // `logprobs.token_logprobs`); they differ in where the prompt ids sit and how absent fields are written.
 
+import { GatewayError } from "../errors.ts";
+
 export type Json = Record<string, unknown>;
 
 export function isObject(value: unknown): value is Json {
@@ -37,4 +39,21 @@ export function choicesOf(body: Json): Json[] {
 
 export function choiceIndex(choice: Json, fallback: number): number {
   return typeof choice["index"] === "number" ? choice["index"] : fallback;
+}
+
+/**
+ * A harness value where text is expected: a string as it is, a number or boolean written out, absent as `fallback`.
+ * An object or array is the client's mistake — a 400 naming `param`, never `String()` on it (which throws for
+ * `{"toString":1}`).
+ */
+export function textField(value: unknown, param: string, fallback = ""): string {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  throw new GatewayError("RLGATE_BAD_REQUEST", `${param}: expected a string`, { param });
+}
+
+/** Any harness value, shown in an error message (at most 200 characters); never throws. */
+export function shown(value: unknown): string {
+  return typeof value === "string" ? value.slice(0, 200) : (JSON.stringify(value) ?? typeof value).slice(0, 200);
 }

@@ -6,6 +6,7 @@
 //
 // `Core.start` opens its parts in order — store, trainer service, metrics server, gateway streams, timer — and
 // `close` shuts them in reverse; a start that fails part-way closes what it had opened before throwing.
+import { StartRefusal } from "../../util/refusal.ts";
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Server } from "@grpc/grpc-js";
@@ -125,7 +126,7 @@ export class Core {
   static async start(options: CoreOptions): Promise<Core> {
     const host = options.host ?? "127.0.0.1";
     if (!isLoopbackHost(host) && !options.token) {
-      throw new Error(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
+      throw new StartRefusal(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
     }
     if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
     const creds = serverCredentials(host, options.tls, "the trainer service");

@@ -8,7 +8,7 @@
 // Anything the translation cannot carry faithfully (server tools, images inside tool results, unknown blocks) is
 // refused with a 400 that names it, rather than dropped.
 import { GatewayError } from "../../errors.ts";
-import { isObject, type Json } from "../../upstream/fields.ts";
+import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
 export interface MessagesRequest extends Json {
   model: string;
@@ -54,7 +54,7 @@ function blocksOf(content: unknown): Json[] {
 function imagePart(block: Json, where: string): ChatPart {
   const source = block["source"];
   if (isObject(source) && source["type"] === "base64" && typeof source["data"] === "string") {
-    return { type: "image_url", image_url: { url: `data:${String(source["media_type"] ?? "image/png")};base64,${source["data"]}` } };
+    return { type: "image_url", image_url: { url: `data:${textField(source["media_type"], `${where}.source.media_type`, "image/png")};base64,${source["data"]}` } };
   }
   if (isObject(source) && source["type"] === "url" && typeof source["url"] === "string") {
     return { type: "image_url", image_url: { url: source["url"] } };
@@ -65,7 +65,7 @@ function imagePart(block: Json, where: string): ChatPart {
 function userPart(block: Json, where: string): ChatPart {
   switch (block["type"]) {
     case "text":
-      return { type: "text", text: String(block["text"] ?? "") };
+      return { type: "text", text: textField(block["text"], `${where}.text`) };
     case "image":
       return imagePart(block, where);
     case "document": {
@@ -76,7 +76,7 @@ function userPart(block: Json, where: string): ChatPart {
       throw invalid(where, "only plain-text document blocks can be passed to a chat-completions upstream");
     }
     default:
-      throw invalid(where, `content blocks of type '${String(block["type"])}' cannot be passed to a chat-completions upstream`);
+      throw invalid(where, `content blocks of type '${shown(block["type"])}' cannot be passed to a chat-completions upstream`);
   }
 }
 
@@ -94,9 +94,9 @@ function toolResultContent(block: Json, where: string): string | ChatPart[] {
   return contentOf(
     content.filter(isObject).map((part, k) => {
       if (part["type"] !== "text") {
-        throw invalid(`${where}.content.${k}`, `'${String(part["type"])}' blocks inside tool_result cannot be passed to a chat-completions upstream (tool messages carry text)`);
+        throw invalid(`${where}.content.${k}`, `'${shown(part["type"])}' blocks inside tool_result cannot be passed to a chat-completions upstream (tool messages carry text)`);
       }
-      return { type: "text", text: String(part["text"] ?? "") };
+      return { type: "text", text: textField(part["text"], `${where}.content.${k}.text`) };
     }),
   );
 }
@@ -107,7 +107,7 @@ function userMessages(message: Json, i: number): Json[] {
   blocksOf(message["content"]).forEach((block, k) => {
     const where = `messages.${i}.content.${k}`;
     if (block["type"] === "tool_result") {
-      out.push({ role: "tool", tool_call_id: String(block["tool_use_id"] ?? ""), content: toolResultContent(block, where) });
+      out.push({ role: "tool", tool_call_id: textField(block["tool_use_id"], `${where}.tool_use_id`), content: toolResultContent(block, where) });
     } else {
       parts.push(userPart(block, where));
     }
@@ -123,22 +123,22 @@ function assistantMessage(message: Json, i: number): Json {
   blocksOf(message["content"]).forEach((block, k) => {
     switch (block["type"]) {
       case "text":
-        text += String(block["text"] ?? "");
+        text += textField(block["text"], `messages.${i}.content.${k}.text`);
         break;
       case "thinking":
-        reasoning = (reasoning ?? "") + String(block["thinking"] ?? "");
+        reasoning = (reasoning ?? "") + textField(block["thinking"], `messages.${i}.content.${k}.thinking`);
         break;
       case "redacted_thinking":
         break;
       case "tool_use":
         toolCalls.push({
-          id: String(block["id"] ?? ""),
+          id: textField(block["id"], `messages.${i}.content.${k}.id`),
           type: "function",
-          function: { name: String(block["name"] ?? ""), arguments: JSON.stringify(block["input"] ?? {}) },
+          function: { name: textField(block["name"], `messages.${i}.content.${k}.name`), arguments: JSON.stringify(block["input"] ?? {}) },
         });
         break;
       default:
-        throw invalid(`messages.${i}.content.${k}`, `assistant blocks of type '${String(block["type"])}' cannot be passed to a chat-completions upstream`);
+        throw invalid(`messages.${i}.content.${k}`, `assistant blocks of type '${shown(block["type"])}' cannot be passed to a chat-completions upstream`);
     }
   });
   const out: Json = { role: "assistant", content: text };
@@ -153,7 +153,7 @@ function systemMessage(system: unknown): Json | null {
   if (!Array.isArray(system)) throw invalid("system", "expected a string or an array of text blocks");
   const parts = system.map((block, k) => {
     if (!isObject(block) || block["type"] !== "text") throw invalid(`system.${k}`, "system blocks must be text blocks");
-    return { type: "text", text: String(block["text"] ?? "") };
+    return { type: "text", text: textField(block["text"], `system.${k}.text`) };
   });
   return parts.length ? { role: "system", content: contentOf(parts) } : null;
 }
@@ -164,7 +164,7 @@ function chatTools(tools: unknown): Json[] | undefined {
   return tools.map((tool, k) => {
     if (!isObject(tool) || typeof tool["name"] !== "string") throw invalid(`tools.${k}`, "each tool needs a name");
     if (tool["type"] !== undefined && tool["type"] !== null && tool["type"] !== "custom") {
-      throw invalid(`tools.${k}.type`, `server tool '${String(tool["type"])}' cannot run on a chat-completions upstream; declare it as a custom tool with an input_schema`);
+      throw invalid(`tools.${k}.type`, `server tool '${shown(tool["type"])}' cannot run on a chat-completions upstream; declare it as a custom tool with an input_schema`);
     }
     const fn: Json = { name: tool["name"], parameters: tool["input_schema"] ?? { type: "object", properties: {} } };
     if (typeof tool["description"] === "string") fn["description"] = tool["description"];
@@ -186,7 +186,7 @@ function chatToolChoice(choice: unknown, out: Json): void {
       out["tool_choice"] = "none";
       break;
     case "tool":
-      out["tool_choice"] = { type: "function", function: { name: String(choice["name"] ?? "") } };
+      out["tool_choice"] = { type: "function", function: { name: textField(choice["name"], "tool_choice.name") } };
       break;
     default:
       throw invalid("tool_choice.type", `expected auto, any, tool or none, got ${JSON.stringify(choice["type"])}`);

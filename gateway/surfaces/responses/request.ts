@@ -8,7 +8,7 @@
 //   function tools, tool_choice, max_output_tokens, text.format, reasoning.effort, sampling → their chat counterparts
 // Items and tools that cannot be carried (item_reference, hosted tools, files) are refused with a 400 naming them.
 import { GatewayError } from "../../errors.ts";
-import { isObject, type Json } from "../../upstream/fields.ts";
+import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
 export interface ResponsesRequest extends Json {
   model: string;
@@ -48,7 +48,7 @@ function decodeReasoning(value: unknown): string | null {
 
 function texts(parts: unknown, types: readonly string[]): string[] {
   if (!Array.isArray(parts)) return [];
-  return parts.filter((p) => isObject(p) && types.includes(String(p["type"])) && typeof p["text"] === "string").map((p) => (p as Json)["text"] as string);
+  return parts.filter((p) => isObject(p) && typeof p["type"] === "string" && types.includes(p["type"]) && typeof p["text"] === "string").map((p) => (p as Json)["text"] as string);
 }
 
 function userContent(content: unknown, where: string): string | Json[] {
@@ -60,12 +60,12 @@ function userContent(content: unknown, where: string): string | Json[] {
       case "input_text":
       case "output_text":
       case "text":
-        return { type: "text", text: String(part["text"] ?? "") };
+        return { type: "text", text: textField(part["text"], `${where}.${k}.text`) };
       case "input_image":
         if (typeof part["image_url"] === "string") return { type: "image_url", image_url: { url: part["image_url"] } };
         throw invalid(`${where}.${k}`, "input_image parts need an image_url (file ids cannot be resolved by rlgate)");
       default:
-        throw invalid(`${where}.${k}`, `content parts of type '${String(part["type"])}' cannot be passed to a chat-completions upstream`);
+        throw invalid(`${where}.${k}`, `content parts of type '${shown(part["type"])}' cannot be passed to a chat-completions upstream`);
     }
   });
   const [only] = parts;
@@ -121,18 +121,18 @@ export function inputMessages(input: unknown, where = "input"): Json[] {
         const message = open();
         const calls = (message["tool_calls"] ??= []) as Json[];
         calls.push({
-          id: String(item["call_id"] ?? item["id"] ?? ""),
+          id: textField(item["call_id"] ?? item["id"], `${at}.call_id`),
           type: "function",
-          function: { name: String(item["name"] ?? ""), arguments: typeof item["arguments"] === "string" ? item["arguments"] : "{}" },
+          function: { name: textField(item["name"], `${at}.name`), arguments: typeof item["arguments"] === "string" ? item["arguments"] : "{}" },
         });
         return;
       }
       case "function_call_output":
         flush();
-        messages.push({ role: "tool", tool_call_id: String(item["call_id"] ?? ""), content: toolOutput(item["output"]) });
+        messages.push({ role: "tool", tool_call_id: textField(item["call_id"], `${at}.call_id`), content: toolOutput(item["output"]) });
         return;
       default:
-        throw invalid(`${at}.type`, `input items of type '${String(type)}' cannot be passed to a chat-completions upstream`);
+        throw invalid(`${at}.type`, `input items of type '${shown(type)}' cannot be passed to a chat-completions upstream`);
     }
   });
   flush();
@@ -144,7 +144,7 @@ function chatTools(tools: unknown): Json[] | undefined {
   if (!Array.isArray(tools)) throw invalid("tools", "expected an array of tools");
   return tools.map((tool, k) => {
     if (!isObject(tool) || tool["type"] !== "function" || typeof tool["name"] !== "string") {
-      const type = isObject(tool) ? String(tool["type"]) : typeof tool;
+      const type = isObject(tool) ? shown(tool["type"]) : typeof tool;
       throw invalid(`tools.${k}`, `only function tools can run on a chat-completions upstream (got '${type}')`);
     }
     const fn: Json = { name: tool["name"], parameters: tool["parameters"] ?? { type: "object", properties: {} } };
