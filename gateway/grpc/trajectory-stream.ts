@@ -3,7 +3,7 @@
 // lease is persisted and the previous one was handed to HTTP/2 (a member that stops reading stops its session's
 // reads of the store).
 import { randomBytes } from "node:crypto";
-import type { ServerDuplexStream } from "@grpc/grpc-js";
+import { status as Status, type ServerDuplexStream } from "@grpc/grpc-js";
 import type { Store } from "../../store/store.ts";
 import {
   checkToken,
@@ -102,8 +102,10 @@ export class TrajectoryStreamService {
     this.#calls.add(call);
     call.once("close", () => this.#calls.delete(call));
     void this.#serve(call).catch((error) => {
-      this.#options.log(`trajectory stream: ${error instanceof Error ? error.message : String(error)}`);
-      if (isOpen(call)) call.emit("error", errorToStatus(error));
+      const log = (line: string) => this.#options.log(`trajectory stream: ${line}`);
+      const status = errorToStatus(error, log); // an internal error is logged there, with its stack
+      if (status.code !== Status.INTERNAL) log(status.details);
+      if (isOpen(call)) call.emit("error", status);
     });
   };
 
