@@ -1,22 +1,11 @@
 // `rlgate core`: the RL core. Reads finished rollouts from gateways' trajectory streams, groups them, computes
 // advantages with the native kernels, packs batches by a token budget and serves them to trainers over gRPC.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
-
-function integer(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
-function duration(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("expected a duration such as 500ms, 30s or 2m");
-  return Math.round(Number(match[1]) * { ms: 1, s: 1000, m: 60_000 }[(match[2] ?? "ms") as "ms"]);
-}
+import { duration, integer } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
   return new Command("core")

@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { coreCommand } from "./core-command.ts";
 import { runCommand } from "./run-command.ts";
+import { doctorCommand } from "./doctor-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
@@ -18,7 +19,8 @@ const program = new Command()
   .addCommand(simCommand())
   .addCommand(showCommand())
   .addCommand(coreCommand())
-  .addCommand(runCommand());
+  .addCommand(runCommand())
+  .addCommand(doctorCommand());
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
 function listenFailure(error: unknown): string | null {

@@ -1,5 +1,5 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
@@ -7,20 +7,7 @@ import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
-
-function integer(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
-function bytes(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("expected a size such as 100mb, 512kb or 1048576");
-  const unit = (match[2] ?? "b").toLowerCase();
-  const scale = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit as "b"];
-  return Math.floor(Number(match[1]) * scale);
-}
+import { bytes, duration, integer } from "./option-parsers.ts";
 
 export function serveCommand(): Command {
   return new Command("serve")
@@ -62,9 +49,9 @@ export function serveCommand(): Command {
     .option("--grpc-tls-client-ca <file>", "require RL cores' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_GRPC_TLS_CLIENT_CA)
     .option("--grpc-insecure", "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)", process.env.RLGATE_GRPC_INSECURE === "1")
     .option(
-      "--member-timeout <ms>",
+      "--member-timeout <duration>",
       "how long an RL core's rollouts and groups wait for it while it is away (restarting) before they go to other cores of its consumer group",
-      integer,
+      duration,
       60_000,
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
@@ -77,7 +64,7 @@ export function serveCommand(): Command {
     .option("--body-limit <size>", "largest accepted request body", bytes, DEFAULT_BODY_LIMIT)
     .option("--public-url <url>", "base URL harnesses reach this gateway at (default: from the request's Host header)")
     .option("--token <token>", "bearer token for the control API (required when --host is not loopback)", process.env.RLGATE_TOKEN)
-    .option("--upstream-timeout <ms>", "max wait for upstream headers and between body chunks", integer, 600_000)
+    .option("--upstream-timeout <duration>", "max wait for upstream headers and between body chunks (e.g. 30s, 10m)", duration, 600_000)
     .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
     .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP, trainSegmentsOption)
     .option(
