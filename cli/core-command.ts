@@ -5,6 +5,7 @@ import { resolve } from "node:path";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
+import { createLogger, lineLogger } from "../util/log.ts";
 import { duration, integer } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
@@ -78,7 +79,7 @@ export function coreCommand(): Command {
         trainFlagged: opts.trainFlagged,
         trainSegments: opts.trainSegments,
         processMetrics: true,
-        log: (line) => console.error(`[rlgate] ${line}`),
+        log: lineLogger(createLogger().child({ component: "core" })),
       });
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
       console.log(`  gateways:   ${opts.gateway.join(", ")}`);

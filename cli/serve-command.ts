@@ -7,6 +7,7 @@ import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
+import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
 
 export function serveCommand(): Command {
@@ -100,7 +101,7 @@ export function serveCommand(): Command {
         processMetrics: true,
         prompts: opts.prompts,
         model: opts.modelDir ? resolve(opts.modelDir) : undefined,
-        log: (line) => console.error(`[rlgate] ${line}`),
+        log: createLogger().child({ component: "gateway" }),
       });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
