@@ -9,6 +9,7 @@ import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
+import { toSnakeCase } from "../util/json-case.ts";
 
 const createSchema = z
   .object({
@@ -61,8 +62,9 @@ function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { open
   return { openai: `${origin}/r/${id}/v1`, anthropic: `${origin}/r/${id}` };
 }
 
+/** Every answer in snake_case (util/json-case.ts); records keep their TypeScript names inside. */
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  sendJsonBytes(res, status, Buffer.from(JSON.stringify(value)));
+  sendJsonBytes(res, status, Buffer.from(JSON.stringify(toSnakeCase(value))));
 }
 
 function sendJsonBytes(res: ServerResponse, status: number, body: Buffer): void {

@@ -11,6 +11,7 @@ import { encodeStreamMessage } from "../protocol/proto.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored, type TrajectorySettings } from "./trajectories.ts";
+import { toSnakeCase } from "../util/json-case.ts";
 
 export interface TrajectoryWorkerData {
   storePath: string;
@@ -49,9 +50,12 @@ class RecentReconstructions {
   }
 }
 
-/** JSON made here: a long rollout's is megabytes, and its bytes cross to the main thread without a copy. */
+/**
+ * The control API's JSON (snake_case, util/json-case.ts), made here: a long rollout's is megabytes, and its bytes
+ * cross to the main thread without a copy.
+ */
 function jsonBytes(value: unknown): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(value));
+  return new TextEncoder().encode(JSON.stringify(toSnakeCase(value)));
 }
 
 export type TrajectoryReply = { id: number } & ({ ok: true; value: unknown } | { ok: false; error: string });

@@ -5,6 +5,7 @@ import { rmSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
+import { fromSnakeCase } from "../util/json-case.ts";
 import { createRollout, spawnCli, tempDir, type CliProcess } from "./helpers.ts";
 
 async function spawnGateway(upstream: string, dataDir: string): Promise<{ proc: CliProcess; url: string }> {
@@ -58,7 +59,7 @@ test("SIGKILL during concurrent load loses no completed call", { timeout: 120_00
   const second = await spawnGateway(sim.url, dataDir);
   try {
     const res = await fetch(`${second.url}/api/rollouts/${rollout.id}/calls`);
-    const { calls } = (await res.json()) as { calls: CallRecord[] };
+    const { calls } = fromSnakeCase<{ calls: CallRecord[] }>(await res.json());
     const stored = new Map(calls.map((c) => [c.seq, c]));
     const lost = [...completed].filter((seq) => !stored.has(seq));
     assert.deepEqual(lost, [], `completed calls missing after SIGKILL: ${lost.join(", ")}`);
