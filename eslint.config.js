@@ -16,10 +16,17 @@ export default tseslint.config(
       // node:test's test() and describe() return promises the runner itself awaits.
       "@typescript-eslint/no-floating-promises": [
         "error",
-        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["test", "describe", "it", "suite"] }] },
+        {
+          allowForKnownSafeCalls: [
+            { from: "package", package: "node:test", name: ["test", "describe", "it", "suite"] },
+          ],
+        },
       ],
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: false }],
-      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" },
+      ],
       "@typescript-eslint/no-unused-expressions": "error",
       // Deliberate where used: JSON of unknown shape in tests and at API edges.
       "@typescript-eslint/no-explicit-any": "off",
@@ -34,7 +41,9 @@ export default tseslint.config(
   },
   {
     files: ["**/*.mjs", "**/*.js", "**/*.cjs"],
-    languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly", module: "writable", require: "readonly" } },
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", module: "writable", require: "readonly" },
+    },
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },
 );

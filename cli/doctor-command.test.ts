@@ -40,28 +40,43 @@ describe("rlgate doctor", () => {
   });
 
   test("an old Node fails, a Python that cannot import the client warns with the pip command", () => {
-    assert.deepEqual(checkNode("18.19.0"), { name: "node", level: "fail", detail: "v18.19.0: rlgate needs Node >= 20.6" });
+    assert.deepEqual(checkNode("18.19.0"), {
+      name: "node",
+      level: "fail",
+      detail: "v18.19.0: rlgate needs Node >= 20.6",
+    });
     assert.equal(checkNode("20.6.0").level, "ok");
     assert.equal(checkNode("22.1.0").level, "ok");
     const missing = checkPython("/nonexistent/python3");
     assert.equal(missing.level, "warn");
     assert.match(missing.detail, /did not run .*ENOENT/);
     const plain = checkPython("/usr/bin/python3");
-    if (plain.level === "warn") assert.match(plain.detail, /No module named 'rlgate_client'.*pip install \.\/clients\/python/);
+    if (plain.level === "warn")
+      assert.match(plain.detail, /No module named 'rlgate_client'.*pip install \.\/clients\/python/);
   });
 
   test("the command: the reference kernels warn (with why), an unreachable upstream fails, exit code 1", async () => {
     const port = await closedPort();
-    const run = spawnSync(process.execPath, ["--import", "tsx", "cli/index.ts", "doctor", "--upstream", `http://127.0.0.1:${port}`, "--timeout", "20s"], {
-      cwd: ROOT,
-      env: { ...process.env, RLGATE_NATIVE: "0" },
-      encoding: "utf8",
-      timeout: 120_000,
-    });
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "cli/index.ts", "doctor", "--upstream", `http://127.0.0.1:${port}`, "--timeout", "20s"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, RLGATE_NATIVE: "0" },
+        encoding: "utf8",
+        timeout: 120_000,
+      },
+    );
     assert.equal(run.status, 1, run.stderr);
     const lines = run.stdout.trim().split("\n");
-    assert.deepEqual(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" ")), ["ok node", "warn kernels", "skip cuda", `${lines[3]!.split(/\s+/)[0]} python`, "fail upstream"]);
-    assert.match(lines[1]!, /reference \(TypeScript\): disabled by RLGATE_NATIVE=0; build the addon with a C\+\+ compiler: npm run build:native/);
+    assert.deepEqual(
+      lines.map((l) => l.split(/\s+/).slice(0, 2).join(" ")),
+      ["ok node", "warn kernels", "skip cuda", `${lines[3]!.split(/\s+/)[0]} python`, "fail upstream"],
+    );
+    assert.match(
+      lines[1]!,
+      /reference \(TypeScript\): disabled by RLGATE_NATIVE=0; build the addon with a C\+\+ compiler: npm run build:native/,
+    );
     assert.match(lines[4]!, /ECONNREFUSED/);
   });
 

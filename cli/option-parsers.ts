@@ -26,7 +26,8 @@ const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 /** A duration in milliseconds: `500ms`, `5s`, `1.5s`, `10m`, `1h`, or a plain number of milliseconds. */
 export function duration(value: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("expected a duration such as 500ms, 30s, 2m or 1h (a plain number is milliseconds)");
+  if (!match)
+    throw new InvalidArgumentError("expected a duration such as 500ms, 30s, 2m or 1h (a plain number is milliseconds)");
   return Number(match[1]) * DURATION_UNITS[(match[2] ?? "ms") as keyof typeof DURATION_UNITS];
 }
 

@@ -19,7 +19,12 @@ function mapped(error: unknown): { code: Status; details: string; rlgateCode: un
 describe("errorToStatus", () => {
   test("the caller's faults keep their status and code, and are not logged as internal", () => {
     const bad = mapped(new LinkError("RLGATE_BAD_REQUEST", "values has 3 entries"));
-    assert.deepEqual(bad, { code: Status.INVALID_ARGUMENT, details: "RLGATE_BAD_REQUEST: values has 3 entries", rlgateCode: "RLGATE_BAD_REQUEST", logged: [] });
+    assert.deepEqual(bad, {
+      code: Status.INVALID_ARGUMENT,
+      details: "RLGATE_BAD_REQUEST: values has 3 entries",
+      rlgateCode: "RLGATE_BAD_REQUEST",
+      logged: [],
+    });
     assert.equal(mapped(new LinkError("RLGATE_UNAUTHORIZED", "no token")).code, Status.UNAUTHENTICATED);
     assert.equal(mapped(new EstimatorError("grpo", "empty group")).code, Status.INVALID_ARGUMENT);
     assert.equal(mapped(new KernelError(KernelStatus.BAD_OFFSETS, "grpo")).code, Status.INVALID_ARGUMENT);
@@ -32,13 +37,21 @@ describe("errorToStatus", () => {
       assert.equal(s.code, Status.INTERNAL);
       assert.equal(s.rlgateCode, undefined);
       assert.equal(s.logged.length, 1);
-      assert.match(s.logged[0]!, new RegExp(`internal error answered as gRPC INTERNAL: ${error.name}: ${error.message}\\n\\s+at `));
+      assert.match(
+        s.logged[0]!,
+        new RegExp(`internal error answered as gRPC INTERNAL: ${error.name}: ${error.message}\\n\\s+at `),
+      );
     }
   });
 
   test("an unknown code, a thrown string, an error shaped like ours but not one, a CUDA failure: INTERNAL, logged", () => {
     assert.equal(mapped(new RlgateError("RLGATE_SOMETHING_NEW", "x")).code, Status.INTERNAL);
-    assert.deepEqual(mapped("boom"), { code: Status.INTERNAL, details: "boom", rlgateCode: undefined, logged: ["internal error answered as gRPC INTERNAL: boom"] });
+    assert.deepEqual(mapped("boom"), {
+      code: Status.INTERNAL,
+      details: "boom",
+      rlgateCode: undefined,
+      logged: ["internal error answered as gRPC INTERNAL: boom"],
+    });
     const lookalike = Object.assign(new Error("ENOENT"), { code: "RLGATE_BAD_REQUEST" });
     assert.equal(mapped(lookalike).code, Status.INTERNAL);
     const cuda = mapped(new KernelError(KernelStatus.CUDA_ERROR, "gae"));
@@ -58,10 +71,16 @@ describe("errorToStatus", () => {
       assert.match(e.code, /^RLGATE_[A-Z_]+$/);
     }
     assert.equal((errors[1]!.cause as Error).message, "socket");
-    assert.deepEqual(errors.map((e) => e.name), ["LinkError", "GatewayError", "KernelError", "EstimatorError"]);
+    assert.deepEqual(
+      errors.map((e) => e.name),
+      ["LinkError", "GatewayError", "KernelError", "EstimatorError"],
+    );
   });
 
   test("bytes that are not whole values (a client's malformed array) are the client's fault", () => {
-    assert.throws(() => float32s(new Uint8Array(7), "logprobs"), (e: unknown) => mapped(e).code === Status.INVALID_ARGUMENT && /logprobs: 7 bytes/.test((e as Error).message));
+    assert.throws(
+      () => float32s(new Uint8Array(7), "logprobs"),
+      (e: unknown) => mapped(e).code === Status.INVALID_ARGUMENT && /logprobs: 7 bytes/.test((e as Error).message),
+    );
   });
 });

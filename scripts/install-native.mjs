@@ -45,13 +45,17 @@ export function installNative({ root, env = process.env, stdio = "inherit" }) {
   if (env.RLGATE_SKIP_NATIVE === "1") return { built: false, reason: "skipped (RLGATE_SKIP_NATIVE=1)" };
   const compiler = findCompiler(env);
   if (!compiler) {
-    return { built: false, reason: `no C++ compiler found (${env.CXX ? `CXX=${env.CXX}` : "c++, g++, clang++ on PATH"})` };
+    return {
+      built: false,
+      reason: `no C++ compiler found (${env.CXX ? `CXX=${env.CXX}` : "c++, g++, clang++ on PATH"})`,
+    };
   }
   // npm sets npm_execpath for lifecycle scripts: the same npm runs the build script (node-gyp comes with it).
   const npm = env.npm_execpath ? [process.execPath, env.npm_execpath] : ["npm"];
   const result = spawnSync(npm[0], [...npm.slice(1), "run", "build:native"], { cwd: root, env, stdio });
   if (result.error) return { built: false, reason: `could not run npm run build:native: ${result.error.message}` };
-  if (result.status !== 0) return { built: false, reason: `npm run build:native failed (exit ${result.status}) with ${compiler}` };
+  if (result.status !== 0)
+    return { built: false, reason: `npm run build:native failed (exit ${result.status}) with ${compiler}` };
   return { built: true, reason: null };
 }
 

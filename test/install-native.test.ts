@@ -16,13 +16,19 @@ before(() => {
   cpSync(join(ROOT, "package.json"), join(copy, "package.json"));
   cpSync(join(ROOT, "scripts"), join(copy, "scripts"), { recursive: true });
   mkdirSync(join(copy, "native"));
-  for (const part of ["binding.gyp", "src", "cuda"]) cpSync(join(ROOT, "native", part), join(copy, "native", part), { recursive: true });
+  for (const part of ["binding.gyp", "src", "cuda"])
+    cpSync(join(ROOT, "native", part), join(copy, "native", part), { recursive: true });
   symlinkSync(join(ROOT, "node_modules"), join(copy, "node_modules"));
 });
 after(() => rmSync(copy, { recursive: true, force: true }));
 
 function install(env: Record<string, string | undefined>) {
-  return spawnSync(process.execPath, ["scripts/install-native.mjs"], { cwd: copy, env: { ...process.env, ...env }, encoding: "utf8", timeout: 300_000 });
+  return spawnSync(process.execPath, ["scripts/install-native.mjs"], {
+    cwd: copy,
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: 300_000,
+  });
 }
 
 describe("npm install's native build", () => {
@@ -30,7 +36,10 @@ describe("npm install's native build", () => {
     const noCompiler = { PATH: "/nonexistent", CXX: undefined }; // the script runs by node's full path
     const soft = install({ ...noCompiler, RLGATE_REQUIRE_NATIVE: undefined });
     assert.equal(soft.status, 0, soft.stderr);
-    assert.match(soft.stderr, /the native kernels were NOT built: no C\+\+ compiler found \(c\+\+, g\+\+, clang\+\+ on PATH\)/);
+    assert.match(
+      soft.stderr,
+      /the native kernels were NOT built: no C\+\+ compiler found \(c\+\+, g\+\+, clang\+\+ on PATH\)/,
+    );
     assert.match(soft.stderr, /rlgate works, with the TypeScript reference kernels/);
     assert.match(soft.stderr, /npx rlgate doctor/);
     const strict = install({ ...noCompiler, RLGATE_REQUIRE_NATIVE: "1" });

@@ -62,18 +62,31 @@ after(async () => {
   for (const dir of [project, coreDir]) rmSync(dir, { recursive: true, force: true });
 });
 
-test("a trainer project imports rlgate/client by name: it type-checks and talks to a core", { timeout: 180_000 }, async () => {
-  await execFileAsync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", project], { cwd: project, timeout: 150_000 });
-  const tsx = join(ROOT, "node_modules/tsx/dist/cli.mjs");
-  const { stdout } = await execFileAsync(process.execPath, [tsx, "trainer.ts", core.address], { cwd: project, timeout: 60_000 });
-  const got = JSON.parse(stdout) as { gatewaysConnected: boolean[]; decode: string; consumer: string; max: number };
-  assert.deepEqual([got.decode, got.consumer], ["function", "function"]);
-  assert.ok(got.max > 0);
-  assert.equal(got.gatewaysConnected.length, 1);
-});
+test(
+  "a trainer project imports rlgate/client by name: it type-checks and talks to a core",
+  { timeout: 180_000 },
+  async () => {
+    await execFileAsync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", project], {
+      cwd: project,
+      timeout: 150_000,
+    });
+    const tsx = join(ROOT, "node_modules/tsx/dist/cli.mjs");
+    const { stdout } = await execFileAsync(process.execPath, [tsx, "trainer.ts", core.address], {
+      cwd: project,
+      timeout: 60_000,
+    });
+    const got = JSON.parse(stdout) as { gatewaysConnected: boolean[]; decode: string; consumer: string; max: number };
+    assert.deepEqual([got.decode, got.consumer], ["function", "function"]);
+    assert.ok(got.max > 0);
+    assert.equal(got.gatewaysConnected.length, 1);
+  },
+);
 
 test("a path the package does not export is refused by name (the exports are the public surface)", async () => {
-  writeFileSync(join(project, "deep.mjs"), `import("rlgate/gateway/index.ts").then(() => console.log("imported"), (e) => console.log(e.code));`);
+  writeFileSync(
+    join(project, "deep.mjs"),
+    `import("rlgate/gateway/index.ts").then(() => console.log("imported"), (e) => console.log(e.code));`,
+  );
   const { stdout } = await execFileAsync(process.execPath, ["deep.mjs"], { cwd: project });
   assert.equal(stdout.trim(), "ERR_PACKAGE_PATH_NOT_EXPORTED");
 });

@@ -19,10 +19,28 @@ describe("createLogger", () => {
     const log = createLogger({ destination: out }).child({ component: "gateway" });
     log.warn({ call: 7, status: "upstream_error" }, "upstream reset mid-stream");
     log.error({ err: new TypeError("boom") }, "internal error answered 500");
-    const [warn, error] = out.text().trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const [warn, error] = out
+      .text()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(
-      { level: warn!.level, component: warn!.component, call: warn!.call, status: warn!.status, msg: warn!.msg, pid: warn!.pid },
-      { level: 40, component: "gateway", call: 7, status: "upstream_error", msg: "upstream reset mid-stream", pid: process.pid },
+      {
+        level: warn!.level,
+        component: warn!.component,
+        call: warn!.call,
+        status: warn!.status,
+        msg: warn!.msg,
+        pid: warn!.pid,
+      },
+      {
+        level: 40,
+        component: "gateway",
+        call: 7,
+        status: "upstream_error",
+        msg: "upstream reset mid-stream",
+        pid: process.pid,
+      },
     );
     assert.equal(typeof warn!.time, "number");
     const err = error!.err as { type: string; message: string; stack: string };

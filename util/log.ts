@@ -18,10 +18,18 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions = {}): Logger {
   const destination = options.destination ?? process.stderr;
   const envFormat = process.env.RLGATE_LOG_FORMAT;
-  const format = options.format ?? (envFormat === "json" || envFormat === "pretty" ? envFormat : destination.isTTY ? "pretty" : "json");
+  const format =
+    options.format ??
+    (envFormat === "json" || envFormat === "pretty" ? envFormat : destination.isTTY ? "pretty" : "json");
   const level = options.level ?? process.env.RLGATE_LOG_LEVEL ?? "info";
   if (format === "json") return pino({ level, base: { pid: process.pid } }, destination);
-  const stream = pretty({ destination, colorize: destination.isTTY === true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", sync: true });
+  const stream = pretty({
+    destination,
+    colorize: destination.isTTY === true,
+    translateTime: "SYS:HH:MM:ss.l",
+    ignore: "pid,hostname",
+    sync: true,
+  });
   return pino({ level }, stream);
 }
 

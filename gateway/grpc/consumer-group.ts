@@ -19,7 +19,13 @@ export class ConsumerGroup {
     this.name = name;
     const committed = store.getCursor(name);
     this.#persister = new ConsumerStatePersister(name, store, committed, options.log ?? (() => {}));
-    this.#state = new LeaseState(name, store, this.#persister, { committed, state: store.getConsumerState(name) }, options);
+    this.#state = new LeaseState(
+      name,
+      store,
+      this.#persister,
+      { committed, state: store.getConsumerState(name) },
+      options,
+    );
     this.#persister.schedule(); // what loading found stale
   }
 

@@ -75,7 +75,9 @@ export class ConsumerStatePersister implements StateChanges {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#flush().catch((error) =>
-        this.#log(`consumer group ${this.#name}: writing its state failed: ${error instanceof Error ? error.message : String(error)}`),
+        this.#log(
+          `consumer group ${this.#name}: writing its state failed: ${error instanceof Error ? error.message : String(error)}`,
+        ),
       );
     }, PERSIST_DELAY_MS);
     this.#timer.unref();
@@ -105,7 +107,8 @@ export class ConsumerStatePersister implements StateChanges {
       this.#timer = null;
     }
     if (this.#isClean()) return Promise.resolve();
-    if (this.#closed) return Promise.reject(new Error(`consumer group ${this.#name} is closed: its state is no longer written`));
+    if (this.#closed)
+      return Promise.reject(new Error(`consumer group ${this.#name} is closed: its state is no longer written`));
     const batch = this.#pending;
     this.#pending = empty();
     const changes: ConsumerStateChanges = batch;

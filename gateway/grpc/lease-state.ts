@@ -381,7 +381,8 @@ export class LeaseState {
         this.#nextExpiry = Math.min(this.#nextExpiry, member.absentSince + this.#memberTimeoutMs);
       } else {
         this.#members.delete(session.member);
-        for (const [key, affinity] of this.#affinity) if (affinity.member === session.member) this.#forget(key, affinity);
+        for (const [key, affinity] of this.#affinity)
+          if (affinity.member === session.member) this.#forget(key, affinity);
       }
     }
     this.#rescan();

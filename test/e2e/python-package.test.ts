@@ -13,8 +13,13 @@ import { AGENT_SCRIPT, createRollout, playAgent, postJson, ROOT, startStack, tem
 
 const execFileAsync = promisify(execFile);
 const SYSTEM_PYTHON = process.env.RLGATE_PYTHON ?? "/usr/bin/python3";
-const probe = spawnSync(SYSTEM_PYTHON, ["-c", "import grpc, grpc_tools, numpy, setuptools, venv, ensurepip"], { encoding: "utf8" });
-const skip = probe.status === 0 ? false : `${SYSTEM_PYTHON} lacks grpcio, grpc-tools, numpy, setuptools or venv (Debian: python3-grpcio python3-grpc-tools python3-numpy python3-venv)`;
+const probe = spawnSync(SYSTEM_PYTHON, ["-c", "import grpc, grpc_tools, numpy, setuptools, venv, ensurepip"], {
+  encoding: "utf8",
+});
+const skip =
+  probe.status === 0
+    ? false
+    : `${SYSTEM_PYTHON} lacks grpcio, grpc-tools, numpy, setuptools or venv (Debian: python3-grpcio python3-grpc-tools python3-numpy python3-venv)`;
 if (skip && process.env.CI) throw new Error(`${skip}: CI must install them`);
 
 let stack: Stack;
@@ -26,7 +31,13 @@ const outside = tempDir("pkg-cwd");
 before(async () => {
   if (skip) return;
   stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0 } });
-  core = await startCore({ gateways: [stack.gateway.grpc!.address], port: 0, dataDir: coreDir, tokenBudget: 1_000_000, batchTimeoutMs: 200 });
+  core = await startCore({
+    gateways: [stack.gateway.grpc!.address],
+    port: 0,
+    dataDir: coreDir,
+    tokenBudget: 1_000_000,
+    batchTimeoutMs: 200,
+  });
 });
 after(async () => {
   await core?.close();
@@ -34,35 +45,60 @@ after(async () => {
   for (const dir of [coreDir, venv, outside]) rmSync(dir, { recursive: true, force: true });
 });
 
-test("pip install ./clients/python into a fresh venv; the example trainer runs from outside the checkout", { skip, timeout: 300_000 }, async () => {
-  await execFileAsync(SYSTEM_PYTHON, ["-m", "venv", "--system-site-packages", venv], { timeout: 120_000 });
-  const pip = await execFileAsync(join(venv, "bin/pip"), ["install", "--no-build-isolation", "--no-index", join(ROOT, "clients/python")], { cwd: outside, timeout: 240_000 });
-  assert.match(pip.stdout, /Successfully installed rlgate-client-0\.1\.0/);
-  const site = join(venv, "lib", readdirSync(join(venv, "lib"))[0]!, "site-packages");
-  for (const m of ["trainer_pb2.py", "trainer_pb2_grpc.py", "trajectories_pb2.py", "trajectories_pb2_grpc.py"]) {
-    assert.ok(existsSync(join(site, "rlgate/v1", m)), `${m} built into the package`);
-  }
-  const python = join(venv, "bin/python");
-  assert.equal(checkPython(python).level, "ok", "rlgate doctor --python finds it");
+test(
+  "pip install ./clients/python into a fresh venv; the example trainer runs from outside the checkout",
+  { skip, timeout: 300_000 },
+  async () => {
+    await execFileAsync(SYSTEM_PYTHON, ["-m", "venv", "--system-site-packages", venv], { timeout: 120_000 });
+    const pip = await execFileAsync(
+      join(venv, "bin/pip"),
+      ["install", "--no-build-isolation", "--no-index", join(ROOT, "clients/python")],
+      { cwd: outside, timeout: 240_000 },
+    );
+    assert.match(pip.stdout, /Successfully installed rlgate-client-0\.1\.0/);
+    const site = join(venv, "lib", readdirSync(join(venv, "lib"))[0]!, "site-packages");
+    for (const m of ["trainer_pb2.py", "trainer_pb2_grpc.py", "trajectories_pb2.py", "trajectories_pb2_grpc.py"]) {
+      assert.ok(existsSync(join(site, "rlgate/v1", m)), `${m} built into the package`);
+    }
+    const python = join(venv, "bin/python");
+    assert.equal(checkPython(python).level, "ok", "rlgate doctor --python finds it");
 
-  const gw = stack.gateway.url;
-  const rewards = [1, 0];
-  for (const reward of rewards) {
-    const r = await createRollout(gw, { group: "pkg-task", harness: "scripted", metadata: { group_size: rewards.length } });
-    await playAgent(r.base_urls.openai, 2, true);
-    assert.equal((await postJson(`${gw}/api/rollouts/${r.id}/finish`, { reward })).status, 200);
-  }
-  // From a folder with no checkout in it, and no proto/ to fall back on: only the installed modules can serve.
-  const { stdout } = await execFileAsync(join(venv, "bin/rlgate-example-trainer"), ["--core", core.address, "--max-batches", "1", "--json"], {
-    cwd: outside,
-    env: { ...process.env, RLGATE_PROTO_DIR: join(outside, "no-proto-here"), PYTHONPATH: "" },
-    timeout: 120_000,
-  });
-  const batch = JSON.parse(stdout.trim().split("\n")[0]!) as { groups: number; acked: boolean; row_details: Array<{ reward: number }> };
-  assert.equal(batch.groups, 1);
-  assert.equal(batch.acked, true);
-  assert.deepEqual([...new Set(batch.row_details.map((r) => r.reward))].sort(), [0, 1]);
+    const gw = stack.gateway.url;
+    const rewards = [1, 0];
+    for (const reward of rewards) {
+      const r = await createRollout(gw, {
+        group: "pkg-task",
+        harness: "scripted",
+        metadata: { group_size: rewards.length },
+      });
+      await playAgent(r.base_urls.openai, 2, true);
+      assert.equal((await postJson(`${gw}/api/rollouts/${r.id}/finish`, { reward })).status, 200);
+    }
+    // From a folder with no checkout in it, and no proto/ to fall back on: only the installed modules can serve.
+    const { stdout } = await execFileAsync(
+      join(venv, "bin/rlgate-example-trainer"),
+      ["--core", core.address, "--max-batches", "1", "--json"],
+      {
+        cwd: outside,
+        env: { ...process.env, RLGATE_PROTO_DIR: join(outside, "no-proto-here"), PYTHONPATH: "" },
+        timeout: 120_000,
+      },
+    );
+    const batch = JSON.parse(stdout.trim().split("\n")[0]!) as {
+      groups: number;
+      acked: boolean;
+      row_details: Array<{ reward: number }>;
+    };
+    assert.equal(batch.groups, 1);
+    assert.equal(batch.acked, true);
+    assert.deepEqual([...new Set(batch.row_details.map((r) => r.reward))].sort(), [0, 1]);
 
-  const where = await execFileAsync(python, ["-c", "import rlgate_client, rlgate.v1.trainer_pb2 as m; print(rlgate_client.__file__); print(m.__file__)"], { cwd: outside });
-  for (const line of where.stdout.trim().split("\n")) assert.ok(line.startsWith(site), `${line} is the installed copy`);
-});
+    const where = await execFileAsync(
+      python,
+      ["-c", "import rlgate_client, rlgate.v1.trainer_pb2 as m; print(rlgate_client.__file__); print(m.__file__)"],
+      { cwd: outside },
+    );
+    for (const line of where.stdout.trim().split("\n"))
+      assert.ok(line.startsWith(site), `${line} is the installed copy`);
+  },
+);
