@@ -1,4 +1,5 @@
 // Types of install-native.mjs for the tests that import it.
+export function upToDate(root: string): boolean;
 export function findCompiler(env?: Record<string, string | undefined>): string | null;
 export function installNative(options: {
   root: string;

@@ -4,7 +4,7 @@
 // runs its TypeScript kernels; this says so loudly, and `rlgate doctor` tells later. RLGATE_REQUIRE_NATIVE=1 (CI)
 // makes a missing or failed build fail the install; RLGATE_SKIP_NATIVE=1 skips the build.
 import { spawnSync } from "node:child_process";
-import { accessSync, constants } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -37,12 +37,29 @@ function banner(lines) {
   return [rule, ...lines.map((l) => `rlgate: ${l}`), rule].join("\n");
 }
 
+/** The newest modification time under `path` (a file, or a folder walked whole). */
+function newest(path) {
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(0, ...readdirSync(path).map((name) => newest(join(path, name))));
+}
+
+/** Whether the built addon is newer than every source it is built from (npm install then leaves it be). */
+export function upToDate(root) {
+  const addon = join(root, "native/build/Release/rlgate_native.node");
+  if (!existsSync(addon)) return false;
+  const sources = ["binding.gyp", "src", "cuda"].map((p) => join(root, "native", p)).filter((p) => existsSync(p));
+  return statSync(addon).mtimeMs >= Math.max(...sources.map(newest));
+}
+
 /**
  * Builds the addon in `root` (npm run build:native). Returns { built, reason }: the reason says why not and what
  * the user gets instead.
  */
 export function installNative({ root, env = process.env, stdio = "inherit" }) {
   if (env.RLGATE_SKIP_NATIVE === "1") return { built: false, reason: "skipped (RLGATE_SKIP_NATIVE=1)" };
+  // Every npm install runs this (adding a dependency too): a build newer than its sources is kept.
+  if (upToDate(root)) return { built: true, reason: "up to date" };
   const compiler = findCompiler(env);
   if (!compiler) {
     return {
@@ -63,7 +80,8 @@ function main() {
   const root = fileURLToPath(new URL("..", import.meta.url));
   const { built, reason } = installNative({ root });
   if (built) {
-    console.error("rlgate: native kernels built (native/build/Release); `npx rlgate doctor` checks them");
+    const what = reason === "up to date" ? "up to date, not rebuilt (npm run build:native rebuilds)" : "built";
+    console.error(`rlgate: native kernels ${what} (native/build/Release); \`npx rlgate doctor\` checks them`);
     return 0;
   }
   const required = process.env.RLGATE_REQUIRE_NATIVE === "1";

@@ -4,10 +4,10 @@
 // built addon is never touched.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { findCompiler } from "../scripts/install-native.mjs";
+import { findCompiler, upToDate } from "../scripts/install-native.mjs";
 import { ROOT, tempDir } from "./helpers.ts";
 
 let copy: string;
@@ -53,6 +53,23 @@ describe("npm install's native build", () => {
     assert.match(run.stderr, /gyp ERR!/);
     assert.match(run.stderr, /the native kernels were NOT built: npm run build:native failed \(exit 1\) with \S*false/);
     assert.equal(existsSync(join(copy, "native/build/Release/rlgate_native.node")), false);
+  });
+
+  test("an addon newer than its sources is kept as it is (every npm install runs the script); a changed source rebuilds", () => {
+    const release = join(copy, "native/build/Release");
+    mkdirSync(release, { recursive: true });
+    const addon = join(release, "rlgate_native.node");
+    writeFileSync(addon, "stands in for a built addon");
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(addon, later, later);
+    assert.equal(upToDate(copy), true);
+    const run = install({ CXX: "false", RLGATE_REQUIRE_NATIVE: "1" }); // a build would fail: none is tried
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stderr, /native kernels up to date, not rebuilt/);
+    const source = join(copy, "native/src/kernels.cc");
+    utimesSync(source, new Date(Date.now() + 120_000), new Date(Date.now() + 120_000));
+    assert.equal(upToDate(copy), false);
+    rmSync(join(copy, "native/build"), { recursive: true, force: true });
   });
 
   test("the compiler is $CXX when set, else c++ / g++ / clang++ from PATH", () => {
