@@ -1,29 +1,13 @@
 // `rlgate core`: the RL core. Reads finished rollouts from gateways' trajectory streams, groups them, computes
 // advantages with the native kernels, packs batches by a token budget and serves them to trainers over gRPC.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { BATCH_UNITS, CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
-
-function integer(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
-function unitInterval(value: string): number {
-  const n = Number(value);
-  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError("expected a number in [0, 1]");
-  return n;
-}
-
-function duration(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("expected a duration such as 500ms, 30s or 2m");
-  return Math.round(Number(match[1]) * { ms: 1, s: 1000, m: 60_000 }[(match[2] ?? "ms") as "ms"]);
-}
+import { createLogger, lineLogger } from "../util/log.ts";
+import { duration, integer, probability } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
   return new Command("core")
@@ -52,7 +36,7 @@ export function coreCommand(): Command {
         .choices(["batch", "group"])
         .default("batch"),
     )
-    .option("--gamma <g>", "reinforce++: discount of the per-token return", unitInterval, 1)
+    .option("--gamma <g>", "reinforce++: discount of the per-token return", probability, 1)
     .option("--drop-zero-variance-groups", "drop groups whose rewards are all equal (no signal; DAPO's dynamic sampling), counted as zero_variance", false)
     .addOption(
       new Option("--batch-unit <unit>", "what a batch never splits: a rollout's trajectories, or a whole group's (for group-level losses)")
@@ -116,7 +100,7 @@ export function coreCommand(): Command {
         trainFlagged: opts.trainFlagged,
         trainSegments: opts.trainSegments,
         processMetrics: true,
-        log: (line) => console.error(`[rlgate] ${line}`),
+        log: lineLogger(createLogger().child({ component: "core" })),
       });
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: core.metrics.registry });
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);

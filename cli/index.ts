@@ -4,6 +4,7 @@ import { coreCommand } from "./core-command.ts";
 import { exportCommand } from "./export-command.ts";
 import { replayCommand } from "./replay-command.ts";
 import { runCommand } from "./run-command.ts";
+import { doctorCommand } from "./doctor-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
@@ -23,7 +24,8 @@ const program = new Command()
   .addCommand(coreCommand())
   .addCommand(runCommand())
   .addCommand(replayCommand())
-  .addCommand(exportCommand());
+  .addCommand(exportCommand())
+  .addCommand(doctorCommand());
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
 function listenFailure(error: unknown): string | null {

@@ -1,5 +1,5 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
@@ -8,20 +8,8 @@ import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { guardProcess } from "../util/crash-guard.ts";
-
-function integer(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
-function bytes(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("expected a size such as 100mb, 512kb or 1048576");
-  const unit = (match[2] ?? "b").toLowerCase();
-  const scale = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit as "b"];
-  return Math.floor(Number(match[1]) * scale);
-}
+import { createLogger } from "../util/log.ts";
+import { bytes, duration, integer } from "./option-parsers.ts";
 
 export function serveCommand(): Command {
   return new Command("serve")
@@ -63,9 +51,9 @@ export function serveCommand(): Command {
     .option("--grpc-tls-client-ca <file>", "require RL cores' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_GRPC_TLS_CLIENT_CA)
     .option("--grpc-insecure", "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)", process.env.RLGATE_GRPC_INSECURE === "1")
     .option(
-      "--member-timeout <ms>",
+      "--member-timeout <duration>",
       "how long an RL core's rollouts and groups wait for it while it is away (restarting) before they go to other cores of its consumer group",
-      integer,
+      duration,
       60_000,
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
@@ -82,7 +70,7 @@ export function serveCommand(): Command {
     .option("--no-require-key", "accept harness calls without a rollout key even with --token (anyone who reaches the port can write into a rollout)")
     .option("--metrics-public", "serve /metrics without the control token", false)
     .option("--vocab-size <n>", "token ids of the served model: ids the upstream reports at or above it flag the call (default: known for Qwen3)", integer)
-    .option("--upstream-timeout <ms>", "max wait for upstream headers and between body chunks", integer, 600_000)
+    .option("--upstream-timeout <duration>", "max wait for upstream headers and between body chunks (e.g. 30s, 10m)", duration, 600_000)
     .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
     .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP, trainSegmentsOption)
     .option(
@@ -121,7 +109,7 @@ export function serveCommand(): Command {
         processMetrics: true,
         prompts: opts.prompts,
         model: opts.modelDir ? resolve(opts.modelDir) : undefined,
-        log: (line) => console.error(`[rlgate] ${line}`),
+        log: createLogger().child({ component: "gateway" }),
       });
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
       const u = gateway.url;

@@ -5,6 +5,7 @@ import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
+import { fromSnakeCase } from "../util/json-case.ts";
 
 async function fromGateway(url: string, id: string, token: string | undefined): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
@@ -19,8 +20,9 @@ async function fromGateway(url: string, id: string, token: string | undefined): 
     if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
     return body as unknown;
   };
-  const rollout = (await get(`/api/rollouts/${encodeURIComponent(id)}`)) as RolloutRecord;
-  const { calls } = (await get(`/api/rollouts/${encodeURIComponent(id)}/calls`)) as { calls: CallRecord[] };
+  // The API answers in snake_case: read back as the records the reconstruction takes.
+  const rollout = fromSnakeCase<RolloutRecord>(await get(`/api/rollouts/${encodeURIComponent(id)}`));
+  const { calls } = fromSnakeCase<{ calls: CallRecord[] }>(await get(`/api/rollouts/${encodeURIComponent(id)}/calls`));
   return { rollout, calls };
 }
 

@@ -1,26 +1,9 @@
 // `rlgate sim`: the simulated vLLM as a standalone server, for demos, benchmarks and pointing a harness at directly.
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
-
-function integer(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
-function nonNegative(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError("expected a non-negative number");
-  return n;
-}
-
-function probability(value: string): number {
-  const n = Number(value);
-  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError("expected a probability between 0 and 1");
-  return n;
-}
+import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
 export function simCommand(): Command {
   return new Command("sim")
@@ -43,8 +26,8 @@ export function simCommand(): Command {
     .option("--max-model-len <tokens>", "context length reported and enforced", integer, 40960)
     .option("--seed <n>", "seed for wording, logprobs and fault draws", integer, 0)
     .option("--script <file>", "scripted policy: a JSON file of assistant turns")
-    .option("--ttft-ms <ms>", "delay before the first token", nonNegative, 0)
-    .option("--inter-token-ms <ms>", "delay between streamed tokens", nonNegative, 0)
+    .option("--ttft-ms <duration>", "delay before the first token (e.g. 200ms, 1s)", duration, 0)
+    .option("--inter-token-ms <duration>", "delay between streamed tokens (e.g. 20ms)", duration, 0)
     .option("--error-rate <p>", "probability that a generation request gets a 500", probability, 0)
     .option("--reset-rate <p>", "probability that a stream's connection is destroyed mid-stream", probability, 0)
     .option("--logprob-noise <std>", "std-dev of seeded gaussian noise added to reported logprobs (a drifted server, for `rlgate replay score`)", nonNegative, 0)

@@ -1,5 +1,6 @@
 // What every request handler of one gateway shares.
 import type { Store } from "../store/store.ts";
+import type { Logger } from "../util/log.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { HistoryRepair } from "./repair/index.ts";
 import type { TokenPrompts } from "./prompts/index.ts";
@@ -43,5 +44,6 @@ export interface GatewayContext {
   trajectories: TrajectoryThread;
   /** History repair of chat requests before they go upstream; null when turned off (--no-repair-history). */
   repair: HistoryRepair | null;
-  log: (line: string) => void;
+  /** The process's logger (util/log.ts), made by the CLI. */
+  log: Logger;
 }

@@ -11,6 +11,7 @@ import { checkControlToken } from "./access.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
+import { toSnakeCase } from "../util/json-case.ts";
 
 const createSchema = z
   .object({
@@ -65,8 +66,9 @@ function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { open
   return { openai: `${origin}/r/${id}/v1`, anthropic: `${origin}/r/${id}` };
 }
 
+/** Every answer in snake_case (util/json-case.ts); records keep their TypeScript names inside. */
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  sendJsonBytes(res, status, Buffer.from(boundedStringify(value))); // what was stored never makes a read fail
+  sendJsonBytes(res, status, Buffer.from(boundedStringify(toSnakeCase(value)))); // what was stored never makes a read fail
 }
 
 function sendJsonBytes(res: ServerResponse, status: number, body: Buffer): void {

@@ -1,6 +1,7 @@
 // One error root for the gateway. Each error has a stable code and an HTTP status; this module is the one place that
 // turns it into the body a harness sees, in the harness API's own shape: OpenAI's (chat completions, completions,
 // Responses) or Anthropic's (Messages).
+import { RlgateError } from "../util/errors.ts";
 
 export type GatewayErrorCode =
   | "RLGATE_BAD_REQUEST"
@@ -44,15 +45,13 @@ const OPENAI_TYPE: Record<number, string> = {
   500: "internal_error",
 };
 
-export class GatewayError extends Error {
-  readonly code: GatewayErrorCode;
+export class GatewayError extends RlgateError<GatewayErrorCode> {
   readonly status: number;
   readonly param: string | null;
 
   constructor(code: GatewayErrorCode, message: string, options: { cause?: unknown; param?: string } = {}) {
-    super(message, { cause: options.cause });
+    super(code, message, { cause: options.cause });
     this.name = "GatewayError";
-    this.code = code;
     this.status = STATUS[code];
     this.param = options.param ?? null;
   }

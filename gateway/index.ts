@@ -18,6 +18,7 @@ import { HistoryRepair } from "./repair/index.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
+import { silentLogger, type Logger } from "../util/log.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
@@ -49,7 +50,8 @@ export interface GatewayOptions {
   /** Put back earlier assistant turns as the model sampled them before forwarding (default true). */
   repairHistory?: boolean;
   processMetrics?: boolean;
-  log?: (line: string) => void;
+  /** The process's logger (util/log.ts createLogger); default silent. */
+  log?: Logger;
   /** Port of the gRPC trajectory stream (the CLI's default is 8701; 0 picks a free port); unset or null: no gRPC server. */
   grpcPort?: number | null;
   /** Largest gRPC message (a rollout's trajectories); default 512 MiB. */
@@ -115,7 +117,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       options.repairHistory === false
         ? null
         : new HistoryRepair(store, trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
-    log: options.log ?? (() => {}),
+    log: options.log ?? silentLogger,
   };
   const { server, passthrough } = createGatewayServer(context);
   let grpc: GatewayGrpc | null = null;

@@ -59,7 +59,9 @@ export class GatewayMetrics {
   });
 
   constructor(options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: "rlgate_" });
+    // Under their standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes…): the dashboards and
+    // alerts written for any Node service read them as they are.
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
   recordCall(call: CallRecord): void {

@@ -98,7 +98,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
 
   function answerError(req: IncomingMessage, res: ServerResponse, error: unknown): void {
     const gatewayError = asGatewayError(error);
-    if (gatewayError.code === "RLGATE_INTERNAL") ctx.log(`internal error: ${(error as Error).stack ?? error}`);
+    if (gatewayError.code === "RLGATE_INTERNAL") ctx.log.error({ err: error, method: req.method, url: req.url }, "internal error answered 500");
     ctx.metrics.errors.inc({ code: gatewayError.code });
     if (res.headersSent) {
       res.destroy();
@@ -121,7 +121,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         answerError(req, res, error);
       } catch (secondError) {
         // An error while answering an error still answers, and is logged with its stack.
-        ctx.log(`error while answering an error: ${(secondError as Error).stack ?? secondError}`);
+        ctx.log.error({ err: secondError, method: req.method, url: req.url }, "error while answering an error");
         if (res.headersSent) res.destroy();
         else res.writeHead(500, { "content-type": "application/json" }).end(LAST_RESORT_ERROR);
       }

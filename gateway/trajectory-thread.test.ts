@@ -12,6 +12,7 @@ import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
+import { toSnakeCase } from "../util/json-case.ts";
 
 function rollout(id: string, fields: Partial<RolloutRecord> = {}): RolloutRecord {
   return { id, key: `key-${id}`, group: "g", task: "t", harness: "h", metadata: { n: 1 }, status: "open", reward: null, createdAt: 1, finishedAt: null, ...fields };
@@ -61,7 +62,8 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
     for (const r of [rollout("open"), done]) {
       const local = reconstructStored(store, r, {});
       assert.deepEqual(await thread.summary(r), { stats: local.stats, flags: local.flags });
-      assert.deepEqual(JSON.parse((await thread.json(r)).toString()), JSON.parse(JSON.stringify(reconstructionToJson(local))));
+      // The control API's JSON: snake_case (util/json-case.ts).
+      assert.deepEqual(JSON.parse((await thread.json(r)).toString()), JSON.parse(JSON.stringify(toSnakeCase(reconstructionToJson(local)))));
     }
     // Stream messages come serialized: read back, they are what the main thread would have sent.
     const sent = async (max: number) => decodeStreamMessage((await thread.message(cursor, done, max)).bytes);
@@ -77,7 +79,7 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
     assert.equal((await thread.summary(done)).stats.calls, before + 1);
     assert.deepEqual(await sent(64 << 20), local(64 << 20));
     // Call listings are serialized there too.
-    assert.deepEqual(JSON.parse((await thread.calls("done")).toString()), JSON.parse(JSON.stringify({ calls: store.listCalls("done") })));
+    assert.deepEqual(JSON.parse((await thread.calls("done")).toString()), JSON.parse(JSON.stringify(toSnakeCase({ calls: store.listCalls("done") }))));
   }));
 
 test("each answer sees every call committed before the request, even right after the previous answer", () =>

@@ -2,6 +2,7 @@
 // control API and the trajectory stream are computed there, one request at a time, and come back as promises.
 // The worker starts on first use and again after a crash (its pending requests fail with the reason).
 import { Worker } from "node:worker_threads";
+import { RlgateError } from "../util/errors.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { EncodedStreamMessage } from "../protocol/proto.ts";
@@ -9,8 +10,12 @@ import type { TrajectoryReply, TrajectoryRequest, TrajectoryWorkerData } from ".
 import type { TrajectorySettings } from "./trajectories.ts";
 
 /** The worker is not there to answer (it crashed, exited, or the gateway is closing): nothing is wrong with the rollout. */
-export class TrajectoryWorkerUnavailable extends Error {
+export class TrajectoryWorkerUnavailable extends RlgateError<"RLGATE_UNAVAILABLE"> {
   override readonly name = "TrajectoryWorkerUnavailable";
+
+  constructor(message: string) {
+    super("RLGATE_UNAVAILABLE", message);
+  }
 }
 
 type Pending = { worker: Worker; resolve: (value: unknown) => void; reject: (error: Error) => void };

@@ -12,6 +12,7 @@ import { encodeStreamMessage } from "../protocol/proto.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { rolloutMessage } from "./grpc/rollout-message.ts";
 import { reconstructStored, type TrajectorySettings } from "./trajectories.ts";
+import { toSnakeCase } from "../util/json-case.ts";
 
 export interface TrajectoryWorkerData {
   storePath: string;
@@ -50,9 +51,12 @@ class RecentReconstructions {
   }
 }
 
-/** JSON made here: a long rollout's is megabytes, and its bytes cross to the main thread without a copy. */
+/**
+ * The control API's JSON (snake_case, util/json-case.ts), made here: a long rollout's is megabytes, and its bytes
+ * cross to the main thread without a copy.
+ */
 function jsonBytes(value: unknown): Uint8Array {
-  return new TextEncoder().encode(boundedStringify(value)); // a stored body too deep to write never breaks a read
+  return new TextEncoder().encode(boundedStringify(toSnakeCase(value))); // a stored body too deep to write never breaks a read
 }
 
 export type TrajectoryReply = { id: number } & ({ ok: true; value: unknown } | { ok: false; error: string });

@@ -1,6 +1,7 @@
 // Per-token arrays travel as little-endian bytes. Typed arrays are host-endian, so this module refuses to
 // load on a big-endian host; views are taken without a copy where the bytes are aligned.
 import { endianness } from "node:os";
+import { LinkError } from "./errors.ts";
 
 if (endianness() !== "LE") throw new Error("rlgate's wire format is little-endian; this host is big-endian");
 
@@ -13,7 +14,9 @@ type TypedCtor<T> = { new (length: number): T; new (buffer: ArrayBufferLike, byt
 
 function view<T extends ArrayBufferView>(Ctor: TypedCtor<T>, bytes: Uint8Array, what: string): T {
   const size = Ctor.BYTES_PER_ELEMENT;
-  if (bytes.byteLength % size !== 0) throw new RangeError(`${what}: ${bytes.byteLength} bytes is not a whole number of ${size}-byte values`);
+  if (bytes.byteLength % size !== 0) {
+    throw new LinkError("RLGATE_BAD_REQUEST", `${what}: ${bytes.byteLength} bytes is not a whole number of ${size}-byte values`);
+  }
   const n = bytes.byteLength / size;
   if (bytes.byteOffset % size === 0) return new Ctor(bytes.buffer, bytes.byteOffset, n);
   const out = new Ctor(n); // unaligned (e.g. inside a protobuf message): one copy

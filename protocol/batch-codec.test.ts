@@ -7,7 +7,7 @@ import { Server } from "@grpc/grpc-js";
 import { TrainerClient as Trainer } from "../clients/ts/index.ts";
 import type { StoredBatch } from "../rl-core/core/core-store.ts";
 import { TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
-import { bytesOf, type BatchMessage } from "./index.ts";
+import { bytesOf, type BatchMessage, type RowInfo } from "./index.ts";
 import { TrainerClient, trainerService } from "./proto.ts";
 import { bindServer, shutdownServer } from "./server.ts";
 
@@ -36,6 +36,14 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
       harness: r % 2 ? "h1" : "h2",
       reward: r % 3,
       segment: "main",
+      generation: 1,
+      late: false,
+      calls: [{ seq: 1000 + r, policyVersion: "v1", temperature: 0.7, finishReason: "stop" }],
+      finishReason: "stop",
+      policyVersion: "v1",
+      noSignal: false,
+      signal: "ok" as const,
+      context: { rollouts: [`r${id}-${r}`], rewards: [r % 3], tokens: [tokensPerRow] },
     })),
     estimator: "grpo",
     normalize: "none",
@@ -44,10 +52,14 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
     trainedTokens: 0,
     groups: Math.ceil(rows / 2),
     createdAtMs: 1234.5 + id,
+    callIndex: bytesOf(Int32Array.from({ length: tokens }, () => (next() % 3) - 1)),
+    batchUnit: "rollout",
+    lossTokens: tokens,
+    rollouts: rows,
   };
 }
 
-const ARRAYS = ["offsets", "tokenIds", "lossMask", "logprobs", "advantages", "lossWeights"] as const;
+const ARRAYS = ["offsets", "tokenIds", "lossMask", "logprobs", "advantages", "lossWeights", "callIndex"] as const;
 
 describe("aligned batch encoder", () => {
   test("decodes (protobufjs) to the same message, every 4-byte array aligned in the frame", () => {
@@ -65,9 +77,16 @@ describe("aligned batch encoder", () => {
       }
       const { padding, ...rest } = got;
       assert.ok(!padding || padding.every((b) => b === 0));
+      // The core's own bookkeeping (group key, signal, group context) stays in its store; optional call fields
+      // arrive with protobufjs's one-field-oneof markers (`temperaturePresent`).
+      const calls = (row: RowInfo) => row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
       assert.deepEqual(
-        { ...rest, ...Object.fromEntries(ARRAYS.map((n) => [n, null])) },
-        { ...m, ...Object.fromEntries(ARRAYS.map((n) => [n, null])), rowInfo: m.rowInfo.map(({ groupKey: _, ...r }) => r) },
+        { ...rest, ...Object.fromEntries(ARRAYS.map((n) => [n, null])), rowInfo: rest.rowInfo.map((r) => ({ ...r, calls: calls(r) })) },
+        {
+          ...m,
+          ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
+          rowInfo: m.rowInfo.map(({ groupKey: _, signal: _s, context: _c, ...r }) => r),
+        },
       );
     }
   });

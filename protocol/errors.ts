@@ -1,5 +1,6 @@
-// The gRPC link's error root, and the one place any error becomes a gRPC status (errorToStatus).
+// The gRPC link's errors, and the one place any error becomes a gRPC status (errorToStatus).
 import { Metadata, status as Status, type ServiceError, type StatusObject } from "@grpc/grpc-js";
+import { describeError, RlgateError } from "../util/errors.ts";
 
 export type LinkErrorCode =
   | "RLGATE_BAD_REQUEST"
@@ -11,14 +12,8 @@ export type LinkErrorCode =
   | "RLGATE_UNAVAILABLE"
   | "RLGATE_INTERNAL";
 
-export class LinkError extends Error {
+export class LinkError extends RlgateError<LinkErrorCode> {
   override readonly name = "LinkError";
-  readonly code: LinkErrorCode;
-
-  constructor(code: LinkErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
 const BY_CODE: Record<string, Status> = {
@@ -35,19 +30,29 @@ const BY_CODE: Record<string, Status> = {
   RLGATE_KERNEL_OUT_OF_MEMORY: Status.RESOURCE_EXHAUSTED,
 };
 
-/** Any error → the status a gRPC handler answers with; the message travels as `details`, prefixed by its code. */
-export function errorToStatus(error: unknown): Partial<StatusObject> & { code: Status; details: string } {
-  const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+function logToStderr(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/**
+ * Any error → the status a gRPC handler answers with; the message travels as `details`, prefixed by its code. Only an
+ * RlgateError's code says whose fault it is: anything else (a TypeError or RangeError included) is a bug of ours, so
+ * it is INTERNAL, never INVALID_ARGUMENT, and its stack is logged (as is every INTERNAL).
+ */
+export function errorToStatus(
+  error: unknown,
+  log: (line: string) => void = logToStderr,
+): Partial<StatusObject> & { code: Status; details: string } {
+  const code = error instanceof RlgateError ? error.code : undefined;
   const message = error instanceof Error ? error.message : String(error);
-  let status = Status.INTERNAL;
-  if (typeof code === "string") {
-    status = BY_CODE[code] ?? (code.startsWith("RLGATE_KERNEL_BAD") ? Status.INVALID_ARGUMENT : Status.INTERNAL);
-  } else if (error instanceof RangeError || error instanceof TypeError) {
-    status = Status.INVALID_ARGUMENT;
-  }
+  const status =
+    code === undefined
+      ? Status.INTERNAL
+      : (BY_CODE[code] ?? (code.startsWith("RLGATE_KERNEL_BAD") ? Status.INVALID_ARGUMENT : Status.INTERNAL));
+  if (status === Status.INTERNAL) log(`internal error answered as gRPC INTERNAL: ${describeError(error)}`);
   const metadata = new Metadata();
-  if (typeof code === "string") metadata.set("rlgate-code", code);
-  return { code: status, details: typeof code === "string" ? `${code}: ${message}` : message, metadata };
+  if (code !== undefined) metadata.set("rlgate-code", code);
+  return { code: status, details: code !== undefined ? `${code}: ${message}` : message, metadata };
 }
 
 /** A client-side status error (from a failed call) in words. */

@@ -49,7 +49,7 @@ export class ControlClient {
 
   async finishRollout(id: string, body: { reward: number | null; status: string; metadata: Record<string, unknown> }): Promise<FinishedRollout> {
     const r = await this.#call("POST", `/api/rollouts/${encodeURIComponent(id)}/finish`, body);
-    return { calls: r.calls ?? 0, trajectories: r.trajectories?.stats?.retainedTrajectories ?? null };
+    return { calls: r.calls ?? 0, trajectories: r.trajectories?.stats?.retained_trajectories ?? null };
   }
 
   /** Fails with the gateway's reason when the control API is out of reach (unreachable, or a token missing or wrong). */

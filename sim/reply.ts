@@ -1,4 +1,5 @@
 // What a flavour's route handler hands back to the server core, which owns sockets, timing and faults.
+import { RlgateError } from "../util/errors.ts";
 
 export type Reply = JsonReply | StreamReply;
 
@@ -20,14 +21,14 @@ export interface StreamReply {
 }
 
 /** An error a route reports to the client in the flavour's error shape. */
-export class SimHttpError extends Error {
-  readonly code = "RLGATE_SIM_HTTP";
+export class SimHttpError extends RlgateError<"RLGATE_SIM_HTTP"> {
   readonly status: number;
   readonly errorType: string;
   readonly param: string | null;
 
   constructor(status: number, message: string, options: { type?: string; param?: string | null; cause?: unknown } = {}) {
-    super(message, { cause: options.cause });
+    super("RLGATE_SIM_HTTP", message, { cause: options.cause });
+    this.name = "SimHttpError";
     this.status = status;
     this.errorType = options.type ?? (status === 404 ? "NotFoundError" : status >= 500 ? "InternalServerError" : "BadRequestError");
     this.param = options.param ?? null;

@@ -1,12 +1,16 @@
 // Scripted policies: a JSON file holding one conversation, turn by turn. The server stays stateless because the turn
 // to play is chosen by how many assistant messages the request's history already holds.
 import { readFileSync } from "node:fs";
+import { RlgateError } from "../util/errors.ts";
 
 export type ScriptToolCall = { name: string; arguments: Record<string, unknown> | string };
 export type ScriptTurn = { reasoning?: string; content?: string; tool_calls?: ScriptToolCall[] };
 
-export class ScriptError extends Error {
-  readonly code = "RLGATE_SIM_BAD_SCRIPT";
+export class ScriptError extends RlgateError<"RLGATE_SIM_BAD_SCRIPT"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RLGATE_SIM_BAD_SCRIPT", message, options);
+    this.name = "ScriptError";
+  }
 }
 
 /** Reads a script file: a JSON array of turns, or `{"turns": [...]}`. */

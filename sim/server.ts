@@ -4,7 +4,7 @@ import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { renderChatIds } from "../tokenizer/chat-template.ts";
-import { selectFlavor, type FlavorName, type SimContext, type SimFlavor } from "./flavor.ts";
+import { selectFlavor, type FlavorName, type SimContext } from "./flavor.ts";
 import { mix, seededRandom } from "./hash.ts";
 import { SimHttpError, type Reply, type StreamReply } from "./reply.ts";
 import { pyJson } from "../tokenizer/py-json.ts";

@@ -52,7 +52,7 @@ export class CallCommitter {
     this.#pending = [];
     try {
       this.#root.transactionSync(() => {
-        for (const call of batch) this.#calls.put(call.key, call.stored);
+        for (const call of batch) void this.#calls.put(call.key, call.stored); // applied now, committed with the transaction
       });
     } catch (error) {
       this.#onFailed([...new Set(batch.map((call) => call.key[0]))]);

@@ -143,9 +143,10 @@ export class Store {
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
-          this.#rollouts.put(rollout.id, rollout);
-          this.#keys.put(rollout.key, rollout.id);
-          this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+          // Inside a transaction lmdb applies each put at once; their promises are the transaction's, settled below.
+          void this.#rollouts.put(rollout.id, rollout);
+          void this.#keys.put(rollout.key, rollout.id);
+          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
         }),
       ),
     ));
@@ -199,8 +200,8 @@ export class Store {
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
-          this.#rollouts.put(rollout.id, rollout);
-          this.#finished.put(cursor, rollout.id);
+          void this.#rollouts.put(rollout.id, rollout);
+          void this.#finished.put(cursor, rollout.id);
         }),
       ),
     );
@@ -239,18 +240,18 @@ export class Store {
   writeConsumerState(consumer: string, changes: ConsumerStateChanges): Promise<void> {
     return this.#settle(
       this.#root.transaction(() => {
-        if (changes.committed !== undefined) this.#cursors.put(consumer, changes.committed);
+        if (changes.committed !== undefined) void this.#cursors.put(consumer, changes.committed);
         for (const [cursor, member] of changes.leases) {
-          if (member === null) this.#consumerState.remove([consumer, "lease", cursor]);
-          else this.#consumerState.put([consumer, "lease", cursor], member);
+          if (member === null) void this.#consumerState.remove([consumer, "lease", cursor]);
+          else void this.#consumerState.put([consumer, "lease", cursor], member);
         }
         for (const [cursor, acked] of changes.acked) {
-          if (acked) this.#consumerState.put([consumer, "ack", cursor], true);
-          else this.#consumerState.remove([consumer, "ack", cursor]);
+          if (acked) void this.#consumerState.put([consumer, "ack", cursor], true);
+          else void this.#consumerState.remove([consumer, "ack", cursor]);
         }
         for (const [key, affinity] of changes.affinity) {
-          if (affinity === null) this.#consumerState.remove([consumer, "affinity", key]);
-          else this.#consumerState.put([consumer, "affinity", key], affinity);
+          if (affinity === null) void this.#consumerState.remove([consumer, "affinity", key]);
+          else void this.#consumerState.put([consumer, "affinity", key], affinity);
         }
       }),
     );

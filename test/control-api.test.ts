@@ -33,6 +33,39 @@ describe("control API and attribution", () => {
     assert.equal(read.harness, "qwen-code");
     assert.deepEqual(read.metadata, { sample: 3 });
     assert.equal(read.status, "open");
+    // One naming convention, snake_case, in every answer; the user's metadata keys are theirs and kept.
+    assert.equal(typeof read.created_at, "number");
+    assert.equal(read.finished_at, null);
+    assert.equal(read.createdAt, undefined);
+  });
+
+  test("snake_case everywhere: rollouts, calls, trajectories, finish summaries; metadata and bodies verbatim", async () => {
+    const rollout = await createRollout(stack.gateway.url, { group: "g-case", metadata: { camelKey: { innerKey: 1 } } });
+    const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
+    assert.equal(res.status, 200, res.text);
+    const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+    const calls = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`)).json()) as any;
+    const trajectories = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
+    const unattributed = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as any;
+    const call = await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls/${calls.calls[0].seq}`)).json();
+    const ours = (value: unknown, path: string, out: string[]): string[] => {
+      if (value === null || typeof value !== "object") return out;
+      for (const [k, v] of Object.entries(value)) {
+        if (["metadata", "request_received", "request_forwarded", "response", "upstream_response"].includes(k)) continue;
+        if (/[A-Z]/.test(k)) out.push(`${path}.${k}`);
+        ours(v, `${path}.${k}`, out);
+      }
+      return out;
+    };
+    for (const [what, body] of Object.entries({ finish: done.json, calls, call, trajectories, unattributed })) {
+      assert.deepEqual(ours(body, what, []), [], `${what} has camelCase keys`);
+    }
+    assert.deepEqual(done.json.metadata, { camelKey: { innerKey: 1 } });
+    assert.ok(Array.isArray(calls.calls[0].prompt_token_ids) && calls.calls[0].choices[0].token_ids.length > 0);
+    assert.equal(typeof calls.calls[0].timings.overhead_ms, "number");
+    assert.deepEqual(calls.calls[0].request_received.messages, MESSAGES, "the harness's body as it sent it");
+    assert.ok(Array.isArray(trajectories.trajectories[0].token_ids) && trajectories.trajectories[0].loss_mask.length > 0);
+    assert.equal(typeof done.json.trajectories.stats.unique_tokens, "number");
   });
 
   test("calls are attributed by path, by rollout key and by header", async () => {
@@ -135,7 +168,7 @@ describe("control API and attribution", () => {
       assert.equal(done.status, 200, done.text);
       assert.equal(done.json.status, "ok");
       assert.equal(done.json.trajectories, null);
-      assert.match(done.json.trajectoriesError, /trajectory worker exited/);
+      assert.match(done.json.trajectories_error, /trajectory worker exited/);
     } finally {
       Worker.prototype.postMessage = post;
     }

@@ -184,8 +184,8 @@ describe("chat completions capture", () => {
     const before = ((await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: unknown[] }).calls.length;
     const res = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES });
     assert.equal(res.status, 200);
-    const { calls } = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: Array<{ rolloutId: unknown }> };
+    const { calls } = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: Array<{ rollout_id: unknown }> };
     assert.equal(calls.length, before + 1);
-    assert.equal(calls.at(-1)!.rolloutId, null);
+    assert.equal(calls.at(-1)!.rollout_id, null);
   });
 });

@@ -31,7 +31,7 @@ after(async () => {
   for (const dir of [gatewayDir, ...coreDirs]) rmSync(dir, { recursive: true, force: true });
 });
 
-test("gateway killed -9 and a core restarted after the old rejoin grace: each group trained whole by one core, none missing or twice", { timeout: 60_000 }, async () => {
+test("gateway killed -9 and a core restarted after the old rejoin grace: each group trained whole by one core, none missing or twice", { timeout: 180_000 }, async () => {
   const { url: gatewayUrl, grpcPort, start: startGatewayProc } = await restartableGateway(gatewayDir, procs);
   let gateway = await startGatewayProc();
 

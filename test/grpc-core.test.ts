@@ -64,11 +64,11 @@ describe("rl core", () => {
     for (let r = 0; r < batch.rows; r++) {
       const id = batch.rowInfo[r]!.rolloutId;
       const res = await fetch(`${gw.url}/api/rollouts/${id}/trajectories`);
-      const rec = (await res.json()) as { trajectories: Array<{ tokenIds: number[]; lossMask: number[]; logprobs: number[] }> };
+      const rec = (await res.json()) as { trajectories: Array<{ token_ids: number[]; loss_mask: number[]; logprobs: number[] }> };
       const a: number = batch.offsets[r]!;
       const b: number = batch.offsets[r + 1]!;
-      assert.deepEqual([...batch.tokenIds.subarray(a, b)], rec.trajectories[0]!.tokenIds);
-      assert.deepEqual([...batch.lossMask.subarray(a, b)], rec.trajectories[0]!.lossMask);
+      assert.deepEqual([...batch.tokenIds.subarray(a, b)], rec.trajectories[0]!.token_ids);
+      assert.deepEqual([...batch.lossMask.subarray(a, b)], rec.trajectories[0]!.loss_mask);
       assert.deepEqual([...batch.logprobs.subarray(a, b)], rec.trajectories[0]!.logprobs.map(Math.fround));
       for (let t = a; t < b; t++) {
         if (batch.lossMask[t]) assert.ok(Math.abs(batch.advantages[t]! - expected[r]!) < 1e-5);

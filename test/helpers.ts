@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { startGateway, type Gateway, type GatewayOptions } from "../gateway/index.ts";
 import { startSim, type SimOptions, type SimServer } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
+import { fromSnakeCase } from "../util/json-case.ts";
 
 export const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -56,10 +57,11 @@ export async function createRollout(gatewayUrl: string, body: Record<string, unk
   return (await res.json()) as CreatedRollout;
 }
 
+/** A rollout's calls as records (the API's snake_case read back, as rlgate show reads them). */
 export async function rolloutCalls(gatewayUrl: string, rolloutId: string): Promise<CallRecord[]> {
   const res = await fetch(`${gatewayUrl}/api/rollouts/${rolloutId}/calls`);
   if (res.status !== 200) throw new Error(`calls: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { calls: CallRecord[] }).calls;
+  return fromSnakeCase<{ calls: CallRecord[] }>(await res.json()).calls;
 }
 
 export async function postJson(

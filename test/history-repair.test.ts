@@ -116,7 +116,7 @@ describe("history repair (messages mode, simulated vLLM)", () => {
     assert.equal(rec.trajectories[0].segment, "main");
     assert.deepEqual(rec.breaks, []);
     assert.equal(rec.stats.amplification, 1);
-    assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens);
+    assert.equal(rec.stats.trained_tokens, rec.stats.sampled_tokens);
   });
 
   test("Messages API (Claude-Code-like): the text block's trailing newline before a tool call is put back; 0 breaks", async () => {
@@ -151,6 +151,6 @@ describe("history repair (messages mode, simulated vLLM)", () => {
     assert.equal(rec.stats.breaks.reserialization, calls.length - 1);
     assert.equal(rec.stats.breaks.branch, 0, "the thinking-off turn's break is a re-serialization, not a branch");
     assert.ok(rec.stats.amplification > 3, `amplification ${rec.stats.amplification}`);
-    assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens);
+    assert.equal(rec.stats.trained_tokens, rec.stats.sampled_tokens);
   });
 });

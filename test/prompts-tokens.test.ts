@@ -5,7 +5,6 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
 import type { ScriptTurn } from "../sim/index.ts";
-import type { CallRecord } from "../store/records.ts";
 import { seededRandom } from "../util/seeded-random.ts";
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
@@ -112,9 +111,9 @@ describe("tokens prompt mode: random sessions", () => {
         });
         const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
         const stats = finished.json.trajectories.stats;
-        assert.equal(stats.retainedTrajectories, 1);
+        assert.equal(stats.retained_trajectories, 1);
         assert.equal(Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0), 0);
-        assert.equal(stats.trainedTokens, stats.sampledTokens);
+        assert.equal(stats.trained_tokens, stats.sampled_tokens);
         assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
       } finally {
         await stack.close();
@@ -253,8 +252,8 @@ describe("tokens prompt mode: restart", () => {
       assert.equal(first!.prompt?.newThread, "first_call");
       assert.equal(second!.prompt?.newThread, "no_earlier_answer_matched");
       assert.equal(second!.prompt?.thread, second!.seq);
-      const loose = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: CallRecord[] };
-      assert.equal(loose.calls.at(-1)!.prompt?.newThread, "unattributed");
+      const loose = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: Array<{ prompt?: { new_thread?: string } }> };
+      assert.equal(loose.calls.at(-1)!.prompt?.new_thread, "unattributed");
     } finally {
       await stack.close();
     }

@@ -43,13 +43,13 @@ describe("segments and --train-segments", () => {
     assert.equal(main.trained, true);
     const title = rec.trajectories.find((t: any) => t.segment === "auxiliary");
     assert.deepEqual([...new Set(title.spans.map((s: any) => s.kind))], ["untrained"]);
-    assert.equal(rec.stats.retainedTrajectories, 1);
+    assert.equal(rec.stats.retained_trajectories, 1);
   });
 
   test("a rollout's metadata train_segments decides which segments train", async () => {
     const rec = await session(stack, { train_segments: ["main", "auxiliary"] });
     assert.ok(rec.trajectories.every((t: any) => t.trained));
-    assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens);
+    assert.equal(rec.stats.trained_tokens, rec.stats.sampled_tokens);
   });
 
   test("bad train_segments: the control API answers 400 naming the kinds", async () => {

@@ -24,7 +24,7 @@ describe("trajectories from captured rollouts", () => {
     await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, true);
     const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
     assert.equal(finished.status, 200, finished.text);
-    assert.equal(finished.json.trajectories.stats.retainedTrajectories, 1);
+    assert.equal(finished.json.trajectories.stats.retained_trajectories, 1);
 
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(calls.length, 3);
@@ -38,10 +38,10 @@ describe("trajectories from captured rollouts", () => {
     assert.deepEqual(rec.breaks, []);
     // The trajectory is the last call's prompt + completion; its trained tokens are every call's sampled tokens.
     const last = calls.at(-1)!;
-    assert.deepEqual(trajectory.tokenIds, [...last.promptTokenIds!, ...last.choices[0]!.tokenIds]);
-    const trained = trajectory.tokenIds.filter((_: number, i: number) => trajectory.lossMask[i] === 1);
+    assert.deepEqual(trajectory.token_ids, [...last.promptTokenIds!, ...last.choices[0]!.tokenIds]);
+    const trained = trajectory.token_ids.filter((_: number, i: number) => trajectory.loss_mask[i] === 1);
     assert.deepEqual(trained, calls.flatMap((c) => c.choices[0]!.tokenIds));
-    const trainedLogprobs = trajectory.logprobs.filter((_: number, i: number) => trajectory.lossMask[i] === 1);
+    const trainedLogprobs = trajectory.logprobs.filter((_: number, i: number) => trajectory.loss_mask[i] === 1);
     assert.deepEqual(trainedLogprobs, calls.flatMap((c) => c.choices[0]!.logprobs!));
   });
 
@@ -58,7 +58,7 @@ describe("trajectories from captured rollouts", () => {
       // Every sampled token is trained exactly once across the trajectories.
       const calls = await rolloutCalls(plain.url, rollout.id);
       const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
-      const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
+      const trained = rec.trajectories.reduce((n: number, t: any) => n + t.loss_mask.filter((m: number) => m === 1).length, 0);
       assert.equal(trained, sampled);
 
       // The gateway lives in this process: the CLI must run asynchronously so the gateway can answer it.
@@ -84,7 +84,7 @@ describe("trajectories from captured rollouts", () => {
     const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
     const bytes = stack.gateway.context.store.storedTokenBytes(rollout.id);
     const sumOfPrompts = before.reduce((n, c) => n + c.promptTokenIds!.length, 0);
-    assert.ok(bytes.ids <= 1.5 * 4 * rec.stats.uniqueTokens, `${bytes.ids} B for ${rec.stats.uniqueTokens} unique tokens`);
+    assert.ok(bytes.ids <= 1.5 * 4 * rec.stats.unique_tokens, `${bytes.ids} B for ${rec.stats.unique_tokens} unique tokens`);
     assert.ok(bytes.ids < 4 * sumOfPrompts / 2, "whole prompts were stored");
 
     // A second gateway on the same store reads the same prompts, and keeps storing new calls as references.

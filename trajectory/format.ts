@@ -123,7 +123,7 @@ export function formatCallTree(rec: Reconstruction, color = false): string {
   const walk = (call: CallSummary, prefix: string, branch: string): void => {
     lines.push(`${prefix}${branch}${callLine(call, rec, p)}`);
     let kids = children.get(call.callSeq) ?? [];
-    let indent = prefix + (branch === "" ? "" : branch === "└ " ? "  " : "│ ");
+    const indent = prefix + (branch === "" ? "" : branch === "└ " ? "  " : "│ ");
     // Follow single-child chains without indenting (a linear session stays flat).
     while (kids.length === 1) {
       const next = kids[0]!;

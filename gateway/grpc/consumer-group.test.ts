@@ -1,18 +1,22 @@
 // A consumer group's state across restarts: leases, acks above the committed cursor and RL-group affinities are
 // persisted; a restarted group (same store) keeps a member's rollouts and groups for that member until it is back
 // or absent past the member timeout; fully acked groups stay with their member for late rollouts; what is
-// persisted is pruned as the committed cursor advances.
+// persisted is pruned as the committed cursor advances. Time is a manual clock (member timeouts) and mocked Date
+// (the finished log's cursor stamps): nothing here sleeps.
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
 import { Store } from "../../store/store.ts";
 import { putSyntheticRollout } from "../../test/grpc-helpers.ts";
 import { tempDir } from "../../test/helpers.ts";
-import { ConsumerGroup, type Session } from "./consumer-group.ts";
+import { manualClock } from "../../util/clock.ts";
+import { ConsumerGroup, type ConsumerGroupOptions, type Session } from "./consumer-group.ts";
 
 const dirs: string[] = [];
 const stores: Store[] = [];
+const groups: ConsumerGroup[] = [];
 after(async () => {
+  for (const g of groups) await g.close().catch(() => {}); // before their stores: no write is left for a closed store
   for (const s of stores) await s.close();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
@@ -23,6 +27,12 @@ function store(): Store {
   const s = new Store({ path: dir });
   stores.push(s);
   return s;
+}
+
+function open(name: string, s: Store, options: ConsumerGroupOptions = {}): ConsumerGroup {
+  const group = new ConsumerGroup(name, s, options);
+  groups.push(group);
+  return group;
 }
 
 let sessions = 0;
@@ -54,7 +64,7 @@ async function finished(s: Store, specs: Array<[id: string, group: string]>): Pr
 describe("consumer group state across restarts", () => {
   test("leases and acks survive the group's re-creation on the same store; a member back gets its own again", async () => {
     const s = store();
-    let group = new ConsumerGroup("cores", s);
+    let group = open("cores", s);
     const a = session("a");
     const b = session("b");
     group.join(a);
@@ -66,7 +76,7 @@ describe("consumer group state across restarts", () => {
     group.ack([c.get("c1")!]); // above the committed cursor (a1 is not acked)
     await group.persist();
 
-    group = new ConsumerGroup("cores", s); // the gateway restarted
+    group = open("cores", s); // the gateway restarted
     assert.deepEqual(
       { leased: group.status().leased, ackedAhead: group.status().ackedAhead, absent: group.status().absent.map((m) => [m.member, m.leases]) },
       { leased: 3, ackedAhead: 1, absent: [["a", 2], ["b", 1]] },
@@ -84,10 +94,10 @@ describe("consumer group state across restarts", () => {
     assert.equal(group.committed, c.get("c1")!, "the persisted ack of c1 counted");
   });
 
-  test("a member back after the old 5 s rejoin grace still gets its rollouts, trained ones included; no other member gets them", async (t) => {
-    t.mock.timers.enable({ apis: ["Date"], now: Date.now() });
+  test("a member back after the old 5 s rejoin grace still gets its rollouts, trained ones included; no other member gets them", async () => {
+    const clock = manualClock();
     const s = store();
-    const first = new ConsumerGroup("cores", s);
+    const first = open("cores", s, { clock: clock.now });
     const a = session("a");
     first.join(a);
     const c = await finished(s, [["y1", "g0"], ["y2", "g0"], ["x1", "g1"], ["x2", "g1"]]);
@@ -96,11 +106,11 @@ describe("consumer group state across restarts", () => {
     // a trained g0 and acked it, but the gateway died before writing the acks (and a restarted, forgetting them).
     first.ack([c.get("y1")!, c.get("y2")!]);
 
-    const group = new ConsumerGroup("cores", s, { memberTimeoutMs: 60_000 });
+    const group = open("cores", s, { memberTimeoutMs: 60_000, clock: clock.now });
     const b = session("b");
     group.join(b);
     assert.deepEqual(drain(group, b), ["o1"]);
-    t.mock.timers.tick(6_000);
+    clock.advance(6_000);
     assert.deepEqual(drain(group, b), [], "6 s later: a's rollouts and its group's new one still wait for a");
     const back = session("a");
     assert.deepEqual(group.join(back, { held: [c.get("x1")!, c.get("x2")!] }), []);
@@ -111,17 +121,20 @@ describe("consumer group state across restarts", () => {
   test("a member absent past the member timeout: its rollouts and groups go to other members, logged", async () => {
     const s = store();
     const lines: string[] = [];
-    const first = new ConsumerGroup("cores", s, { memberTimeoutMs: 200 });
+    const clock = manualClock();
+    const first = open("cores", s, { memberTimeoutMs: 200, clock: clock.now });
     const a = session("a");
     first.join(a);
     const c = await finished(s, [["z1", "g7"], ["z2", "g7"]]);
     assert.deepEqual(await deliver(first, a), ["z1", "z2"]);
 
-    const group = new ConsumerGroup("cores", s, { memberTimeoutMs: 200, log: (line) => lines.push(line) });
+    const group = open("cores", s, { memberTimeoutMs: 200, clock: clock.now, log: (line) => lines.push(line) });
     const b = session("b");
     group.join(b);
     assert.deepEqual(drain(group, b), []);
-    await new Promise((r) => setTimeout(r, 250));
+    clock.advance(199);
+    assert.deepEqual(drain(group, b), [], "1 ms before the timeout: still a's");
+    clock.advance(51);
     assert.deepEqual(drain(group, b), ["z1", "z2"]);
     assert.equal(lines.length, 1);
     assert.match(lines[0]!, /member a absent for 0 s: its 2 rollouts go to other members \(at least once.*its 1 groups are released/);
@@ -134,13 +147,13 @@ describe("consumer group state across restarts", () => {
     assert.deepEqual(drain(group, late), ["w1"]);
     group.leave(late);
     assert.deepEqual(drain(group, b), []);
-    await new Promise((r) => setTimeout(r, 250));
+    clock.advance(250);
     assert.deepEqual(drain(group, b), ["w1"]);
   });
 
   test("a late rollout of a group whose rollouts were all acked goes to the member that had the group, across a restart too", async () => {
     const s = store();
-    let group = new ConsumerGroup("cores", s);
+    let group = open("cores", s);
     const a = session("a");
     const b = session("b");
     group.join(a);
@@ -155,7 +168,7 @@ describe("consumer group state across restarts", () => {
     group.ack([group.committed + 1]); // not in the log: ignored
     await group.persist();
 
-    group = new ConsumerGroup("cores", s);
+    group = open("cores", s);
     const b2 = session("b");
     group.join(b2);
     await finished(s, [["l4", "gL"]]);
@@ -165,9 +178,10 @@ describe("consumer group state across restarts", () => {
     assert.deepEqual(drain(group, a2), ["l3", "l4"]);
   });
 
-  test("what is persisted is pruned as the committed cursor advances; acked groups after their retention", async () => {
+  test("what is persisted is pruned as the committed cursor advances; acked groups after their retention", async (t) => {
+    t.mock.timers.enable({ apis: ["Date"], now: Date.now() });
     const s = store();
-    const group = new ConsumerGroup("cores", s, { groupRetentionMs: 50 });
+    const group = open("cores", s, { groupRetentionMs: 50 });
     const a = session("a");
     group.join(a);
     const c = await finished(s, [["p1", "gP"], ["p2", "gP"], ["q1", "gQ"]]);
@@ -187,7 +201,7 @@ describe("consumer group state across restarts", () => {
     assert.equal(s.getCursor("cores"), c.get("q1")!);
     assert.equal(group.persisted, c.get("q1")!);
 
-    await new Promise((r) => setTimeout(r, 60));
+    t.mock.timers.tick(60); // the next finished rollout's cursor is 60 ms of log time later
     const r = await finished(s, [["r1", ""]]);
     assert.deepEqual(await deliver(group, a), ["r1"]);
     group.ack([r.get("r1")!]);
@@ -199,7 +213,7 @@ describe("consumer group state across restarts", () => {
 
   test("an unnamed member's leases last as long as its session and are not persisted", async () => {
     const s = store();
-    let group = new ConsumerGroup("cores", s);
+    let group = open("cores", s);
     const anon = session("ipv4:127.0.0.1:5000", { named: false });
     group.join(anon);
     await finished(s, [["u1", "gU"], ["u2", "gU"]]);
@@ -212,13 +226,13 @@ describe("consumer group state across restarts", () => {
     assert.deepEqual(drain(group, b), ["u1", "u2"], "released when its session ended");
     await group.durable();
 
-    group = new ConsumerGroup("cores", s);
+    group = open("cores", s);
     assert.deepEqual(group.status().absent.map((m) => [m.member, m.leases]), [["b", 2]], "b's leases, unlike the unnamed member's, were persisted");
   });
 
   test("claims: acked, not in the log, or another member's are rejected; an unleased one becomes the member's", async () => {
     const s = store();
-    const group = new ConsumerGroup("cores", s);
+    const group = open("cores", s);
     const c = await finished(s, [["r1", ""], ["r2", ""], ["k1", "gK"], ["k2", "gK"]]);
     const a = session("a");
     assert.deepEqual(group.join(a, { held: [c.get("r2")! + 1, c.get("k1")!] }), [c.get("r2")! + 1], "not in the log");
@@ -239,7 +253,8 @@ describe("consumer group bound", () => {
   test("at the bound, a waiting lease is still sent to its member, and the rollout the cursor waits for is still leased", async () => {
     const s = store();
     const cursors = await finished(s, Array.from({ length: 10 }, (_, i) => [`r${i}`, ""] as [string, string]));
-    const group = new ConsumerGroup("cores", s, { maxOutstanding: 10, memberTimeoutMs: 50 });
+    const clock = manualClock();
+    const group = open("cores", s, { maxOutstanding: 10, memberTimeoutMs: 50, clock: clock.now });
     const a1 = session("a", { maxInFlight: 1 });
     group.join(a1);
     assert.deepEqual(await deliver(group, a1), ["r0"]);
@@ -255,9 +270,57 @@ describe("consumer group bound", () => {
     assert.deepEqual(drain(group, a2), ["r0"], "the waiting lease is sent again at the bound");
     // a leaves again and stays away past its timeout: r0 is released, and b may lease it although the group is full.
     group.leave(a2);
-    await new Promise((r) => setTimeout(r, 80));
+    clock.advance(80);
     assert.deepEqual(await deliver(group, b), ["r0"]);
     group.ack([cursors.get("r0")!]);
     assert.equal(group.committed, cursors.get("r9"));
+  });
+});
+
+describe("consumer group bound on kept groups", () => {
+  test("fully acked groups kept for late rollouts are bounded by maxOutstanding plus maxRetainedGroups (not the default bound)", async () => {
+    const s = store();
+    const cursors = await finished(s, Array.from({ length: 12 }, (_, i) => [`g${i}r`, `g${i}`] as [string, string]));
+    const group = open("cores", s, { maxOutstanding: 2, maxRetainedGroups: 3 });
+    const a = session("a", { maxInFlight: 1 });
+    group.join(a);
+    for (let i = 0; i < 12; i++) {
+      assert.deepEqual(drain(group, a), [`g${i}r`]);
+      group.ack([cursors.get(`g${i}r`)!]);
+    }
+    // Each lease of a new group checks the bound: past 2 + 3 groups, the oldest fully acked ones are forgotten.
+    assert.equal(group.status().groups, 5);
+    await group.persist();
+    assert.deepEqual([...s.getConsumerState("cores").affinity.keys()].sort(), ["group:g10", "group:g11", "group:g7", "group:g8", "group:g9"]);
+  });
+});
+
+describe("consumer state persister", () => {
+  test("a failed write is reported by durable(), its changes go into the next write, and the group still works", async () => {
+    const s = store();
+    let failures = 1;
+    const real = s.writeConsumerState.bind(s);
+    s.writeConsumerState = (consumer, changes) => (failures-- > 0 ? Promise.reject(new Error("disk full")) : real(consumer, changes));
+    const group = open("cores", s);
+    const a = session("a");
+    group.join(a);
+    const c = await finished(s, [["f1", "gF"]]);
+    assert.deepEqual(drain(group, a), ["f1"]);
+    await assert.rejects(group.durable(), /disk full/);
+    await group.durable(); // the lease written on the second try
+    assert.deepEqual([...s.getConsumerState("cores").leases], [[c.get("f1")!, "a"]]);
+    group.ack([c.get("f1")!]);
+    await group.close();
+    assert.equal(s.getCursor("cores"), c.get("f1")!);
+    assert.equal(group.persisted, c.get("f1")!);
+    await assert.rejects(
+      (async () => {
+        group.join(session("b"));
+        await finished(s, [["f2", ""]]);
+        group.next(session("c"));
+        await group.durable();
+      })(),
+      /consumer group cores is closed/,
+    );
   });
 });

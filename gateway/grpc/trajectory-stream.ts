@@ -3,8 +3,9 @@
 // lease is persisted and the previous one was handed to HTTP/2 (a member that stops reading stops its session's
 // reads of the store).
 import { randomBytes } from "node:crypto";
-import type { ServerDuplexStream } from "@grpc/grpc-js";
+import { status as Status, type ServerDuplexStream } from "@grpc/grpc-js";
 import type { Store } from "../../store/store.ts";
+import { lineLogger, type Logger } from "../../util/log.ts";
 import {
   checkToken,
   errorToStatus,
@@ -34,7 +35,7 @@ export interface TrajectoryStreamOptions {
   trajectories: TrajectoryThread;
   maxMessageBytes: number;
   token: string | null;
-  log: (line: string) => void;
+  log: Logger;
   /** How long a named member's rollouts and groups wait for it while it is away; default MEMBER_TIMEOUT_MS. */
   memberTimeoutMs?: number;
   /** How long a fully acked group stays with its member for late rollouts; default GROUP_RETENTION_MS. */
@@ -81,18 +82,20 @@ class MemberSession implements Session {
 
 export class TrajectoryStreamService {
   readonly #options: TrajectoryStreamOptions;
+  readonly #log: Logger;
   readonly #groups = new Map<string, ConsumerGroup>();
   readonly #calls = new Set<Call>();
 
   constructor(options: TrajectoryStreamOptions) {
     this.#options = options;
+    this.#log = options.log.child({ component: "trajectory-stream" });
   }
 
   group(name: string): ConsumerGroup {
     let group = this.#groups.get(name);
     if (!group) {
-      const { store, memberTimeoutMs, groupRetentionMs, log } = this.#options;
-      group = new ConsumerGroup(name, store, { memberTimeoutMs, groupRetentionMs, log: (line) => log(`trajectory stream: ${line}`) });
+      const { store, memberTimeoutMs, groupRetentionMs } = this.#options;
+      group = new ConsumerGroup(name, store, { memberTimeoutMs, groupRetentionMs, log: lineLogger(this.#log, "warn") });
       this.#groups.set(name, group);
     }
     return group;
@@ -102,8 +105,9 @@ export class TrajectoryStreamService {
     this.#calls.add(call);
     call.once("close", () => this.#calls.delete(call));
     void this.#serve(call).catch((error) => {
-      this.#options.log(`trajectory stream: ${error instanceof Error ? error.message : String(error)}`);
-      if (isOpen(call)) call.emit("error", errorToStatus(error));
+      const status = errorToStatus(error, lineLogger(this.#log, "error")); // an internal error is logged there, with its stack
+      if (status.code !== Status.INTERNAL) this.#log.warn(status.details);
+      if (isOpen(call)) call.emit("error", status);
     });
   };
 
@@ -139,11 +143,11 @@ export class TrajectoryStreamService {
           group = this.group(request.consumerGroup || DEFAULT_CONSUMER_GROUP);
           rejected = group.join(session, { held: request.held, acked: request.acked });
           if (!session.named) {
-            this.#options.log(
-              `trajectory stream: a member without a name (${session.member}) joined '${group.name}': its leases are not kept across restarts, so a rollout it held may be trained twice; give each member a name (rlgate core --member)`,
+            this.#log.warn(
+              `a member without a name (${session.member}) joined '${group.name}': its leases are not kept across restarts, so a rollout it held may be trained twice; give each member a name (rlgate core --member)`,
             );
           }
-          if (rejected.length) this.#options.log(`trajectory stream: member ${session.member}: ${rejected.length} held rollouts went elsewhere meanwhile`);
+          if (rejected.length) this.#log.info({ member: session.member }, `${rejected.length} held rollouts went elsewhere meanwhile`);
           resolve();
         } else if (message.kind === "ack" && group) {
           group.ack(message.ack.cursors);
@@ -168,7 +172,7 @@ export class TrajectoryStreamService {
     const heartbeatMs = Math.max(100, Math.floor(s.leaseTimeoutMs / 3));
     watchdog = setInterval(() => {
       if (Date.now() - s.lastHeard > s.leaseTimeoutMs) {
-        this.#options.log(`trajectory stream: member ${s.member} silent for ${s.leaseTimeoutMs} ms, leases released`);
+        this.#log.warn({ member: s.member }, `member silent for ${s.leaseTimeoutMs} ms, leases released`);
         end(new LinkError("RLGATE_SESSION_EXPIRED", `no message from the member for ${s.leaseTimeoutMs} ms`));
       }
     }, Math.min(1000, heartbeatMs));
@@ -182,7 +186,7 @@ export class TrajectoryStreamService {
     } catch (error) {
       // The session ends with the error (its leases go back to the group, to wait for the member where named).
       const message = error instanceof Error ? error.message : String(error);
-      this.#options.log(`trajectory stream: member ${s.member}: ${message}`);
+      this.#log.warn({ member: s.member }, message);
       end(error instanceof LinkError ? error : new LinkError("RLGATE_INTERNAL", message));
       return;
     }
@@ -243,7 +247,7 @@ export class TrajectoryStreamService {
           if (attempt < 2) continue; // a crashed worker is started again by the next request
           throw new LinkError("RLGATE_UNAVAILABLE", `the gateway cannot build rollouts now (${reason}); reconnect`, { cause: error });
         }
-        this.#options.log(`trajectory stream: rollout ${lease.rollout.id}: reconstruction failed: ${reason}`);
+        this.#log.error({ rollout: lease.rollout.id, err: error }, "reconstruction failed");
         return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [`reconstruction failed: ${reason}`]) };
       }
     }

@@ -18,7 +18,7 @@ async function fetchContextLength(ctx: GatewayContext): Promise<number | null> {
     const length = body.data?.[0]?.max_model_len;
     return response.statusCode === 200 && typeof length === "number" && length > 0 ? length : null;
   } catch (error) {
-    ctx.log(`tokens prompt mode: could not read the upstream's context length from /v1/models: ${(error as Error).message}`);
+    ctx.log.warn({ err: error }, "tokens prompt mode: could not read the upstream's context length from /v1/models");
     return null;
   }
 }

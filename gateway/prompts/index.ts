@@ -144,7 +144,7 @@ export async function runChatCall(
     plan = tokens.plan(rolloutId, spec.chat);
   } catch (error) {
     // The template refused the history (Qwen3's raises on some): the upstream's chat route answers it as it would.
-    ctx.log(`tokens prompt mode: rendering failed, served as messages: ${(error as Error).message}`);
+    ctx.log.warn({ rollout: rolloutId, err: error }, "tokens prompt mode: rendering failed, served as messages");
     const opened = await fallback("render_failed");
     if (opened) await relay(opened);
     return;

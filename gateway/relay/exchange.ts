@@ -132,7 +132,7 @@ export class Exchange {
     this.recorder.endWork();
     await this.recorder.finish({ ...partial, status, error: message });
     if (!this.harnessGone) endHarness(message);
-    this.ctx.log(`call ${this.recorder.seq}: ${status}: ${message}`);
+    this.ctx.log.warn({ call: this.recorder.seq, status }, message);
   }
 
   /** Reads the upstream's whole body; null when it failed (recorded, harness connection broken). */

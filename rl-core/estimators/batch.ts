@@ -17,7 +17,7 @@ export interface PreparedBatch {
   numGroups: number;
 }
 
-function expectRowArray(estimator: string, name: string, value: unknown, ctor: Function, rows: number): void {
+function expectRowArray(estimator: string, name: string, value: unknown, ctor: abstract new (...args: never[]) => ArrayLike<number>, rows: number): void {
   if (value === undefined) return;
   if (!(value instanceof ctor) || (value as ArrayLike<number>).length !== rows) {
     throw new EstimatorError(estimator, `${name} must be a ${ctor.name} with one entry per row (${rows})`);

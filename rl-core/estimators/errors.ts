@@ -1,10 +1,10 @@
 // Estimator input errors (kernel failures surface as KernelError from ../kernels/errors.ts).
+import { RlgateError } from "../../util/errors.ts";
 
-export class EstimatorError extends Error {
+export class EstimatorError extends RlgateError<"RLGATE_ESTIMATOR_BAD_INPUT"> {
   override readonly name = "EstimatorError";
-  readonly code = "RLGATE_ESTIMATOR_BAD_INPUT";
 
   constructor(estimator: string, detail: string, options?: { cause?: unknown }) {
-    super(`${estimator}: ${detail}`, options);
+    super("RLGATE_ESTIMATOR_BAD_INPUT", `${estimator}: ${detail}`, options);
   }
 }

@@ -1,6 +1,7 @@
 // Kernel failures. The native addon and the CUDA library return numeric status codes (native/src/status.h);
 // the reference implementation reports the same conditions with the same codes. This module is the one
 // place where a status becomes an error.
+import { RlgateError } from "../../util/errors.ts";
 
 export const KernelStatus = {
   OK: 0,
@@ -27,16 +28,14 @@ const CODES: Record<number, { code: string; message: string }> = {
   8: { code: "RLGATE_KERNEL_OUT_OF_MEMORY", message: "out of memory" },
 };
 
-export class KernelError extends Error {
+export class KernelError extends RlgateError {
   override readonly name = "KernelError";
-  readonly code: string;
   readonly status: number;
   readonly kernel: string;
 
   constructor(status: number, kernel: string, detail?: string, options?: { cause?: unknown }) {
     const known = CODES[status] ?? { code: "RLGATE_KERNEL_UNKNOWN", message: `unknown status ${status}` };
-    super(`${kernel}: ${detail ?? known.message}`, options);
-    this.code = known.code;
+    super(known.code, `${kernel}: ${detail ?? known.message}`, options);
     this.status = status;
     this.kernel = kernel;
   }

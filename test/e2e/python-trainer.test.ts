@@ -88,13 +88,13 @@ test("a group driven through the gateway reaches the Python trainer with the adv
   const expected = new Map<string, { tokens: string; mask: string; rollout: number; trained: number }>();
   for (let i = 0; i < ids.length; i++) {
     const rec = (await (await fetch(`${gw}/api/rollouts/${ids[i]}/trajectories`)).json()) as {
-      trajectories: Array<{ trajectoryId: string; tokenIds: number[]; lossMask: number[]; trained: boolean }>;
+      trajectories: Array<{ trajectory_id: string; token_ids: number[]; loss_mask: number[]; trained: boolean }>;
     };
     if (i === 1) assert.ok(rec.trajectories.length > 1, "dropping reasoning leaves several trajectories");
     for (const t of rec.trajectories) {
-      const trained = t.lossMask.filter((m) => m === 1).length;
+      const trained = t.loss_mask.filter((m) => m === 1).length;
       if (!t.trained || trained === 0) continue;
-      expected.set(t.trajectoryId, { tokens: sha(Int32Array.from(t.tokenIds)), mask: sha(Uint8Array.from(t.lossMask)), rollout: i, trained });
+      expected.set(t.trajectory_id, { tokens: sha(Int32Array.from(t.token_ids)), mask: sha(Uint8Array.from(t.loss_mask)), rollout: i, trained });
     }
   }
   assert.equal(batch.groups, 1);

@@ -257,7 +257,7 @@ describe("Qwen Code CLI through rlgate", { skip: !QWEN_PRESENT && `qwen binary a
     assert.equal(rec.trajectories.length, 1);
     assert.ok(rec.trajectories.every((t: any) => t.segment === "main" && t.reward === 1));
     const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
-    const trained = rec.trajectories.reduce((n: number, t: any) => n + t.lossMask.filter((m: number) => m === 1).length, 0);
+    const trained = rec.trajectories.reduce((n: number, t: any) => n + t.loss_mask.filter((m: number) => m === 1).length, 0);
     assert.equal(trained, sampled, "every sampled token is trained exactly once");
     assert.equal(rec.flags.flagged, false, JSON.stringify(rec.flags));
   });

@@ -52,7 +52,7 @@ describe("rlgate run presets: pi in a sandbox", { skip: unavailable ? `sandboxes
       assert.ok(r!.calls >= 2, diag);
       assert.match(meta.runner.logs.agent, /rlgate-sim/, diag);
       const calls = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${r!.rolloutId}/calls`)).json()) as any).calls;
-      assert.ok(calls.every((c: any) => c.status === "ok" && c.tokenSource === "upstream"), diag);
+      assert.ok(calls.every((c: any) => c.status === "ok" && c.token_source === "upstream"), diag);
     });
   }
 });

@@ -73,7 +73,7 @@ describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", 
       assert.ok((r.trajectories ?? 0) >= 1, await diag(r));
     }
     const calls = (await (await fetch(`${gateway.url}/api/rollouts/${results[0]!.rolloutId}/calls`)).json()) as any;
-    assert.ok(calls.calls.every((c: any) => c.tokenSource === "upstream" && c.status === "ok"));
+    assert.ok(calls.calls.every((c: any) => c.token_source === "upstream" && c.status === "ok"));
   });
 
   test("the group goes to an RL core and comes back as one batch with its GRPO advantages", async () => {

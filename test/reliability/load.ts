@@ -84,12 +84,12 @@ export async function verify(url: string, ack: Acknowledged): Promise<Verified> 
   const out: Verified = { lostCalls: [], brokenCalls: [], lostFinishes: [] };
   for (const [rollout, seqs] of byRollout) {
     const res = await fetch(`${url}/api/rollouts/${rollout}/calls`);
-    const calls = res.status === 200 ? ((await res.json()) as { calls: Array<{ seq: number; status: string; promptTokenIds: number[] | null; choices: Array<{ tokenIds: number[] }> }> }).calls : [];
+    const calls = res.status === 200 ? ((await res.json()) as { calls: Array<{ seq: number; status: string; prompt_token_ids: number[] | null; choices: Array<{ token_ids: number[] }> }> }).calls : [];
     const stored = new Map(calls.map((c) => [c.seq, c]));
     for (const seq of seqs) {
       const call = stored.get(seq);
       if (!call) out.lostCalls.push(seq);
-      else if (call.status !== "ok" || !call.promptTokenIds?.length || !call.choices[0]?.tokenIds.length) out.brokenCalls.push(seq);
+      else if (call.status !== "ok" || !call.prompt_token_ids?.length || !call.choices[0]?.token_ids.length) out.brokenCalls.push(seq);
     }
   }
   for (const id of ack.finishes) {

@@ -1,0 +1,92 @@
+// `rlgate doctor`: one line per part with ok / warn / fail / skip, exit 1 when a part fails.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { createServer } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { startSim, type SimServer } from "../sim/index.ts";
+import { checkNode, checkPython, checkUpstream, formatChecks } from "./doctor-command.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+let sim: SimServer;
+before(async () => {
+  sim = await startSim({ port: 0 });
+});
+after(async () => {
+  await sim?.close();
+});
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe("rlgate doctor", () => {
+  test("an upstream that answers /v1/models is ok, with its models; with or without /v1 in the URL", async () => {
+    for (const url of [sim.url, `${sim.url}/v1/`]) {
+      const check = await checkUpstream(url, 30_000);
+      assert.equal(check.level, "ok", check.detail);
+      assert.match(check.detail, /\/v1\/models: Qwen\/Qwen3-8B$/);
+    }
+  });
+
+  test("an upstream not listening is a failure that names the address and the reason", async () => {
+    const port = await closedPort();
+    const check = await checkUpstream(`http://127.0.0.1:${port}`, 30_000);
+    assert.deepEqual([check.level, check.detail], ["fail", `http://127.0.0.1:${port}/v1/models: ECONNREFUSED`]);
+  });
+
+  test("an old Node fails, a Python that cannot import the client warns with the pip command", () => {
+    assert.deepEqual(checkNode("18.19.0"), {
+      name: "node",
+      level: "fail",
+      detail: "v18.19.0: rlgate needs Node >= 20.6",
+    });
+    assert.equal(checkNode("20.6.0").level, "ok");
+    assert.equal(checkNode("22.1.0").level, "ok");
+    const missing = checkPython("/nonexistent/python3");
+    assert.equal(missing.level, "warn");
+    assert.match(missing.detail, /did not run .*ENOENT/);
+    const plain = checkPython("/usr/bin/python3");
+    if (plain.level === "warn")
+      assert.match(plain.detail, /No module named 'rlgate_client'.*pip install \.\/clients\/python/);
+  });
+
+  test("the command: the reference kernels warn (with why), an unreachable upstream fails, exit code 1", async () => {
+    const port = await closedPort();
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "cli/index.ts", "doctor", "--upstream", `http://127.0.0.1:${port}`, "--timeout", "20s"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, RLGATE_NATIVE: "0" },
+        encoding: "utf8",
+        timeout: 120_000,
+      },
+    );
+    assert.equal(run.status, 1, run.stderr);
+    const lines = run.stdout.trim().split("\n");
+    assert.deepEqual(
+      lines.map((l) => l.split(/\s+/).slice(0, 2).join(" ")),
+      ["ok node", "warn kernels", "skip cuda", `${lines[3]!.split(/\s+/)[0]} python`, "fail upstream"],
+    );
+    assert.match(
+      lines[1]!,
+      /reference \(TypeScript\): disabled by RLGATE_NATIVE=0; build the addon with a C\+\+ compiler: npm run build:native/,
+    );
+    assert.match(lines[4]!, /ECONNREFUSED/);
+  });
+
+  test("lines are aligned: level, part, detail", () => {
+    assert.equal(
+      formatChecks([
+        { name: "node", level: "ok", detail: "v20" },
+        { name: "python client", level: "warn", detail: "x" },
+      ]),
+      "ok    node           v20\nwarn  python client  x",
+    );
+  });
+});

@@ -1,0 +1,1 @@
+"""Generated from rlgate's proto/ when rlgate-client was built."""

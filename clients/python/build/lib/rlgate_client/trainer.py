@@ -1,0 +1,209 @@
+"""Client of an RL core's Trainer service (proto/rlgate/v1/trainer.proto).
+
+Per-token arrays are numpy views over the message's bytes (numpy.frombuffer, no copy); they are read-only.
+Every unary call carries a deadline.
+
+TLS as in the TypeScript client: plaintext by default only on loopback; beyond it TLS with the system's roots
+(or tls_ca), unless insecure=True. tls_cert/tls_key present a client certificate (mutual TLS).
+"""
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import grpc
+import numpy as np
+
+from ._protos import load
+
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _host(target: str) -> str:
+    if target.startswith("["):
+        return target[1 : target.index("]")]
+    return target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@dataclass
+class Batch:
+    batch_id: int
+    rows: int
+    offsets: np.ndarray  # int32, rows + 1
+    token_ids: np.ndarray  # int32
+    loss_mask: np.ndarray  # uint8
+    logprobs: np.ndarray  # float32, the inference server's
+    advantages: np.ndarray  # float32
+    loss_weights: np.ndarray  # float32: loss = sum(loss_weights * per_token_loss)
+    row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, task, harness, reward, segment
+    estimator: str = ""
+    normalize: str = ""
+    loss_agg: str = ""
+    trained_tokens: int = 0
+    groups: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return int(self.token_ids.shape[0])
+
+    def row(self, r: int) -> slice:
+        return slice(int(self.offsets[r]), int(self.offsets[r + 1]))
+
+
+def _batch(m) -> Batch:
+    return Batch(
+        batch_id=m.batch_id,
+        rows=m.rows,
+        offsets=np.frombuffer(m.offsets, dtype="<i4"),
+        token_ids=np.frombuffer(m.token_ids, dtype="<i4"),
+        loss_mask=np.frombuffer(m.loss_mask, dtype=np.uint8),
+        logprobs=np.frombuffer(m.logprobs, dtype="<f4"),
+        advantages=np.frombuffer(m.advantages, dtype="<f4"),
+        loss_weights=np.frombuffer(m.loss_weights, dtype="<f4"),
+        row_info=list(m.row_info),
+        estimator=m.estimator,
+        normalize=m.normalize,
+        loss_agg=m.loss_agg,
+        trained_tokens=m.trained_tokens,
+        groups=m.groups,
+    )
+
+
+def _f32(a) -> bytes:
+    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+
+
+def _consistency(c) -> Dict[str, float]:
+    return {
+        "tokens": c.tokens,
+        "pearson": c.pearson,
+        "k3_kl": c.k3_kl,
+        "abs_diff_mean": c.abs_diff_mean,
+        "abs_diff_p50": c.abs_diff_p50,
+        "abs_diff_p99": c.abs_diff_p99,
+        "abs_diff_max": c.abs_diff_max,
+    }
+
+
+class TrainerClient:
+    def __init__(
+        self,
+        address: str,
+        token: Optional[str] = None,
+        deadline_s: float = 30.0,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        insecure: bool = False,
+    ):
+        self._pb, grpc_mod, _, _ = load()
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.keepalive_time_ms", 30000),
+        ]
+        target = address.replace("grpc://", "")
+        wanted = any((tls_ca, tls_cert, tls_key, tls_server_name))
+        if insecure or (not wanted and _host(target) in LOOPBACK):
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            if bool(tls_cert) != bool(tls_key):
+                raise ValueError("a TLS client certificate needs its key (and the key its certificate)")
+            creds = grpc.ssl_channel_credentials(_read(tls_ca), _read(tls_key), _read(tls_cert))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(target, creds, options=options)
+        self._stub = grpc_mod.TrainerStub(self._channel)
+        self._metadata = [("authorization", "Bearer " + token)] if token else []
+        self._deadline = deadline_s
+        self._streams: List[grpc.Future] = []
+
+    def batches(self, trainer: str = "python", max_in_flight: int = 2) -> Iterator[Batch]:
+        """Batches as they become ready (blocks while none is). Ack each one to get more than max_in_flight."""
+        request = self._pb.StreamBatchesRequest(trainer=trainer, max_in_flight=max_in_flight)
+        # Long-lived: no deadline. wait_for_ready: a trainer started before its core waits for it.
+        call = self._stub.StreamBatches(request, metadata=self._metadata, wait_for_ready=True)
+        self._streams.append(call)
+        try:
+            for message in call:
+                yield _batch(message)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise
+        finally:
+            call.cancel()
+            self._streams.remove(call)
+
+    def ack(self, batch_ids: Sequence[int]) -> int:
+        res = self._stub.AckBatch(self._pb.AckBatchRequest(batch_ids=list(batch_ids)), timeout=self._deadline, metadata=self._metadata)
+        return res.acked
+
+    def report_logprobs(self, batch_id: int, logprobs: np.ndarray, ack: bool = False, importance_cap: float = 0.0) -> dict:
+        """The trainer's logprobs for every token of the batch (mask-1 ones are read) → consistency per harness."""
+        req = self._pb.LogprobReport(batch_id=batch_id, logprobs=_f32(logprobs), ack=ack, importance_cap=importance_cap)
+        res = self._stub.ReportLogprobs(req, timeout=self._deadline, metadata=self._metadata)
+        return {
+            "harnesses": {c.harness: _consistency(c) for c in res.harnesses},
+            "importance_weights": np.frombuffer(res.importance_weights, dtype="<f4") if res.importance_weights else None,
+            "acked": res.acked,
+        }
+
+    def compute_advantages(
+        self,
+        values: Optional[np.ndarray] = None,
+        batch_id: int = 0,
+        offsets: Optional[np.ndarray] = None,
+        loss_mask: Optional[np.ndarray] = None,
+        rewards: Optional[Sequence[float]] = None,
+        group_ids: Optional[Sequence[int]] = None,
+        estimator: str = "gae",
+        gamma: Optional[float] = None,
+        lam: Optional[float] = None,
+        whiten: bool = True,
+        token_rewards: Optional[np.ndarray] = None,
+        normalize: str = "none",
+    ) -> dict:
+        """Advantages over a served batch (batch_id) or your own layout, with your values for GAE."""
+        req = self._pb.AdvantageRequest(batch_id=batch_id, estimator=estimator, normalize=normalize)
+        if offsets is not None:
+            req.rows = len(offsets) - 1
+            req.offsets = np.ascontiguousarray(offsets, dtype="<i4").tobytes()
+            req.loss_mask = np.ascontiguousarray(loss_mask, dtype=np.uint8).tobytes()
+            req.rewards.extend(float(r) for r in rewards)
+            if group_ids is not None:
+                req.group_ids.extend(int(g) for g in group_ids)
+        if values is not None:
+            req.values = _f32(values)
+        if token_rewards is not None:
+            req.token_rewards = _f32(token_rewards)
+        if gamma is not None or lam is not None or not whiten:
+            req.gae.gamma = 1.0 if gamma is None else gamma
+            setattr(req.gae, "lambda", 1.0 if lam is None else lam)  # a Python keyword
+            req.gae.whiten = whiten
+        res = self._stub.ComputeAdvantages(req, timeout=self._deadline, metadata=self._metadata)
+        return {
+            "advantages": np.frombuffer(res.advantages, dtype="<f4"),
+            "returns": np.frombuffer(res.returns, dtype="<f4") if res.returns else None,
+            "loss_mask": np.frombuffer(res.loss_mask, dtype=np.uint8),
+        }
+
+    def status(self):
+        return self._stub.Status(self._pb.StatusRequest(), timeout=self._deadline, metadata=self._metadata)
+
+    def close(self):
+        for call in list(self._streams):
+            call.cancel()
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
