@@ -1,6 +1,8 @@
 // The live UI's routes on the gateway: the page and its assets under /ui (static, no data in them), the event stream
 // /api/events (server-sent events of committed calls and rollouts) and /api/decode (token ids → text, for the token
 // view). Data routes honour the control API's token like the rest of /api.
+import { toSnakeCase } from "../util/json-case.ts";
+import { bearerMatches } from "../util/secrets.ts";
 import { readFileSync, readdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, join } from "node:path";
@@ -57,7 +59,7 @@ function loadAssets(): Map<string, { body: Buffer; type: string }> {
 }
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value);
+  const body = JSON.stringify(toSnakeCase(value));
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) }).end(body);
 }
 
@@ -108,7 +110,7 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
   let clients = 0;
   const texts = new Map<number, string>();
 
-  const authorized = (req: IncomingMessage) => !options.token || req.headers["authorization"] === `Bearer ${options.token}`;
+  const authorized = (req: IncomingMessage) => !options.token || bearerMatches(req.headers["authorization"], options.token);
 
   function events(req: IncomingMessage, res: ServerResponse): void {
     if (clients >= maxClients) return sendError(res, 503, "RLGATE_UI_BUSY", `${maxClients} event streams are open already`);
@@ -117,7 +119,7 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
     res.write(`retry: 2000\nevent: hello\ndata: ${JSON.stringify({ at: Date.now() })}\n\n`);
     const send = (event: string, data: unknown) => {
       if (res.writableLength > MAX_BUFFERED) return void res.destroy();
-      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      res.write(`event: ${event}\ndata: ${JSON.stringify(toSnakeCase(data))}\n\n`);
     };
     const onCall = (call: CallRecord) => send("call", callEvent(call));
     const onRollout = (rollout: RolloutRecord) => send("rollout", rolloutEvent(rollout));

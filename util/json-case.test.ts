@@ -30,3 +30,8 @@ test("our keys become snake_case at any depth; metadata and bodies are kept; the
   assert.deepEqual(back.metadata, record.metadata);
   assert.deepEqual(back.timings, record.timings);
 });
+
+test("kinds used as map keys (break counts by kind) read back as they were", () => {
+  const stats = { breakCounts: { sub_agent: 1, reserialization: 2 }, statusCounts: { upstream_error: 1, client_aborted: 2 } };
+  assert.deepEqual(fromSnakeCase(JSON.parse(JSON.stringify(toSnakeCase(stats)))), stats);
+});

@@ -5,7 +5,10 @@
 const OPAQUE = ["metadata", "requestReceived", "requestForwarded", "response", "upstreamResponse"];
 
 const camelToSnake = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-const snakeToCamel = (key: string): string => key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+// Keys that are values of ours (a segment or break kind, a status) in maps such as break counts: never renamed.
+const ENUM_KEYS = new Set(["sub_agent", "upstream_error", "client_aborted", "infra_error"]);
+const snakeToCamel = (key: string): string =>
+  ENUM_KEYS.has(key) ? key : key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 const OPAQUE_CAMEL = new Set(OPAQUE);
 const OPAQUE_SNAKE = new Set(OPAQUE.map(camelToSnake));

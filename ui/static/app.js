@@ -72,12 +72,27 @@ function headers(extra = {}) {
   return state.token ? { authorization: `Bearer ${state.token}`, ...extra } : extra;
 }
 class Unauthorized extends Error {}
+// The API names its fields in snake_case; this page reads them in camelCase, converted once here (util/json-case.ts's
+// inverse). Bodies and metadata that belong to the harness, the upstream or the user keep their keys.
+const OPAQUE = new Set(["metadata", "request_received", "request_forwarded", "response", "upstream_response"]);
+// Keys that are values (a segment or break kind, a status) in maps such as break counts.
+const ENUM_KEYS = new Set(["sub_agent", "upstream_error", "client_aborted", "infra_error"]);
+function camel(value) {
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.length > 0 && typeof value[0] !== "object" ? value : value.map(camel);
+  const out = {};
+  for (const [key, v] of Object.entries(value)) {
+    const name = ENUM_KEYS.has(key) ? key : key.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+    out[name] = OPAQUE.has(key) ? v : camel(v);
+  }
+  return out;
+}
 async function api(path, init = {}) {
   const res = await fetch(path, { ...init, headers: headers(init.headers || {}) });
   if (res.status === 401) throw new Unauthorized("the gateway needs its control token");
   const body = await res.json();
   if (!res.ok) throw new Error(body?.error?.message || `HTTP ${res.status}`);
-  return body;
+  return camel(body);
 }
 
 function askToken(message) {
@@ -143,7 +158,7 @@ function onEventBlock(block) {
     else if (line.startsWith("data:")) data += line.slice(5).trim();
   }
   if (!data) return;
-  const value = JSON.parse(data);
+  const value = camel(JSON.parse(data));
   if (event === "call") onCall(value);
   else if (event === "rollout") onRollout(value);
 }
