@@ -1,5 +1,6 @@
 // Where replay and export read captured rollouts from: a running gateway's control API, or a store directory
 // directly (LMDB allows readers beside a running gateway). Both answer the same records.
+import { fromSnakeCase } from "../util/json-case.ts";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
@@ -90,7 +91,8 @@ class GatewaySource implements RolloutSource {
       throw new SourceError(`${this.where} answered ${path} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
     }
     if (!res.ok) throw new SourceError(`${this.where}: ${body?.error?.message ?? `HTTP ${res.status}`}`);
-    return body;
+    // The control API speaks snake_case; the records are read back under their TypeScript names.
+    return fromSnakeCase(body);
   }
   async select(selection: Selection): Promise<RolloutRecord[]> {
     if (selection.ids?.length) {

@@ -39,8 +39,8 @@ describe("rlgate export", () => {
     for (const id of ids) {
       const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${id}/trajectories`)).json()) as any;
       const mine = rows.filter((r) => r.rollout_id === id);
-      assert.deepEqual(mine.map((r) => r.token_ids), rec.trajectories.map((t: any) => t.tokenIds));
-      assert.deepEqual(mine.map((r) => r.loss_mask), rec.trajectories.map((t: any) => t.lossMask));
+      assert.deepEqual(mine.map((r) => r.token_ids), rec.trajectories.map((t: any) => t.token_ids));
+      assert.deepEqual(mine.map((r) => r.loss_mask), rec.trajectories.map((t: any) => t.loss_mask));
       assert.deepEqual(mine.map((r) => r.logprobs), rec.trajectories.map((t: any) => t.logprobs));
     }
     assert.equal(rows[0].group, "g-export");

@@ -90,12 +90,12 @@ describe("live UI in headless Chromium", () => {
     // Clicking a branch (the second leaf) shows that trajectory's tokens: every sampled position, coloured, with text.
     const trajectories = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`, { headers: auth })).json()) as any).trajectories;
     const second = trajectories[1];
-    await page.click(`#tree .node[data-trajectory="${second.trajectoryId}"]`);
-    await page.waitFor(`document.querySelector('#tokens-title').dataset.trajectory === '${second.trajectoryId}' && document.querySelectorAll('#tokens .tok').length > 0`);
+    await page.click(`#tree .node[data-trajectory="${second.trajectory_id}"]`);
+    await page.waitFor(`document.querySelector('#tokens-title').dataset.trajectory === '${second.trajectory_id}' && document.querySelectorAll('#tokens .tok').length > 0`);
     const sampledPositions = second.spans.reduce((n: number, s: any) => n + s.end - s.start, 0);
     assert.equal(await page.evaluate("document.querySelectorAll('#tokens .tok.sampled').length"), sampledPositions);
     const trainedShown = await page.evaluate("[...document.querySelectorAll('#tokens .tok')].filter((t) => t.dataset.mask === '1').length");
-    assert.equal(trainedShown, second.lossMask.filter((m: number) => m === 1).length);
+    assert.equal(trainedShown, second.loss_mask.filter((m: number) => m === 1).length);
     assert.ok(await page.evaluate("[...document.querySelectorAll('#tokens .tok.sampled')].every((t) => t.style.background !== '')"), "sampled tokens are coloured");
     await page.hover("#tokens .tok.sampled.trained");
     const tip = await page.waitFor<string>("!document.querySelector('#tip').hidden && document.querySelector('#tip').textContent");

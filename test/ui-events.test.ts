@@ -83,8 +83,8 @@ describe("live UI routes", () => {
     const kinds = events.map((e) => `${e.event}:${e.data.status}`);
     assert.deepEqual(kinds, ["hello:undefined", "rollout:open", "call:ok", "call:ok", "rollout:ok"]);
     const calls = events.filter((e) => e.event === "call").map((e) => e.data);
-    assert.ok(calls.every((c) => c.rolloutId === rollout.id && c.promptTokens > 0 && c.sampledTokens > 0 && typeof c.timings.overheadMs === "number"));
-    assert.ok(calls.every((c) => c.requestReceived === undefined), "bodies stay out of the stream");
+    assert.ok(calls.every((c) => c.rollout_id === rollout.id && c.prompt_tokens > 0 && c.sampled_tokens > 0 && typeof c.timings.overhead_ms === "number"));
+    assert.ok(calls.every((c) => c.request_received === undefined), "bodies stay out of the stream");
     assert.ok(events.every((e) => !JSON.stringify(e.data).includes(rollout.key)), "the key never travels");
   });
 
