@@ -140,6 +140,10 @@ export interface CallRecord {
   upstreamResponse?: unknown;
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
+  /** What the translation to the upstream's API dropped or changed (hosted tools, unsupported blocks), when anything. */
+  warnings?: string[];
+  /** When `serve --max-tokens-cap` lowered the harness's max_tokens: what it asked for and what was sent. */
+  maxTokensCap?: { requested: number; sent: number; contextLength: number | null; promptTokens: number | null };
   tokenSource: TokenSource;
   /** Why the token ids are not trustworthy (null when they are): e.g. fewer ids than the upstream's usage counts. */
   tokenIssue: string | null;

@@ -20,6 +20,8 @@ export interface CallStart {
   policyVersion?: string | null;
   /** Sampling parameters of the forwarded request. */
   sampling?: SamplingParams | null;
+  warnings?: string[];
+  maxTokensCap?: CallRecord["maxTokensCap"];
   /** Epoch ms and performance.now() when the request head arrived. */
   startEpoch: number;
   startPerf: number;
@@ -201,6 +203,8 @@ export class CallRecorder {
       ...(outcome.upstreamResponse === undefined ? {} : { upstreamResponse: outcome.upstreamResponse }),
       promptTokenIds: outcome.promptTokenIds,
       choices: outcome.choices,
+      ...(this.#start.warnings?.length ? { warnings: this.#start.warnings } : {}),
+      ...(this.#start.maxTokensCap ? { maxTokensCap: this.#start.maxTokensCap } : {}),
       tokenSource: verdict.source,
       tokenIssue: verdict.issue,
       policyVersion: this.#start.policyVersion ?? null,

@@ -23,7 +23,7 @@ export const PROMPT_MODES = ["messages", "tokens"] as const;
 export type PromptModeName = (typeof PROMPT_MODES)[number];
 
 /** A chat-shaped call on its way upstream, as a surface describes it. */
-export interface ChatCallSpec extends Pick<ExchangeSpec, "api" | "stream" | "model" | "omitHeader"> {
+export interface ChatCallSpec extends Pick<ExchangeSpec, "api" | "stream" | "model" | "omitHeader" | "warnings" | "maxTokensCap"> {
   /** The chat-completions request (the served model's name already in it). */
   chat: Json;
 }

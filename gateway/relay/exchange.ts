@@ -1,7 +1,7 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { RawJson, type ApiSurface, type ChoiceCapture, type PromptRecord, type SamplingParams } from "../../store/records.ts";
+import { RawJson, type ApiSurface, type CallRecord, type ChoiceCapture, type PromptRecord, type SamplingParams } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
 import { CallRecorder, type CallOutcome, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
@@ -48,6 +48,10 @@ export interface ExchangeSpec {
   translateAnswer?: (upstream: UpstreamCall, recorder: CallRecorder) => UpstreamAnswer;
   /** The codec of the chat answer the relays read (default: the upstream flavour's chat codec). */
   chatCodec?: ApiCodec;
+  /** What the translation dropped or changed, recorded on the call. */
+  warnings?: string[];
+  /** A max_tokens lowered by `--max-tokens-cap`, recorded on the call. */
+  maxTokensCap?: CallRecord["maxTokensCap"];
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -216,6 +220,8 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
     ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
     policyVersion: policyVersionOf(ctx, call),
     sampling: samplingOf(spec.forwarded),
+    warnings: spec.warnings,
+    maxTokensCap: spec.maxTokensCap,
     startEpoch: call.startEpoch,
     startPerf: call.startPerf,
     prompt: spec.prompt,

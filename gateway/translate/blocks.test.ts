@@ -38,11 +38,21 @@ test("reasoning, then tool calls: the whitespace-only content between them is no
   assert.deepEqual(end, { finishReason: "tool_calls", stopSequence: null, promptTokens: 3, completionTokens: 9 });
 });
 
-test("text opens at its first non-whitespace character and keeps the whitespace before it", () => {
-  const { events, end } = run([chunk({ content: "\n" }), chunk({ content: "\nHi" }), chunk({ content: " there" }), chunk({}, { finish_reason: "stop", stop_reason: "END" })]);
+test("text opens at its first non-whitespace character, without vLLM's leading newlines; reasoning without the one after <think>", () => {
+  const { events, end } = run([
+    chunk({ reasoning_content: "\n" }),
+    chunk({ reasoning_content: "Plan:\n" }),
+    chunk({ content: "\n" }),
+    chunk({ content: "\n Hi" }),
+    chunk({ content: " there" }),
+    chunk({}, { finish_reason: "stop", stop_reason: "END" }),
+  ]);
   assert.deepEqual(events, [
+    { type: "start", kind: "reasoning" },
+    { type: "delta", kind: "reasoning", text: "Plan:\n" },
+    { type: "stop", kind: "reasoning" },
     { type: "start", kind: "text" },
-    { type: "delta", kind: "text", text: "\n\nHi" },
+    { type: "delta", kind: "text", text: " Hi" },
     { type: "delta", kind: "text", text: " there" },
     { type: "stop", kind: "text" },
   ]);

@@ -4,9 +4,11 @@
 // streamed or not.
 //
 // Whitespace-only text is not a block: vLLM's Qwen3 reasoning parser returns the "\n\n" after `</think>` as content,
-// which before a tool call is all the content there is. A text block opens at its first non-whitespace character
-// (with the whitespace before it), so no client sees an empty or blank text block; the Qwen3 template strips those
-// newlines when the history is rendered again, so the prompt of the next turn is the same either way.
+// which before a tool call is all the content there is. A text block opens at its first non-whitespace character,
+// without the newlines before it, and a reasoning block without the "\n" after `<think>`: harnesses print those as
+// blank lines. Only what the harness sees loses them — the record keeps the sampled ids — and the Qwen3 template
+// strips the same newlines when the history is rendered again, so the next turn's prompt is the same either way
+// (where a harness changes it otherwise, history repair puts back the recorded text).
 import { randomUUID } from "node:crypto";
 import { choicesOf, isObject, numberArray, type Json } from "../upstream/fields.ts";
 
@@ -30,6 +32,8 @@ export interface ChatEnd {
 export function newCallId(): string {
   return `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
 }
+
+const LEADING_NEWLINES = /^\n+/;
 
 export class ChatBlockSplitter {
   #open: BlockKind | null = null;
@@ -103,9 +107,12 @@ export class ChatBlockSplitter {
 
   #reasoning(text: string, events: BlockEvent[]): void {
     if (this.#open !== "reasoning") {
+      const rest = text.replace(LEADING_NEWLINES, "");
+      if (!rest) return; // the newline after <think>: the block opens with its first other character
       this.#close(events);
       this.#open = "reasoning";
-      events.push({ type: "start", kind: "reasoning" });
+      events.push({ type: "start", kind: "reasoning" }, { type: "delta", kind: "reasoning", text: rest });
+      return;
     }
     events.push({ type: "delta", kind: "reasoning", text });
   }
@@ -117,7 +124,7 @@ export class ChatBlockSplitter {
     }
     this.#pendingText += text;
     if (!/\S/.test(this.#pendingText)) return;
-    const pending = this.#pendingText;
+    const pending = this.#pendingText.replace(LEADING_NEWLINES, "");
     this.#close(events);
     this.#open = "text";
     events.push({ type: "start", kind: "text" }, { type: "delta", kind: "text", text: pending });

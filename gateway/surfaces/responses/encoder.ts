@@ -1,13 +1,16 @@
 // Writes an OpenAI Responses response from the upstream's chat chunks: `response.created`, `response.in_progress`,
 // per output item `response.output_item.added` … `response.output_item.done` (reasoning items with
 // `response.reasoning_text.delta`, messages with `response.content_part.added` / `response.output_text.delta` /
-// `.done` / `response.content_part.done`, function calls with `response.function_call_arguments.delta` / `.done`),
+// `.done` / `response.content_part.done`, function calls with `response.function_call_arguments.delta` / `.done`;
+// custom_tool_call and local_shell_call items, whose fields are read from the function's whole arguments, complete
+// with `response.output_item.done` — custom ones after `response.custom_tool_call_input.done`),
 // then `response.completed` (or `response.incomplete` when max_output_tokens cut the answer). Every event carries a
 // `sequence_number`. The Response object a non-streamed call returns is built from the same events.
 import type { TranslationEncoder } from "../../relay/translated.ts";
 import { ChatBlockSplitter, randomHex, sseFrame, type BlockEvent } from "../../translate/blocks.ts";
 import { isObject, type Json } from "../../upstream/fields.ts";
 import { encodeReasoning, type ResponsesRequest } from "./request.ts";
+import { outputItemOf, ResponsesToolMap } from "./tools.ts";
 
 /** The fields of a Response that echo the request. */
 function echoed(request: ResponsesRequest): Json {
@@ -36,10 +39,15 @@ export class ResponsesEncoder implements TranslationEncoder {
   readonly #response: Json;
   readonly #output: Json[] = [];
   readonly #encryptReasoning: boolean;
+  readonly #tools: ResponsesToolMap;
+  /** The function the open tool block calls (as named upstream). */
+  #toolFunction = "";
+  #pendingArgs = "";
   #seq = 0;
   #started = false;
 
-  constructor(request: ResponsesRequest) {
+  constructor(request: ResponsesRequest, tools: ResponsesToolMap = ResponsesToolMap.empty()) {
+    this.#tools = tools;
     const include = request["include"];
     this.#encryptReasoning = Array.isArray(include) && include.includes("reasoning.encrypted_content");
     this.#response = {
@@ -82,12 +90,13 @@ export class ResponsesEncoder implements TranslationEncoder {
 
   #event(event: BlockEvent): string {
     if (event.type === "start") {
+      if (event.kind === "tool") this.#toolFunction = event.name;
       const item: Json =
         event.kind === "reasoning"
           ? { id: `rs_${randomHex(48)}`, type: "reasoning", summary: [], content: [] }
           : event.kind === "text"
             ? { id: `msg_${randomHex(48)}`, type: "message", status: "in_progress", role: "assistant", content: [] }
-            : { id: `fc_${randomHex(48)}`, type: "function_call", status: "in_progress", arguments: "", call_id: event.id, name: event.name };
+            : outputItemOf({ id: `fc_${randomHex(48)}`, call_id: event.id, status: "in_progress" }, event.name, "", this.#tools);
       this.#output.push(item);
       const output_index = this.#output.length - 1;
       let frames = this.#frame("response.output_item.added", { output_index, item: structuredClone(item) });
@@ -104,7 +113,13 @@ export class ResponsesEncoder implements TranslationEncoder {
     const part = event.kind === "tool" ? null : ((item["content"] as Json[])[0] as Json);
     if (event.type === "delta") {
       if (part === null) {
-        item["arguments"] = String(item["arguments"]) + event.text;
+        const args = String(item["arguments"] ?? "") + event.text;
+        if (item["type"] !== "function_call") {
+          // Its fields come from the whole arguments: kept aside until the call is complete.
+          this.#pendingArgs += event.text;
+          return "";
+        }
+        item["arguments"] = args;
         return this.#frame("response.function_call_arguments.delta", { ...where, delta: event.text });
       }
       part["text"] = String(part["text"]) + event.text;
@@ -112,6 +127,13 @@ export class ResponsesEncoder implements TranslationEncoder {
       return this.#frame("response.output_text.delta", { ...where, content_index: 0, delta: event.text, logprobs: [] });
     }
     let frames = "";
+    if (part === null && item["type"] !== "function_call") {
+      const done = outputItemOf({ id: String(item["id"]), call_id: String(item["call_id"]), status: "completed" }, this.#toolFunction, this.#pendingArgs, this.#tools);
+      this.#pendingArgs = "";
+      this.#output[output_index] = done;
+      if (done["type"] === "custom_tool_call") frames += this.#frame("response.custom_tool_call_input.done", { ...where, input: done["input"] });
+      return frames + this.#frame("response.output_item.done", { output_index, item: structuredClone(done) });
+    }
     if (part === null) {
       frames += this.#frame("response.function_call_arguments.done", { ...where, name: item["name"], arguments: item["arguments"] });
       item["status"] = "completed";

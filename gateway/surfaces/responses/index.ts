@@ -28,17 +28,17 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
     }
     previous = found;
   }
-  const { chat, conversation } = toChatRequest(request, previous);
+  const { chat, conversation, tools, warnings } = toChatRequest(request, previous);
   const stream = request.stream === true;
-  const encoder = new ResponsesEncoder(request);
-  const spec = { api: "responses" as const, stream, model: request.model, chat: withServedModel(ctx.modelMap, chat) };
+  const encoder = new ResponsesEncoder(request, tools);
+  const spec = { api: "responses" as const, stream, model: request.model, chat: withServedModel(ctx.modelMap, chat), warnings };
   await runChatCall(ctx, call, spec, ({ ex }) =>
     relayTranslated(ex, {
       encoder,
       errorShape: "openai",
       stream,
       onComplete(delivered) {
-        if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"])]);
+        if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"], { tools })]);
       },
     }),
   );

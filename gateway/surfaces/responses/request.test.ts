@@ -46,7 +46,8 @@ test("instructions lead, the previous conversation follows, and the request's op
     reasoning: { effort: "minimal" },
     text: { format: { type: "json_schema", name: "out", schema: { type: "object" }, strict: true } },
   });
-  const { chat, conversation } = toChatRequest(request, [{ role: "user", content: "before" }]);
+  const { chat, conversation, warnings } = toChatRequest(request, [{ role: "user", content: "before" }]);
+  assert.deepEqual(warnings, []);
   assert.deepEqual(conversation, [{ role: "user", content: "before" }, { role: "user", content: "next" }]);
   assert.deepEqual(chat, {
     model: "m",
@@ -61,11 +62,10 @@ test("instructions lead, the previous conversation follows, and the request's op
   });
 });
 
-test("items and tools that cannot be carried are refused by name", () => {
+test("items that cannot be carried at all are refused by name", () => {
   const refused = (body: Record<string, unknown>, pattern: RegExp) =>
     assert.throws(() => toChatRequest(parseResponsesRequest({ model: "m", ...body }), []), (e: unknown) => e instanceof GatewayError && pattern.test(e.message));
   refused({ input: [{ type: "item_reference", id: "x" }] }, /item_reference/);
-  refused({ input: "x", tools: [{ type: "file_search" }] }, /file_search/);
   refused({ input: [{ role: "user", content: [{ type: "input_file", file_id: "f" }] }] }, /input_file/);
   assert.throws(() => parseResponsesRequest({ input: "x" }), /model/);
 });

@@ -4,11 +4,16 @@
 //   message items (user/system/developer) → user / system messages (input_text and input_image parts)
 //   reasoning, assistant message and function_call items in a row → one assistant message
 //                                           (reasoning_content, content, tool_calls)
-//   function_call_output                  → a tool message
-//   function tools, tool_choice, max_output_tokens, text.format, reasoning.effort, sampling → their chat counterparts
-// Items and tools that cannot be carried (item_reference, hosted tools, files) are refused with a 400 naming them.
+//   custom_tool_call, local_shell_call    → tool calls of that assistant message (tools.ts maps names and arguments)
+//   function_call_output, custom_tool_call_output → a tool message
+//   tools (function, namespace, custom, local_shell), tool_choice, max_output_tokens, text.format, reasoning.effort,
+//   sampling                              → their chat counterparts (tools.ts)
+// Hosted tools and the items they leave in the history (web_search_call, tool_search_call, image_generation_call, …),
+// which a chat-completions upstream cannot run or show its model, are dropped with a warning recorded on the call.
+// What cannot be carried at all (item_reference, file inputs) is refused with a 400 naming it.
 import { GatewayError } from "../../errors.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
+import { chatTools, ResponsesToolMap, toolCallOf } from "./tools.ts";
 
 export interface ResponsesRequest extends Json {
   model: string;
@@ -72,13 +77,48 @@ function userContent(content: unknown, where: string): string | Json[] {
   return parts.length === 1 && only?.type === "text" ? String(only.text) : parts;
 }
 
-function toolOutput(output: unknown): string {
+function toolOutput(output: unknown, where: string, warnings: string[]): string {
   if (typeof output === "string") return output;
+  if (isObject(output) && typeof output["content"] === "string") return output["content"];
+  if (Array.isArray(output) && output.some((p) => isObject(p) && p["type"] !== "input_text" && p["type"] !== "output_text" && p["type"] !== "text")) {
+    warnings.push(`${where}.output: parts other than text dropped (tool messages carry text)`);
+  }
   return texts(output, ["input_text", "output_text", "text"]).join("\n");
 }
 
-/** The chat messages for an input (string or items); `where` names the field in errors. */
-export function inputMessages(input: unknown, where = "input"): Json[] {
+/** Items hosted tools leave in a history: the upstream's model never made them and cannot be shown them. */
+const HOSTED_ITEMS = new Set([
+  "web_search_call",
+  "file_search_call",
+  "image_generation_call",
+  "code_interpreter_call",
+  "computer_call",
+  "computer_call_output",
+  "mcp_call",
+  "mcp_list_tools",
+  "mcp_approval_request",
+  "mcp_approval_response",
+  "tool_search_call",
+  "tool_search_output",
+  "compaction",
+  "compaction_summary",
+  "context_compaction",
+]);
+
+export interface InputOptions {
+  /** Names the field in errors and warnings. */
+  where?: string;
+  /** The request's tools: how namespaced, custom and local_shell calls are named upstream. */
+  tools?: ResponsesToolMap;
+  /** Collects what was dropped. */
+  warnings?: string[];
+}
+
+/** The chat messages for an input (string or items). */
+export function inputMessages(input: unknown, options: InputOptions = {}): Json[] {
+  const where = options.where ?? "input";
+  const map = options.tools ?? ResponsesToolMap.empty();
+  const warnings = options.warnings ?? [];
   if (input === undefined || input === null) return [];
   if (typeof input === "string") return [{ role: "user", content: input }];
   const messages: Json[] = [];
@@ -117,21 +157,25 @@ export function inputMessages(input: unknown, where = "input"): Json[] {
         message["reasoning_content"] = String(message["reasoning_content"] ?? "") + text;
         return;
       }
-      case "function_call": {
+      case "function_call":
+      case "custom_tool_call":
+      case "local_shell_call": {
         const message = open();
         const calls = (message["tool_calls"] ??= []) as Json[];
-        calls.push({
-          id: textField(item["call_id"] ?? item["id"], `${at}.call_id`),
-          type: "function",
-          function: { name: textField(item["name"], `${at}.name`), arguments: typeof item["arguments"] === "string" ? item["arguments"] : "{}" },
-        });
+        calls.push(toolCallOf(item, map));
         return;
       }
       case "function_call_output":
+      case "custom_tool_call_output":
+      case "local_shell_call_output":
         flush();
-        messages.push({ role: "tool", tool_call_id: textField(item["call_id"], `${at}.call_id`), content: toolOutput(item["output"]) });
+        messages.push({ role: "tool", tool_call_id: textField(item["call_id"], `${at}.call_id`), content: toolOutput(item["output"], at, warnings) });
         return;
       default:
+        if (typeof type === "string" && HOSTED_ITEMS.has(type)) {
+          warnings.push(`${at}: '${type}' item dropped: a chat-completions upstream's model cannot be shown it`);
+          return;
+        }
         throw invalid(`${at}.type`, `input items of type '${shown(type)}' cannot be passed to a chat-completions upstream`);
     }
   });
@@ -139,26 +183,14 @@ export function inputMessages(input: unknown, where = "input"): Json[] {
   return messages;
 }
 
-function chatTools(tools: unknown): Json[] | undefined {
-  if (tools == null) return undefined;
-  if (!Array.isArray(tools)) throw invalid("tools", "expected an array of tools");
-  return tools.map((tool, k) => {
-    if (!isObject(tool) || tool["type"] !== "function" || typeof tool["name"] !== "string") {
-      const type = isObject(tool) ? shown(tool["type"]) : typeof tool;
-      throw invalid(`tools.${k}`, `only function tools can run on a chat-completions upstream (got '${type}')`);
-    }
-    const fn: Json = { name: tool["name"], parameters: tool["parameters"] ?? { type: "object", properties: {} } };
-    if (typeof tool["description"] === "string") fn["description"] = tool["description"];
-    if (typeof tool["strict"] === "boolean") fn["strict"] = tool["strict"];
-    return { type: "function", function: fn };
-  });
-}
-
-function chatToolChoice(choice: unknown): unknown {
+function chatToolChoice(choice: unknown, map: ResponsesToolMap): unknown {
   if (choice == null || choice === "auto" || choice === "none" || choice === "required") return choice ?? undefined;
-  if (isObject(choice) && choice["type"] === "function" && typeof choice["name"] === "string") {
-    return { type: "function", function: { name: choice["name"] } };
+  if (isObject(choice) && (choice["type"] === "function" || choice["type"] === "custom") && typeof choice["name"] === "string") {
+    const namespace = typeof choice["namespace"] === "string" ? choice["namespace"] : null;
+    return { type: "function", function: { name: map.functionName(choice["name"], namespace) } };
   }
+  // A hosted tool (dropped) or an allowed_tools list: the model chooses among what it was given.
+  if (isObject(choice)) return "auto";
   throw invalid("tool_choice", "expected auto, none, required or {type:'function', name}");
 }
 
@@ -172,12 +204,24 @@ function responseFormat(text: unknown): Json | undefined {
   return undefined;
 }
 
+export interface ChatTranslation {
+  chat: Json;
+  /** The chat messages this response's successor (previous_response_id) continues from. */
+  conversation: Json[];
+  /** How the upstream's function calls map back to the harness's tools. */
+  tools: ResponsesToolMap;
+  /** What was dropped on the way (hosted tools, their items, non-text tool output parts). */
+  warnings: string[];
+}
+
 /**
  * The chat-completions request for a Responses request. `history` is the conversation of the previous response
- * (its input and output as chat messages); `conversation` is what this response's successor will need.
+ * (its input and output as chat messages).
  */
-export function toChatRequest(request: ResponsesRequest, history: readonly Json[]): { chat: Json; conversation: Json[] } {
-  const conversation = [...history, ...inputMessages(request["input"])];
+export function toChatRequest(request: ResponsesRequest, history: readonly Json[]): ChatTranslation {
+  const warnings: string[] = [];
+  const { tools, map } = chatTools(request["tools"], warnings);
+  const conversation = [...history, ...inputMessages(request["input"], { tools: map, warnings })];
   const messages = typeof request["instructions"] === "string" && request["instructions"]
     ? [{ role: "system", content: request["instructions"] }, ...conversation]
     : conversation;
@@ -186,10 +230,9 @@ export function toChatRequest(request: ResponsesRequest, history: readonly Json[
     chat["stream"] = true;
     chat["stream_options"] = { include_usage: true };
   }
-  const tools = chatTools(request["tools"]);
   if (tools?.length) {
     chat["tools"] = tools;
-    const choice = chatToolChoice(request["tool_choice"]);
+    const choice = chatToolChoice(request["tool_choice"], map);
     if (choice !== undefined) chat["tool_choice"] = choice;
   }
   if (typeof request["parallel_tool_calls"] === "boolean") chat["parallel_tool_calls"] = request["parallel_tool_calls"];
@@ -201,5 +244,5 @@ export function toChatRequest(request: ResponsesRequest, history: readonly Json[
   if (isObject(reasoning) && (reasoning["effort"] === "none" || reasoning["effort"] === "minimal")) {
     chat["chat_template_kwargs"] = { enable_thinking: false };
   }
-  return { chat, conversation };
+  return { chat, conversation, tools: map, warnings };
 }
