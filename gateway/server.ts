@@ -3,9 +3,11 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { checkControlToken, checkHarnessAccess, finishedRolloutError } from "./access.ts";
+import type { ApiSurface } from "../store/records.ts";
 import { attribute, splitRolloutPath } from "./attribution.ts";
-import { recordRejected } from "./capture/rejected.ts";
+import { recordRejected as recordRefusedIntoFinished } from "./capture/rejected.ts";
 import { parseJsonBody, readBody } from "./body.ts";
+import { isRecordedRejection, recordRejected, type RejectedRequest } from "./capture/rejected-call.ts";
 import type { GatewayContext } from "./context.ts";
 import { handleControlApi } from "./control-api.ts";
 import { GatewayError, asGatewayError, toErrorBody, toOpenAIErrorBody, type ErrorShape } from "./errors.ts";
@@ -26,6 +28,18 @@ const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promi
   "/v1/messages": handleMessages,
   "/v1/messages/count_tokens": handleCountTokens,
 };
+
+/** The API each surface route records its calls under. */
+const API_OF: Record<string, ApiSurface> = {
+  "/v1/chat/completions": "chat.completions",
+  "/v1/completions": "completions",
+  "/v1/responses": "responses",
+  "/v1/messages": "messages",
+  "/v1/messages/count_tokens": "messages",
+};
+
+/** What a harness's connectivity check (GET or HEAD on its base URL) is answered with. */
+const BASE_URL_ROUTES = new Set(["/", "/v1", "/v1/"]);
 
 /**
  * The request target as a URL, or undefined when it is not one. Node accepts targets such as `//[` or `/\\` that the
@@ -73,18 +87,38 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (ui.matches(path)) return ui.handle(req, res, url);
     if (path === "/api" || path.startsWith("/api/")) return handleControlApi(ctx, req, res, url);
 
-    const { routePath } = splitRolloutPath(path);
+    const { rolloutId, routePath } = splitRolloutPath(path);
     const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
     if (surface) {
       const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
-      const rawBody = await readBody(req, ctx.config.bodyLimitBytes);
-      const finished = finishedRolloutError(ctx, attribution);
-      if (finished) {
-        await recordRejected(ctx, { req, attribution, rawBody, routePath, startEpoch, startPerf }, finished.message);
-        throw finished;
+      const request: RejectedRequest = { rolloutId: attribution.rolloutId, api: API_OF[routePath]!, path: req.url ?? path, rawBody: null, body: undefined, startEpoch, startPerf };
+      try {
+        const rawBody = (request.rawBody = await readBody(req, ctx.config.bodyLimitBytes));
+        const finished = finishedRolloutError(ctx, attribution);
+        if (finished) {
+          await recordRefusedIntoFinished(ctx, { req, attribution, rawBody, routePath, startEpoch, startPerf }, finished.message);
+          throw finished;
+        }
+        const body = (request.body = parseJsonBody(rawBody));
+        return await surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
+      } catch (error) {
+        // A refused request is recorded on its open rollout (committed before the harness hears of it), then answered.
+        const refusal = asGatewayError(error);
+        if (!res.headersSent && isRecordedRejection(refusal)) {
+          await recordRejected(ctx, request, refusal, toErrorBody(refusal, errorShapeOf(req.url))).catch((failure: unknown) =>
+            ctx.log(`could not record a rejected call: ${(failure as Error).message}`),
+          );
+        }
+        throw refusal;
       }
-      const body = parseJsonBody(rawBody);
-      return surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
+    }
+    // Harnesses check their base URL before the first call (Claude Code: HEAD /r/{id}); it answers for its rollout.
+    if ((req.method === "GET" || req.method === "HEAD") && rolloutId !== null && BASE_URL_ROUTES.has(routePath)) {
+      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
+      const body = JSON.stringify({ object: "rlgate.rollout", id: attribution.rolloutId, ok: true });
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(req.method === "HEAD" ? undefined : body);
+      return;
     }
     if (isPassthroughPath(routePath)) {
       const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));

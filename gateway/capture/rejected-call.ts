@@ -1,0 +1,69 @@
+// A harness request rlgate refused before sending anything upstream (malformed JSON, an invalid or untranslatable
+// body, a body over the limit) is still a call of its rollout: recorded with status `rejected`, the reason and the
+// body as received, so `GET /api/rollouts/{id}/calls` explains a rollout that holds no answered call. Never trained on.
+import { RawJson, type ApiSurface, type CallRecord } from "../../store/records.ts";
+import type { GatewayContext } from "../context.ts";
+import type { GatewayError } from "../errors.ts";
+
+/** Refusals that are recorded: the request reached a surface and was found wanting. */
+const RECORDED = new Set(["RLGATE_BAD_REQUEST", "RLGATE_BODY_TOO_LARGE"]);
+
+export interface RejectedRequest {
+  rolloutId: string | null;
+  api: ApiSurface;
+  path: string;
+  /** The body's bytes as received; null when it was not read (over the limit). */
+  rawBody: Buffer | null;
+  /** The body as parsed, when it parsed. */
+  body: unknown;
+  startEpoch: number;
+  startPerf: number;
+}
+
+/** The body as it is stored: its own bytes when they are JSON, else its text (kept even when malformed). */
+function receivedBody(raw: Buffer | null, body: unknown): unknown {
+  if (raw === null) return null;
+  return body !== undefined ? new RawJson(raw) : raw.toString("utf8");
+}
+
+export function isRecordedRejection(error: GatewayError): boolean {
+  return RECORDED.has(error.code);
+}
+
+/** Records the refusal; a refusal into a rollout that is no longer open is not recorded (it takes no calls). */
+export async function recordRejected(ctx: GatewayContext, request: RejectedRequest, error: GatewayError, answer: string): Promise<void> {
+  if (request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open") return;
+  const body = request.body;
+  const stream = typeof body === "object" && body !== null && (body as Record<string, unknown>)["stream"] === true;
+  const model = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["model"] : undefined;
+  const now = Date.now();
+  const record: CallRecord = {
+    seq: ctx.store.nextCallSeq(),
+    rolloutId: request.rolloutId,
+    api: request.api,
+    path: request.path,
+    stream,
+    model: typeof model === "string" ? model : null,
+    status: "rejected",
+    httpStatus: null,
+    error: `${error.code}: ${error.message}`,
+    requestReceived: receivedBody(request.rawBody, body),
+    requestForwarded: null,
+    response: new RawJson(answer),
+    promptTokenIds: null,
+    choices: [],
+    tokenSource: "missing",
+    tokenIssue: "rejected by rlgate: never sent upstream",
+    timings: {
+      start: request.startEpoch,
+      upstreamStart: null,
+      firstByte: null,
+      firstToken: null,
+      end: now,
+      overheadMs: Math.round((performance.now() - request.startPerf) * 1000) / 1000,
+    },
+  };
+  ctx.metrics.recordCall(record);
+  await ctx.store.putCall(record);
+  ctx.log(`call ${record.seq}: rejected: ${error.message}`);
+}
