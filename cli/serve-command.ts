@@ -5,11 +5,23 @@ import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
+import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
+
+/** Qwen3's native context is 32k; served with YaRN, 128k — what harness defaults expect of a coding model. */
+const DEFAULT_SIM_MAX_MODEL_LEN = 131_072;
+
+function capSetting(value: string): MaxTokensCapSetting {
+  try {
+    return parseMaxTokensCap(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message.replace(/^--max-tokens-cap: /, ""));
+  }
+}
 
 export function serveCommand(): Command {
   return new Command("serve")
@@ -77,11 +89,22 @@ export function serveCommand(): Command {
       "--no-repair-history",
       "forward chat histories as the harness sent them (default: earlier assistant turns are put back as the model sampled them where the harness changed them in a way the chat template does not undo, so each prompt extends the earlier prompt + completion; see docs/trajectories.md)",
     )
+    .option(
+      "--sim-max-model-len <tokens>",
+      "context length of the built-in simulated vLLM (harnesses ask for up to 32k output tokens on top of 17k-27k-token prompts)",
+      integer,
+      DEFAULT_SIM_MAX_MODEL_LEN,
+    )
+    .option(
+      "--max-tokens-cap <auto|N>",
+      "lower a harness's max_tokens before it goes upstream: to N, or (auto) to the model's context length minus the prompt, so an over-eager default does not fail the call; recorded on the call when applied",
+      capSetting,
+    )
     .action(async (opts) => {
       let sim: SimServer | null = null;
       let upstream: string = opts.upstream;
       if (upstream === "sim") {
-        sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor });
+        sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor, maxModelLen: opts.simMaxModelLen });
         upstream = sim.url;
       }
       const gateway = await startGateway({
@@ -106,6 +129,7 @@ export function serveCommand(): Command {
         upstreamTimeoutMs: opts.upstreamTimeout,
         trajectories: { trainSegments: opts.trainSegments },
         repairHistory: opts.repairHistory,
+        maxTokensCap: opts.maxTokensCap ?? null,
         processMetrics: true,
         prompts: opts.prompts,
         model: opts.modelDir ? resolve(opts.modelDir) : undefined,
@@ -114,7 +138,7 @@ export function serveCommand(): Command {
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
-      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer)` : `${upstream} (${opts.upstreamFlavor})`}`);
+      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${upstream} (${opts.upstreamFlavor})`}`);
       console.log(`  store:         ${resolve(opts.data)}`);
       const modelName = gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
       console.log(`  prompts:       ${opts.prompts}${opts.prompts === "tokens" ? ` (chat format: ${modelName})` : ""}`);

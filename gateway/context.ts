@@ -8,6 +8,7 @@ import type { TrajectorySettings } from "./trajectories.ts";
 import type { TrajectoryThread } from "./trajectory-thread.ts";
 import type { Upstream } from "./upstream/client.ts";
 import type { UpstreamFlavor } from "./upstream/flavor.ts";
+import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import type { ModelMap } from "./upstream/model-map.ts";
 
 export interface GatewayConfig {
@@ -27,6 +28,8 @@ export interface GatewayConfig {
   vocabSize: number | null;
   /** How finished rollouts become trajectories. */
   trajectories: TrajectorySettings;
+  /** `--max-tokens-cap`: lower harnesses' max_tokens to N, or to what the upstream's context leaves (auto). */
+  maxTokensCap?: MaxTokensCapSetting;
 }
 
 export interface GatewayContext {

@@ -12,6 +12,7 @@ import type { TrajectorySettings } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
 import { Upstream } from "./upstream/client.ts";
 import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
+import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import { ModelMap } from "./upstream/model-map.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 import { HistoryRepair } from "./repair/index.ts";
@@ -64,6 +65,8 @@ export interface GatewayOptions {
   prompts?: PromptModeName;
   /** The served model's chat format: a Hugging Face model directory, or a loaded format (default: Qwen3, built in). */
   model?: string | ModelChatFormat;
+  /** Lower harnesses' max_tokens: to N, or (auto) to the upstream's context length minus the prompt. */
+  maxTokensCap?: MaxTokensCapSetting;
 }
 
 export interface Gateway {
@@ -110,6 +113,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       metricsPublic: options.metricsPublic ?? false,
       vocabSize: options.vocabSize ?? null,
       trajectories: trajectorySettings,
+      maxTokensCap: options.maxTokensCap ?? null,
     },
     tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),

@@ -6,6 +6,7 @@ import type { GatewayContext } from "../../context.ts";
 import { runChatCall } from "../../prompts/index.ts";
 import { checkRolloutRequired, type HarnessCall } from "../../relay/exchange.ts";
 import { relayNative } from "../../relay/native.ts";
+import { capMaxTokens } from "../../upstream/max-tokens-cap.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
 import { parseChatRequest } from "./request.ts";
 
@@ -16,8 +17,8 @@ export async function handleChatCompletions(ctx: GatewayContext, call: HarnessCa
   checkRolloutRequired(ctx, call.attribution);
   const stream = request["stream"] === true;
   const model = typeof request.model === "string" ? request.model : null;
-  const chat = withServedModel(ctx.modelMap, request);
-  await runChatCall(ctx, call, { api: "chat.completions", stream, model, chat }, ({ ex, codec, prepared }) =>
+  const { chat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, request));
+  await runChatCall(ctx, call, { api: "chat.completions", stream, model, chat, maxTokensCap: cap }, ({ ex, codec, prepared }) =>
     relayNative(ex, codec, prepared, request),
   );
 }

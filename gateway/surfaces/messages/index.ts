@@ -5,6 +5,7 @@ import type { GatewayContext } from "../../context.ts";
 import { runChatCall } from "../../prompts/index.ts";
 import { checkRolloutRequired, type HarnessCall } from "../../relay/exchange.ts";
 import { relayTranslated } from "../../relay/translated.ts";
+import { capMaxTokens } from "../../upstream/max-tokens-cap.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
 import { MessagesEncoder } from "./encoder.ts";
 import { parseMessagesRequest, toChatRequest } from "./request.ts";
@@ -18,8 +19,10 @@ export async function handleMessages(ctx: GatewayContext, call: HarnessCall): Pr
   const request = parseMessagesRequest(call.body);
   checkRolloutRequired(ctx, call.attribution);
   const stream = request.stream === true;
-  const chat = withServedModel(ctx.modelMap, toChatRequest(request));
-  await runChatCall(ctx, call, { api: "messages", stream, model: request.model, chat, omitHeader: isAnthropicHeader }, ({ ex }) =>
+  const warnings: string[] = [];
+  const { chat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, toChatRequest(request, warnings)));
+  const spec = { api: "messages" as const, stream, model: request.model, chat, omitHeader: isAnthropicHeader, warnings, maxTokensCap: cap };
+  await runChatCall(ctx, call, spec, ({ ex }) =>
     relayTranslated(ex, { encoder: new MessagesEncoder(request.model), errorShape: "anthropic", stream }),
   );
 }

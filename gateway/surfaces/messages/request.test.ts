@@ -69,13 +69,51 @@ test("tools, tool_choice, thinking, stop sequences and sampling map to their cha
   });
 });
 
-test("what cannot be carried is refused by name, never dropped", () => {
+test("what the upstream cannot take is dropped with a warning naming it; the rest of the request goes on", () => {
+  const warnings: string[] = [];
+  const chat = toChatRequest(
+    parseMessagesRequest({
+      model: "m",
+      max_tokens: 10,
+      thinking: { type: "adaptive" },
+      tools: [
+        { name: "Read", input_schema: { type: "object" }, cache_control: { type: "ephemeral" } },
+        { type: "web_search_20250305", name: "web_search", max_uses: 5 },
+        { type: "bash_20250124", name: "bash" },
+      ],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "look", cache_control: { type: "ephemeral" } }, { type: "container_upload", file_id: "f" }] },
+        {
+          role: "assistant",
+          content: [
+            { type: "server_tool_use", id: "s1", name: "web_search", input: { query: "q" } },
+            { type: "web_search_tool_result", tool_use_id: "s1", content: [] },
+            { type: "tool_use", id: "t", name: "Read", input: { path: "a" } },
+          ],
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [{ type: "text", text: "seen" }, { type: "image", source: { type: "base64", data: "AA" } }] }] },
+      ],
+    }),
+    warnings,
+  );
+  assert.deepEqual((chat["tools"] as any[]).map((t) => t.function.name), ["Read"]);
+  assert.deepEqual(chat["chat_template_kwargs"], { enable_thinking: true });
+  assert.deepEqual(chat["messages"], [
+    { role: "user", content: "look" },
+    { role: "assistant", content: "", tool_calls: [{ id: "t", type: "function", function: { name: "Read", arguments: '{"path":"a"}' } }] },
+    { role: "tool", tool_call_id: "t", content: "seen" },
+  ]);
+  assert.equal(warnings.length, 6, warnings.join("\n"));
+  for (const name of ["web_search_20250305", "bash_20250124", "container_upload", "server_tool_use", "web_search_tool_result", "'image' block inside tool_result"]) {
+    assert.ok(warnings.some((w) => w.includes(name)), name);
+  }
+});
+
+test("what is malformed is refused by name", () => {
   const refused = (body: Record<string, unknown>, pattern: RegExp) =>
     assert.throws(() => translate(body), (e: unknown) => e instanceof GatewayError && e.status === 400 && pattern.test(e.message));
-  refused({ messages: [{ role: "user", content: "x" }], tools: [{ type: "bash_20250124", name: "bash" }] }, /bash_20250124/);
-  refused({ messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [{ type: "image", source: {} }] }] }] }, /tool_result/);
-  refused({ messages: [{ role: "user", content: [{ type: "container_upload", file_id: "f" }] }] }, /container_upload/);
   refused({ messages: [{ role: "system", content: "x" }] }, /messages\.0\.role/);
+  refused({ messages: [{ role: "user", content: [{ type: "image", source: { type: "file" } }] }] }, /base64 or url source/);
   assert.throws(() => parseMessagesRequest({ model: "m", messages: [] }), /max_tokens/);
   assert.doesNotThrow(() => parseMessagesRequest({ model: "m", messages: [] }, { countOnly: true }));
 });

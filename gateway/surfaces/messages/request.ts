@@ -5,8 +5,12 @@
 //   tool_result blocks (user turn)       → tool messages, before the rest of that user turn
 //   assistant text / thinking / tool_use → content / reasoning_content / tool_calls of one assistant message
 //   tools, tool_choice, stop_sequences, thinking, sampling parameters → their chat-completions counterparts
-// Anything the translation cannot carry faithfully (server tools, images inside tool results, unknown blocks) is
-// refused with a 400 that names it, rather than dropped.
+//   thinking {type: enabled | adaptive | disabled} → the template's enable_thinking (budget_tokens has no counterpart)
+//   cache_control on any block                     → nothing (prefix caching is the upstream's own)
+// What the upstream cannot take is dropped with a warning recorded on the call, the rest of the request goes on:
+// server tools (web_search, web_fetch, code_execution, …) and Anthropic-defined client tools without a schema,
+// images and documents inside tool results (tool messages carry text), non-text documents, and the blocks server
+// tools leave in a history (server_tool_use, *_tool_result). What is malformed is refused with a 400 that names it.
 import { GatewayError } from "../../errors.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
@@ -62,7 +66,7 @@ function imagePart(block: Json, where: string): ChatPart {
   throw invalid(where, "image blocks need a base64 or url source");
 }
 
-function userPart(block: Json, where: string): ChatPart {
+function userPart(block: Json, where: string, warnings: string[]): ChatPart | null {
   switch (block["type"]) {
     case "text":
       return { type: "text", text: textField(block["text"], `${where}.text`) };
@@ -73,10 +77,12 @@ function userPart(block: Json, where: string): ChatPart {
       if (isObject(source) && source["type"] === "text" && typeof source["data"] === "string") {
         return { type: "text", text: source["data"] };
       }
-      throw invalid(where, "only plain-text document blocks can be passed to a chat-completions upstream");
+      warnings.push(`${where}: a document block that is not plain text dropped`);
+      return null;
     }
     default:
-      throw invalid(where, `content blocks of type '${shown(block["type"])}' cannot be passed to a chat-completions upstream`);
+      warnings.push(`${where}: '${shown(block["type"])}' block dropped: a chat-completions upstream cannot take it`);
+      return null;
   }
 }
 
@@ -86,37 +92,36 @@ function contentOf(parts: ChatPart[]): string | ChatPart[] {
   return parts.length === 1 && only?.["type"] === "text" ? String(only["text"]) : parts;
 }
 
-function toolResultContent(block: Json, where: string): string | ChatPart[] {
+function toolResultContent(block: Json, where: string, warnings: string[]): string | ChatPart[] {
   const content = block["content"];
   if (content === undefined || content === null) return "";
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) throw invalid(where, "tool_result content must be a string or an array of blocks");
-  return contentOf(
-    content.filter(isObject).map((part, k) => {
-      if (part["type"] !== "text") {
-        throw invalid(`${where}.content.${k}`, `'${shown(part["type"])}' blocks inside tool_result cannot be passed to a chat-completions upstream (tool messages carry text)`);
-      }
-      return { type: "text", text: textField(part["text"], `${where}.content.${k}.text`) };
-    }),
-  );
+  const parts: ChatPart[] = [];
+  content.filter(isObject).forEach((part, k) => {
+    if (part["type"] === "text") parts.push({ type: "text", text: textField(part["text"], `${where}.content.${k}.text`) });
+    else warnings.push(`${where}.content.${k}: '${shown(part["type"])}' block inside tool_result dropped (tool messages carry text)`);
+  });
+  return parts.length ? contentOf(parts) : "";
 }
 
-function userMessages(message: Json, i: number): Json[] {
+function userMessages(message: Json, i: number, warnings: string[]): Json[] {
   const out: Json[] = [];
   const parts: ChatPart[] = [];
   blocksOf(message["content"]).forEach((block, k) => {
     const where = `messages.${i}.content.${k}`;
     if (block["type"] === "tool_result") {
-      out.push({ role: "tool", tool_call_id: textField(block["tool_use_id"], `${where}.tool_use_id`), content: toolResultContent(block, where) });
+      out.push({ role: "tool", tool_call_id: textField(block["tool_use_id"], `${where}.tool_use_id`), content: toolResultContent(block, where, warnings) });
     } else {
-      parts.push(userPart(block, where));
+      const part = userPart(block, where, warnings);
+      if (part) parts.push(part);
     }
   });
   if (parts.length) out.push({ role: "user", content: contentOf(parts) });
   return out;
 }
 
-function assistantMessage(message: Json, i: number): Json {
+function assistantMessage(message: Json, i: number, warnings: string[]): Json {
   let text = "";
   let reasoning: string | null = null;
   const toolCalls: Json[] = [];
@@ -138,7 +143,8 @@ function assistantMessage(message: Json, i: number): Json {
         });
         break;
       default:
-        throw invalid(`messages.${i}.content.${k}`, `assistant blocks of type '${shown(block["type"])}' cannot be passed to a chat-completions upstream`);
+        // server_tool_use, web_search_tool_result and the like: the upstream's model never made them.
+        warnings.push(`messages.${i}.content.${k}: assistant '${shown(block["type"])}' block dropped: a chat-completions upstream's model cannot be shown it`);
     }
   });
   const out: Json = { role: "assistant", content: text };
@@ -158,18 +164,21 @@ function systemMessage(system: unknown): Json | null {
   return parts.length ? { role: "system", content: contentOf(parts) } : null;
 }
 
-function chatTools(tools: unknown): Json[] | undefined {
+function chatTools(tools: unknown, warnings: string[]): Json[] | undefined {
   if (tools === undefined || tools === null) return undefined;
   if (!Array.isArray(tools)) throw invalid("tools", "expected an array of tools");
-  return tools.map((tool, k) => {
+  const out: Json[] = [];
+  tools.forEach((tool, k) => {
     if (!isObject(tool) || typeof tool["name"] !== "string") throw invalid(`tools.${k}`, "each tool needs a name");
     if (tool["type"] !== undefined && tool["type"] !== null && tool["type"] !== "custom") {
-      throw invalid(`tools.${k}.type`, `server tool '${shown(tool["type"])}' cannot run on a chat-completions upstream; declare it as a custom tool with an input_schema`);
+      warnings.push(`tools.${k}: '${shown(tool["type"])}' tool '${tool["name"]}' dropped: a chat-completions upstream cannot run it (declare it as a custom tool with an input_schema)`);
+      return;
     }
     const fn: Json = { name: tool["name"], parameters: tool["input_schema"] ?? { type: "object", properties: {} } };
     if (typeof tool["description"] === "string") fn["description"] = tool["description"];
-    return { type: "function", function: fn };
+    out.push({ type: "function", function: fn });
   });
+  return out;
 }
 
 function chatToolChoice(choice: unknown, out: Json): void {
@@ -193,14 +202,17 @@ function chatToolChoice(choice: unknown, out: Json): void {
   }
 }
 
-/** The chat-completions request for an Anthropic Messages request (model name as requested). */
-export function toChatRequest(request: MessagesRequest): Json {
+/**
+ * The chat-completions request for an Anthropic Messages request (model name as requested); what it dropped is
+ * added to `warnings`.
+ */
+export function toChatRequest(request: MessagesRequest, warnings: string[] = []): Json {
   const messages: Json[] = [];
   const system = systemMessage(request["system"]);
   if (system) messages.push(system);
   request.messages.forEach((message, i) => {
-    if (message["role"] === "user") messages.push(...userMessages(message, i));
-    else messages.push(assistantMessage(message, i));
+    if (message["role"] === "user") messages.push(...userMessages(message, i, warnings));
+    else messages.push(assistantMessage(message, i, warnings));
   });
   const chat: Json = { model: request.model, messages };
   if (typeof request.max_tokens === "number") chat["max_tokens"] = request.max_tokens;
@@ -208,7 +220,7 @@ export function toChatRequest(request: MessagesRequest): Json {
     chat["stream"] = true;
     chat["stream_options"] = { include_usage: true };
   }
-  const tools = chatTools(request["tools"]);
+  const tools = chatTools(request["tools"], warnings);
   if (tools?.length) chat["tools"] = tools;
   chatToolChoice(request["tool_choice"], chat);
   const stop = request["stop_sequences"];

@@ -7,6 +7,7 @@ import { runChatCall } from "../../prompts/index.ts";
 import { checkRolloutRequired, type HarnessCall } from "../../relay/exchange.ts";
 import { relayTranslated } from "../../relay/translated.ts";
 import type { Json } from "../../upstream/fields.ts";
+import { capMaxTokens } from "../../upstream/max-tokens-cap.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
 import { ResponsesEncoder } from "./encoder.ts";
 import { responseHistory } from "./history.ts";
@@ -31,7 +32,8 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
   const { chat, conversation, tools, warnings } = toChatRequest(request, previous);
   const stream = request.stream === true;
   const encoder = new ResponsesEncoder(request, tools);
-  const spec = { api: "responses" as const, stream, model: request.model, chat: withServedModel(ctx.modelMap, chat), warnings };
+  const { chat: upstreamChat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, chat));
+  const spec = { api: "responses" as const, stream, model: request.model, chat: upstreamChat, warnings, maxTokensCap: cap };
   await runChatCall(ctx, call, spec, ({ ex }) =>
     relayTranslated(ex, {
       encoder,
