@@ -1,0 +1,126 @@
+// End to end: the real Codex CLI (@openai/codex, unmodified; `codex exec`) runs a two-step task offline in a temp
+// workspace against rlgate in front of the simulated vLLM, over the Responses API. Its config is Codex's default plus
+// one provider entry pointing at the rollout's base URL (and the switches that keep it off the network), so the
+// request carries every tool Codex sends by default: function tools, the multi-agent `namespace`, the hosted
+// `web_search` (dropped upstream, with a warning on the call). The scripted model writes text before a tool call and
+// runs `exec_command` twice; the test checks the files the commands wrote, the captured calls and the trajectories.
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { ScriptTurn } from "../../sim/index.ts";
+import type { CallRecord } from "../../store/records.ts";
+import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
+import { baseEnv, describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, ROOT, runCli, type CliRun, type HarnessDirs, type Reconstruction } from "./harness-run.ts";
+
+const CODEX_CLI = join(ROOT, "node_modules", "@openai", "codex", "bin", "codex.js");
+const CODEX_PRESENT = existsSync(CODEX_CLI);
+/** A run takes 2-5 s; Codex retries failed requests for minutes, so it is killed (with its group) after this. */
+const CODEX_TIMEOUT_MS = 90_000;
+
+const FINAL_TEXT = "Done: proof.txt holds step1 step2.";
+const SCRIPT: ScriptTurn[] = [
+  {
+    reasoning: "First write step1 into a.txt.",
+    content: "I'll write the first file.",
+    tool_calls: [{ name: "exec_command", arguments: { cmd: "printf step1 > a.txt" } }],
+  },
+  { reasoning: "Now copy it into proof.txt and add step2.", tool_calls: [{ name: "exec_command", arguments: { cmd: "cat a.txt > proof.txt && printf ' step2' >> proof.txt" } }] },
+  { reasoning: "Both commands succeeded.", content: FINAL_TEXT },
+];
+
+/** The provider entry (the one thing a user adds), and the switches that keep Codex off the network. */
+export function codexConfig(baseUrl: string, model: string): string {
+  return [
+    `model = "${model}"`,
+    `model_provider = "rlgate"`,
+    `check_for_update_on_startup = false`,
+    "",
+    "[model_providers.rlgate]",
+    `name = "rlgate"`,
+    `base_url = "${baseUrl}"`,
+    `wire_api = "responses"`,
+    `env_key = "OPENAI_API_KEY"`,
+    "",
+    "[analytics]",
+    "enabled = false",
+    "",
+    "[feedback]",
+    "enabled = false",
+    "",
+  ].join("\n");
+}
+
+export function codexEnv(dirs: HarnessDirs): NodeJS.ProcessEnv {
+  return baseEnv(dirs, { CODEX_HOME: join(dirs.home, ".codex"), OPENAI_API_KEY: "sk-rlgate-e2e", RUST_LOG: "error" });
+}
+
+describe("Codex CLI through rlgate (exec, Responses)", { skip: !CODEX_PRESENT && `codex absent (${CODEX_CLI}); run npm install` }, () => {
+  let stack: Stack;
+  let rollout: CreatedRollout;
+  let dirs: HarnessDirs;
+  let run: CliRun;
+  let calls: CallRecord[];
+  let rec: Reconstruction;
+  const diag = () => describeRun("codex", run, calls);
+
+  before(async () => {
+    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 }, gateway: { modelMap: "gpt-*=Qwen/Qwen3-8B" } });
+    rollout = await createRollout(stack.gateway.url, { task: "codex-e2e", harness: "codex" });
+    dirs = harnessDirs("codex-e2e");
+    const env = codexEnv(dirs);
+    mkdirSync(env["CODEX_HOME"]!, { recursive: true });
+    writeFileSync(join(env["CODEX_HOME"]!, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
+    const args = [CODEX_CLI, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "Write step1 into a.txt, then proof.txt with step1 step2."];
+    run = await runCli(process.execPath, args, { cwd: dirs.workspace, env, timeoutMs: CODEX_TIMEOUT_MS });
+    calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
+  }, { timeout: CODEX_TIMEOUT_MS + 60_000 });
+
+  after(async () => {
+    killLiveRuns();
+    await stack?.close();
+    if (dirs) rmSync(dirs.dir, { recursive: true, force: true });
+  });
+
+  test("codex exits 0, both commands really ran in the workspace, and it prints the answer without blank lines", () => {
+    assert.equal(run.timedOut, false, diag());
+    assert.equal(run.code, 0, diag());
+    assert.equal(readFileSync(join(dirs.workspace, "a.txt"), "utf8"), "step1", diag());
+    assert.equal(readFileSync(join(dirs.workspace, "proof.txt"), "utf8"), "step1 step2", diag());
+    assert.equal(run.stdout.trim(), FINAL_TEXT, diag());
+  });
+
+  test("every call is captured on the Responses surface with upstream token ids; the hosted tool's drop is recorded", () => {
+    assert.equal(calls.length, 3, diag());
+    for (const call of calls) {
+      const where = `call #${call.seq}\n${diag()}`;
+      assert.equal(call.api, "responses", where);
+      assert.equal(call.status, "ok", where);
+      assert.equal(call.stream, true, where);
+      assert.equal(call.tokenSource, "upstream", where);
+      assert.ok(call.promptTokenIds!.length > 1000, where);
+      assert.ok(call.choices[0]!.tokenIds.length > 0 && call.choices[0]!.logprobs!.length === call.choices[0]!.tokenIds.length, where);
+      const sent = (call.requestReceived as any).tools as any[];
+      assert.ok(sent.some((t) => t.type === "namespace"), "Codex's default tools include a namespace");
+      const forwarded = ((call.requestForwarded as any).tools as any[]).map((t) => t.function.name);
+      assert.ok(forwarded.includes("exec_command") && forwarded.some((n: string) => n.includes("__")), `flattened: ${forwarded}`);
+      assert.ok(call.warnings?.some((w) => /hosted tool 'web_search' dropped/.test(w)), `${call.warnings}`);
+    }
+    // The second call's history holds the first call's tool call as the model made it, and its output.
+    const input = (calls[1]!.requestReceived as any).input as any[];
+    assert.ok(input.some((i) => i.type === "function_call" && i.name === "exec_command"), diag());
+    assert.ok(input.some((i) => i.type === "function_call_output"), diag());
+  });
+
+  test("its trajectories: one main agent, every sampled token trained once, nothing flagged", async () => {
+    rec = await finishAndReconstruct(stack.gateway.url, rollout.id);
+    assert.equal(rec.flags.flagged, false, JSON.stringify(rec.flags));
+    assert.ok(rec.trajectories.every((t) => t.segment === "main" && t.reward === 1), JSON.stringify(rec.stats));
+    assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens, JSON.stringify(rec.stats));
+    const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
+    assert.equal(rec.stats.sampledTokens, sampled);
+    // Each break is one the tree classifies, never an unexplained fork.
+    for (const brk of rec.breaks) assert.ok(["reserialization"].includes(brk.kind), JSON.stringify(rec.breaks));
+    assert.equal(rec.trajectories.length, 1 + rec.breaks.length);
+  });
+});
