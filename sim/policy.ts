@@ -27,8 +27,14 @@ export function decideTurn(view: ConversationView, ctx: PolicyContext): SimTurn 
   return turn;
 }
 
+/** The turns of the thread a conversation belongs to: the first `thread` its first user message contains, else the rest. */
+function threadTurns(view: ConversationView, script: readonly ScriptTurn[]): readonly ScriptTurn[] {
+  const thread = script.find((t) => t.thread !== undefined && view.firstUserText.includes(t.thread))?.thread;
+  return script.filter((t) => t.thread === thread);
+}
+
 function scriptedTurn(view: ConversationView, script: readonly ScriptTurn[]): SimTurn {
-  const turn = script[view.assistantTurns];
+  const turn = threadTurns(view, script)[view.assistantTurns];
   if (!turn) return { reasoning: "The scripted conversation is over.", content: "Done.", toolCalls: [] };
   return { reasoning: turn.reasoning ?? "", content: turn.content ?? "", toolCalls: turn.tool_calls ?? [] };
 }

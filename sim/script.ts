@@ -1,10 +1,12 @@
 // Scripted policies: a JSON file holding one conversation, turn by turn. The server stays stateless because the turn
-// to play is chosen by how many assistant messages the request's history already holds.
+// to play is chosen by how many assistant messages the request's history already holds. Turns with a `thread` play
+// only in conversations whose first user message contains that text (a sub-agent started with a scripted prompt),
+// counted among the turns of that thread; the other turns play everywhere else.
 import { readFileSync } from "node:fs";
 import { RlgateError } from "../util/errors.ts";
 
 export type ScriptToolCall = { name: string; arguments: Record<string, unknown> | string };
-export type ScriptTurn = { reasoning?: string; content?: string; tool_calls?: ScriptToolCall[] };
+export type ScriptTurn = { reasoning?: string; content?: string; tool_calls?: ScriptToolCall[]; thread?: string };
 
 export class ScriptError extends RlgateError<"RLGATE_SIM_BAD_SCRIPT"> {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -33,7 +35,7 @@ export function parseScript(raw: unknown, source = "script"): ScriptTurn[] {
 function parseTurn(turn: unknown, where: string): ScriptTurn {
   if (!isObject(turn)) throw new ScriptError(`${where} is not an object`);
   const out: ScriptTurn = {};
-  for (const key of ["reasoning", "content"] as const) {
+  for (const key of ["reasoning", "content", "thread"] as const) {
     const value = turn[key];
     if (value === undefined || value === null) continue;
     if (typeof value !== "string") throw new ScriptError(`${where}: ${key} must be a string`);
