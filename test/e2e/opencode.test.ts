@@ -1,0 +1,121 @@
+// End to end: the real OpenCode CLI (opencode-ai, unmodified; `opencode run`) runs a two-step task offline in a temp
+// workspace against rlgate in front of the simulated vLLM, over chat completions: a custom OpenAI-compatible provider
+// in its config file points at the rollout's base URL. OpenCode first asks for a title (a one-shot side call), then
+// its agent runs `bash` twice and answers. The test checks the files, the captured calls and the trajectories.
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { ScriptTurn } from "../../sim/index.ts";
+import type { CallRecord } from "../../store/records.ts";
+import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
+import { baseEnv, describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, ROOT, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
+
+const OPENCODE_CLI = join(ROOT, "node_modules", ".bin", "opencode");
+const OPENCODE_PRESENT = existsSync(OPENCODE_CLI);
+/** A run takes 10-30 s on a loaded machine (its first start migrates a local database); killed after this. */
+const OPENCODE_TIMEOUT_MS = 120_000;
+const MODEL = "Qwen/Qwen3-8B";
+
+export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
+const FINAL_TEXT = "Done: proof.txt holds step1 step2.";
+const SCRIPT: ScriptTurn[] = [
+  { thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Writing proof files" },
+  { reasoning: "First file.", content: "Writing a.txt.", tool_calls: [{ name: "bash", arguments: { command: "printf step1 > a.txt", description: "Write a.txt" } }] },
+  { reasoning: "Now the proof file.", tool_calls: [{ name: "bash", arguments: { command: "cat a.txt > proof.txt && printf ' step2' >> proof.txt", description: "Write proof.txt" } }] },
+  { reasoning: "All done.", content: FINAL_TEXT },
+];
+
+/** OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model. */
+export function opencodeConfig(baseUrl: string, model: string): string {
+  return JSON.stringify(
+    {
+      $schema: "https://opencode.ai/config.json",
+      provider: { rlgate: { npm: "@ai-sdk/openai-compatible", name: "rlgate", options: { baseURL: baseUrl, apiKey: "sk-rlgate-e2e" }, models: { [model]: { name: model } } } },
+      model: `rlgate/${model}`,
+      autoupdate: false,
+      share: "disabled",
+    },
+    null,
+    2,
+  );
+}
+
+/** The config file, isolated XDG dirs, and every switch that keeps OpenCode off the network. */
+export function opencodeEnv(dirs: HarnessDirs, configFile: string): NodeJS.ProcessEnv {
+  return baseEnv(dirs, {
+    XDG_CONFIG_HOME: join(dirs.home, ".config"),
+    XDG_DATA_HOME: join(dirs.home, ".local", "share"),
+    XDG_CACHE_HOME: join(dirs.home, ".cache"),
+    XDG_STATE_HOME: join(dirs.home, ".local", "state"),
+    OPENCODE_CONFIG: configFile,
+    OPENCODE_DISABLE_AUTOUPDATE: "1",
+    OPENCODE_DISABLE_MODELS_FETCH: "1",
+    OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+    OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+    OPENCODE_DISABLE_SHARE: "1",
+    OPENCODE_DISABLE_CLAUDE_CODE: "1",
+    OPENCODE_DISABLE_EXTERNAL_SKILLS: "1",
+  });
+}
+
+describe("OpenCode CLI through rlgate (run, chat completions)", { skip: !OPENCODE_PRESENT && `opencode absent (${OPENCODE_CLI}); run npm install` }, () => {
+  let stack: Stack;
+  let rollout: CreatedRollout;
+  let dirs: HarnessDirs;
+  let run: CliRun;
+  let calls: CallRecord[];
+  const diag = () => describeRun("opencode", run, calls);
+
+  before(async () => {
+    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 } });
+    rollout = await createRollout(stack.gateway.url, { task: "opencode-e2e", harness: "opencode" });
+    dirs = harnessDirs("opencode-e2e");
+    const configFile = join(dirs.dir, "opencode.json");
+    writeFileSync(configFile, opencodeConfig(rollout.base_urls.openai, MODEL));
+    const args = ["run", "Write step1 into a.txt, then proof.txt."];
+    run = await runCli(OPENCODE_CLI, args, { cwd: dirs.workspace, env: opencodeEnv(dirs, configFile), timeoutMs: OPENCODE_TIMEOUT_MS });
+    calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
+  }, { timeout: OPENCODE_TIMEOUT_MS + 60_000 });
+
+  after(async () => {
+    killLiveRuns();
+    await stack?.close();
+    if (dirs) rmSync(dirs.dir, { recursive: true, force: true });
+  });
+
+  test("opencode exits 0 and both bash commands really ran in the workspace", () => {
+    assert.equal(run.timedOut, false, diag());
+    assert.equal(run.code, 0, diag());
+    assert.equal(readFileSync(join(dirs.workspace, "a.txt"), "utf8"), "step1", diag());
+    assert.equal(readFileSync(join(dirs.workspace, "proof.txt"), "utf8"), "step1 step2", diag());
+    assert.match(run.stdout, new RegExp(FINAL_TEXT.replaceAll(".", "\\.")), diag());
+  });
+
+  test("every call is a streamed chat call with upstream token ids: the title, then three agent turns", () => {
+    assert.equal(calls.length, 4, diag());
+    for (const call of calls) {
+      const where = `call #${call.seq}\n${diag()}`;
+      assert.equal(call.api, "chat.completions", where);
+      assert.equal(call.status, "ok", where);
+      assert.equal(call.stream, true, where);
+      assert.equal(call.tokenSource, "upstream", where);
+      assert.ok(call.choices[0]!.tokenIds.length > 0, where);
+    }
+    const title = calls.filter((c) => JSON.stringify((c.requestReceived as any).messages).includes(OPENCODE_TITLE_THREAD));
+    assert.equal(title.length, 1, diag());
+    const agent = calls.filter((c) => !title.includes(c));
+    assert.ok(agent.every((c) => ((c.requestReceived as any).tools as any[]).some((t) => t.function.name === "bash")), diag());
+  });
+
+  test("its trajectories: every agent turn in one thread; each sampled token trained at most once; nothing flagged", async () => {
+    const rec = await finishAndReconstruct(stack.gateway.url, rollout.id);
+    assert.equal(rec.flags.flagged, false, JSON.stringify(rec.flags));
+    const segments = rec.segments as { kind: string; callSeqs: number[] }[];
+    const agentSeqs = calls.filter((c) => ((c.requestReceived as any).tools ?? []).length > 0).map((c) => c.seq);
+    assert.ok(segments.some((s) => agentSeqs.every((seq) => s.callSeqs.includes(seq))), `one segment holds the agent's calls: ${JSON.stringify(segments)}`);
+    assert.ok(rec.stats.trainedTokens <= rec.stats.sampledTokens, JSON.stringify(rec.stats));
+    const trained = rec.trajectories.reduce((n, t) => n + t.lossMask.filter((m) => m === 1).length, 0);
+    assert.equal(trained, rec.stats.trainedTokens);
+  });
+});
