@@ -10,9 +10,10 @@ import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
-import { baseEnv, describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, ROOT, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
+import { describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
+import { CLAUDE_CODE, SERVED_MODEL } from "./harnesses.ts";
 
-const CLAUDE_CLI = join(ROOT, "node_modules", ".bin", "claude");
+const CLAUDE_CLI = CLAUDE_CODE.cli;
 const CLAUDE_PRESENT = existsSync(CLAUDE_CLI);
 /** A run takes ~5 s; Claude Code retries failed requests with backoff, so it is killed (with its group) after this. */
 const CLAUDE_TIMEOUT_MS = 90_000;
@@ -31,23 +32,6 @@ const SCRIPT: ScriptTurn[] = [
   { reasoning: "All done.", content: FINAL_TEXT },
 ];
 
-/**
- * Claude Code pointed at a rollout: the path-scoped Anthropic base URL, any key, an isolated config dir, and every
- * switch that keeps it off the network (the non-essential traffic switch also stops the title-generation call).
- */
-export function claudeEnv(dirs: HarnessDirs, anthropicBaseUrl: string): NodeJS.ProcessEnv {
-  return baseEnv(dirs, {
-    ANTHROPIC_BASE_URL: anthropicBaseUrl,
-    ANTHROPIC_API_KEY: "sk-ant-rlgate-e2e",
-    CLAUDE_CONFIG_DIR: join(dirs.home, ".claude"),
-    IS_SANDBOX: "1",
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-    DISABLE_TELEMETRY: "1",
-    DISABLE_AUTOUPDATER: "1",
-    DISABLE_ERROR_REPORTING: "1",
-  });
-}
-
 const firstUserText = (call: CallRecord): string => JSON.stringify(((call.requestReceived as any).messages as any[])[0]?.content ?? "");
 
 describe("Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent through Agent)", { skip: !CLAUDE_PRESENT && `claude absent (${CLAUDE_CLI}); run npm install` }, () => {
@@ -59,11 +43,11 @@ describe("Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent th
   const diag = () => describeRun("claude", run, calls);
 
   before(async () => {
-    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 }, gateway: { modelMap: "claude-*=Qwen/Qwen3-8B" } });
+    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 }, gateway: { modelMap: CLAUDE_CODE.modelMap } });
     rollout = await createRollout(stack.gateway.url, { task: "claude-code-e2e", harness: "claude-code" });
     dirs = harnessDirs("claude-e2e");
-    const args = ["-p", "Write step1 into a.txt through a sub-agent, then proof.txt.", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"];
-    run = await runCli(CLAUDE_CLI, args, { cwd: dirs.workspace, env: claudeEnv(dirs, rollout.base_urls.anthropic), timeoutMs: CLAUDE_TIMEOUT_MS });
+    const { command, args, env } = CLAUDE_CODE.launch(dirs, rollout, "Write step1 into a.txt through a sub-agent, then proof.txt.", SERVED_MODEL);
+    run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: CLAUDE_TIMEOUT_MS });
     calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
   }, { timeout: CLAUDE_TIMEOUT_MS + 60_000 });
 

@@ -5,15 +5,16 @@
 // `web_search` (dropped upstream, with a warning on the call). The scripted model writes text before a tool call and
 // runs `exec_command` twice; the test checks the files the commands wrote, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
-import { baseEnv, describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, ROOT, runCli, type CliRun, type HarnessDirs, type Reconstruction } from "./harness-run.ts";
+import { describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type CliRun, type HarnessDirs, type Reconstruction } from "./harness-run.ts";
+import { CODEX } from "./harnesses.ts";
 
-const CODEX_CLI = join(ROOT, "node_modules", "@openai", "codex", "bin", "codex.js");
+const CODEX_CLI = CODEX.cli;
 const CODEX_PRESENT = existsSync(CODEX_CLI);
 /** A run takes 2-5 s; Codex retries failed requests for minutes, so it is killed (with its group) after this. */
 const CODEX_TIMEOUT_MS = 90_000;
@@ -29,32 +30,6 @@ const SCRIPT: ScriptTurn[] = [
   { reasoning: "Both commands succeeded.", content: FINAL_TEXT },
 ];
 
-/** The provider entry (the one thing a user adds), and the switches that keep Codex off the network. */
-export function codexConfig(baseUrl: string, model: string): string {
-  return [
-    `model = "${model}"`,
-    `model_provider = "rlgate"`,
-    `check_for_update_on_startup = false`,
-    "",
-    "[model_providers.rlgate]",
-    `name = "rlgate"`,
-    `base_url = "${baseUrl}"`,
-    `wire_api = "responses"`,
-    `env_key = "OPENAI_API_KEY"`,
-    "",
-    "[analytics]",
-    "enabled = false",
-    "",
-    "[feedback]",
-    "enabled = false",
-    "",
-  ].join("\n");
-}
-
-export function codexEnv(dirs: HarnessDirs): NodeJS.ProcessEnv {
-  return baseEnv(dirs, { CODEX_HOME: join(dirs.home, ".codex"), OPENAI_API_KEY: "sk-rlgate-e2e", RUST_LOG: "error" });
-}
-
 describe("Codex CLI through rlgate (exec, Responses)", { skip: !CODEX_PRESENT && `codex absent (${CODEX_CLI}); run npm install` }, () => {
   let stack: Stack;
   let rollout: CreatedRollout;
@@ -65,14 +40,11 @@ describe("Codex CLI through rlgate (exec, Responses)", { skip: !CODEX_PRESENT &&
   const diag = () => describeRun("codex", run, calls);
 
   before(async () => {
-    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 }, gateway: { modelMap: "gpt-*=Qwen/Qwen3-8B" } });
+    stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 }, gateway: { modelMap: CODEX.modelMap } });
     rollout = await createRollout(stack.gateway.url, { task: "codex-e2e", harness: "codex" });
     dirs = harnessDirs("codex-e2e");
-    const env = codexEnv(dirs);
-    mkdirSync(env["CODEX_HOME"]!, { recursive: true });
-    writeFileSync(join(env["CODEX_HOME"]!, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
-    const args = [CODEX_CLI, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "Write step1 into a.txt, then proof.txt with step1 step2."];
-    run = await runCli(process.execPath, args, { cwd: dirs.workspace, env, timeoutMs: CODEX_TIMEOUT_MS });
+    const { command, args, env } = CODEX.launch(dirs, rollout, "Write step1 into a.txt, then proof.txt with step1 step2.", "gpt-5.1-codex");
+    run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: CODEX_TIMEOUT_MS });
     calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
   }, { timeout: CODEX_TIMEOUT_MS + 60_000 });
 

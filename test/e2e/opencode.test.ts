@@ -3,21 +3,20 @@
 // in its config file points at the rollout's base URL. OpenCode first asks for a title (a one-shot side call), then
 // its agent runs `bash` twice and answers. The test checks the files, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
-import { baseEnv, describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, ROOT, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
+import { describeRun, finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
+import { OPENCODE, OPENCODE_TITLE_THREAD, SERVED_MODEL } from "./harnesses.ts";
 
-const OPENCODE_CLI = join(ROOT, "node_modules", ".bin", "opencode");
+const OPENCODE_CLI = OPENCODE.cli;
 const OPENCODE_PRESENT = existsSync(OPENCODE_CLI);
 /** A run takes 10-30 s on a loaded machine (its first start migrates a local database); killed after this. */
 const OPENCODE_TIMEOUT_MS = 120_000;
-const MODEL = "Qwen/Qwen3-8B";
 
-export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
 const FINAL_TEXT = "Done: proof.txt holds step1 step2.";
 const SCRIPT: ScriptTurn[] = [
   { thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Writing proof files" },
@@ -25,39 +24,6 @@ const SCRIPT: ScriptTurn[] = [
   { reasoning: "Now the proof file.", tool_calls: [{ name: "bash", arguments: { command: "cat a.txt > proof.txt && printf ' step2' >> proof.txt", description: "Write proof.txt" } }] },
   { reasoning: "All done.", content: FINAL_TEXT },
 ];
-
-/** OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model. */
-export function opencodeConfig(baseUrl: string, model: string): string {
-  return JSON.stringify(
-    {
-      $schema: "https://opencode.ai/config.json",
-      provider: { rlgate: { npm: "@ai-sdk/openai-compatible", name: "rlgate", options: { baseURL: baseUrl, apiKey: "sk-rlgate-e2e" }, models: { [model]: { name: model } } } },
-      model: `rlgate/${model}`,
-      autoupdate: false,
-      share: "disabled",
-    },
-    null,
-    2,
-  );
-}
-
-/** The config file, isolated XDG dirs, and every switch that keeps OpenCode off the network. */
-export function opencodeEnv(dirs: HarnessDirs, configFile: string): NodeJS.ProcessEnv {
-  return baseEnv(dirs, {
-    XDG_CONFIG_HOME: join(dirs.home, ".config"),
-    XDG_DATA_HOME: join(dirs.home, ".local", "share"),
-    XDG_CACHE_HOME: join(dirs.home, ".cache"),
-    XDG_STATE_HOME: join(dirs.home, ".local", "state"),
-    OPENCODE_CONFIG: configFile,
-    OPENCODE_DISABLE_AUTOUPDATE: "1",
-    OPENCODE_DISABLE_MODELS_FETCH: "1",
-    OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
-    OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
-    OPENCODE_DISABLE_SHARE: "1",
-    OPENCODE_DISABLE_CLAUDE_CODE: "1",
-    OPENCODE_DISABLE_EXTERNAL_SKILLS: "1",
-  });
-}
 
 describe("OpenCode CLI through rlgate (run, chat completions)", { skip: !OPENCODE_PRESENT && `opencode absent (${OPENCODE_CLI}); run npm install` }, () => {
   let stack: Stack;
@@ -71,10 +37,8 @@ describe("OpenCode CLI through rlgate (run, chat completions)", { skip: !OPENCOD
     stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 } });
     rollout = await createRollout(stack.gateway.url, { task: "opencode-e2e", harness: "opencode" });
     dirs = harnessDirs("opencode-e2e");
-    const configFile = join(dirs.dir, "opencode.json");
-    writeFileSync(configFile, opencodeConfig(rollout.base_urls.openai, MODEL));
-    const args = ["run", "Write step1 into a.txt, then proof.txt."];
-    run = await runCli(OPENCODE_CLI, args, { cwd: dirs.workspace, env: opencodeEnv(dirs, configFile), timeoutMs: OPENCODE_TIMEOUT_MS });
+    const { command, args, env } = OPENCODE.launch(dirs, rollout, "Write step1 into a.txt, then proof.txt.", SERVED_MODEL);
+    run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: OPENCODE_TIMEOUT_MS });
     calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
   }, { timeout: OPENCODE_TIMEOUT_MS + 60_000 });
 

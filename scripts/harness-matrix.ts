@@ -1,0 +1,175 @@
+// `npm run harness-matrix [-- options] [serve options…]`: every installed harness CLI runs a scripted 8-turn session
+// against the simulated vLLM through an `rlgate serve` gateway (started with the serve options given here, passed
+// through as they are: e.g. `--prompts tokens`, `--no-repair-history`), and the table says what its rollout looks like
+// as trajectories: how many per segment kind, the breaks by kind, the amplification (trajectory tokens ÷ unique
+// tokens) and trained ÷ sampled tokens, read from GET /api/rollouts/{id}/trajectories.
+// The session: text before a tool call, parallel tool calls (two at once, twice), a turn without thinking, eight
+// model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
+// `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent) runs one step.
+import { Command } from "commander";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { startSim, type ScriptTurn, type SimServer } from "../sim/index.ts";
+import type { CallRecord } from "../store/records.ts";
+import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
+import { finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type Reconstruction } from "../test/e2e/harness-run.ts";
+import { HARNESSES, isInstalled, SERVED_MODEL, type Harness } from "../test/e2e/harnesses.ts";
+
+const EXPECTED = "12345";
+const SUBTASK = "SUBTASK: write 1 into f1 with the shell.";
+
+/** The 8-turn main session, in the harness's own tool names. */
+function mainSession(h: Harness): ScriptTurn[] {
+  const first: ScriptTurn = { reasoning: "Start with the first file.", content: "I'll write f1 first.", tool_calls: [h.shell("printf 1 > f1")] };
+  return [
+    ...Array<ScriptTurn>(h.cannedAssistantTurns ?? 0).fill(first),
+    first,
+    { reasoning: "Two files at once.", tool_calls: [h.shell("printf 2 > f2"), h.shell("printf 3 > f3")] },
+    { tool_calls: [h.shell("cat f1 f2 f3 > all.txt")] }, // no thinking this turn
+    { reasoning: "Check its size.", tool_calls: [h.shell("wc -c all.txt")] },
+    { reasoning: "Look around.", content: "Listing the files.", tool_calls: [h.shell("ls")] },
+    { reasoning: "Two more files.", tool_calls: [h.shell("printf 4 > f4"), h.shell("printf 5 > f5")] },
+    { reasoning: "Append them.", tool_calls: [h.shell("cat f4 f5 >> all.txt")] },
+    { reasoning: "Everything is written.", content: `Done: all.txt holds ${EXPECTED}.` },
+    ...(h.sideThreads ?? []),
+  ];
+}
+
+/** A session whose first step a sub-agent does: main delegates, the sub-agent writes f1, main writes the rest. */
+function subAgentSession(h: Harness): ScriptTurn[] {
+  return [
+    { reasoning: "Delegate the first file.", content: "Delegating f1.", tool_calls: [h.subAgent!(SUBTASK)] },
+    { thread: "SUBTASK:", reasoning: "Write it.", tool_calls: [h.shell("printf 1 > f1")] },
+    { thread: "SUBTASK:", reasoning: "Written.", content: "f1 holds 1." },
+    { reasoning: "The rest.", tool_calls: [h.shell("printf 2345 > f2 && cat f1 f2 > all.txt")] },
+    { reasoning: "Done.", content: `Done: all.txt holds ${EXPECTED}.` },
+    ...(h.sideThreads ?? []),
+  ];
+}
+
+interface Row {
+  harness: string;
+  session: string;
+  outcome: string;
+  calls: string;
+  segments: string;
+  breaks: string;
+  amplification: string;
+  trained: string;
+}
+
+function summarize(harness: string, session: string, outcome: string, calls: CallRecord[], rec: Reconstruction | null): Row {
+  const ok = calls.filter((c) => c.status === "ok").length;
+  const bySegment = new Map<string, number>();
+  for (const t of rec?.trajectories ?? []) bySegment.set(t.segment, (bySegment.get(t.segment) ?? 0) + 1);
+  const breaks = Object.entries(rec?.stats.breaks ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  const s = rec?.stats;
+  return {
+    harness,
+    session,
+    outcome,
+    calls: `${ok}/${calls.length}`,
+    segments: [...bySegment].map(([k, n]) => `${k} ${n}`).join(", ") || "-",
+    breaks: breaks.join(", ") || "none",
+    amplification: s ? s.amplification.toFixed(3) : "-",
+    trained: s ? `${s.trainedTokens}/${s.sampledTokens} = ${(s.trainedTokens / Math.max(1, s.sampledTokens)).toFixed(3)}` : "-",
+  };
+}
+
+async function startServe(upstream: string, modelMap: string | undefined, serveArgs: string[], dataDir: string): Promise<{ serve: CliProcess; url: string }> {
+  const args = ["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir, ...(modelMap ? ["--model-map", modelMap] : []), ...serveArgs];
+  const serve = spawnCli(args);
+  try {
+    const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 60_000);
+    return { serve, url: url! };
+  } catch (error) {
+    await serve.kill();
+    throw new Error(`rlgate serve ${serveArgs.join(" ")} did not start:\n${serve.output()}`, { cause: error });
+  }
+}
+
+async function runSession(h: Harness, session: string, script: ScriptTurn[], serveArgs: string[], timeoutMs: number): Promise<Row> {
+  let sim: SimServer | null = null;
+  let serve: CliProcess | null = null;
+  const dataDir = tempDir("matrix-store");
+  const dirs = harnessDirs("matrix");
+  try {
+    sim = await startSim({ port: 0, script, maxModelLen: 131_072 });
+    const started = await startServe(sim.url, h.modelMap, serveArgs, dataDir);
+    serve = started.serve;
+    const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
+    const { command, args, env } = h.launch(dirs, rollout, "Build all.txt as scripted: write the files, then combine them.", SERVED_MODEL);
+    const run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs });
+    const calls = await rolloutCalls(started.url, rollout.id);
+    let written = "";
+    try {
+      written = readFileSync(join(dirs.workspace, "all.txt"), "utf8");
+    } catch {
+      written = "(none)";
+    }
+    const outcome = run.timedOut ? "timeout" : run.code !== 0 ? `exit ${run.code}` : written === EXPECTED ? "ok" : `all.txt=${JSON.stringify(written)}`;
+    if (outcome !== "ok") process.stderr.write(`  ${h.name}: ${outcome}\n  ${run.stderr.slice(-1500).replaceAll("\n", "\n  ")}\n`);
+    const rec = calls.length ? await finishAndReconstruct(started.url, rollout.id) : null;
+    return summarize(h.name, session, outcome, calls, rec);
+  } finally {
+    await serve?.kill("SIGTERM");
+    await sim?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(dirs.dir, { recursive: true, force: true });
+  }
+}
+
+function printTable(rows: Row[]): void {
+  const head: Row = { harness: "harness", session: "session", outcome: "task", calls: "calls ok", segments: "trajectories per segment", breaks: "breaks", amplification: "amplif.", trained: "trained/sampled" };
+  const keys = Object.keys(head) as (keyof Row)[];
+  const width = Object.fromEntries(keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))])) as Record<keyof Row, number>;
+  const line = (r: Row) => `| ${keys.map((k) => r[k].padEnd(width[k])).join(" | ")} |`;
+  console.log(line(head));
+  console.log(`|${keys.map((k) => "-".repeat(width[k] + 2)).join("|")}|`);
+  for (const r of rows) console.log(line(r));
+}
+
+async function main(): Promise<void> {
+  const program = new Command("harness-matrix")
+    .description("Run every installed harness CLI through an rlgate gateway on a scripted session and tabulate its trajectories. Options not listed here are passed to `rlgate serve`.")
+    .option("--harness <names>", `comma-separated subset of: ${HARNESSES.map((h) => h.name).join(", ")}`)
+    .option("--sub-agent", "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent tool)", false)
+    .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
+    .allowUnknownOption()
+    .allowExcessArguments();
+  program.parse(process.argv);
+  const opts = program.opts<{ harness?: string; subAgent: boolean; timeoutMs: number }>();
+  const serveArgs = program.args;
+  const wanted = opts.harness ? new Set(opts.harness.split(",")) : null;
+  const harnesses = HARNESSES.filter((h) => !wanted || wanted.has(h.name));
+  const rows: Row[] = [];
+  const sessions = harnesses.flatMap((h) => [
+    { h, session: "main", script: mainSession(h) },
+    ...(opts.subAgent && h.subAgent ? [{ h, session: "sub-agent", script: subAgentSession(h) }] : []),
+  ]);
+  process.stderr.write(`rlgate harness matrix: ${sessions.length} sessions, serve ${serveArgs.join(" ") || "(defaults)"}\n`);
+  for (const [i, { h, session, script }] of sessions.entries()) {
+    if (!isInstalled(h)) {
+      rows.push(summarize(h.name, session, "not installed", [], null));
+      continue;
+    }
+    const started = Date.now();
+    process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
+    try {
+      rows.push(await runSession(h, session, script, serveArgs, opts.timeoutMs));
+    } catch (error) {
+      rows.push(summarize(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`, [], null));
+    }
+    process.stderr.write(` ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  }
+  printTable(rows);
+  if (rows.some((r) => r.outcome !== "ok" && r.outcome !== "not installed")) process.exitCode = 1;
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    killLiveRuns();
+    process.exit(130);
+  });
+}
+await main();

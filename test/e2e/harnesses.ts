@@ -1,0 +1,186 @@
+// How each real harness CLI is pointed at a rollout: the command, its arguments, its environment and the config files
+// it reads — the one place the e2e tests and `npm run harness-matrix` take them from (docs/harnesses.md explains each
+// setting). Every run is isolated in temp dirs and has each switch that keeps the CLI off the network turned on.
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { ScriptToolCall, ScriptTurn } from "../../sim/index.ts";
+import type { CreatedRollout } from "../helpers.ts";
+import { baseEnv, ROOT, type HarnessDirs } from "./harness-run.ts";
+
+export interface Launch {
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}
+
+export interface Harness {
+  name: string;
+  /** The CLI's entry point; the harness is skipped when it is absent. */
+  cli: string;
+  /** `--model-map` entry when the harness asks for its own model name. */
+  modelMap?: string;
+  /** Assistant messages the harness puts in its first request itself (Qwen Code's canned startup-context reply). */
+  cannedAssistantTurns?: number;
+  /** Scripted threads that answer the harness's side calls (OpenCode's title request). */
+  sideThreads?: ScriptTurn[];
+  /** The harness's sub-agent tool and how to call it with a prompt, where it has one rlgate tests. */
+  subAgent?(prompt: string): ScriptToolCall;
+  /** A call of the harness's shell tool running `command`. */
+  shell(command: string): ScriptToolCall;
+  /** Writes the config files into `dirs` and returns how to run `prompt`. */
+  launch(dirs: HarnessDirs, rollout: CreatedRollout, prompt: string, servedModel: string): Launch;
+}
+
+const modules = join(ROOT, "node_modules");
+export const SERVED_MODEL = "Qwen/Qwen3-8B";
+
+/** Qwen Code's settings with everything that could reach the network or make side calls off (QWEN_CODE_NOTES.md). */
+export const QWEN_SETTINGS = {
+  general: { enableAutoUpdate: false },
+  privacy: { usageStatisticsEnabled: false },
+  telemetry: { enabled: false },
+  ide: { enabled: false },
+  memory: { enableManagedAutoMemory: false, enableManagedAutoDream: false, enableAutoSkill: false },
+  model: { skipNextSpeakerCheck: true, skipLoopDetection: true },
+  security: { folderTrust: { enabled: false }, auth: { selectedType: "openai" } },
+};
+
+export const QWEN_CODE: Harness = {
+  name: "qwen-code",
+  cli: join(modules, "@qwen-code", "qwen-code", "cli.js"),
+  cannedAssistantTurns: 1,
+  shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
+  launch(dirs, rollout, prompt, servedModel) {
+    mkdirSync(join(dirs.home, ".qwen"), { recursive: true });
+    writeFileSync(join(dirs.home, ".qwen", "settings.json"), JSON.stringify(QWEN_SETTINGS, null, 2));
+    const env = baseEnv(dirs, {
+      QWEN_CODE_SYSTEM_SETTINGS_PATH: join(dirs.dir, "no-system-settings.json"),
+      QWEN_CODE_SYSTEM_DEFAULTS_PATH: join(dirs.dir, "no-system-defaults.json"),
+      QWEN_CODE_DISABLE_PRECONNECT: "1",
+      QWEN_DISABLE_AUTO_TITLE: "1",
+      OPENAI_BASE_URL: rollout.base_urls.openai,
+      OPENAI_API_KEY: "sk-rlgate",
+      OPENAI_MODEL: servedModel,
+    });
+    return { command: process.execPath, args: [this.cli, "-p", prompt, "--yolo", "--auth-type", "openai"], env };
+  },
+};
+
+export const CLAUDE_CODE: Harness = {
+  name: "claude-code",
+  cli: join(modules, ".bin", "claude"),
+  modelMap: `claude-*=${SERVED_MODEL}`,
+  shell: (command) => ({ name: "Bash", arguments: { command, description: "Run a command" } }),
+  subAgent: (prompt) => ({ name: "Agent", arguments: { description: "Delegated step", prompt, subagent_type: "general-purpose" } }),
+  launch(dirs, rollout, prompt) {
+    // The non-essential-traffic switch also stops the title-generation call that would open every session.
+    const env = baseEnv(dirs, {
+      ANTHROPIC_BASE_URL: rollout.base_urls.anthropic,
+      ANTHROPIC_API_KEY: "sk-ant-rlgate",
+      CLAUDE_CONFIG_DIR: join(dirs.home, ".claude"),
+      IS_SANDBOX: "1",
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_TELEMETRY: "1",
+      DISABLE_AUTOUPDATER: "1",
+      DISABLE_ERROR_REPORTING: "1",
+    });
+    return { command: this.cli, args: ["-p", prompt, "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"], env };
+  },
+};
+
+/** Codex's config: its defaults plus the one provider entry, and the switches that keep it off the network. */
+export function codexConfig(baseUrl: string, model: string): string {
+  return [
+    `model = "${model}"`,
+    `model_provider = "rlgate"`,
+    `check_for_update_on_startup = false`,
+    "",
+    "[model_providers.rlgate]",
+    `name = "rlgate"`,
+    `base_url = "${baseUrl}"`,
+    `wire_api = "responses"`,
+    `env_key = "OPENAI_API_KEY"`,
+    "",
+    "[analytics]",
+    "enabled = false",
+    "",
+    "[feedback]",
+    "enabled = false",
+    "",
+  ].join("\n");
+}
+
+export const CODEX: Harness = {
+  name: "codex",
+  cli: join(modules, "@openai", "codex", "bin", "codex.js"),
+  modelMap: `gpt-*=${SERVED_MODEL}`,
+  shell: (command) => ({ name: "exec_command", arguments: { cmd: command } }),
+  launch(dirs, rollout, prompt) {
+    const codexHome = join(dirs.home, ".codex");
+    mkdirSync(codexHome, { recursive: true });
+    writeFileSync(join(codexHome, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
+    const env = baseEnv(dirs, { CODEX_HOME: codexHome, OPENAI_API_KEY: "sk-rlgate", RUST_LOG: "error" });
+    return { command: process.execPath, args: [this.cli, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt], env };
+  },
+};
+
+/** OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model. */
+export function opencodeConfig(baseUrl: string, model: string): string {
+  const provider = { npm: "@ai-sdk/openai-compatible", name: "rlgate", options: { baseURL: baseUrl, apiKey: "sk-rlgate" }, models: { [model]: { name: model } } };
+  return JSON.stringify({ $schema: "https://opencode.ai/config.json", provider: { rlgate: provider }, model: `rlgate/${model}`, autoupdate: false, share: "disabled" }, null, 2);
+}
+
+/** OpenCode asks for a title with this text in its first user message (a scripted thread answers it). */
+export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
+
+export const OPENCODE: Harness = {
+  name: "opencode",
+  cli: join(modules, ".bin", "opencode"),
+  sideThreads: [{ thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Scripted file task" }],
+  shell: (command) => ({ name: "bash", arguments: { command, description: "Run a command" } }),
+  launch(dirs, rollout, prompt, servedModel) {
+    const configFile = join(dirs.dir, "opencode.json");
+    writeFileSync(configFile, opencodeConfig(rollout.base_urls.openai, servedModel));
+    const env = baseEnv(dirs, {
+      XDG_CONFIG_HOME: join(dirs.home, ".config"),
+      XDG_DATA_HOME: join(dirs.home, ".local", "share"),
+      XDG_CACHE_HOME: join(dirs.home, ".cache"),
+      XDG_STATE_HOME: join(dirs.home, ".local", "state"),
+      OPENCODE_CONFIG: configFile,
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+      OPENCODE_DISABLE_SHARE: "1",
+      OPENCODE_DISABLE_CLAUDE_CODE: "1",
+      OPENCODE_DISABLE_EXTERNAL_SKILLS: "1",
+    });
+    return { command: this.cli, args: ["run", prompt], env };
+  },
+};
+
+/** pi over one of its three APIs (PI_CODING_AGENT_NOTES.md). */
+export function piHarness(api: "anthropic-messages" | "openai-responses" | "openai-completions"): Harness {
+  return {
+    name: `pi/${api}`,
+    cli: join(modules, "@mariozechner", "pi-coding-agent", "dist", "cli.js"),
+    modelMap: `pi-*=${SERVED_MODEL}`,
+    shell: (command) => ({ name: "bash", arguments: { command } }),
+    launch(dirs, rollout, prompt) {
+      const agentDir = join(dirs.home, ".pi", "agent");
+      mkdirSync(agentDir, { recursive: true });
+      const baseUrl = api === "anthropic-messages" ? rollout.base_urls.anthropic : rollout.base_urls.openai;
+      const models = { providers: { rlgate: { baseUrl, api, apiKey: "sk-rlgate", models: [{ id: "pi-model", reasoning: true, contextWindow: 131_072, maxTokens: 4000 }] } } };
+      writeFileSync(join(agentDir, "models.json"), JSON.stringify(models, null, 2));
+      writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ enableInstallTelemetry: false }));
+      const env = baseEnv(dirs, { PI_OFFLINE: "1", PI_TELEMETRY: "0", PI_SKIP_VERSION_CHECK: "1" });
+      return { command: process.execPath, args: [this.cli, "--provider", "rlgate", "--model", "pi-model", "--no-session", "-p", prompt], env };
+    },
+  };
+}
+
+export const HARNESSES: Harness[] = [QWEN_CODE, CLAUDE_CODE, CODEX, OPENCODE, piHarness("anthropic-messages"), piHarness("openai-responses"), piHarness("openai-completions")];
+
+export function isInstalled(harness: Harness): boolean {
+  return existsSync(harness.cli);
+}
