@@ -112,8 +112,26 @@ test("what the upstream cannot take is dropped with a warning naming it; the res
 test("what is malformed is refused by name", () => {
   const refused = (body: Record<string, unknown>, pattern: RegExp) =>
     assert.throws(() => translate(body), (e: unknown) => e instanceof GatewayError && e.status === 400 && pattern.test(e.message));
-  refused({ messages: [{ role: "system", content: "x" }] }, /messages\.0\.role/);
+  refused({ messages: [{ role: "tool", content: "x" }] }, /messages\.0\.role/);
+  refused({ messages: [{ role: "system", content: [{ type: "image", source: {} }] }] }, /messages\.0\.content\.0: system blocks must be text/);
   refused({ messages: [{ role: "user", content: [{ type: "image", source: { type: "file" } }] }] }, /base64 or url source/);
   assert.throws(() => parseMessagesRequest({ model: "m", messages: [] }), /max_tokens/);
   assert.doesNotThrow(() => parseMessagesRequest({ model: "m", messages: [] }, { countOnly: true }));
+});
+
+test("system messages among the turns (Claude Code 2.1) stay system messages in place", () => {
+  const chat = translate({
+    system: "rules",
+    messages: [
+      { role: "user", content: "hi" },
+      { role: "system", content: [{ type: "text", text: "Available agent types: claude" }] },
+      { role: "assistant", content: "ok" },
+    ],
+  });
+  assert.deepEqual(chat["messages"], [
+    { role: "system", content: "rules" },
+    { role: "user", content: "hi" },
+    { role: "system", content: "Available agent types: claude" },
+    { role: "assistant", content: "ok" },
+  ]);
 });

@@ -1,5 +1,5 @@
 // An Anthropic Messages request, checked and translated to the chat completion the upstream runs:
-//   system (string or text blocks)      → a system message
+//   system (string or text blocks), and system messages among the turns → system messages in place
 //   text / image blocks                  → content parts (images as data: or https: image_url parts; the upstream
 //                                          decides whether its model takes them)
 //   tool_result blocks (user turn)       → tool messages, before the rest of that user turn
@@ -37,8 +37,9 @@ export function parseMessagesRequest(body: unknown, options: { countOnly?: boole
   if (!Array.isArray(messages)) throw invalid("messages", "Field required (an array of messages)");
   messages.forEach((message, i) => {
     if (!isObject(message)) throw invalid(`messages.${i}`, "each message must be an object");
-    if (message["role"] !== "user" && message["role"] !== "assistant") {
-      throw invalid(`messages.${i}.role`, `expected 'user' or 'assistant', got ${JSON.stringify(message["role"])}`);
+    // Claude Code 2.1 also sends `system` messages between the turns (e.g. the list of agent types).
+    if (message["role"] !== "user" && message["role"] !== "assistant" && message["role"] !== "system") {
+      throw invalid(`messages.${i}.role`, `expected 'user', 'assistant' or 'system', got ${JSON.stringify(message["role"])}`);
     }
     const content = message["content"];
     if (typeof content !== "string" && !(Array.isArray(content) && content.every(isObject))) {
@@ -153,13 +154,13 @@ function assistantMessage(message: Json, i: number, warnings: string[]): Json {
   return out;
 }
 
-function systemMessage(system: unknown): Json | null {
+function systemMessage(system: unknown, where = "system"): Json | null {
   if (system === undefined || system === null) return null;
   if (typeof system === "string") return system ? { role: "system", content: system } : null;
-  if (!Array.isArray(system)) throw invalid("system", "expected a string or an array of text blocks");
+  if (!Array.isArray(system)) throw invalid(where, "expected a string or an array of text blocks");
   const parts = system.map((block, k) => {
-    if (!isObject(block) || block["type"] !== "text") throw invalid(`system.${k}`, "system blocks must be text blocks");
-    return { type: "text", text: textField(block["text"], `system.${k}.text`) };
+    if (!isObject(block) || block["type"] !== "text") throw invalid(`${where}.${k}`, "system blocks must be text blocks");
+    return { type: "text", text: textField(block["text"], `${where}.${k}.text`) };
   });
   return parts.length ? { role: "system", content: contentOf(parts) } : null;
 }
@@ -212,7 +213,10 @@ export function toChatRequest(request: MessagesRequest, warnings: string[] = [])
   if (system) messages.push(system);
   request.messages.forEach((message, i) => {
     if (message["role"] === "user") messages.push(...userMessages(message, i, warnings));
-    else messages.push(assistantMessage(message, i, warnings));
+    else if (message["role"] === "system") {
+      const system = systemMessage(message["content"], `messages.${i}.content`);
+      if (system) messages.push(system);
+    } else messages.push(assistantMessage(message, i, warnings));
   });
   const chat: Json = { model: request.model, messages };
   if (typeof request.max_tokens === "number") chat["max_tokens"] = request.max_tokens;
