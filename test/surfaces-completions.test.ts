@@ -101,7 +101,8 @@ describe("completions surface (official SDK)", () => {
     assert.equal(missing.json.error.param, "prompt");
     const unknown = await client(rollout).completions.create({ model: "other-model", prompt: "x" }).then(() => null, (e: unknown) => e);
     assert.ok(unknown instanceof OpenAI.NotFoundError);
-    const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.equal(call!.status, "upstream_error");
+    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+    assert.deepEqual(calls.map((c) => c.status), ["rejected", "upstream_error"], "the refusal is recorded too");
+    assert.match(calls[0]!.error!, /prompt/);
   });
 });

@@ -67,7 +67,9 @@ describe("Anthropic Messages surface (official SDK)", () => {
     assert.equal(message.stop_reason, "tool_use");
     const [thinking, toolUse] = message.content;
     assert.equal(thinking?.type, "thinking");
-    assert.equal(thinking.thinking, generated.reasoning_content);
+    // vLLM's reasoning starts with the "\n" after <think>; the harness gets it without (the record keeps the ids).
+    assert.match(generated.reasoning_content, /^\n/);
+    assert.equal(thinking.thinking, generated.reasoning_content.replace(/^\n+/, ""));
     assert.equal(toolUse?.type, "tool_use");
     assert.equal(toolUse.name, generated.tool_calls[0].function.name);
     assert.deepEqual(toolUse.input, JSON.parse(generated.tool_calls[0].function.arguments));
@@ -160,9 +162,9 @@ describe("Anthropic Messages surface (official SDK)", () => {
     assert.equal(missing.json.error.type, "invalid_request_error");
     assert.match(missing.json.error.message, /max_tokens/);
 
+    // A server tool the upstream cannot run is dropped, and the call says so.
     const serverTool = await postJson(base, { model: MODEL, max_tokens: 10, messages: ASK, tools: [{ type: "web_search_20250305", name: "web_search" }] });
-    assert.equal(serverTool.status, 400);
-    assert.match(serverTool.json.error.message, /web_search_20250305/);
+    assert.equal(serverTool.status, 200, serverTool.text);
 
     const notJson = await postJson(base, "{not json");
     assert.deepEqual(Object.keys(notJson.json), ["type", "error"]);
@@ -177,9 +179,9 @@ describe("Anthropic Messages surface (official SDK)", () => {
       },
     );
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.equal(calls.length, 1, "only the call that reached the upstream is recorded");
-    assert.equal(calls[0]!.status, "upstream_error");
-    assert.equal(calls[0]!.httpStatus, 404);
+    assert.deepEqual(calls.map((c) => c.status), ["rejected", "ok", "rejected", "upstream_error"], "refusals are recorded too");
+    assert.match(calls[1]!.warnings![0]!, /web_search_20250305/);
+    assert.equal(calls[3]!.httpStatus, 404);
 
     const unknown = await postJson(`${stack.gateway.url}/r/no-such-rollout/v1/messages`, { model: MODEL, max_tokens: 5, messages: ASK });
     assert.equal(unknown.status, 404);

@@ -65,7 +65,9 @@ describe("OpenAI Responses surface (official SDK)", () => {
     assert.deepEqual(response.output.map((item) => item.type), ["reasoning", "function_call"]);
     const [reasoning, fc] = response.output;
     assert.ok(reasoning?.type === "reasoning");
-    assert.equal(reasoning.content?.[0]?.text, generated.reasoning_content);
+    // vLLM's reasoning starts with the "\n" after <think>; the harness gets it without (the record keeps the ids).
+    assert.match(generated.reasoning_content, /^\n/);
+    assert.equal(reasoning.content?.[0]?.text, generated.reasoning_content.replace(/^\n+/, ""));
     assert.ok(fc?.type === "function_call");
     assert.equal(fc.name, generated.tool_calls[0].function.name);
     assert.equal(fc.arguments, generated.tool_calls[0].function.arguments);
@@ -170,10 +172,9 @@ describe("OpenAI Responses surface (official SDK)", () => {
   test("errors come in OpenAI's shape: bad requests, unknown models, mid-stream failures", async () => {
     const rollout = await createRollout(stack.gateway.url);
     const base = `${rollout.base_urls.openai}/responses`;
+    // A hosted tool the upstream cannot run is dropped, and the call says so.
     const hosted = await postJson(base, { model: MODEL, input: ASK, tools: [{ type: "web_search" }] });
-    assert.equal(hosted.status, 400);
-    assert.equal(hosted.json.error.type, "invalid_request_error");
-    assert.match(hosted.json.error.message, /web_search/);
+    assert.equal(hosted.status, 200, hosted.text);
     const noModel = await postJson(base, { input: ASK });
     assert.equal(noModel.status, 400);
     assert.equal(noModel.json.error.param, "model");
@@ -191,8 +192,9 @@ describe("OpenAI Responses surface (official SDK)", () => {
     assert.equal(names[0], "response.created");
     assert.equal(names.at(-1), "response.failed");
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => c.status), ["upstream_error", "upstream_error"]);
-    assert.equal(calls[0]!.httpStatus, 404);
+    assert.deepEqual(calls.map((c) => c.status), ["ok", "rejected", "upstream_error", "upstream_error"]);
+    assert.match(calls[0]!.warnings![0]!, /hosted tool 'web_search' dropped/);
+    assert.equal(calls[2]!.httpStatus, 404);
   });
 });
 
@@ -238,7 +240,7 @@ describe("an SDK-driven agent loop on the Responses API", () => {
       }));
     }
     assert.equal(readFileSync(join(loop.workspace, "proof.txt"), "utf8"), "rlgate-responses\n");
-    assert.equal(final, "\n\nproof.txt holds rlgate-responses.");
+    assert.equal(final, "proof.txt holds rlgate-responses.", "without vLLM's leading newlines");
     const calls = await rolloutCalls(loop.stack.gateway.url, rollout.id);
     assert.equal(calls.length, 3);
     await assertLoopCaptured(loop.stack, calls);
