@@ -135,3 +135,23 @@ test("system messages among the turns (Claude Code 2.1) stay system messages in 
     { role: "assistant", content: "ok" },
   ]);
 });
+
+test("server-side features without a chat counterpart (context editing, MCP servers, containers) are named in warnings", () => {
+  const warnings: string[] = [];
+  toChatRequest(
+    parseMessagesRequest({
+      model: "m",
+      max_tokens: 10,
+      messages: [{ role: "user", content: "hi" }],
+      context_management: { edits: [{ type: "clear_tool_uses_20250919" }] },
+      mcp_servers: [{ type: "url", url: "https://example.invalid/mcp", name: "x" }],
+    }),
+    warnings,
+  );
+  assert.equal(warnings.length, 2, warnings.join("\n"));
+  assert.match(warnings[0]!, /context_management: edits not applied \(clear_tool_uses_20250919\)/);
+  assert.match(warnings[1]!, /mcp_servers/);
+  const none: string[] = [];
+  toChatRequest(parseMessagesRequest({ model: "m", max_tokens: 10, messages: [{ role: "user", content: "hi" }], context_management: { edits: [] } }), none);
+  assert.deepEqual(none, []);
+});

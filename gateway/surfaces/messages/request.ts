@@ -203,6 +203,15 @@ function chatToolChoice(choice: unknown, out: Json): void {
   }
 }
 
+/** Features Anthropic's servers run that a chat-completions upstream has no counterpart for: not applied, said so. */
+function ignoredServerFeatures(request: MessagesRequest, warnings: string[]): void {
+  const management = request["context_management"];
+  const edits = isObject(management) && Array.isArray(management["edits"]) ? management["edits"].filter(isObject) : [];
+  if (edits.length) warnings.push(`context_management: edits not applied (${edits.map((e) => String(e["type"])).join(", ")}): the upstream sees the whole history`);
+  if (Array.isArray(request["mcp_servers"]) && request["mcp_servers"].length) warnings.push("mcp_servers: dropped: a chat-completions upstream cannot call remote MCP servers");
+  if (request["container"] != null) warnings.push("container: dropped: a chat-completions upstream has no code-execution container");
+}
+
 /**
  * The chat-completions request for an Anthropic Messages request (model name as requested); what it dropped is
  * added to `warnings`.
@@ -230,6 +239,7 @@ export function toChatRequest(request: MessagesRequest, warnings: string[] = [])
   const stop = request["stop_sequences"];
   if (Array.isArray(stop) && stop.length) chat["stop"] = stop;
   for (const key of ["temperature", "top_p", "top_k"]) if (typeof request[key] === "number") chat[key] = request[key];
+  ignoredServerFeatures(request, warnings);
   const thinking = request["thinking"];
   if (isObject(thinking)) chat["chat_template_kwargs"] = { enable_thinking: thinking["type"] !== "disabled" };
   return chat;
