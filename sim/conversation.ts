@@ -17,8 +17,8 @@ export interface ConversationView {
   /** Tool results that came after the last user message, oldest first. */
   toolResults: string[];
   lastUserText: string;
-  /** The first user message: what a thread (the main agent, a sub-agent) was started with. */
-  firstUserText: string;
+  /** The user messages before the first assistant message: what a thread (the main agent, a sub-agent) started with. */
+  openingUserText: string;
   /** Whether the model opens a `<think>` block (Qwen3's enable_thinking). */
   thinking: boolean;
   /** False for a raw completion prompt that is not a rendered chat: the model just continues the text. */
@@ -62,13 +62,13 @@ export function viewFromChat(
 ): ConversationView {
   let assistantTurns = 0;
   let lastUser = -1;
-  let firstUser = -1;
+  const opening: string[] = [];
   for (let i = 0; i < messages.length; i++) {
     const role = messages[i]!.role;
     if (role === "assistant") assistantTurns++;
     if (role === "user") {
       lastUser = i;
-      if (firstUser < 0) firstUser = i;
+      if (assistantTurns === 0) opening.push(text(messages[i]!.content));
     }
   }
   const toolResults: string[] = [];
@@ -81,7 +81,7 @@ export function viewFromChat(
     toolChoice: toolChoiceOf(toolChoice),
     toolResults,
     lastUserText: lastUser >= 0 ? text(messages[lastUser]!.content) : "",
-    firstUserText: firstUser >= 0 ? text(messages[firstUser]!.content) : "",
+    openingUserText: opening.join("\n"),
     thinking: enableThinking !== false,
     chatShaped: true,
   };
@@ -99,13 +99,13 @@ export function viewFromPromptText(prompt: string): ConversationView {
     toolChoice: "auto",
     toolResults: [],
     lastUserText: prompt,
-    firstUserText: prompt,
+    openingUserText: prompt,
     thinking: false,
     chatShaped: false,
   };
   const generating = /<\|im_start\|>assistant\n(<think>\n\n<\/think>\n\n)?$/.exec(prompt);
   if (!generating) return plain;
-  const view: ConversationView = { ...plain, lastUserText: "", firstUserText: "", chatShaped: true, thinking: !prompt.endsWith(NO_THINK_SUFFIX) };
+  const view: ConversationView = { ...plain, lastUserText: "", openingUserText: "", chatShaped: true, thinking: !prompt.endsWith(NO_THINK_SUFFIX) };
   const tools = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
   if (tools) {
     const parsed: unknown[] = [];
@@ -125,7 +125,7 @@ export function viewFromPromptText(prompt: string): ConversationView {
     const responses = [...body!.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
     if (responses.length > 0 && body!.trimStart().startsWith("<tool_response>")) view.toolResults.push(...responses);
     else {
-      if (!view.firstUserText) view.firstUserText = body!;
+      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + body!;
       view.lastUserText = body!;
       view.toolResults = [];
     }

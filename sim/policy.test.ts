@@ -81,7 +81,7 @@ describe("reading a rendered chat back (completions prompts)", () => {
     assert.deepEqual(view.tools.map((t) => t.name), ["bash"]);
     assert.deepEqual(view.toolResults, ["out1", "out2"]);
     assert.equal(view.lastUserText, "first");
-    assert.equal(view.firstUserText, "first");
+    assert.equal(view.openingUserText, "first");
     assert.equal(view.thinking, true);
     assert.deepEqual(viewFromChat(messages, [SHELL_TOOL], undefined, undefined).toolResults, view.toolResults);
     assert.equal(viewFromPromptText(renderChat(messages.slice(0, 2), { enableThinking: false })).thinking, false);
@@ -98,10 +98,12 @@ describe("scripted threads", () => {
   ];
   const play = (messages: { role: string; content: string }[]) => decideTurn(viewFromChat(messages, [], undefined, undefined), { seed: 0, choice: 0, script }).content;
 
-  test("a conversation whose first user message holds a thread's text plays that thread's turns, counted on their own", () => {
+  test("a conversation whose opening user messages hold a thread's text plays that thread's turns, counted on their own", () => {
     assert.equal(play([{ role: "user", content: "go" }]), "main 0");
     assert.equal(play([{ role: "user", content: "go" }, { role: "assistant", content: "main 0" }, { role: "user", content: "r" }]), "main done");
     assert.equal(play([{ role: "user", content: "<ctx/> SUBTASK write b" }]), "sub 0");
+    // Codex opens with an environment-context user message, then the sub-agent's prompt.
+    assert.equal(play([{ role: "user", content: "<environment_context/>" }, { role: "user", content: "SUBTASK write b" }]), "sub 0");
     assert.equal(play([{ role: "user", content: "SUBTASK write b" }, { role: "assistant", content: "sub 0" }, { role: "user", content: "b" }]), "sub done");
   });
 });

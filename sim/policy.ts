@@ -27,9 +27,9 @@ export function decideTurn(view: ConversationView, ctx: PolicyContext): SimTurn 
   return turn;
 }
 
-/** The turns of the thread a conversation belongs to: the first `thread` its first user message contains, else the rest. */
+/** The turns of the thread a conversation belongs to: the first `thread` its opening user text contains, else the rest. */
 function threadTurns(view: ConversationView, script: readonly ScriptTurn[]): readonly ScriptTurn[] {
-  const thread = script.find((t) => t.thread !== undefined && view.firstUserText.includes(t.thread))?.thread;
+  const thread = script.find((t) => t.thread !== undefined && view.openingUserText.includes(t.thread))?.thread;
   return script.filter((t) => t.thread === thread);
 }
 

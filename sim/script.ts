@@ -1,7 +1,7 @@
 // Scripted policies: a JSON file holding one conversation, turn by turn. The server stays stateless because the turn
 // to play is chosen by how many assistant messages the request's history already holds. Turns with a `thread` play
-// only in conversations whose first user message contains that text (a sub-agent started with a scripted prompt),
-// counted among the turns of that thread; the other turns play everywhere else.
+// only in conversations whose opening user messages (before any assistant message) contain that text (a sub-agent
+// started with a scripted prompt), counted among the turns of that thread; the other turns play everywhere else.
 import { readFileSync } from "node:fs";
 import { RlgateError } from "../util/errors.ts";
 

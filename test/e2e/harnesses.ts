@@ -130,7 +130,7 @@ export function opencodeConfig(baseUrl: string, model: string): string {
   return JSON.stringify({ $schema: "https://opencode.ai/config.json", provider: { rlgate: provider }, model: `rlgate/${model}`, autoupdate: false, share: "disabled" }, null, 2);
 }
 
-/** OpenCode asks for a title with this text in its first user message (a scripted thread answers it). */
+/** OpenCode asks for a title with this text in its opening user messages (a scripted thread answers it). */
 export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
 
 export const OPENCODE: Harness = {
