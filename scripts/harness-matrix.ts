@@ -5,7 +5,8 @@
 // tokens) and trained ÷ sampled tokens, read from GET /api/rollouts/{id}/trajectories.
 // The session: text before a tool call, parallel tool calls (two at once, twice), a turn without thinking, eight
 // model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
-// `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent) runs one step.
+// `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent, Codex's
+// multi_agent_v1.spawn_agent) starts a sub-agent that runs a step of its own.
 import { Command } from "commander";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -16,7 +17,7 @@ import { finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type Reconstru
 import { HARNESSES, isInstalled, SERVED_MODEL, type Harness } from "../test/e2e/harnesses.ts";
 
 const EXPECTED = "12345";
-const SUBTASK = "SUBTASK: write 1 into f1 with the shell.";
+const SUBTASK = "SUBTASK: write sub into sub.txt with the shell.";
 
 /** The 8-turn main session, in the harness's own tool names. */
 function mainSession(h: Harness): ScriptTurn[] {
@@ -35,13 +36,13 @@ function mainSession(h: Harness): ScriptTurn[] {
   ];
 }
 
-/** A session whose first step a sub-agent does: main delegates, the sub-agent writes f1, main writes the rest. */
+/** A session with a sub-agent: main delegates a side file, the sub-agent writes it, main writes all.txt. */
 function subAgentSession(h: Harness): ScriptTurn[] {
   return [
-    { reasoning: "Delegate the first file.", content: "Delegating f1.", tool_calls: [h.subAgent!(SUBTASK)] },
-    { thread: "SUBTASK:", reasoning: "Write it.", tool_calls: [h.shell("printf 1 > f1")] },
-    { thread: "SUBTASK:", reasoning: "Written.", content: "f1 holds 1." },
-    { reasoning: "The rest.", tool_calls: [h.shell("printf 2345 > f2 && cat f1 f2 > all.txt")] },
+    { reasoning: "Delegate the side file.", content: "Delegating sub.txt.", tool_calls: [h.subAgent!(SUBTASK)] },
+    { thread: "SUBTASK:", reasoning: "Write it.", tool_calls: [h.shell("printf sub > sub.txt")] },
+    { thread: "SUBTASK:", reasoning: "Written.", content: "sub.txt holds sub." },
+    { reasoning: "Now the main file.", tool_calls: [h.shell(`printf ${EXPECTED} > all.txt`)] },
     { reasoning: "Done.", content: `Done: all.txt holds ${EXPECTED}.` },
     ...(h.sideThreads ?? []),
   ];
@@ -133,7 +134,7 @@ async function main(): Promise<void> {
   const program = new Command("harness-matrix")
     .description("Run every installed harness CLI through an rlgate gateway on a scripted session and tabulate its trajectories. Options not listed here are passed to `rlgate serve`.")
     .option("--harness <names>", `comma-separated subset of: ${HARNESSES.map((h) => h.name).join(", ")}`)
-    .option("--sub-agent", "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent tool)", false)
+    .option("--sub-agent", "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent, Codex's spawn_agent)", false)
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
     .allowUnknownOption()
     .allowExcessArguments();

@@ -115,6 +115,8 @@ export const CODEX: Harness = {
   cli: join(modules, "@openai", "codex", "bin", "codex.js"),
   modelMap: `gpt-*=${SERVED_MODEL}`,
   shell: (command) => ({ name: "exec_command", arguments: { cmd: command } }),
+  // Its multi-agent tools come as a namespace, flattened upstream as `{namespace}__{name}`.
+  subAgent: (prompt) => ({ name: "multi_agent_v1__spawn_agent", arguments: { message: prompt } }),
   launch(dirs, rollout, prompt) {
     const codexHome = join(dirs.home, ".codex");
     mkdirSync(codexHome, { recursive: true });
