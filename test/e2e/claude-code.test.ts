@@ -97,8 +97,8 @@ describe("Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent th
     assert.equal(main.trained, true);
     assert.equal(rec.stats.breaks["sub_agent"], 1, JSON.stringify(rec.stats));
     const mainSampled = calls.filter((c) => main.callSeqs.includes(c.seq)).reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
-    assert.equal(rec.stats.trainedTokens, mainSampled, "the main thread's sampled tokens, each trained once (sub-agents are not trained by default)");
-    const trained = rec.trajectories.reduce((n, t) => n + t.lossMask.filter((m) => m === 1).length, 0);
+    assert.equal(rec.stats.trainedTokens, mainSampled, `the main thread's sampled tokens, each trained once (sub-agents are not trained by default): ${JSON.stringify(segments)}`);
+    const trained = rec.trajectories.filter((t) => t.trained).reduce((n, t) => n + t.lossMask.filter((m) => m === 1).length, 0);
     assert.equal(trained, rec.stats.trainedTokens);
   });
 });

@@ -80,19 +80,18 @@ describe("OpenCode CLI through rlgate (run, chat completions)", { skip: !OPENCOD
     const agentSeqs = calls.filter((c) => ((c.requestReceived as any).tools ?? []).length > 0).map((c) => c.seq);
     assert.ok(segments.some((s) => agentSeqs.every((seq) => s.callSeqs.includes(seq))), `one segment holds the agent's calls: ${JSON.stringify(segments)}`);
     assert.ok(rec.stats.trainedTokens <= rec.stats.sampledTokens, JSON.stringify(rec.stats));
-    const trained = rec.trajectories.reduce((n, t) => n + t.lossMask.filter((m) => m === 1).length, 0);
+    const trained = rec.trajectories.filter((t) => t.trained).reduce((n, t) => n + t.lossMask.filter((m) => m === 1).length, 0);
     assert.equal(trained, rec.stats.trainedTokens);
   });
 
-  test(
-    "the agent's thread is the main segment (trained), the title request a side call",
-    { todo: "trajectory/segments.ts takes the first call (OpenCode's title request) as main and the agent as a sub-agent, so by default the agent is not trained" },
-    () => {
-      assert.ok(rec, "reconstructed above");
-      const segments = rec.segments as { kind: string; callSeqs: number[] }[];
-      const agentSeqs = calls.filter((c) => ((c.requestReceived as any).tools ?? []).length > 0).map((c) => c.seq);
-      const agent = segments.find((s) => s.callSeqs.includes(agentSeqs[0]!));
-      assert.equal(agent?.kind, "main", JSON.stringify(segments));
-    },
-  );
+  test("the agent's thread is the main segment (trained), the title request an auxiliary side call", () => {
+    assert.ok(rec, "reconstructed above");
+    const segments = rec.segments as { kind: string; callSeqs: number[]; trained: boolean }[];
+    const title = calls.find((c) => JSON.stringify((c.requestReceived as any).messages).includes(OPENCODE_TITLE_THREAD))!;
+    const agentSeqs = calls.filter((c) => c !== title).map((c) => c.seq);
+    const agent = segments.find((s) => s.callSeqs.includes(agentSeqs[0]!));
+    assert.equal(agent?.kind, "main", JSON.stringify(segments));
+    assert.equal(agent?.trained, true);
+    assert.equal(segments.find((s) => s.callSeqs.includes(title.seq))?.kind, "auxiliary", JSON.stringify(segments));
+  });
 });
