@@ -207,7 +207,7 @@ function chatToolChoice(choice: unknown, out: Json): void {
 function ignoredServerFeatures(request: MessagesRequest, warnings: string[]): void {
   const management = request["context_management"];
   const edits = isObject(management) && Array.isArray(management["edits"]) ? management["edits"].filter(isObject) : [];
-  if (edits.length) warnings.push(`context_management: edits not applied (${edits.map((e) => String(e["type"])).join(", ")}): the upstream sees the whole history`);
+  if (edits.length) warnings.push(`context_management: edits not applied (${edits.map((e) => shown(e["type"])).join(", ")}): the upstream sees the whole history`);
   if (Array.isArray(request["mcp_servers"]) && request["mcp_servers"].length) warnings.push("mcp_servers: dropped: a chat-completions upstream cannot call remote MCP servers");
   if (request["container"] != null) warnings.push("container: dropped: a chat-completions upstream has no code-execution container");
 }

@@ -162,7 +162,7 @@ export function inputMessages(input: unknown, options: InputOptions = {}): Json[
       case "local_shell_call": {
         const message = open();
         const calls = (message["tool_calls"] ??= []) as Json[];
-        calls.push(toolCallOf(item, map));
+        calls.push(toolCallOf(item, map, at));
         return;
       }
       case "function_call_output":

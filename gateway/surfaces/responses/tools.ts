@@ -12,7 +12,7 @@
 // The same mapping turns the harness's input items (function_call with a namespace, custom_tool_call, local_shell_call)
 // back into the tool calls the model sampled, so the next prompt holds the model's own output.
 import { GatewayError } from "../../errors.ts";
-import { isObject, type Json } from "../../upstream/fields.ts";
+import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
 export type ToolKind = "function" | "custom" | "local_shell";
 
@@ -38,7 +38,7 @@ const LOCAL_SHELL_PARAMETERS: Json = {
 
 function customParameters(tool: Json): Json {
   const format = isObject(tool["format"]) ? tool["format"] : null;
-  const grammar = format && format["type"] === "grammar" && typeof format["definition"] === "string" ? ` It follows this ${String(format["syntax"] ?? "")} grammar:\n${format["definition"]}` : "";
+  const grammar = format && format["type"] === "grammar" && typeof format["definition"] === "string" ? ` It follows this ${shown(format["syntax"] ?? "")} grammar:\n${format["definition"]}` : "";
   return {
     type: "object",
     properties: { input: { type: "string", description: `The tool's whole input, as free text.${grammar}` } },
@@ -97,7 +97,8 @@ export function chatTools(tools: unknown, warnings: string[]): { tools: Json[] |
   const out: Json[] = [];
   tools.forEach((tool, k) => {
     if (!isObject(tool)) throw invalid(`tools.${k}`, "each tool must be an object");
-    const type = String(tool["type"]);
+    if (typeof tool["type"] !== "string") throw invalid(`tools.${k}.type`, `expected a string, got ${shown(tool["type"])}`);
+    const type = tool["type"];
     switch (type) {
       case "function": {
         if (typeof tool["name"] !== "string") throw invalid(`tools.${k}.name`, "function tools need a name");
@@ -133,12 +134,12 @@ export function chatTools(tools: unknown, warnings: string[]): { tools: Json[] |
 }
 
 /** The chat tool call for a function_call, custom_tool_call or local_shell_call input item. */
-export function toolCallOf(item: Json, map: ResponsesToolMap): Json {
-  const id = String(item["call_id"] ?? item["id"] ?? "");
+export function toolCallOf(item: Json, map: ResponsesToolMap, at: string): Json {
+  const id = textField(item["call_id"] ?? item["id"], `${at}.call_id`);
   const call = (name: string, args: string): Json => ({ id, type: "function", function: { name, arguments: args } });
   switch (item["type"]) {
     case "custom_tool_call":
-      return call(map.functionName(String(item["name"] ?? "")), JSON.stringify({ input: String(item["input"] ?? "") }));
+      return call(map.functionName(textField(item["name"], `${at}.name`)), JSON.stringify({ input: textField(item["input"], `${at}.input`) }));
     case "local_shell_call": {
       const action = isObject(item["action"]) ? item["action"] : {};
       const args: Json = { command: Array.isArray(action["command"]) ? action["command"] : [] };
@@ -148,7 +149,7 @@ export function toolCallOf(item: Json, map: ResponsesToolMap): Json {
     }
     default: {
       const namespace = typeof item["namespace"] === "string" ? item["namespace"] : null;
-      return call(map.functionName(String(item["name"] ?? ""), namespace), typeof item["arguments"] === "string" ? item["arguments"] : "{}");
+      return call(map.functionName(textField(item["name"], `${at}.name`), namespace), typeof item["arguments"] === "string" ? item["arguments"] : "{}");
     }
   }
 }
