@@ -1,5 +1,5 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";

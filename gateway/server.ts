@@ -106,7 +106,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         const refusal = asGatewayError(error);
         if (!res.headersSent && isRecordedRejection(refusal)) {
           await recordRejected(ctx, request, refusal, toErrorBody(refusal, errorShapeOf(req.url))).catch((failure: unknown) =>
-            ctx.log(`could not record a rejected call: ${(failure as Error).message}`),
+            ctx.log.error({ err: failure }, "could not record a rejected call"),
           );
         }
         throw refusal;

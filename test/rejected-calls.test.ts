@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { CallRecord } from "../store/records.ts";
+import { fromSnakeCase } from "../util/json-case.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type CreatedRollout, type Stack } from "./helpers.ts";
 
 describe("refused requests are recorded on their rollout", () => {
@@ -70,7 +71,7 @@ describe("refused requests are recorded on their rollout", () => {
   test("an unattributed refusal is recorded among the unattributed calls", async () => {
     const res = await postJson(`${stack.gateway.url}/v1/chat/completions`, "not json");
     assert.equal(res.status, 400);
-    const unattributed = ((await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: CallRecord[] }).calls;
+    const unattributed = fromSnakeCase<{ calls: CallRecord[] }>(await (await fetch(`${stack.gateway.url}/api/calls`)).json()).calls;
     assert.ok(unattributed.some((c) => c.status === "rejected" && c.requestReceived === "not json"));
   });
 

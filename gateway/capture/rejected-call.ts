@@ -65,5 +65,5 @@ export async function recordRejected(ctx: GatewayContext, request: RejectedReque
   };
   ctx.metrics.recordCall(record);
   await ctx.store.putCall(record);
-  ctx.log(`call ${record.seq}: rejected: ${error.message}`);
+  ctx.log.info({ call: record.seq, status: "rejected" }, error.message);
 }

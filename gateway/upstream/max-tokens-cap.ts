@@ -62,7 +62,7 @@ export async function capMaxTokens(ctx: GatewayContext, chat: Json): Promise<{ c
   }
   const context = await upstreamContextLength(ctx);
   if (context === null) {
-    ctx.log("--max-tokens-cap auto: the upstream's /v1/models reports no max_model_len; max_tokens is not capped");
+    ctx.log.warn("--max-tokens-cap auto: the upstream's /v1/models reports no max_model_len; max_tokens is not capped");
     return { chat, cap: undefined };
   }
   const prompt = await promptTokens(ctx, chat, requested, context);

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CallRecord } from "../../store/records.ts";
+import { fromSnakeCase } from "../../util/json-case.ts";
 import { killGroup } from "./process-group.ts";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -96,7 +97,7 @@ export async function finishAndReconstruct(gatewayUrl: string, rolloutId: string
   if (finish.status !== 200) throw new Error(`finish: ${finish.status} ${await finish.text()}`);
   const res = await fetch(`${gatewayUrl}/api/rollouts/${rolloutId}/trajectories`);
   if (res.status !== 200) throw new Error(`trajectories: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Reconstruction;
+  return fromSnakeCase<Reconstruction>(await res.json());
 }
 
 /** One line per captured call, for failure messages. */
