@@ -17,6 +17,7 @@ const FOLDERS = [
   "rl-core",
   "runner",
   "sim",
+  "replay",
   "clients",
   "trajectory",
   "store",

@@ -6,8 +6,8 @@ import { currentDrawing, drawing, folderEdges } from "../scripts/architecture.mj
 
 const LAYERS = [
   "cli",
-  "gateway|rl-core|runner|sim|ui",
-  "clients",
+  "gateway|rl-core|runner|sim|replay",
+  "ui|clients",
   "trajectory",
   "store",
   "protocol",

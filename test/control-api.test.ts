@@ -92,7 +92,7 @@ describe("control API and attribution", () => {
   test("each call records its policy version (its x-rlgate-policy-version header, else the rollout's) and sampling parameters", async () => {
     const rollout = await createRollout(stack.gateway.url, { group: "task-7", policy_version: 17 });
     const read = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as any;
-    assert.equal(read.policyVersion, "17");
+    assert.equal(read.policy_version, "17");
     const url = `${rollout.base_urls.openai}/chat/completions`;
     assert.equal((await postJson(url, { messages: MESSAGES })).status, 200);
     assert.equal((await postJson(url, { messages: MESSAGES, temperature: 0.6, top_p: 0.95, top_k: 40 }, { "x-rlgate-policy-version": "18" })).status, 200);

@@ -3,6 +3,7 @@
 // trainer client. What a trainer needs reaches every row (policy version per call, sampling parameters, finish
 // reason, the call of every token, segment); a group name used again is trained as its next generation; advantages
 // asked for over each served batch equal the batch's own, the group split over batches; bad input is refused.
+import { fromSnakeCase } from "../util/json-case.ts";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { rmSync } from "node:fs";
@@ -57,7 +58,7 @@ async function play(group: string, reward: number, opts: { keepReasoning: boolea
 
 async function trajectoriesOf(id: string): Promise<ApiTrajectory[]> {
   const res = await fetch(`${stack.gateway.url}/api/rollouts/${id}/trajectories`);
-  return ((await res.json()) as { trajectories: ApiTrajectory[] }).trajectories;
+  return fromSnakeCase<{ trajectories: ApiTrajectory[] }>(await res.json()).trajectories;
 }
 
 /** Batches until every trained trajectory of `ids` arrived; none acked. */

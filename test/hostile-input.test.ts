@@ -1,4 +1,5 @@
 // Hostile input never takes the gateway down: each test is named after the defect of issue 11 it keeps fixed.
+import { fromSnakeCase } from "../util/json-case.ts";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
@@ -192,7 +193,7 @@ describe("hostile input", () => {
     await store.putCall(record);
     const list = await fetch(`${stack.gateway.url}/api/calls`);
     assert.equal(list.status, 200);
-    const listed = ((await list.json()) as { calls: CallRecord[] }).calls.find((c) => c.seq === record.seq);
+    const listed = fromSnakeCase<{ calls: CallRecord[] }>(await list.json()).calls.find((c) => c.seq === record.seq);
     assert.ok(listed, "the deep call is listed");
     assert.ok(JSON.stringify(listed.requestReceived).includes(TOO_DEEP));
     const one = await fetch(`${stack.gateway.url}/api/calls/${record.seq}`);
@@ -318,7 +319,7 @@ describe("hostile input: credentials (defect 7)", () => {
     assert.equal(late.status, 409);
     assert.equal(late.json.error.code, "RLGATE_ROLLOUT_FINISHED");
     const res = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`, { headers: control });
-    const { calls } = (await res.json()) as { calls: CallRecord[] };
+    const { calls } = fromSnakeCase<{ calls: CallRecord[] }>(await res.json());
     assert.deepEqual(calls.map((c) => c.status), ["ok", "rejected"]);
     assert.equal(calls[1]!.promptTokenIds, null);
     const passthrough = await fetch(`${rollout.base_urls.openai}/models`, { headers: auth });

@@ -1,1 +1,0 @@
-"""Generated from rlgate's proto/ when rlgate-client was built."""
