@@ -5,7 +5,6 @@ import type { Duplex } from "node:stream";
 import { checkControlToken, checkHarnessAccess, finishedRolloutError } from "./access.ts";
 import type { ApiSurface } from "../store/records.ts";
 import { attribute, splitRolloutPath } from "./attribution.ts";
-import { recordRejected as recordRefusedIntoFinished } from "./capture/rejected.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import { isRecordedRejection, recordRejected, type RejectedRequest } from "./capture/rejected-call.ts";
 import type { GatewayContext } from "./context.ts";
@@ -96,7 +95,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         const rawBody = (request.rawBody = await readBody(req, ctx.config.bodyLimitBytes));
         const finished = finishedRolloutError(ctx, attribution);
         if (finished) {
-          await recordRefusedIntoFinished(ctx, { req, attribution, rawBody, routePath, startEpoch, startPerf }, finished.message);
+          request.body = parseJsonBodyOrUndefined(rawBody);
+          await recordRejected(ctx, request, finished, toErrorBody(finished, errorShapeOf(req.url)), { finished: true });
           throw finished;
         }
         const body = (request.body = parseJsonBody(rawBody));
@@ -203,6 +203,15 @@ function parserError(error: NodeJS.ErrnoException): GatewayError {
 
 const LAST_RESORT_ERROR =
   '{"error":{"message":"internal error","type":"internal_error","param":null,"code":"RLGATE_INTERNAL"}}';
+
+/** The body as JSON when it is JSON: a refused call keeps what it sent either way (see rejected-call.ts). */
+function parseJsonBodyOrUndefined(raw: Buffer): unknown {
+  try {
+    return parseJsonBody(raw);
+  } catch {
+    return undefined;
+  }
+}
 
 function sendText(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });

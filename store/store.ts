@@ -110,7 +110,7 @@ export class Store {
     // A store written before this index existed gets it once, on open.
     if (this.#rolloutsByTime.getCount() !== this.#rollouts.getCount()) {
       this.#root.transactionSync(() => {
-        for (const { key, value } of this.#rollouts.getRange()) this.#rolloutsByTime.put([value.createdAt, key], true);
+        for (const { key, value } of this.#rollouts.getRange()) void this.#rolloutsByTime.put([value.createdAt, key], true);
       });
     }
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });

@@ -1,6 +1,7 @@
 // A harness request rlgate refused before sending anything upstream (malformed JSON, an invalid or untranslatable
-// body, a body over the limit) is still a call of its rollout: recorded with status `rejected`, the reason and the
-// body as received, so `GET /api/rollouts/{id}/calls` explains a rollout that holds no answered call. Never trained on.
+// body, a body over the limit, a call into a finished rollout) is still a call of its rollout: recorded with status
+// `rejected`, the reason and the body as received, so `GET /api/rollouts/{id}/calls` explains a rollout that holds no
+// answered call, or shows that its harness went on calling after the finish. Never trained on.
 import { RawJson, type ApiSurface, type CallRecord } from "../../store/records.ts";
 import type { GatewayContext } from "../context.ts";
 import type { GatewayError } from "../errors.ts";
@@ -30,9 +31,18 @@ export function isRecordedRejection(error: GatewayError): boolean {
   return RECORDED.has(error.code);
 }
 
-/** Records the refusal; a refusal into a rollout that is no longer open is not recorded (it takes no calls). */
-export async function recordRejected(ctx: GatewayContext, request: RejectedRequest, error: GatewayError, answer: string): Promise<void> {
-  if (request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open") return;
+/**
+ * Records the refusal. Into a rollout that is no longer open only the refusal of its finish is recorded (`finished`):
+ * any other refusal there would be a second record of the same late call.
+ */
+export async function recordRejected(
+  ctx: GatewayContext,
+  request: RejectedRequest,
+  error: GatewayError,
+  answer: string,
+  options: { finished?: boolean } = {},
+): Promise<void> {
+  if (!options.finished && request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open") return;
   const body = request.body;
   const stream = typeof body === "object" && body !== null && (body as Record<string, unknown>)["stream"] === true;
   const model = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["model"] : undefined;

@@ -1,7 +1,7 @@
 // Training–inference agreement: the logprobs a trainer recomputes for a batch's sampled tokens against the
 // inference server's, per harness and for the whole batch ("*"). Only mask-1 tokens where both are finite count.
 import { klDivergence } from "../kernels/index.ts";
-import type { Consistency } from "../../protocol/index.ts";
+import { LinkError, type Consistency } from "../../protocol/index.ts";
 
 export interface ConsistencyInput {
   offsets: Int32Array;
@@ -58,7 +58,7 @@ function figures(harness: string, tokens: number[], input: ConsistencyInput, k3:
 export function consistencyFigures(input: ConsistencyInput): Consistency[] {
   const tokensTotal = input.lossMask.length;
   if (input.trainer.length !== tokensTotal || input.rollout.length !== tokensTotal) {
-    throw new RangeError(`logprobs have ${input.trainer.length} entries, the batch has ${tokensTotal} tokens`);
+    throw new LinkError("RLGATE_BAD_REQUEST", `logprobs have ${input.trainer.length} entries, the batch has ${tokensTotal} tokens`);
   }
   const mask = new Uint8Array(tokensTotal);
   for (let t = 0; t < tokensTotal; t++) {

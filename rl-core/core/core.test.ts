@@ -9,7 +9,7 @@ import { computeAdvantages, GRPO_EPS } from "../estimators/index.ts";
 import { bytesOf, float32s, int32s, uint8s } from "../../protocol/index.ts";
 import { BatchPacker, buildBatch } from "./batch-packer.ts";
 import { consistencyFigures, percentile } from "./consistency.ts";
-import { CoreStore, type PendingRollout, type ReadyRow } from "./core-store.ts";
+import { CoreStore, type ReadyRow } from "./core-store.ts";
 import { groupAdvantages } from "./group-advantages.ts";
 import { declaredGroupSize, GroupTracker } from "./groups.ts";
 import { buildTreeSpec } from "./tree-spec.ts";

@@ -79,7 +79,7 @@ export class CoreMetrics {
         for (const [gateway, up] of gauges.gateways()) this.set({ gateway }, up ? 1 : 0);
       },
     });
-    if (processMetrics) collectDefaultMetrics({ register: this.registry, prefix: "rlgate_core_" });
+    if (processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
   observeConsistency(figures: readonly Consistency[]): void {

@@ -135,7 +135,7 @@ async function connect() {
         buffer = buffer.slice(end + 2);
       }
     }
-  } catch (error) {
+  } catch {
     if (abort.signal.aborted) return;
   }
   setConnected(false);
