@@ -19,7 +19,20 @@ const ALLOWED = {
   ui: ["store", "tokenizer", "util"],
   // Replay and export: read captured rollouts (store, gateway API), rebuild trajectories, talk to servers and cores.
   replay: ["store", "trajectory", "protocol", "clients", "tokenizer", "util"],
-  cli: ["gateway", "rl-core", "runner", "sim", "replay", "clients", "protocol", "trajectory", "store", "tokenizer", "util", "ui"],
+  cli: [
+    "gateway",
+    "rl-core",
+    "runner",
+    "sim",
+    "replay",
+    "clients",
+    "protocol",
+    "trajectory",
+    "store",
+    "tokenizer",
+    "util",
+    "ui",
+  ],
 };
 const FOLDERS = Object.keys(ALLOWED);
 const TEST_CODE = "(\\.test\\.ts$|/test-support\\.ts$|/test-helpers\\.ts$|/testing/|/fixtures/)";

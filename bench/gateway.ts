@@ -49,7 +49,11 @@ function cpuSeconds(pid: number | undefined): number | null {
 
 /** A new rollout on the gateway; its calls are attributed by path, as a harness given the rollout's base URL is. */
 async function rolloutPrefix(gatewayUrl: string): Promise<string> {
-  const res = await fetch(`${gatewayUrl}/api/rollouts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  const res = await fetch(`${gatewayUrl}/api/rollouts`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  });
   const { id } = (await res.json()) as { id: string };
   return `/r/${id}`;
 }
@@ -83,12 +87,22 @@ const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
 
 /** An agent's request late in a session: system prompt, 20 tool round trips (~52 kB, ~17k prompt tokens). */
 function agentSizedBody(): typeof BODY {
-  const messages: Array<Record<string, unknown>> = [{ role: "system", content: "You are a coding agent. ".repeat(150) }];
+  const messages: Array<Record<string, unknown>> = [
+    { role: "system", content: "You are a coding agent. ".repeat(150) },
+  ];
   for (let t = 0; t < 20; t++) {
     messages.push({ role: "user", content: `Step ${t}: look at file src/module${t}.ts and fix the bug. `.repeat(10) });
-    const call = { id: `call_${t}`, type: "function", function: { name: "shell", arguments: JSON.stringify({ command: `cat src/module${t}.ts` }) } };
+    const call = {
+      id: `call_${t}`,
+      type: "function",
+      function: { name: "shell", arguments: JSON.stringify({ command: `cat src/module${t}.ts` }) },
+    };
     messages.push({ role: "assistant", content: "", tool_calls: [call] });
-    messages.push({ role: "tool", tool_call_id: call.id, content: `export function f${t}(x: number) {\n  return x * ${t} + 1;\n}\n`.repeat(25) });
+    messages.push({
+      role: "tool",
+      tool_call_id: call.id,
+      content: `export function f${t}(x: number) {\n  return x * ${t} + 1;\n}\n`.repeat(25),
+    });
   }
   return { ...BODY, messages: messages as typeof BODY.messages };
 }
@@ -132,7 +146,12 @@ interface CellResult {
   forwarderCpu: number | null;
 }
 
-async function run(target: Target, upstreamPid: number | undefined, concurrency: number, section: Section): Promise<CellResult> {
+async function run(
+  target: Target,
+  upstreamPid: number | undefined,
+  concurrency: number,
+  section: Section,
+): Promise<CellResult> {
   const pool = new Pool(target.url, { connections: concurrency, pipelining: 1 });
   const path = `${await target.prefix()}/v1/chat/completions`;
   const samples: Sample[] = [];
@@ -152,7 +171,8 @@ async function run(target: Target, upstreamPid: number | undefined, concurrency:
   const seconds = (performance.now() - start) / 1000;
   const cpuAfter = [cpuSeconds(upstreamPid), cpuSeconds(target.pid)];
   await pool.close();
-  const perCall = (i: number) => (cpuBefore[i] == null || cpuAfter[i] == null ? null : ((cpuAfter[i]! - cpuBefore[i]!) * 1000) / samples.length);
+  const perCall = (i: number) =>
+    cpuBefore[i] == null || cpuAfter[i] == null ? null : ((cpuAfter[i]! - cpuBefore[i]!) * 1000) / samples.length;
   return { samples, rps: samples.length / seconds, upstreamCpu: perCall(0), forwarderCpu: perCall(1) };
 }
 
@@ -173,7 +193,10 @@ async function main(): Promise<void> {
     children.push(sim.child);
     const bare = await spawnListening(["bench/bare-forwarder.ts", sim.url], "bare forwarder");
     children.push(bare.child);
-    const gateway = await spawnListening(["cli/index.ts", "serve", "--upstream", sim.url, "--port", "0", "--data", dataDir], "gateway");
+    const gateway = await spawnListening(
+      ["cli/index.ts", "serve", "--upstream", sim.url, "--port", "0", "--data", dataDir],
+      "gateway",
+    );
     children.push(gateway.child);
     const targets: Target[] = [
       { name: "direct", url: sim.url, prefix: NO_PREFIX },
@@ -184,7 +207,10 @@ async function main(): Promise<void> {
     ];
 
     const agent = agentSizedBody();
-    const bodies = (body: object) => ({ body: JSON.stringify(body), bodyWithCaptureFields: JSON.stringify({ ...body, ...CAPTURE_FIELDS }) });
+    const bodies = (body: object) => ({
+      body: JSON.stringify(body),
+      bodyWithCaptureFields: JSON.stringify({ ...body, ...CAPTURE_FIELDS }),
+    });
     const sections: Section[] = [
       { title: "NON-STREAMED", ...bodies(BODY), concurrencies: CONCURRENCIES, requests: REQUESTS, warmup: WARMUP },
       {
@@ -202,14 +228,19 @@ async function main(): Promise<void> {
         warmup: Math.ceil(WARMUP / 5),
       },
     ];
-    console.log(`bench:gateway — ${REQUESTS} requests per cell after ${WARMUP} warm-up (agent-sized: a fifth), every target first warmed up`);
+    console.log(
+      `bench:gateway — ${REQUESTS} requests per cell after ${WARMUP} warm-up (agent-sized: a fifth), every target first warmed up`,
+    );
     console.log(`with ${INITIAL_WARMUP} calls of each kind; sim upstream without artificial latency`);
-    console.log("rlgate calls belong to a rollout (its /r/{id} base URL; one rollout per cell), captured and committed as in training");
+    console.log(
+      "rlgate calls belong to a rollout (its /r/{id} base URL; one rollout per cell), captured and committed as in training",
+    );
     console.log("each process (sim, forwarder, gateway, load) is separate; figures in milliseconds\n");
     // A gateway runs for hours: every target is first warmed up with each kind of call (JIT-compiled, pools
     // connected), so the cells measure steady state rather than the compiler's work.
     for (const target of targets) {
-      for (const section of sections) await run(target, sim.child.pid, 8, { ...section, warmup: 0, requests: INITIAL_WARMUP });
+      for (const section of sections)
+        await run(target, sim.child.pid, 8, { ...section, warmup: 0, requests: INITIAL_WARMUP });
     }
     for (const section of sections) {
       console.log(section.title);
@@ -217,7 +248,10 @@ async function main(): Promise<void> {
         "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 / +p99 vs direct   +p50 / +p99 vs direct+ids   rps vs proxy (+ids)   cpu ms/call: upstream  forwarder",
       );
       for (const concurrency of section.concurrencies) {
-        const results = new Map<string, { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }>();
+        const results = new Map<
+          string,
+          { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }
+        >();
         for (const target of targets) {
           const { samples, rps, upstreamCpu, forwarderCpu } = await run(target, sim.child.pid, concurrency, section);
           const cpu = (v: number | null) => (v === null ? "       -" : fmt(v, 3));
@@ -254,12 +288,24 @@ async function main(): Promise<void> {
       }
       console.log("");
     }
-    console.log("targets (design): added p50 ≤ 0.5 ms, added p99 ≤ 1 ms, throughput ≥ the bare forwarder's (rps vs proxy ≥ 1.00x)");
-    console.log("cpu ms/call: CPU time the upstream (sim) and the forwarder used per call in the cell. Through rlgate the sim also");
-    console.log("computes the token ids and logprobs rlgate asks for; on a machine where all processes share few cores that work");
-    console.log("lowers rlgate's req/s too, while a GPU server computes them alongside sampling. direct+ids: the sim reached");
-    console.log("directly with those fields asked for, so '+ vs direct+ids' is rlgate's own added time, without the sim's extra work.");
-    console.log("proxy+ids: the bare forwarder sending the same upstream requests as rlgate (the sim does the same work behind");
+    console.log(
+      "targets (design): added p50 ≤ 0.5 ms, added p99 ≤ 1 ms, throughput ≥ the bare forwarder's (rps vs proxy ≥ 1.00x)",
+    );
+    console.log(
+      "cpu ms/call: CPU time the upstream (sim) and the forwarder used per call in the cell. Through rlgate the sim also",
+    );
+    console.log(
+      "computes the token ids and logprobs rlgate asks for; on a machine where all processes share few cores that work",
+    );
+    console.log(
+      "lowers rlgate's req/s too, while a GPU server computes them alongside sampling. direct+ids: the sim reached",
+    );
+    console.log(
+      "directly with those fields asked for, so '+ vs direct+ids' is rlgate's own added time, without the sim's extra work.",
+    );
+    console.log(
+      "proxy+ids: the bare forwarder sending the same upstream requests as rlgate (the sim does the same work behind",
+    );
     console.log("both); rlgate's rps vs it is in parentheses: the forwarders compared on equal upstream work.\n");
     printTokensRow(benchTokensPrompt(65_536, quick ? 5 : 20));
   } finally {

@@ -90,7 +90,12 @@ class RepeatingSource implements BatchSource {
 }
 
 const payloadBytes = (b: StoredBatch) =>
-  b.offsets.byteLength + b.tokenIds.byteLength + b.lossMask.byteLength + b.logprobs.byteLength + b.advantages.byteLength + b.lossWeights.byteLength;
+  b.offsets.byteLength +
+  b.tokenIds.byteLength +
+  b.lossMask.byteLength +
+  b.logprobs.byteLength +
+  b.advantages.byteLength +
+  b.lossWeights.byteLength;
 
 async function rawTcp(bytes: number, rounds: number): Promise<number> {
   const chunk = Buffer.alloc(bytes, 7);
@@ -129,13 +134,36 @@ interface Run {
 function clientProcess(command: string, args: string[]): Promise<Run> {
   const cpu = process.cpuUsage();
   return new Promise((resolve) => {
-    execFile(command, [...args, address, String(BATCHES + 1), String(IN_FLIGHT)], { encoding: "utf8" }, (error, stdout, stderr) => {
-      const used = process.cpuUsage(cpu);
-      const serverCpu = (used.user + used.system) / 1000 / (BATCHES + 1);
-      if (error) return resolve({ mbps: null, note: (stderr || error.message).trim().split("\n").at(-1) ?? "", serverCpu, clientCpu: 0, copied: 0 });
-      const out = JSON.parse(stdout.trim().split("\n").at(-1)!) as { bytes: number; seconds: number; cpuSeconds: number; copied?: number };
-      resolve({ mbps: out.bytes / MB / out.seconds, note: "", serverCpu, clientCpu: (out.cpuSeconds * 1000) / BATCHES, copied: out.copied ?? 0 });
-    });
+    execFile(
+      command,
+      [...args, address, String(BATCHES + 1), String(IN_FLIGHT)],
+      { encoding: "utf8" },
+      (error, stdout, stderr) => {
+        const used = process.cpuUsage(cpu);
+        const serverCpu = (used.user + used.system) / 1000 / (BATCHES + 1);
+        if (error)
+          return resolve({
+            mbps: null,
+            note: (stderr || error.message).trim().split("\n").at(-1) ?? "",
+            serverCpu,
+            clientCpu: 0,
+            copied: 0,
+          });
+        const out = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+          bytes: number;
+          seconds: number;
+          cpuSeconds: number;
+          copied?: number;
+        };
+        resolve({
+          mbps: out.bytes / MB / out.seconds,
+          note: "",
+          serverCpu,
+          clientCpu: (out.cpuSeconds * 1000) / BATCHES,
+          copied: out.copied ?? 0,
+        });
+      },
+    );
   });
 }
 
@@ -167,19 +195,24 @@ server.addService(trainerService, service.handlers());
 const port = await bindServer(server, "127.0.0.1", 0);
 const address = `127.0.0.1:${port}`;
 
-console.log(`bench:grpc — ${BATCHES} batches of ${ROWS} rows × ${TOKENS} tokens = ${(perBatch / MB).toFixed(1)} MB of token payload each, ${IN_FLIGHT} in flight, loopback`);
+console.log(
+  `bench:grpc — ${BATCHES} batches of ${ROWS} rows × ${TOKENS} tokens = ${(perBatch / MB).toFixed(1)} MB of token payload each, ${IN_FLIGHT} in flight, loopback`,
+);
 // `node --cpu-prof --import tsx bench/grpc.ts` profiles the Node client process too.
 const profiling = process.execArgv.filter((a) => a.startsWith("--cpu-prof"));
 const runs: { raw: number[]; node: Run[]; python: Run[] } = { raw: [], node: [], python: [] };
 for (let i = 0; i < REPEAT; i++) {
   runs.raw.push(await rawTcp(perBatch, BATCHES));
   runs.node.push(await clientProcess(process.execPath, [...profiling, "--import", "tsx", "bench/grpc-node-client.ts"]));
-  runs.python.push(await clientProcess(process.env.RLGATE_PYTHON ?? "/usr/bin/python3", ["bench/grpc-python-client.py"]));
+  runs.python.push(
+    await clientProcess(process.env.RLGATE_PYTHON ?? "/usr/bin/python3", ["bench/grpc-python-client.py"]),
+  );
 }
 server.forceShutdown();
 
 const raw = Math.max(...runs.raw);
-const range = (values: number[]) => (values.length > 1 ? `   (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})` : "");
+const range = (values: number[]) =>
+  values.length > 1 ? `   (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})` : "";
 const line = (name: string, rs: Run[] | null, target: number | null) => {
   const ok = rs?.filter((r) => r.mbps !== null) ?? [];
   const best = rs === null ? { mbps: raw } : ok.sort((a, b) => b.mbps! - a.mbps!)[0];
@@ -188,8 +221,12 @@ const line = (name: string, rs: Run[] | null, target: number | null) => {
   console.log(
     `  ${name.padEnd(8)} ${mbps === null ? "       n/a" : `${mbps.toFixed(0).padStart(6)} MB/s`}` +
       (mbps === null ? "" : `${range(values).padEnd(14)} ${(mbps / raw).toFixed(2)}× raw TCP`) +
-      (target === null || mbps === null ? "" : `   ${(mbps / target).toFixed(2)}× target ${target} MB/s ${mbps >= target ? "✓" : "✗"}`) +
-      (best && "serverCpu" in best ? `   CPU/batch: server ${best.serverCpu.toFixed(1)} ms, client ${best.clientCpu.toFixed(1)} ms` : "") +
+      (target === null || mbps === null
+        ? ""
+        : `   ${(mbps / target).toFixed(2)}× target ${target} MB/s ${mbps >= target ? "✓" : "✗"}`) +
+      (best && "serverCpu" in best
+        ? `   CPU/batch: server ${best.serverCpu.toFixed(1)} ms, client ${best.clientCpu.toFixed(1)} ms`
+        : "") +
       (best && "copied" in best && best.copied ? `, ${best.copied} arrays copied to align` : "") +
       (rs && ok.length < rs.length ? `   (${rs.find((r) => r.mbps === null)!.note})` : ""),
   );

@@ -16,7 +16,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 
-import { computeAdvantages, computeAdvantagesAsync, type EstimatorSpec, type RolloutBatch } from "../rl-core/estimators/index.ts";
+import {
+  computeAdvantages,
+  computeAdvantagesAsync,
+  type EstimatorSpec,
+  type RolloutBatch,
+} from "../rl-core/estimators/index.ts";
 import { kernelsFor, nativeStatus, type KernelInput, type KernelName, type Kernels } from "../rl-core/kernels/index.ts";
 import { randomBatch } from "../rl-core/kernels/random-batch.ts";
 
@@ -40,16 +45,30 @@ const cuda = kernelsFor("native-cuda");
 const threads = Number(process.env.RLGATE_THREADS) || nativeStatus.hardwareThreads;
 
 console.log(`rlgate kernel bench: ${ROWS} rows x ${args.min}-${args.max} tokens, best of ${REPEAT}`);
-console.log(`native: ${native ? `loaded (${nativeStatus.simd}), ${threads} threads for MT` : `NOT LOADED (${nativeStatus.error})`}`);
+console.log(
+  `native: ${native ? `loaded (${nativeStatus.simd}), ${threads} threads for MT` : `NOT LOADED (${nativeStatus.error})`}`,
+);
 // `npm run bench:kernels` runs with the malloc settings `rlgate core` runs with (bin/rlgate.js): batch-sized outputs
 // reused from the heap instead of fresh, page-faulting mmaps.
-console.log(`malloc: ${process.env.GLIBC_TUNABLES ? `GLIBC_TUNABLES=${process.env.GLIBC_TUNABLES}` : "glibc defaults (estimator outputs page-fault; see the note below the table)"}`);
-console.log(`cuda:   ${cuda ? `${nativeStatus.cudaDevices} device(s)` : `skipped (library ${nativeStatus.cudaLibrary}, ${nativeStatus.cudaDevices} devices)`}`);
+console.log(
+  `malloc: ${process.env.GLIBC_TUNABLES ? `GLIBC_TUNABLES=${process.env.GLIBC_TUNABLES}` : "glibc defaults (estimator outputs page-fault; see the note below the table)"}`,
+);
+console.log(
+  `cuda:   ${cuda ? `${nativeStatus.cudaDevices} device(s)` : `skipped (library ${nativeStatus.cudaLibrary}, ${nativeStatus.cudaDevices} devices)`}`,
+);
 
 const t0 = performance.now();
-const b = randomBatch(Number(args.seed), { rows: ROWS, minLen: Number(args.min), maxLen: Number(args.max), meanRun: 256, groupSize: 8 });
+const b = randomBatch(Number(args.seed), {
+  rows: ROWS,
+  minLen: Number(args.min),
+  maxLen: Number(args.max),
+  meanRun: 256,
+  groupSize: 8,
+});
 const TOKENS = b.mask.length;
-console.log(`batch: ${TOKENS.toLocaleString()} tokens, ${(b.mask.reduce((s, m) => s + m, 0) / TOKENS * 100).toFixed(0)}% trained, built in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+console.log(
+  `batch: ${TOKENS.toLocaleString()} tokens, ${((b.mask.reduce((s, m) => s + m, 0) / TOKENS) * 100).toFixed(0)}% trained, built in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+);
 
 const batch: RolloutBatch = { offsets: b.offsets, lossMask: b.mask, rewards: b.rowRewards, groupIds: b.groupIds };
 
@@ -71,15 +90,28 @@ function kernelCase<K extends KernelName>(name: string, kernel: K, input: Kernel
   return {
     name,
     sync: (k) => (k[kernel] as (i: unknown, o: object) => unknown)(input, { out: outFor(k) }),
-    async: (k, threads) => (k[`${kernel}Async`] as (i: unknown, o: object) => unknown)(input, { out: outFor(k), threads }),
+    async: (k, threads) =>
+      (k[`${kernel}Async`] as (i: unknown, o: object) => unknown)(input, { out: outFor(k), threads }),
   };
 }
 
 const CASES: Case[] = [
-  kernelCase("maskedGae", "maskedGae", { offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: GAMMA, lambda: LAMBDA }),
+  kernelCase("maskedGae", "maskedGae", {
+    offsets: b.offsets,
+    rewards: b.tokenRewards,
+    values: b.values,
+    mask: b.mask,
+    gamma: GAMMA,
+    lambda: LAMBDA,
+  }),
   kernelCase("maskedWhiten", "maskedWhiten", { offsets: b.offsets, x: b.values, mask: b.mask }),
   kernelCase("broadcastRows", "broadcastRows", { offsets: b.offsets, rowValues: b.rowRewards, mask: b.mask }),
-  kernelCase("importanceWeights", "importanceWeights", { logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 2 }),
+  kernelCase("importanceWeights", "importanceWeights", {
+    logpOld: b.logpOld,
+    logpRollout: b.logpRollout,
+    mask: b.mask,
+    cap: 2,
+  }),
   kernelCase("klDivergence k3", "klDivergence", { logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind: "k3" }),
   kernelCase("lossWeights", "lossWeights", { offsets: b.offsets, mask: b.mask, mode: "seq-mean-token-mean" }),
   ...(
@@ -156,14 +188,24 @@ print(elapsed * 1000)
     const r = spawnSync("/usr/bin/python3", ["-c", script, dir], { encoding: "utf8", timeout: 120_000 });
     if (r.error) return `python column skipped: /usr/bin/python3 not runnable (${r.error.message})`;
     if (r.status !== 0) {
-      const why = /No module named 'numpy'/.test(r.stderr) ? "numpy missing (apt-get install python3-numpy)" : r.stderr.trim().split("\n").at(-1);
+      const why = /No module named 'numpy'/.test(r.stderr)
+        ? "numpy missing (apt-get install python3-numpy)"
+        : r.stderr.trim().split("\n").at(-1);
       return `python column skipped: ${why}`;
     }
     const ms = Number(r.stdout.trim());
     const theirs = new Float32Array(readFileSync(join(dir, "adv.bin")).buffer.slice(0));
-    const ours = reference.maskedGae({ offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: GAMMA, lambda: LAMBDA }).advantages;
+    const ours = reference.maskedGae({
+      offsets: b.offsets,
+      rewards: b.tokenRewards,
+      values: b.values,
+      mask: b.mask,
+      gamma: GAMMA,
+      lambda: LAMBDA,
+    }).advantages;
     let maxDiff = 0;
-    for (let t = 0; t < ours.length; t++) maxDiff = Math.max(maxDiff, Math.abs(ours[t]! - theirs[t]!) / Math.max(1, Math.abs(ours[t]!)));
+    for (let t = 0; t < ours.length; t++)
+      maxDiff = Math.max(maxDiff, Math.abs(ours[t]! - theirs[t]!) / Math.max(1, Math.abs(ours[t]!)));
     return { ms, maxDiff };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -171,7 +213,8 @@ print(elapsed * 1000)
 }
 
 const rate = (ms: number | undefined) => (ms === undefined ? "—" : `${(TOKENS / ms / 1e3).toFixed(0)}`);
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "—" : `${(b / a).toFixed(1)}x`);
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined ? "—" : `${(b / a).toFixed(1)}x`;
 
 interface Row {
   name: string;
@@ -198,10 +241,23 @@ const py = pythonGae();
 if (typeof py === "string") console.log(py);
 else {
   results[0]!.python = py.ms;
-  console.log(`python per-timestep loop agrees with the reference to ${py.maxDiff.toExponential(1)} (float32 accumulation)`);
+  console.log(
+    `python per-timestep loop agrees with the reference to ${py.maxDiff.toExponential(1)} (float32 accumulation)`,
+  );
 }
 
-const header = ["kernel", "native", "native MT", "cuda", "reference", "python", "native/ref", "MT/ref", "native/py", "MT/py"];
+const header = [
+  "kernel",
+  "native",
+  "native MT",
+  "cuda",
+  "reference",
+  "python",
+  "native/ref",
+  "MT/ref",
+  "native/py",
+  "MT/py",
+];
 const lines = results.map((r) => [
   r.name,
   rate(r.native),
@@ -215,8 +271,11 @@ const lines = results.map((r) => [
   ratio(r.mt, r.python),
 ]);
 const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-const fmt = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
-console.log(`\nMtokens/s (all ${TOKENS.toLocaleString()} tokens) and speed-ups; targets: native >= 10x reference, >= 100x python loop`);
+const fmt = (cells: string[]) =>
+  cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+console.log(
+  `\nMtokens/s (all ${TOKENS.toLocaleString()} tokens) and speed-ups; targets: native >= 10x reference, >= 100x python loop`,
+);
 console.log(fmt(header));
 for (const l of lines) console.log(fmt(l));
 // Estimators allocate their outputs (a token-sized Float32Array is 4 bytes x tokens); first writes into
@@ -225,6 +284,8 @@ for (const l of lines) console.log(fmt(l));
 // memory varies, so these rows vary from run to run; the fault counts say which it was.
 const faulted = results.filter((r) => r.faults !== undefined && r.name.includes("estimator"));
 if (faulted.length > 0) {
-  console.log(`\npage faults in the best native run: ${faulted.map((r) => `${r.name} ${r.faults!.toLocaleString()}`).join(", ")}`);
+  console.log(
+    `\npage faults in the best native run: ${faulted.map((r) => `${r.name} ${r.faults!.toLocaleString()}`).join(", ")}`,
+  );
 }
 console.log(`\ntotal ${((performance.now() - t0) / 1000).toFixed(1)} s`);

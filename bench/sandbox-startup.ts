@@ -11,7 +11,13 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_LIMITS, ownTreeForSandbox, Sandbox, sandboxUnavailable } from "../runner/sandbox.ts";
 
-const { values: args } = parseArgs({ options: { runs: { type: "string", default: "10" }, files: { type: "string", default: "4000" }, kb: { type: "string", default: "16" } } });
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: "string", default: "10" },
+    files: { type: "string", default: "4000" },
+    kb: { type: "string", default: "16" },
+  },
+});
 const RUNS = Number(args.runs);
 const root = mkdtempSync(join(tmpdir(), "rlgate-bench-sandbox-"));
 chmodSync(root, 0o711);
@@ -31,7 +37,16 @@ async function startSandbox(lower: string, dir: string): Promise<number> {
   const started = performance.now();
   let first = 0;
   const box = new Sandbox(
-    { lower: [lower], upper: join(dir, "upper"), work: join(dir, "work"), mountpoint: join(dir, "mnt"), binds: [], env: { PATH: "/usr/bin:/bin" }, argv: ["echo", "started"], limits: DEFAULT_LIMITS },
+    {
+      lower: [lower],
+      upper: join(dir, "upper"),
+      work: join(dir, "work"),
+      mountpoint: join(dir, "mnt"),
+      binds: [],
+      env: { PATH: "/usr/bin:/bin" },
+      argv: ["echo", "started"],
+      limits: DEFAULT_LIMITS,
+    },
     { timeoutMs: 60_000 },
   );
   box.child.stdout!.once("data", () => (first = performance.now()));
@@ -63,7 +78,16 @@ async function measure(name: string, image: string): Promise<void> {
     ownTreeForSandbox(b);
     const t1 = performance.now();
     const box = new Sandbox(
-      { lower: [join(b, "empty")], upper: join(b, "ws"), work: join(b, "work"), mountpoint: join(b, "mnt"), binds: [], env: { PATH: "/usr/bin:/bin" }, argv: ["echo", "started"], limits: DEFAULT_LIMITS },
+      {
+        lower: [join(b, "empty")],
+        upper: join(b, "ws"),
+        work: join(b, "work"),
+        mountpoint: join(b, "mnt"),
+        binds: [],
+        env: { PATH: "/usr/bin:/bin" },
+        argv: ["echo", "started"],
+        limits: DEFAULT_LIMITS,
+      },
       { timeoutMs: 60_000 },
     );
     let first = 0;

@@ -16,11 +16,13 @@ import { seededRandom } from "../util/seeded-random.ts";
 
 type Json = Record<string, unknown>;
 
-const WORDS = "the a file line error value read write list path index build test module node token prompt agent call".split(" ");
+const WORDS =
+  "the a file line error value read write list path index build test module node token prompt agent call".split(" ");
 
 function text(random: () => number, words: number): string {
   const out: string[] = [];
-  for (let i = 0; i < words; i++) out.push(WORDS[Math.floor(random() * WORDS.length)]! + (random() < 0.1 ? `_${Math.floor(random() * 1000)}` : ""));
+  for (let i = 0; i < words; i++)
+    out.push(WORDS[Math.floor(random() * WORDS.length)]! + (random() < 0.1 ? `_${Math.floor(random() * 1000)}` : ""));
   return out.join(" ");
 }
 
@@ -57,9 +59,16 @@ export function benchTokensPrompt(targetTokens = 65_536, measuredCalls = 20): To
     const random = seededRandom(7);
     const tools = Array.from({ length: 12 }, (_, i) => ({
       type: "function",
-      function: { name: `tool_${i}`, description: text(random, 40), parameters: { type: "object", properties: { path: { type: "string" } } } },
+      function: {
+        name: `tool_${i}`,
+        description: text(random, 40),
+        parameters: { type: "object", properties: { path: { type: "string" } } },
+      },
     }));
-    const messages: Json[] = [{ role: "system", content: text(random, 1500) }, { role: "user", content: text(random, 60) }];
+    const messages: Json[] = [
+      { role: "system", content: text(random, 1500) },
+      { role: "user", content: text(random, 60) },
+    ];
     const plans: number[] = [];
     const answers: number[] = [];
     const fulls: number[] = [];
@@ -85,11 +94,24 @@ export function benchTokensPrompt(targetTokens = 65_536, measuredCalls = 20): To
         object: "text_completion",
         created: 0,
         model: "Qwen/Qwen3-8B",
-        choices: [{ index: 0, text: sampledText, token_ids: tokenIds, prompt_token_ids: plan.promptIds, finish_reason: "stop", logprobs: null }],
+        choices: [
+          {
+            index: 0,
+            text: sampledText,
+            token_ids: tokenIds,
+            prompt_token_ids: plan.promptIds,
+            finish_reason: "stop",
+            logprobs: null,
+          },
+        ],
         usage: null,
       };
       const t1 = performance.now();
-      const { answers: answered } = chatFromCompletion(completion, { format, toolParsing: true, includeReasoning: true });
+      const { answers: answered } = chatFromCompletion(completion, {
+        format,
+        toolParsing: true,
+        includeReasoning: true,
+      });
       const answerMs = performance.now() - t1;
       const message = answered[0]!.message;
       (message["tool_calls"] as Json[])[0]!["id"] = id;
@@ -128,15 +150,27 @@ export function benchTokensPrompt(targetTokens = 65_536, measuredCalls = 20): To
 }
 
 export function printTokensRow(row: TokensRow): void {
-  console.log(`TOKENS PROMPT MODE (in process, a ${(row.promptTokens / 1024).toFixed(0)}k-token agent conversation after ${row.calls} calls)`);
-  console.log("             prompt p50  prompt p99  prompt cpu  answer parse p50   full re-render p50  full cpu   full / prompt (cpu)");
+  console.log(
+    `TOKENS PROMPT MODE (in process, a ${(row.promptTokens / 1024).toFixed(0)}k-token agent conversation after ${row.calls} calls)`,
+  );
+  console.log(
+    "             prompt p50  prompt p99  prompt cpu  answer parse p50   full re-render p50  full cpu   full / prompt (cpu)",
+  );
   console.log(
     `  tokens     ${row.planP50.toFixed(2).padStart(10)}  ${row.planP99.toFixed(2).padStart(10)}  ${row.planCpu.toFixed(2).padStart(10)}  ${row.answerP50.toFixed(3).padStart(16)}   ${row.fullRenderP50.toFixed(1).padStart(18)}  ${row.fullRenderCpu.toFixed(1).padStart(8)}   ${(row.fullRenderCpu / row.planCpu).toFixed(0).padStart(18)}x`,
   );
-  console.log("prompt: the added time of a continuing call's prompt in tokens mode (message keys, the new messages rendered and");
-  console.log("tokenized, the thread's earlier ids joined); answer parse: sampled text → chat completion; full re-render: the same");
-  console.log("conversation rendered and tokenized whole (block cache warm), which tokens mode does only when a thread starts.");
-  console.log("ms; cpu: this process's CPU ms per call (wall time on a shared machine also counts waiting for a core).");
+  console.log(
+    "prompt: the added time of a continuing call's prompt in tokens mode (message keys, the new messages rendered and",
+  );
+  console.log(
+    "tokenized, the thread's earlier ids joined); answer parse: sampled text → chat completion; full re-render: the same",
+  );
+  console.log(
+    "conversation rendered and tokenized whole (block cache warm), which tokens mode does only when a thread starts.",
+  );
+  console.log(
+    "ms; cpu: this process's CPU ms per call (wall time on a shared machine also counts waiting for a core).",
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -20,13 +20,26 @@ import { testCallRecord } from "../store/test-support.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
-const { values: args } = parseArgs({ options: { rollouts: { type: "string", default: "4" }, turns: { type: "string", default: "100" } } });
+const { values: args } = parseArgs({
+  options: { rollouts: { type: "string", default: "4" }, turns: { type: "string", default: "100" } },
+});
 const ROLLOUTS = Number(args.rollouts);
 const TURNS = Number(args.turns);
 const MAX_MESSAGE = 512 << 20;
 
 async function longRollout(store: Store, id: string): Promise<RolloutRecord> {
-  const open: RolloutRecord = { id, key: `k-${id}`, group: null, task: null, harness: null, metadata: {}, status: "open", reward: null, createdAt: 1, finishedAt: null };
+  const open: RolloutRecord = {
+    id,
+    key: `k-${id}`,
+    group: null,
+    task: null,
+    harness: null,
+    metadata: {},
+    status: "open",
+    reward: null,
+    createdAt: 1,
+    finishedAt: null,
+  };
   await store.putRollout(open);
   let prompt = Array.from({ length: 1500 }, (_, i) => 1000 + (i % 5000));
   for (let t = 0; t < TURNS; t++) {
@@ -70,7 +83,9 @@ try {
       await yieldTurn();
       Buffer.from(JSON.stringify(reconstructionToJson(reconstructStored(store, rollout, {}))));
       await yieldTurn();
-      encodeStreamMessage({ rollout: rolloutMessage(reconstructStored(store, rollout, {}), i + 1, rollout, MAX_MESSAGE) });
+      encodeStreamMessage({
+        rollout: rolloutMessage(reconstructStored(store, rollout, {}), i + 1, rollout, MAX_MESSAGE),
+      });
       await yieldTurn();
     }
   });
@@ -89,14 +104,20 @@ try {
   const records = Math.min(...[0, 1, 2].map(() => time(() => store.listCalls(rollouts[0]!.id))));
   const tokens = Math.min(...[0, 1, 2].map(() => time(() => store.listCallTokens(rollouts[0]!.id))));
 
-  console.log(`bench:trajectory-stall — ${ROLLOUTS} rollouts of ${TURNS} turns (prompts up to ~${((1500 + TURNS * 940) / 1000).toFixed(0)}k tokens); per rollout: finish summary, trajectories JSON, stream message\n`);
+  console.log(
+    `bench:trajectory-stall — ${ROLLOUTS} rollouts of ${TURNS} turns (prompts up to ~${((1500 + TURNS * 940) / 1000).toFixed(0)}k tokens); per rollout: finish summary, trajectories JSON, stream message\n`,
+  );
   console.log("where the work runs      longest stall   p99 stall    wall time   (event loop of the gateway, ms)");
   const row = (name: string, r: { maxMs: number; p99Ms: number; wallMs: number }) =>
-    console.log(`${name.padEnd(22)} ${r.maxMs.toFixed(1).padStart(13)} ${r.p99Ms.toFixed(1).padStart(11)} ${r.wallMs.toFixed(0).padStart(12)}`);
+    console.log(
+      `${name.padEnd(22)} ${r.maxMs.toFixed(1).padStart(13)} ${r.p99Ms.toFixed(1).padStart(11)} ${r.wallMs.toFixed(0).padStart(12)}`,
+    );
   row("main thread (before)", main);
   row("trajectory worker", worker);
   console.log(`longest stall: ${(main.maxMs / worker.maxMs).toFixed(0)}x shorter on the worker\n`);
-  console.log(`decoding one rollout's calls: whole records (listCalls) ${records.toFixed(1)} ms, tokens with shared prompts (listCallTokens) ${tokens.toFixed(1)} ms: ${(records / tokens).toFixed(0)}x`);
+  console.log(
+    `decoding one rollout's calls: whole records (listCalls) ${records.toFixed(1)} ms, tokens with shared prompts (listCallTokens) ${tokens.toFixed(1)} ms: ${(records / tokens).toFixed(0)}x`,
+  );
 } finally {
   await thread.close();
   await store.close();

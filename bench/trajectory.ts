@@ -112,7 +112,9 @@ function gc(): void {
 }
 
 function run(impl: "tree" | "naive", calls: CallTokens[]): Reconstruction {
-  return impl === "tree" ? reconstructRollout(calls, { rolloutId: "bench" }) : naiveReconstruct(calls, { rolloutId: "bench" });
+  return impl === "tree"
+    ? reconstructRollout(calls, { rolloutId: "bench" })
+    : naiveReconstruct(calls, { rolloutId: "bench" });
 }
 
 interface Measured {
@@ -125,9 +127,13 @@ interface Measured {
 /** Time and peak memory of one implementation on one case, in a fresh process (no GC debt from the other). */
 function measure(c: Case, impl: "tree" | "naive"): Measured {
   const self = fileURLToPath(import.meta.url);
-  const out = spawnSync(process.execPath, ["--expose-gc", "--import", "tsx", self, "--child", c.shape, String(c.turns), String(c.maxPrompt), impl], {
-    encoding: "utf8",
-  });
+  const out = spawnSync(
+    process.execPath,
+    ["--expose-gc", "--import", "tsx", self, "--child", c.shape, String(c.turns), String(c.maxPrompt), impl],
+    {
+      encoding: "utf8",
+    },
+  );
   if (out.status !== 0) throw new Error(out.stderr);
   return JSON.parse(out.stdout) as Measured;
 }
@@ -198,7 +204,8 @@ function main(): void {
   const quick = process.argv.includes("--quick");
   const cases: Case[] = [];
   for (const turns of quick ? [10, 100] : [10, 25, 50, 100]) {
-    for (const maxPrompt of quick ? [8192, 65536] : [8192, 32768, 65536]) cases.push({ shape: "linear", turns, maxPrompt });
+    for (const maxPrompt of quick ? [8192, 65536] : [8192, 32768, 65536])
+      cases.push({ shape: "linear", turns, maxPrompt });
   }
   for (const shape of ["reserializing", "mixed"] as const) {
     for (const maxPrompt of quick ? [65536] : [8192, 65536]) cases.push({ shape, turns: 100, maxPrompt });
@@ -228,9 +235,13 @@ function main(): void {
     );
   }
   if (target !== null) {
-    console.log(`\ntarget: 100-turn rollout with 64k-token prompts reconstructs in ≤ 100 ms: ${target.toFixed(1)} ms ${target <= 100 ? "PASS" : "FAIL"}`);
+    console.log(
+      `\ntarget: 100-turn rollout with 64k-token prompts reconstructs in ≤ 100 ms: ${target.toFixed(1)} ms ${target <= 100 ? "PASS" : "FAIL"}`,
+    );
   }
-  console.log("stored/4u: bytes of ids + references ÷ (4 B × unique tokens), target ≤ 1.5; full/4u: storing every prompt whole.");
+  console.log(
+    "stored/4u: bytes of ids + references ÷ (4 B × unique tokens), target ≤ 1.5; full/4u: storing every prompt whole.",
+  );
 }
 
 const childAt = process.argv.indexOf("--child");

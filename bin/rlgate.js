@@ -12,8 +12,12 @@ const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 // output, 30x the kernel itself; half the CPU of a gRPC batch send). These tunables keep such buffers in the heap
 // for reuse and back them with transparent huge pages where the kernel allows (docs/rl-core.md, protocol section).
 // A GLIBC_TUNABLES the user set wins; other commands run with glibc's defaults.
-const CORE_MALLOC_TUNABLES = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483648";
-const env = process.argv[2] === "core" && !process.env.GLIBC_TUNABLES ? { ...process.env, GLIBC_TUNABLES: CORE_MALLOC_TUNABLES } : process.env;
+const CORE_MALLOC_TUNABLES =
+  "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483648";
+const env =
+  process.argv[2] === "core" && !process.env.GLIBC_TUNABLES
+    ? { ...process.env, GLIBC_TUNABLES: CORE_MALLOC_TUNABLES }
+    : process.env;
 const child = spawn(process.execPath, ["--import", tsx, join(root, "cli", "index.ts"), ...process.argv.slice(2)], {
   stdio: "inherit",
   env,

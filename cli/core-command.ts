@@ -4,7 +4,13 @@ import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
-import { BATCH_UNITS, CORE_ESTIMATORS, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, startCore } from "../rl-core/core/index.ts";
+import {
+  BATCH_UNITS,
+  CORE_ESTIMATORS,
+  DEFAULT_CORE_PORT,
+  DEFAULT_TOKEN_BUDGET,
+  startCore,
+} from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { createLogger, lineLogger } from "../util/log.ts";
 import { duration, integer, probability } from "./option-parsers.ts";
@@ -16,53 +22,136 @@ export function coreCommand(): Command {
       "Run the RL core: read finished rollouts from gateways (at least once, resumable), group them, compute " +
         "token-level advantages, pack batches by a token budget and serve them to trainers (gRPC, proto/rlgate/v1/trainer.proto).",
     )
-    .requiredOption("--gateway <addr[,addr...]>", "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701)", (v: string) =>
-      v.split(",").map((s) => s.trim()).filter(Boolean),
+    .requiredOption(
+      "--gateway <addr[,addr...]>",
+      "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701)",
+      (v: string) =>
+        v
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean),
     )
     .option("--gateway-token <token>", "bearer token of the gateways (their --token)", process.env.RLGATE_TOKEN)
     .option("--host <host>", "address of the trainer service (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port of the trainer service", integer, DEFAULT_CORE_PORT)
     .option("--metrics-port <port>", "port of /metrics and /healthz (default: --port + 1)", integer)
     .option("--token <token>", "bearer token trainers must send", process.env.RLGATE_CORE_TOKEN)
-    .option("--data <dir>", "directory of the core's store (what it needs to resume)", process.env.RLGATE_CORE_DATA ?? ".rlgate/core")
-    .addOption(new Option("--estimator <name>", "advantage estimator (GAE: trainers call ComputeAdvantages with their values)").choices([...CORE_ESTIMATORS]).default("grpo"))
+    .option(
+      "--data <dir>",
+      "directory of the core's store (what it needs to resume)",
+      process.env.RLGATE_CORE_DATA ?? ".rlgate/core",
+    )
+    .addOption(
+      new Option("--estimator <name>", "advantage estimator (GAE: trainers call ComputeAdvantages with their values)")
+        .choices([...CORE_ESTIMATORS])
+        .default("grpo"),
+    )
     .addOption(
       new Option("--normalize <by>", "whiten advantages per batch, or per task / harness / both within a batch")
         .choices(["none", "batch", "task", "harness", "task-harness"])
         .default("none"),
     )
     .addOption(
-      new Option("--whiten-scope <scope>", "where reinforce++ and reinforce++-baseline whiten: over the training batch (as OpenRLHF and verl) or within the group")
+      new Option(
+        "--whiten-scope <scope>",
+        "where reinforce++ and reinforce++-baseline whiten: over the training batch (as OpenRLHF and verl) or within the group",
+      )
         .choices(["batch", "group"])
         .default("batch"),
     )
     .option("--gamma <g>", "reinforce++: discount of the per-token return", probability, 1)
-    .option("--drop-zero-variance-groups", "drop groups whose rewards are all equal (no signal; DAPO's dynamic sampling), counted as zero_variance", false)
+    .option(
+      "--drop-zero-variance-groups",
+      "drop groups whose rewards are all equal (no signal; DAPO's dynamic sampling), counted as zero_variance",
+      false,
+    )
     .addOption(
-      new Option("--batch-unit <unit>", "what a batch never splits: a rollout's trajectories, or a whole group's (for group-level losses)")
+      new Option(
+        "--batch-unit <unit>",
+        "what a batch never splits: a rollout's trajectories, or a whole group's (for group-level losses)",
+      )
         .choices([...BATCH_UNITS])
         .default("rollout"),
     )
-    .option("--max-len <tokens>", "Dr.GRPO's constant for --loss-agg seq-mean-token-sum-norm, e.g. the generation budget (0: each batch's longest rollout)", integer, 0)
-    .option("--loss-tokens <n>", "global token count the loss weights are normalised by, the same for every batch (default: --token-budget; 0: per batch, weights sum to 1)", integer)
-    .addOption(new Option("--loss-agg <mode>", "loss aggregation the per-token loss weights implement").choices([...LOSS_AGG_MODES]).default("token-mean"))
-    .option("--token-budget <tokens>", "tokens per batch (rows are never split; a longer row is a batch alone)", integer, DEFAULT_TOKEN_BUDGET)
-    .option("--batch-timeout <duration>", "build a partial batch once its oldest trajectory waited this long", duration, 5000)
-    .option("--group-size <n>", "rollouts per group when a rollout's metadata declares no group_size (0: wait for --group-timeout)", integer, 0)
-    .option("--group-timeout <duration>", "process a group that has not reached its size after this long", duration, 120_000)
-    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("default main", "default: what the gateway trains"), trainSegmentsOption)
+    .option(
+      "--max-len <tokens>",
+      "Dr.GRPO's constant for --loss-agg seq-mean-token-sum-norm, e.g. the generation budget (0: each batch's longest rollout)",
+      integer,
+      0,
+    )
+    .option(
+      "--loss-tokens <n>",
+      "global token count the loss weights are normalised by, the same for every batch (default: --token-budget; 0: per batch, weights sum to 1)",
+      integer,
+    )
+    .addOption(
+      new Option("--loss-agg <mode>", "loss aggregation the per-token loss weights implement")
+        .choices([...LOSS_AGG_MODES])
+        .default("token-mean"),
+    )
+    .option(
+      "--token-budget <tokens>",
+      "tokens per batch (rows are never split; a longer row is a batch alone)",
+      integer,
+      DEFAULT_TOKEN_BUDGET,
+    )
+    .option(
+      "--batch-timeout <duration>",
+      "build a partial batch once its oldest trajectory waited this long",
+      duration,
+      5000,
+    )
+    .option(
+      "--group-size <n>",
+      "rollouts per group when a rollout's metadata declares no group_size (0: wait for --group-timeout)",
+      integer,
+      0,
+    )
+    .option(
+      "--group-timeout <duration>",
+      "process a group that has not reached its size after this long",
+      duration,
+      120_000,
+    )
+    .option(
+      "--train-segments <kinds>",
+      TRAIN_SEGMENTS_HELP.replace("default main", "default: what the gateway trains"),
+      trainSegmentsOption,
+    )
     .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
     .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
-    .option("--member <name>", "this core's name in the consumer group, unique among its cores (default: host and an id kept in --data, so a restarted core is the same member)")
-    .option("--max-in-flight <n>", "unacked rollouts held per gateway (at least groups in flight x group size)", integer, 1024)
-    .option("--tls-cert <file>", "PEM certificate of the trainer service (TLS; required beyond loopback unless --insecure)", process.env.RLGATE_CORE_TLS_CERT)
+    .option(
+      "--member <name>",
+      "this core's name in the consumer group, unique among its cores (default: host and an id kept in --data, so a restarted core is the same member)",
+    )
+    .option(
+      "--max-in-flight <n>",
+      "unacked rollouts held per gateway (at least groups in flight x group size)",
+      integer,
+      1024,
+    )
+    .option(
+      "--tls-cert <file>",
+      "PEM certificate of the trainer service (TLS; required beyond loopback unless --insecure)",
+      process.env.RLGATE_CORE_TLS_CERT,
+    )
     .option("--tls-key <file>", "PEM private key of --tls-cert", process.env.RLGATE_CORE_TLS_KEY)
-    .option("--tls-client-ca <file>", "require trainers' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_CORE_TLS_CLIENT_CA)
+    .option(
+      "--tls-client-ca <file>",
+      "require trainers' client certificates signed by this PEM CA (mutual TLS)",
+      process.env.RLGATE_CORE_TLS_CLIENT_CA,
+    )
     .option("--insecure", "serve trainers in plaintext even beyond loopback (tokens and batches unencrypted)", false)
-    .option("--gateway-tls-ca <file>", "PEM CA the gateways' certificates are checked against (TLS; default beyond loopback: system roots)")
+    .option(
+      "--gateway-tls-ca <file>",
+      "PEM CA the gateways' certificates are checked against (TLS; default beyond loopback: system roots)",
+    )
     .option("--gateway-tls-cert <file>", "PEM client certificate for gateways that require one (mutual TLS)")
     .option("--gateway-tls-key <file>", "PEM private key of --gateway-tls-cert")
-    .option("--gateway-tls-server-name <name>", "name the gateways' certificates are checked for, when not the host dialed")
+    .option(
+      "--gateway-tls-server-name <name>",
+      "name the gateways' certificates are checked for, when not the host dialed",
+    )
     .option("--gateway-insecure", "dial the gateways in plaintext even beyond loopback", false)
     .action(async (opts) => {
       const core = await startCore({
@@ -105,12 +194,18 @@ export function coreCommand(): Command {
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: core.metrics.registry });
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
       console.log(`  gateways:   ${opts.gateway.join(", ")}`);
-      console.log(`  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`);
-      console.log(`  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`);
+      console.log(
+        `  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`,
+      );
+      console.log(
+        `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,
+      );
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
       const trainerTls = opts.tlsCert ? ` --tls-ca <CA of ${opts.tlsCert}>` : "";
-      console.log(`  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}${trainerTls}`);
+      console.log(
+        `  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}${trainerTls}`,
+      );
       let closing = false;
       const shutdown = async () => {
         if (closing) return;

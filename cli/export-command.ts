@@ -6,9 +6,16 @@ import { once } from "node:events";
 import { resolve } from "node:path";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { progressBar } from "./progress.ts";
-import { positiveInteger, runCommand, selectionOf, sourceOf, withSelectionOptions, withSourceOptions, type SourceCliOptions } from "./replay-options.ts";
+import {
+  positiveInteger,
+  runCommand,
+  selectionOf,
+  sourceOf,
+  withSelectionOptions,
+  withSourceOptions,
+  type SourceCliOptions,
+} from "./replay-options.ts";
 import { table } from "./table.ts";
-
 
 async function write(out: NodeJS.WritableStream, text: string): Promise<void> {
   if (!out.write(text)) await once(out, "drain");
@@ -27,7 +34,11 @@ export function exportCommand(): Command {
     .argument("[rollouts...]", "rollout ids (or select with --group / --since)")
     .option("-o, --out <file>", "where to write (default: standard output)")
     .addOption(new Option("--format <format>", "output format").choices(["jsonl"]).default("jsonl"))
-    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"), trainSegmentsOption)
+    .option(
+      "--train-segments <kinds>",
+      TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"),
+      trainSegmentsOption,
+    )
     .option("--max-leaves <n>", "flag rollouts with more leaves than this", positiveInteger, 64)
     .option("--trained-only", "only trajectories that are trained (trained segment, rollout not flagged)");
   withSourceOptions(command);
@@ -69,10 +80,22 @@ export function exportCommand(): Command {
           await once(file, "finish");
         }
         // The summary goes to stderr so that stdout stays pure JSONL when no --out is given.
-        console.error(table(
-          ["rollouts", "flagged", "trajectories", "tokens", "trained tokens", "bytes", "written to"],
-          [[totals.rollouts, totals.flaggedRollouts, totals.trajectories, totals.tokens, totals.trainedTokens, totals.bytes, opts["out"] ? resolve(opts["out"]) : "stdout"]],
-        ));
+        console.error(
+          table(
+            ["rollouts", "flagged", "trajectories", "tokens", "trained tokens", "bytes", "written to"],
+            [
+              [
+                totals.rollouts,
+                totals.flaggedRollouts,
+                totals.trajectories,
+                totals.tokens,
+                totals.trainedTokens,
+                totals.bytes,
+                opts["out"] ? resolve(opts["out"]) : "stdout",
+              ],
+            ],
+          ),
+        );
         return 0;
       } finally {
         file?.destroy();

@@ -32,8 +32,10 @@ function listenFailure(error: unknown): string | null {
   const e = error as NodeJS.ErrnoException & { address?: string; port?: number };
   if (e?.syscall !== "listen") return null;
   const where = `${e.address ?? "?"}:${e.port ?? "?"}`;
-  if (e.code === "EADDRINUSE") return `${where} is already in use (another rlgate, or another server): choose another port (--port, --grpc-port, --sim-port, --metrics-port) or stop the other process`;
-  if (e.code === "EACCES") return `not allowed to listen on ${where}: ports below 1024 need privileges; choose another port`;
+  if (e.code === "EADDRINUSE")
+    return `${where} is already in use (another rlgate, or another server): choose another port (--port, --grpc-port, --sim-port, --metrics-port) or stop the other process`;
+  if (e.code === "EACCES")
+    return `not allowed to listen on ${where}: ports below 1024 need privileges; choose another port`;
   if (e.code === "EADDRNOTAVAIL") return `${e.address} is not an address of this machine (--host)`;
   return `cannot listen on ${where}: ${e.message}`;
 }

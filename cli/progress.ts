@@ -10,7 +10,12 @@ export interface Progress {
 export function progressBar(label: string, total: number, stream: NodeJS.WriteStream = process.stderr): Progress {
   if (!stream.isTTY || total === 0) return { tick() {}, stop() {} };
   const bar = new cliProgress.SingleBar(
-    { stream, format: `${label} [{bar}] {value}/{total} {percentage}% · eta {eta_formatted}`, hideCursor: true, clearOnComplete: true },
+    {
+      stream,
+      format: `${label} [{bar}] {value}/{total} {percentage}% · eta {eta_formatted}`,
+      hideCursor: true,
+      clearOnComplete: true,
+    },
     cliProgress.Presets.shades_classic,
   );
   bar.start(total, 0);

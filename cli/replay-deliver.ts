@@ -6,7 +6,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { progressBar } from "./progress.ts";
-import { positiveInteger, runCommand, selectionOf, sourceOf, withSelectionOptions, withSourceOptions, type SourceCliOptions } from "./replay-options.ts";
+import {
+  positiveInteger,
+  runCommand,
+  selectionOf,
+  sourceOf,
+  withSelectionOptions,
+  withSourceOptions,
+  type SourceCliOptions,
+} from "./replay-options.ts";
 
 export function replayDeliverCommand(): Command {
   const command = new Command("deliver")
@@ -20,7 +28,12 @@ export function replayDeliverCommand(): Command {
     )
     .argument("[rollouts...]", "rollout ids (or select with --group / --since)")
     .option("--host <host>", "address of the trajectory stream", "127.0.0.1")
-    .option("--grpc-port <port>", "port of the trajectory stream (0: any free port)", (v: string) => (v === "0" ? 0 : positiveInteger(v)), 8711)
+    .option(
+      "--grpc-port <port>",
+      "port of the trajectory stream (0: any free port)",
+      (v: string) => (v === "0" ? 0 : positiveInteger(v)),
+      8711,
+    )
     .option("--consumer-group <name>", "the core's consumer group, whose acks end the delivery", "rl-core")
     .option("--keep-serving", "keep serving after every rollout was acked (until interrupted)")
     .option("--snapshot <dir>", "where to write the snapshot store (default: a temporary directory, removed at exit)");
@@ -29,7 +42,10 @@ export function replayDeliverCommand(): Command {
   return command.action((ids: string[], opts: SourceCliOptions & Record<string, any>) =>
     runCommand(async () => {
       const selection = selectionOf(ids, opts);
-      const [{ writeSnapshot }, { startGateway }] = await Promise.all([import("../replay/snapshot.ts"), import("../gateway/index.ts")]);
+      const [{ writeSnapshot }, { startGateway }] = await Promise.all([
+        import("../replay/snapshot.ts"),
+        import("../gateway/index.ts"),
+      ]);
       const source = await sourceOf(opts);
       const temporary = !opts["snapshot"];
       const dir = opts["snapshot"] ?? mkdtempSync(join(tmpdir(), "rlgate-deliver-"));
@@ -51,7 +67,9 @@ export function replayDeliverCommand(): Command {
           controlToken: opts["token"],
         });
         const address = gateway.grpc!.address;
-        console.log(`rlgate replay deliver: ${snapshot.rollouts} finished rollouts (${snapshot.calls} calls) on grpc://${address}`);
+        console.log(
+          `rlgate replay deliver: ${snapshot.rollouts} finished rollouts (${snapshot.calls} calls) on grpc://${address}`,
+        );
         console.log(`  start a fresh core:  rlgate core --gateway ${address} --data <a new directory>`);
         const last = snapshot.cursors.at(-1)!;
         const store = gateway.context.store;

@@ -28,7 +28,11 @@ function since(value: string): number {
 /** --gateway/--token/--data: where the rollouts are read. */
 export function withSourceOptions(command: Command): Command {
   return command
-    .option("--gateway <url>", "a running gateway to read rollouts from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
+    .option(
+      "--gateway <url>",
+      "a running gateway to read rollouts from",
+      process.env.RLGATE_URL ?? "http://127.0.0.1:8700",
+    )
     .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
     .option("--data <dir>", "read a store directory directly instead of a gateway");
 }
@@ -37,7 +41,11 @@ export function withSourceOptions(command: Command): Command {
 export function withSelectionOptions(command: Command): Command {
   return command
     .option("--group <name>", "the finished rollouts of this RL group")
-    .option("--since <time>", "rollouts finished since: a date (2026-12-01T14:00Z), epoch ms, or a duration ago (30m, 2h)", since);
+    .option(
+      "--since <time>",
+      "rollouts finished since: a date (2026-12-01T14:00Z), epoch ms, or a duration ago (30m, 2h)",
+      since,
+    );
 }
 
 export interface SourceCliOptions {

@@ -3,7 +3,14 @@ import { Command, InvalidArgumentError } from "commander";
 import { contextLine } from "../replay/context.ts";
 import type { CallComparison, ResendReport } from "../replay/resend.ts";
 import { progressBar } from "./progress.ts";
-import { EXIT, positiveInteger, runCommand, sourceOf, withSourceOptions, type SourceCliOptions } from "./replay-options.ts";
+import {
+  EXIT,
+  positiveInteger,
+  runCommand,
+  sourceOf,
+  withSourceOptions,
+  type SourceCliOptions,
+} from "./replay-options.ts";
 
 function describeCall(c: CallComparison, index: number): string[] {
   const out = [`call #${index} (seq ${c.callSeq}, ${c.api} → ${c.route}): ${c.same ? "same" : "DIFFERENT"}`];
@@ -12,7 +19,9 @@ function describeCall(c: CallComparison, index: number): string[] {
   if (c.promptSame) out.push(`  prompt ids: same (${c.promptTokens.recorded} tokens)`);
   else if (c.promptDifference) {
     const d = c.promptDifference;
-    out.push(`  prompt ids: differ at position ${d.position} (recorded ${c.promptTokens.recorded} tokens, now ${c.promptTokens.now})`);
+    out.push(
+      `  prompt ids: differ at position ${d.position} (recorded ${c.promptTokens.recorded} tokens, now ${c.promptTokens.now})`,
+    );
     out.push(`    recorded: ${d.recorded ? `${contextLine(d.recorded)} (id ${d.recorded.tokenId})` : "(ends here)"}`);
     out.push(`    now:      ${d.now ? `${contextLine(d.now)} (id ${d.now.tokenId})` : "(ends here)"}`);
   }
@@ -20,7 +29,8 @@ function describeCall(c: CallComparison, index: number): string[] {
     const sampled = choice.sampledSame ? "same" : `differ from token ${choice.sampledDiffersAt}`;
     const answer = choice.answerSame ? "same" : `differs in ${choice.answerDifferences.join(", ")}`;
     const differs = !choice.sampledSame || !choice.answerSame;
-    const note = differs && !choice.deterministic ? " (not greedy or seeded: a difference is expected, not counted)" : "";
+    const note =
+      differs && !choice.deterministic ? " (not greedy or seeded: a difference is expected, not counted)" : "";
     out.push(`  choice ${choice.index}: sampled ids ${sampled}; answer ${answer}${note}`);
   }
   return out;
@@ -54,11 +64,16 @@ export function replayResendCommand(): Command {
     .argument("<rollout>", "the rollout whose calls to re-send")
     .requiredOption("--upstream <url>", "the inference server to send them to (vLLM, or rlgate sim)")
     .option("--upstream-api-key <key>", "API key of that server", process.env.RLGATE_UPSTREAM_API_KEY)
-    .option("--call <n...>", "only these calls: their number in the rollout (1, 2, …) or their seq", (v: string, prev: number[] = []) => {
-      const n = Number(v);
-      if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError("expected a call number (1, 2, …) or a call seq");
-      return [...prev, n];
-    })
+    .option(
+      "--call <n...>",
+      "only these calls: their number in the rollout (1, 2, …) or their seq",
+      (v: string, prev: number[] = []) => {
+        const n = Number(v);
+        if (!Number.isSafeInteger(n) || n < 1)
+          throw new InvalidArgumentError("expected a call number (1, 2, …) or a call seq");
+        return [...prev, n];
+      },
+    )
     .option("--concurrency <n>", "calls sent at once", positiveInteger, 4)
     .option("--json", "print the comparison as JSON");
   withSourceOptions(command);
@@ -75,7 +90,12 @@ export function replayResendCommand(): Command {
         const all = await source.calls(rollout!.id);
         const wanted: number[] | undefined = opts["call"];
         const calls = wanted ? all.filter((c, i) => wanted.includes(i + 1) || wanted.includes(c.seq)) : all;
-        if (calls.length === 0) throw new Error(wanted ? `rollout ${rolloutId} has no call ${wanted.join(", ")} (it has ${all.length})` : `rollout ${rolloutId} has no calls`);
+        if (calls.length === 0)
+          throw new Error(
+            wanted
+              ? `rollout ${rolloutId} has no call ${wanted.join(", ")} (it has ${all.length})`
+              : `rollout ${rolloutId} has no calls`,
+          );
         const tokenizer = qwen3Tokenizer();
         const bar = progressBar("re-sending", calls.length);
         const report = await resendCalls(rollout!.id, calls, {

@@ -21,37 +21,68 @@ import { num, table } from "./table.ts";
 const FIGURES = ["tokens", "pearson r", "mean |Δ|", "p50 |Δ|", "p99 |Δ|", "max |Δ|", "k3 KL"];
 
 function figureCells(a: Agreement) {
-  return [a.tokens, num(a.pearson, 6), num(a.absDiffMean), num(a.absDiffP50), num(a.absDiffP99), num(a.absDiffMax), num(a.k3Kl, 6)];
+  return [
+    a.tokens,
+    num(a.pearson, 6),
+    num(a.absDiffMean),
+    num(a.absDiffP50),
+    num(a.absDiffP99),
+    num(a.absDiffMax),
+    num(a.k3Kl, 6),
+  ];
 }
 
 export function formatScoreReport(report: ScoreReport, maxP99: number | undefined): string {
   const out: string[] = [];
-  out.push(`teacher-forced scoring against ${report.upstream}: ${report.completions.length} completions of ${report.rollouts.length} rollouts`);
+  out.push(
+    `teacher-forced scoring against ${report.upstream}: ${report.completions.length} completions of ${report.rollouts.length} rollouts`,
+  );
   out.push("");
-  out.push(table(["rollout", "harness", "completions", ...FIGURES, `first |Δ| > ${report.threshold}`], report.rollouts.map((r) => [
-    r.rolloutId,
-    r.harness,
-    r.completions,
-    ...figureCells(r.agreement),
-    r.firstBeyond ? `call ${r.firstBeyond.callSeq} token ${r.firstBeyond.position}` : "none",
-  ])));
+  out.push(
+    table(
+      ["rollout", "harness", "completions", ...FIGURES, `first |Δ| > ${report.threshold}`],
+      report.rollouts.map((r) => [
+        r.rolloutId,
+        r.harness,
+        r.completions,
+        ...figureCells(r.agreement),
+        r.firstBeyond ? `call ${r.firstBeyond.callSeq} token ${r.firstBeyond.position}` : "none",
+      ]),
+    ),
+  );
   out.push("");
-  out.push(table(["harness", ...FIGURES], Object.entries(report.byHarness).map(([h, a]) => [h === "*" ? "all" : h, ...figureCells(a)])));
+  out.push(
+    table(
+      ["harness", ...FIGURES],
+      Object.entries(report.byHarness).map(([h, a]) => [h === "*" ? "all" : h, ...figureCells(a)]),
+    ),
+  );
   const drifted = report.rollouts.filter((r) => r.firstBeyond);
   if (drifted.length) {
     out.push("");
     out.push(`first token beyond |Δlogp| ${report.threshold} in each rollout (captured → replayed):`);
     for (const r of drifted) {
       const t = r.firstBeyond!;
-      out.push(`  ${r.rolloutId} call ${t.callSeq} position ${t.position} id ${t.tokenId}: ${num(t.captured)} → ${num(t.replayed)} (Δ ${num(t.delta)})`);
+      out.push(
+        `  ${r.rolloutId} call ${t.callSeq} position ${t.position} id ${t.tokenId}: ${num(t.captured)} → ${num(t.replayed)} (Δ ${num(t.delta)})`,
+      );
       out.push(`    ${contextLine(t)}`);
     }
   }
-  if (report.skipped.length) out.push("", `${report.skipped.length} completions not scored: ${summarizeReasons(report.skipped.map((s) => s.reason))}`);
+  if (report.skipped.length)
+    out.push(
+      "",
+      `${report.skipped.length} completions not scored: ${summarizeReasons(report.skipped.map((s) => s.reason))}`,
+    );
   for (const e of report.errors) out.push(`error: ${e.rolloutId} call ${e.callSeq}: ${e.reason}`);
   if (maxP99 !== undefined) {
     const p99 = report.overall.absDiffP99;
-    out.push("", Number.isNaN(p99) || p99 <= maxP99 ? `p99 |Δlogp| ${num(p99)} ≤ ${maxP99}: ok` : `p99 |Δlogp| ${num(p99)} > ${maxP99}: FAILED`);
+    out.push(
+      "",
+      Number.isNaN(p99) || p99 <= maxP99
+        ? `p99 |Δlogp| ${num(p99)} ≤ ${maxP99}: ok`
+        : `p99 |Δlogp| ${num(p99)} > ${maxP99}: FAILED`,
+    );
   }
   return out.join("\n");
 }

@@ -33,7 +33,20 @@ describe("rlgate run (command line)", () => {
   test("--help explains the command, its options and where the task format is", () => {
     const help = rlgate(["run", "--help"]);
     assert.equal(help.status, 0);
-    for (const flag of ["--tasks", "--harness", "--n", "--concurrency", "--timeout", "--gateway", "--sim-script", "--memory", "--processes", "--cpu", "--json", "--keep"]) {
+    for (const flag of [
+      "--tasks",
+      "--harness",
+      "--n",
+      "--concurrency",
+      "--timeout",
+      "--gateway",
+      "--sim-script",
+      "--memory",
+      "--processes",
+      "--cpu",
+      "--json",
+      "--keep",
+    ]) {
       assert.ok(help.stdout.includes(flag), flag);
     }
     assert.match(help.stdout, /docs\/runner\.md/);
@@ -56,18 +69,26 @@ describe("rlgate run (command line)", () => {
     assert.match(r.stderr, /rlgate run: gateway http:\/\/127\.0\.0\.1:9 unreachable/);
   });
 
-  test("a run with its own gateway: --json gives each rollout's status, reward, calls and trajectories", { skip: unavailable ?? false }, async () => {
-    const fix = `[ "$RLGATE_SAMPLE" = 0 ] && sed -i 's/a - b/a + b/' calc.py; curl -s -o /dev/null "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
-    const r = await rlgateAsync(["run", "--tasks", TASK, "--harness", fix, "-n", "2", "--json"]);
-    assert.equal(r.status, 0, r.stderr);
-    const results = JSON.parse(r.stdout) as any[];
-    assert.deepEqual(
-      results.map((x) => [x.task, x.sample, x.harness, x.status, x.reward, x.calls, x.trajectories, x.stage]),
-      [
-        ["fix-add", 0, "custom", "ok", 1, 1, 1, "done"],
-        ["fix-add", 1, "custom", "ok", 0, 1, 1, "done"],
-      ],
-    );
-    assert.match(r.stderr, /fix-add#0: ok reward=1 calls=1 .* \[\d\/2\]/, "plain progress lines when stderr is not a terminal");
-  });
+  test(
+    "a run with its own gateway: --json gives each rollout's status, reward, calls and trajectories",
+    { skip: unavailable ?? false },
+    async () => {
+      const fix = `[ "$RLGATE_SAMPLE" = 0 ] && sed -i 's/a - b/a + b/' calc.py; curl -s -o /dev/null "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
+      const r = await rlgateAsync(["run", "--tasks", TASK, "--harness", fix, "-n", "2", "--json"]);
+      assert.equal(r.status, 0, r.stderr);
+      const results = JSON.parse(r.stdout) as any[];
+      assert.deepEqual(
+        results.map((x) => [x.task, x.sample, x.harness, x.status, x.reward, x.calls, x.trajectories, x.stage]),
+        [
+          ["fix-add", 0, "custom", "ok", 1, 1, 1, "done"],
+          ["fix-add", 1, "custom", "ok", 0, 1, 1, "done"],
+        ],
+      );
+      assert.match(
+        r.stderr,
+        /fix-add#0: ok reward=1 calls=1 .* \[\d\/2\]/,
+        "plain progress lines when stderr is not a terminal",
+      );
+    },
+  );
 });

@@ -47,7 +47,11 @@ export function runCommand(): Command {
     )
     .option("-n, --n <n>", "rollouts per task (the group size)", positive, 4)
     .option("--concurrency <k>", "rollouts running at once", positive, 2)
-    .option("--timeout <s>", `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`, seconds)
+    .option(
+      "--timeout <s>",
+      `harness time limit per rollout, in seconds (default: the task's task.json timeout, else ${DEFAULT_TIMEOUT_SEC})`,
+      seconds,
+    )
     .option("--gateway <url>", "a running gateway (rlgate serve); default: one of its own with the built-in sim")
     .option("--token <token>", "control API token of --gateway", process.env.RLGATE_TOKEN)
     .option(
@@ -64,7 +68,10 @@ export function runCommand(): Command {
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
     .addOption(
-      new Option("--memory <size>", "memory per sandbox: all its processes' resident memory, and each one's data segment")
+      new Option(
+        "--memory <size>",
+        "memory per sandbox: all its processes' resident memory, and each one's data segment",
+      )
         .argParser(bytes)
         .default(DEFAULT_LIMITS.memoryBytes, `${DEFAULT_LIMITS.memoryBytes / 1024 ** 3}g`),
     )
@@ -104,7 +111,9 @@ export function runCommand(): Command {
           modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
         });
         gatewayUrl = gateway.url;
-        console.error(`rlgate run: gateway ${gatewayUrl} with the built-in sim${opts.simScript ? ` (script ${opts.simScript})` : ""}`);
+        console.error(
+          `rlgate run: gateway ${gatewayUrl} with the built-in sim${opts.simScript ? ` (script ${opts.simScript})` : ""}`,
+        );
       }
       const ac = new AbortController();
       const onSignal = () => ac.abort();

@@ -30,10 +30,17 @@ export function serveCommand(): Command {
       "Run the capture gateway. Harnesses use http://HOST:PORT/r/{rolloutId}/v1 (or a rollout key, or the " +
         "x-rlgate-rollout header) as their OpenAI base URL; create rollouts with POST /api/rollouts.",
     )
-    .option("--upstream <url|sim>", "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM", process.env.RLGATE_UPSTREAM ?? "sim")
+    .option(
+      "--upstream <url|sim>",
+      "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM",
+      process.env.RLGATE_UPSTREAM ?? "sim",
+    )
     .option("--upstream-api-key <key>", "bearer token sent to the upstream", process.env.RLGATE_UPSTREAM_API_KEY)
     .addOption(
-      new Option("--upstream-flavor <flavor>", "the inference server behind --upstream: how token ids are requested and read back (sglang: streamed chat calls go upstream unstreamed and are re-emitted)")
+      new Option(
+        "--upstream-flavor <flavor>",
+        "the inference server behind --upstream: how token ids are requested and read back (sglang: streamed chat calls go upstream unstreamed and are re-emitted)",
+      )
         .choices([...FLAVOR_NAMES])
         .default(process.env.RLGATE_UPSTREAM_FLAVOR ?? "vllm"),
     )
@@ -57,11 +64,27 @@ export function serveCommand(): Command {
     )
     .option("--host <host>", "address to listen on (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port to listen on", integer, 8700)
-    .option("--grpc-port <port>", "port of the gRPC trajectory stream that RL cores read, same host and --token (default 8701; 0 with --port 0)", integer)
-    .option("--grpc-tls-cert <file>", "PEM certificate of the trajectory stream (TLS; required beyond loopback unless --grpc-insecure)", process.env.RLGATE_GRPC_TLS_CERT)
+    .option(
+      "--grpc-port <port>",
+      "port of the gRPC trajectory stream that RL cores read, same host and --token (default 8701; 0 with --port 0)",
+      integer,
+    )
+    .option(
+      "--grpc-tls-cert <file>",
+      "PEM certificate of the trajectory stream (TLS; required beyond loopback unless --grpc-insecure)",
+      process.env.RLGATE_GRPC_TLS_CERT,
+    )
     .option("--grpc-tls-key <file>", "PEM private key of --grpc-tls-cert", process.env.RLGATE_GRPC_TLS_KEY)
-    .option("--grpc-tls-client-ca <file>", "require RL cores' client certificates signed by this PEM CA (mutual TLS)", process.env.RLGATE_GRPC_TLS_CLIENT_CA)
-    .option("--grpc-insecure", "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)", process.env.RLGATE_GRPC_INSECURE === "1")
+    .option(
+      "--grpc-tls-client-ca <file>",
+      "require RL cores' client certificates signed by this PEM CA (mutual TLS)",
+      process.env.RLGATE_GRPC_TLS_CLIENT_CA,
+    )
+    .option(
+      "--grpc-insecure",
+      "serve the trajectory stream in plaintext beyond loopback (tokens cross the network unencrypted)",
+      process.env.RLGATE_GRPC_INSECURE === "1",
+    )
     .option(
       "--member-timeout <duration>",
       "how long an RL core's rollouts and groups wait for it while it is away (restarting) before they go to other cores of its consumer group",
@@ -70,20 +93,51 @@ export function serveCommand(): Command {
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
-      new Option("--durability <mode>", "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk")
+      new Option(
+        "--durability <mode>",
+        "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk",
+      )
         .choices(["commit", "flush"])
         .default("commit"),
     )
-    .option("--require-rollout", "refuse calls that no rollout claims (default: forward and record them as unattributed)", false)
+    .option(
+      "--require-rollout",
+      "refuse calls that no rollout claims (default: forward and record them as unattributed)",
+      false,
+    )
     .option("--body-limit <size>", "largest accepted request body", bytes, DEFAULT_BODY_LIMIT)
     .option("--public-url <url>", "base URL harnesses reach this gateway at (default: from the request's Host header)")
-    .option("--token <token>", "bearer token for the control API and /metrics (required when --host is not loopback)", process.env.RLGATE_TOKEN)
-    .option("--require-key", "harness calls must carry their rollout's key (Authorization: Bearer rlk_… or x-api-key); default: on with --token or beyond loopback")
-    .option("--no-require-key", "accept harness calls without a rollout key even with --token (anyone who reaches the port can write into a rollout)")
+    .option(
+      "--token <token>",
+      "bearer token for the control API and /metrics (required when --host is not loopback)",
+      process.env.RLGATE_TOKEN,
+    )
+    .option(
+      "--require-key",
+      "harness calls must carry their rollout's key (Authorization: Bearer rlk_… or x-api-key); default: on with --token or beyond loopback",
+    )
+    .option(
+      "--no-require-key",
+      "accept harness calls without a rollout key even with --token (anyone who reaches the port can write into a rollout)",
+    )
     .option("--metrics-public", "serve /metrics without the control token", false)
-    .option("--vocab-size <n>", "token ids of the served model: ids the upstream reports at or above it flag the call (default: known for Qwen3)", integer)
-    .option("--upstream-timeout <duration>", "max wait for upstream headers and between body chunks (e.g. 30s, 10m)", duration, 600_000)
-    .option("--sim-port <port>", "port of the built-in simulated vLLM when --upstream sim (0 = any free port)", integer, 0)
+    .option(
+      "--vocab-size <n>",
+      "token ids of the served model: ids the upstream reports at or above it flag the call (default: known for Qwen3)",
+      integer,
+    )
+    .option(
+      "--upstream-timeout <duration>",
+      "max wait for upstream headers and between body chunks (e.g. 30s, 10m)",
+      duration,
+      600_000,
+    )
+    .option(
+      "--sim-port <port>",
+      "port of the built-in simulated vLLM when --upstream sim (0 = any free port)",
+      integer,
+      0,
+    )
     .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP, trainSegmentsOption)
     .option(
       "--no-repair-history",
@@ -115,7 +169,12 @@ export function serveCommand(): Command {
         host: opts.host,
         port: opts.port,
         grpcPort: opts.grpcPort ?? (opts.port === 0 ? 0 : DEFAULT_GRPC_PORT),
-        grpcTls: { cert: opts.grpcTlsCert, key: opts.grpcTlsKey, ca: opts.grpcTlsClientCa, insecure: opts.grpcInsecure },
+        grpcTls: {
+          cert: opts.grpcTlsCert,
+          key: opts.grpcTlsKey,
+          ca: opts.grpcTlsClientCa,
+          insecure: opts.grpcInsecure,
+        },
         grpcMemberTimeoutMs: opts.memberTimeout,
         dataDir: resolve(opts.data),
         durability: opts.durability,
@@ -138,17 +197,24 @@ export function serveCommand(): Command {
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
-      console.log(`  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${upstream} (${opts.upstreamFlavor})`}`);
+      console.log(
+        `  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${upstream} (${opts.upstreamFlavor})`}`,
+      );
       console.log(`  store:         ${resolve(opts.data)}`);
-      const modelName = gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
+      const modelName =
+        gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
       console.log(`  prompts:       ${opts.prompts}${opts.prompts === "tokens" ? ` (chat format: ${modelName})` : ""}`);
       console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
-      console.log(`  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`);
+      console.log(
+        `  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`,
+      );
       console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
       console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
       if (gateway.grpc) {
         const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";
-        console.log(`  trajectories:  grpc://${gateway.grpc.address}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${gateway.grpc.address}${tls})`);
+        console.log(
+          `  trajectories:  grpc://${gateway.grpc.address}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${gateway.grpc.address}${tls})`,
+        );
       }
       let closing = false;
       const shutdown = async () => {

@@ -7,14 +7,20 @@ import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { fromSnakeCase } from "../util/json-case.ts";
 
-async function fromGateway(url: string, id: string, token: string | undefined): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
+async function fromGateway(
+  url: string,
+  id: string,
+  token: string | undefined,
+): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   const get = async (path: string) => {
     let res: Response;
     try {
       res = await fetch(`${url.replace(/\/+$/, "")}${path}`, { headers });
     } catch (error) {
-      throw new Error(`cannot reach the gateway at ${url} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`);
+      throw new Error(
+        `cannot reach the gateway at ${url} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`,
+      );
     }
     const body = (await res.json()) as { error?: { message: string } };
     if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
@@ -41,20 +47,29 @@ async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRec
 export function showCommand(): Command {
   return new Command("show")
     .summary("a rollout's prefix tree and trajectories as text")
-    .description("Show a rollout as rlgate reconstructs it: its calls as a prefix tree (branches, segments, breaks) and each trajectory with sampled spans set apart from context")
+    .description(
+      "Show a rollout as rlgate reconstructs it: its calls as a prefix tree (branches, segments, breaks) and each trajectory with sampled spans set apart from context",
+    )
     .argument("<rolloutId>", "the rollout to show")
     .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
     .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
     .option("--data <dir>", "read a store directory directly instead of a gateway")
-    .option("--train-segments <kinds>", TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"), trainSegmentsOption)
+    .option(
+      "--train-segments <kinds>",
+      TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"),
+      trainSegmentsOption,
+    )
     .option("--max-leaves <n>", "flag rollouts with more leaves than this", (v) => Number.parseInt(v, 10), 64)
     .option("--trajectory <id...>", "print only these trajectories in full")
     .option("--full", "print context in full instead of head and tail")
     .option("--json", "print the reconstruction as JSON instead of text")
     .option("--no-color", "no ANSI colours (also when stdout is not a terminal)")
     .action(async (id: string, opts) => {
-      const { rollout, calls } = opts.data ? await fromStore(opts.data, id) : await fromGateway(opts.gateway, id, opts.token);
-      const { fromCallRecord, reconstructRollout, formatReconstruction, reconstructionToJson } = await import("../trajectory/index.ts");
+      const { rollout, calls } = opts.data
+        ? await fromStore(opts.data, id)
+        : await fromGateway(opts.gateway, id, opts.token);
+      const { fromCallRecord, reconstructRollout, formatReconstruction, reconstructionToJson } =
+        await import("../trajectory/index.ts");
       const reconstruction = reconstructRollout(calls.map(fromCallRecord), {
         rolloutId: rollout.id,
         reward: rollout.reward,
@@ -67,7 +82,9 @@ export function showCommand(): Command {
       }
       const { qwen3Tokenizer } = await import("../tokenizer/qwen3.ts");
       const tokenizer = qwen3Tokenizer();
-      console.log(`rollout ${rollout.id}  status ${rollout.status}  reward ${rollout.reward ?? "—"}  group ${rollout.group ?? "—"}  harness ${rollout.harness ?? "—"}`);
+      console.log(
+        `rollout ${rollout.id}  status ${rollout.status}  reward ${rollout.reward ?? "—"}  group ${rollout.group ?? "—"}  harness ${rollout.harness ?? "—"}`,
+      );
       console.log(
         formatReconstruction(reconstruction, {
           detokenize: (ids) => tokenizer.decode(ids),

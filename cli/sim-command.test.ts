@@ -30,7 +30,18 @@ describe("rlgate sim (command line)", () => {
   test("--help describes the sim and its knobs", () => {
     const help = spawnSync(process.execPath, ["--import", "tsx", ENTRY, "--help"], { encoding: "utf8" });
     assert.equal(help.status, 0);
-    for (const flag of ["--port", "--host", "--model", "--seed", "--script", "--ttft-ms", "--inter-token-ms", "--error-rate", "--reset-rate", "--logprob-noise"]) {
+    for (const flag of [
+      "--port",
+      "--host",
+      "--model",
+      "--seed",
+      "--script",
+      "--ttft-ms",
+      "--inter-token-ms",
+      "--error-rate",
+      "--reset-rate",
+      "--logprob-noise",
+    ]) {
       assert.ok(help.stdout.includes(flag), flag);
     }
     assert.match(help.stdout, /simulated vLLM/);

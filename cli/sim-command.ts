@@ -30,8 +30,16 @@ export function simCommand(): Command {
     .option("--inter-token-ms <duration>", "delay between streamed tokens (e.g. 20ms)", duration, 0)
     .option("--error-rate <p>", "probability that a generation request gets a 500", probability, 0)
     .option("--reset-rate <p>", "probability that a stream's connection is destroyed mid-stream", probability, 0)
-    .option("--logprob-noise <std>", "std-dev of seeded gaussian noise added to reported logprobs (a drifted server, for `rlgate replay score`)", nonNegative, 0)
-    .option("--chat-template <file>", "a jinja chat template used instead of Qwen3's (a server whose template changed, for `rlgate replay resend`)")
+    .option(
+      "--logprob-noise <std>",
+      "std-dev of seeded gaussian noise added to reported logprobs (a drifted server, for `rlgate replay score`)",
+      nonNegative,
+      0,
+    )
+    .option(
+      "--chat-template <file>",
+      "a jinja chat template used instead of Qwen3's (a server whose template changed, for `rlgate replay resend`)",
+    )
     .action(async (opts) => {
       // Loaded here so that `rlgate --help` and other commands do not pay for the tokenizer's 10 MB vocabulary.
       const { loadScript, startSim } = await import("../sim/index.ts");

@@ -14,6 +14,9 @@ export function table(header: readonly string[], rows: ReadonlyArray<readonly Ce
   const numeric = header.map((_, c) => text.every((row) => /^-?[\d.,]+%?$|^—$/.test(row[c] ?? "")));
   const widths = header.map((h, c) => Math.max(h.length, ...text.map((row) => (row[c] ?? "").length)));
   const line = (cells: readonly string[]) =>
-    cells.map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join("  ").trimEnd();
+    cells
+      .map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+      .join("  ")
+      .trimEnd();
   return [line(header), line(widths.map((w) => "─".repeat(w))), ...text.map(line)].join("\n");
 }

@@ -24,7 +24,10 @@ const createSchema = z
     harness: z.string().max(512).nullable().optional(),
     metadata: z.record(z.unknown()).optional(),
     /** The policy version serving this rollout's calls (a call's x-rlgate-policy-version header overrides it). */
-    policy_version: z.union([z.string().max(128), z.number().finite()]).nullable().optional(),
+    policy_version: z
+      .union([z.string().max(128), z.number().finite()])
+      .nullable()
+      .optional(),
   })
   .strict();
 
@@ -91,7 +94,10 @@ function pathSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new GatewayError("RLGATE_BAD_REQUEST", `the path segment '${segment.slice(0, 200)}' has a malformed percent-escape`);
+    throw new GatewayError(
+      "RLGATE_BAD_REQUEST",
+      `the path segment '${segment.slice(0, 200)}' has a malformed percent-escape`,
+    );
   }
 }
 
@@ -135,7 +141,9 @@ export async function handleControlApi(
       try {
         rolloutTrainSegments(input.metadata);
       } catch (error) {
-        throw new GatewayError("RLGATE_BAD_REQUEST", `metadata.train_segments: ${(error as Error).message}`, { param: "metadata.train_segments" });
+        throw new GatewayError("RLGATE_BAD_REQUEST", `metadata.train_segments: ${(error as Error).message}`, {
+          param: "metadata.train_segments",
+        });
       }
       const id = input.id ?? newRolloutId();
       if (ctx.store.getRollout(id)) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
@@ -146,7 +154,8 @@ export async function handleControlApi(
         task: input.task ?? null,
         harness: input.harness ?? null,
         metadata: input.metadata ?? {},
-        policyVersion: input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
+        policyVersion:
+          input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
         status: "open",
         reward: null,
         createdAt: Date.now(),
@@ -188,7 +197,10 @@ export async function handleControlApi(
       // The finish is committed: a summary that cannot be made now is said so, not turned into a failed finish.
       const summary = await ctx.trajectories.summary(finished).then(
         (trajectories) => ({ trajectories }),
-        (error: unknown) => ({ trajectories: null, trajectoriesError: error instanceof Error ? error.message : String(error) }),
+        (error: unknown) => ({
+          trajectories: null,
+          trajectoriesError: error instanceof Error ? error.message : String(error),
+        }),
       );
       return sendJson(res, 200, { ...rolloutView(ctx, req, finished, false), ...summary });
     }

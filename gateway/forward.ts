@@ -26,7 +26,12 @@ export interface ForwardTarget {
  * Sends one call upstream. Resolves with the call once the upstream's response head arrived; rejects when the
  * upstream could not be reached or sent no head in time. `call.abort()` cancels it.
  */
-export function forward(ctx: GatewayContext, target: ForwardTarget, body: string | Uint8Array, call = new UpstreamCall()): Promise<UpstreamCall> {
+export function forward(
+  ctx: GatewayContext,
+  target: ForwardTarget,
+  body: string | Uint8Array,
+  call = new UpstreamCall(),
+): Promise<UpstreamCall> {
   const { upstream } = ctx;
   upstream.pool.dispatch(
     {

@@ -22,7 +22,12 @@ const HOP_BY_HOP = new Set([
 function connectionListed(headers: Record<string, string | string[] | number | undefined>): Set<string> | null {
   const value = headers["connection"];
   if (typeof value !== "string") return null;
-  const names = new Set(value.split(",").map((name) => name.trim().toLowerCase()).filter(Boolean));
+  const names = new Set(
+    value
+      .split(",")
+      .map((name) => name.trim().toLowerCase())
+      .filter(Boolean),
+  );
   return names.size ? names : null;
 }
 
@@ -64,7 +69,8 @@ export function scrubPassthroughHeaders(headers: IncomingHttpHeaders, dropAuthor
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
     // http-proxy manages the upstream connection itself; host and length are rewritten or kept by it.
-    const hop = name !== "host" && name !== "content-length" && name !== "transfer-encoding" && isHopByHop(name, listed);
+    const hop =
+      name !== "host" && name !== "content-length" && name !== "transfer-encoding" && isHopByHop(name, listed);
     if (hop || name.startsWith("x-rlgate-") || carriesRolloutKey(value)) delete headers[name];
     else if (dropAuthorization && (name === "authorization" || name === "x-api-key")) delete headers[name];
   }

@@ -88,7 +88,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     );
   }
   // The model's files are read only when given or needed: the built-in Qwen3 tokenizer takes ~1 s to load.
-  const format = typeof options.model === "string" ? loadModelChatFormat(options.model) : (options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null));
+  const format =
+    typeof options.model === "string"
+      ? loadModelChatFormat(options.model)
+      : (options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null));
   const store = new Store({ path: options.dataDir, durability: options.durability, promptIndex: new PromptIndex() });
   const upstream = new Upstream({
     url: options.upstream,

@@ -68,13 +68,15 @@ export class GatewayMetrics {
     this.requests.inc({ api: call.api, status: call.status });
     const t = call.timings;
     if (t.upstreamStart !== null) this.upstreamLatency.observe({ api: call.api }, (t.end - t.upstreamStart) / 1000);
-    if (call.stream && t.firstToken !== null) this.timeToFirstToken.observe({ api: call.api }, (t.firstToken - t.start) / 1000);
+    if (call.stream && t.firstToken !== null)
+      this.timeToFirstToken.observe({ api: call.api }, (t.firstToken - t.start) / 1000);
     this.overhead.observe({ api: call.api }, t.overheadMs / 1000);
     if (call.promptTokenIds) this.tokens.inc({ kind: "prompt" }, call.promptTokenIds.length);
     let sampled = 0;
     for (const choice of call.choices) sampled += choice.tokenIds.length;
     if (sampled) this.tokens.inc({ kind: "sampled" }, sampled);
     if (call.status !== "ok") this.errors.inc({ code: call.status });
-    if (call.status === "ok" && call.tokenSource !== "upstream") this.errors.inc({ code: `tokens_${call.tokenSource}` });
+    if (call.status === "ok" && call.tokenSource !== "upstream")
+      this.errors.inc({ code: `tokens_${call.tokenSource}` });
   }
 }

@@ -6,7 +6,8 @@ import { GatewayError, toOpenAIErrorBody } from "./errors.ts";
 import { scrubPassthroughHeaders } from "./headers.ts";
 
 /** Paths the upstream (vLLM, SGLang) serves that rlgate relays without capture. */
-const PASSTHROUGH = /^\/(v1|v2)\/|^\/(tokenize|detokenize|health|version|ping|metrics\/upstream|get_model_info|get_server_info)$/;
+const PASSTHROUGH =
+  /^\/(v1|v2)\/|^\/(tokenize|detokenize|health|version|ping|metrics\/upstream|get_model_info|get_server_info)$/;
 
 export function isPassthroughPath(routePath: string): boolean {
   return PASSTHROUGH.test(routePath);
@@ -38,11 +39,18 @@ export class Passthrough {
     });
   }
 
-  forward(req: IncomingMessage, res: ServerResponse, routePath: string, query: string, dropAuthorization: boolean): void {
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    routePath: string,
+    query: string,
+    dropAuthorization: boolean,
+  ): void {
     this.#ctx.metrics.passthrough.inc();
     req.url = this.#ctx.upstream.basePath + routePath + query;
     scrubPassthroughHeaders(req.headers, dropAuthorization);
-    if (req.headers["authorization"] === undefined && this.#ctx.upstream.apiKey) req.headers["authorization"] = `Bearer ${this.#ctx.upstream.apiKey}`;
+    if (req.headers["authorization"] === undefined && this.#ctx.upstream.apiKey)
+      req.headers["authorization"] = `Bearer ${this.#ctx.upstream.apiKey}`;
     this.#proxy.web(req, res);
   }
 

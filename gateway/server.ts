@@ -90,13 +90,23 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
     if (surface) {
       const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
-      const request: RejectedRequest = { rolloutId: attribution.rolloutId, api: API_OF[routePath]!, path: req.url ?? path, rawBody: null, body: undefined, startEpoch, startPerf };
+      const request: RejectedRequest = {
+        rolloutId: attribution.rolloutId,
+        api: API_OF[routePath]!,
+        path: req.url ?? path,
+        rawBody: null,
+        body: undefined,
+        startEpoch,
+        startPerf,
+      };
       try {
         const rawBody = (request.rawBody = await readBody(req, ctx.config.bodyLimitBytes));
         const finished = finishedRolloutError(ctx, attribution);
         if (finished) {
           request.body = parseJsonBodyOrUndefined(rawBody);
-          await recordRejected(ctx, request, finished, toErrorBody(finished, errorShapeOf(req.url)), { finished: true });
+          await recordRejected(ctx, request, finished, toErrorBody(finished, errorShapeOf(req.url)), {
+            finished: true,
+          });
           throw finished;
         }
         const body = (request.body = parseJsonBody(rawBody));
@@ -105,8 +115,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         // A refused request is recorded on its open rollout (committed before the harness hears of it), then answered.
         const refusal = asGatewayError(error);
         if (!res.headersSent && isRecordedRejection(refusal)) {
-          await recordRejected(ctx, request, refusal, toErrorBody(refusal, errorShapeOf(req.url))).catch((failure: unknown) =>
-            ctx.log.error({ err: failure }, "could not record a rejected call"),
+          await recordRejected(ctx, request, refusal, toErrorBody(refusal, errorShapeOf(req.url))).catch(
+            (failure: unknown) => ctx.log.error({ err: failure }, "could not record a rejected call"),
           );
         }
         throw refusal;
@@ -132,7 +142,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
 
   function answerError(req: IncomingMessage, res: ServerResponse, error: unknown): void {
     const gatewayError = asGatewayError(error);
-    if (gatewayError.code === "RLGATE_INTERNAL") ctx.log.error({ err: error, method: req.method, url: req.url }, "internal error answered 500");
+    if (gatewayError.code === "RLGATE_INTERNAL")
+      ctx.log.error({ err: error, method: req.method, url: req.url }, "internal error answered 500");
     ctx.metrics.errors.inc({ code: gatewayError.code });
     if (res.headersSent) {
       res.destroy();
@@ -180,10 +191,17 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
   // `Expect: 100-continue` is answered by Node itself (a 100, then the request); any other expectation fails, in JSON.
   server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
     const body = toErrorBody(
-      new GatewayError("RLGATE_EXPECTATION_FAILED", `unsupported expectation '${String(req.headers["expect"]).slice(0, 100)}'; only 100-continue is`),
+      new GatewayError(
+        "RLGATE_EXPECTATION_FAILED",
+        `unsupported expectation '${String(req.headers["expect"]).slice(0, 100)}'; only 100-continue is`,
+      ),
       errorShapeOf(req.url),
     );
-    res.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" });
+    res.writeHead(417, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      connection: "close",
+    });
     res.end(body);
     req.resume();
   });
@@ -198,7 +216,10 @@ function parserError(error: NodeJS.ErrnoException): GatewayError {
   if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
     return new GatewayError("RLGATE_REQUEST_TIMEOUT", "the request did not arrive in time");
   }
-  return new GatewayError("RLGATE_BAD_REQUEST", `malformed HTTP request (${error.code ?? "parse error"}): ${(error as { reason?: string }).reason ?? error.message}`);
+  return new GatewayError(
+    "RLGATE_BAD_REQUEST",
+    `malformed HTTP request (${error.code ?? "parse error"}): ${(error as { reason?: string }).reason ?? error.message}`,
+  );
 }
 
 const LAST_RESORT_ERROR =

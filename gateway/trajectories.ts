@@ -1,5 +1,11 @@
 // A rollout's trajectories, rebuilt from its stored calls: on demand for an open rollout, and when it is finished.
-import { reconstructRollout, rolloutTrainSegments, type ChatFormat, type Reconstruction, type SegmentKind } from "../trajectory/index.ts";
+import {
+  reconstructRollout,
+  rolloutTrainSegments,
+  type ChatFormat,
+  type Reconstruction,
+  type SegmentKind,
+} from "../trajectory/index.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
 
@@ -12,7 +18,11 @@ export interface TrajectorySettings {
   chatFormat?: ChatFormat;
 }
 
-export function reconstructStored(store: Store, rollout: RolloutRecord, settings: TrajectorySettings = {}): Reconstruction {
+export function reconstructStored(
+  store: Store,
+  rollout: RolloutRecord,
+  settings: TrajectorySettings = {},
+): Reconstruction {
   return reconstructRollout(store.listCallTokens(rollout.id), {
     rolloutId: rollout.id,
     reward: rollout.reward,

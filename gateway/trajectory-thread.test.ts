@@ -15,7 +15,19 @@ import { PromptIndex } from "../trajectory/prompt-index.ts";
 import { toSnakeCase } from "../util/json-case.ts";
 
 function rollout(id: string, fields: Partial<RolloutRecord> = {}): RolloutRecord {
-  return { id, key: `key-${id}`, group: "g", task: "t", harness: "h", metadata: { n: 1 }, status: "open", reward: null, createdAt: 1, finishedAt: null, ...fields };
+  return {
+    id,
+    key: `key-${id}`,
+    group: "g",
+    task: "t",
+    harness: "h",
+    metadata: { n: 1 },
+    status: "open",
+    reward: null,
+    createdAt: 1,
+    finishedAt: null,
+    ...fields,
+  };
 }
 
 /** An agent session: each turn continues the last prompt and completion, with a retry and a sub-agent call. */
@@ -26,8 +38,12 @@ async function session(store: Store, id: string, turns: number): Promise<void> {
     const logprobs = sampled.map((_, i) => Math.fround(-0.01 * (i + 1)));
     const choices = [{ index: 0, tokenIds: sampled, logprobs, finishReason: "stop" }];
     await store.putCall(testCallRecord({ seq: store.nextCallSeq(), rolloutId: id, promptTokenIds: prompt, choices }));
-    if (t === 3) await store.putCall(testCallRecord({ seq: store.nextCallSeq(), rolloutId: id, promptTokenIds: prompt, choices }));
-    if (t === 5) await store.putCall(testCallRecord({ seq: store.nextCallSeq(), rolloutId: id, promptTokenIds: [1000, 5, 6, 7], choices }));
+    if (t === 3)
+      await store.putCall(testCallRecord({ seq: store.nextCallSeq(), rolloutId: id, promptTokenIds: prompt, choices }));
+    if (t === 5)
+      await store.putCall(
+        testCallRecord({ seq: store.nextCallSeq(), rolloutId: id, promptTokenIds: [1000, 5, 6, 7], choices }),
+      );
     prompt = [...prompt, ...sampled, ...Array.from({ length: 30 }, (_, i) => 40_000 + t * 30 + i)];
   }
 }
@@ -63,11 +79,17 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
       const local = reconstructStored(store, r, {});
       assert.deepEqual(await thread.summary(r), { stats: local.stats, flags: local.flags });
       // The control API's JSON: snake_case (util/json-case.ts).
-      assert.deepEqual(JSON.parse((await thread.json(r)).toString()), JSON.parse(JSON.stringify(toSnakeCase(reconstructionToJson(local)))));
+      assert.deepEqual(
+        JSON.parse((await thread.json(r)).toString()),
+        JSON.parse(JSON.stringify(toSnakeCase(reconstructionToJson(local)))),
+      );
     }
     // Stream messages come serialized: read back, they are what the main thread would have sent.
     const sent = async (max: number) => decodeStreamMessage((await thread.message(cursor, done, max)).bytes);
-    const local = (max: number) => decodeStreamMessage(encodeStreamMessage({ rollout: rolloutMessage(reconstructStored(store, done, {}), cursor, done, max) }));
+    const local = (max: number) =>
+      decodeStreamMessage(
+        encodeStreamMessage({ rollout: rolloutMessage(reconstructStored(store, done, {}), cursor, done, max) }),
+      );
     const remote = await sent(64 << 20);
     assert.ok("rollout" in remote && remote.rollout.trajectories.rows > 1);
     assert.deepEqual(remote, local(64 << 20));
@@ -79,7 +101,10 @@ test("the trajectory worker reads the gateway's store and answers exactly as a r
     assert.equal((await thread.summary(done)).stats.calls, before + 1);
     assert.deepEqual(await sent(64 << 20), local(64 << 20));
     // Call listings are serialized there too.
-    assert.deepEqual(JSON.parse((await thread.calls("done")).toString()), JSON.parse(JSON.stringify(toSnakeCase({ calls: store.listCalls("done") }))));
+    assert.deepEqual(
+      JSON.parse((await thread.calls("done")).toString()),
+      JSON.parse(JSON.stringify(toSnakeCase({ calls: store.listCalls("done") }))),
+    );
   }));
 
 test("each answer sees every call committed before the request, even right after the previous answer", () =>
@@ -90,7 +115,9 @@ test("each answer sees every call committed before the request, even right after
     // answers missed the call committed just before (measured 47 of 200).
     for (let i = 0; i < 200; i++) {
       const choices = [{ index: 0, tokenIds: [5, i], logprobs: [-1, -2], finishReason: "stop" }];
-      await store.putCall(testCallRecord({ seq: store.nextCallSeq(), rolloutId: "r", promptTokenIds: [1, 2, 3, i], choices }));
+      await store.putCall(
+        testCallRecord({ seq: store.nextCallSeq(), rolloutId: "r", promptTokenIds: [1, 2, 3, i], choices }),
+      );
       assert.equal((await thread.summary(r)).stats.calls, i + 1);
     }
   }));

@@ -92,7 +92,10 @@ export class TrajectoryThread {
 
   #start(): Worker {
     if (this.#worker) return this.#worker;
-    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { ...this.#data, url: WORKER_URL, tsx: TSX_API_URL } });
+    const worker = new Worker(BOOTSTRAP, {
+      eval: true,
+      workerData: { ...this.#data, url: WORKER_URL, tsx: TSX_API_URL },
+    });
     worker.on("message", (reply: TrajectoryReply) => {
       const pending = this.#pending.get(reply.id);
       if (!pending) return;

@@ -36,7 +36,11 @@ class RecentReconstructions {
 
   constructor(capacity: number, maxTokens: number) {
     // An entry larger than maxTokens is not kept.
-    this.#entries = new LRUCache({ max: capacity, maxSize: maxTokens, sizeCalculation: (entry) => Math.max(1, entry.tokens) });
+    this.#entries = new LRUCache({
+      max: capacity,
+      maxSize: maxTokens,
+      sizeCalculation: (entry) => Math.max(1, entry.tokens),
+    });
   }
 
   get(store: Store, rollout: RolloutRecord, settings: TrajectorySettings): Reconstruction {
@@ -88,10 +92,15 @@ if (parentPort) {
         const message = rolloutMessage(reconstruction, request.cursor, request.rollout, request.maxMessageBytes);
         return replyBytes(request.id, ownBytes(encodeStreamMessage({ rollout: message })));
       }
-      if (request.kind === "summary") return reply(request.id, { stats: reconstruction.stats, flags: reconstruction.flags });
+      if (request.kind === "summary")
+        return reply(request.id, { stats: reconstruction.stats, flags: reconstruction.flags });
       return replyBytes(request.id, jsonBytes(reconstructionToJson(reconstruction)));
     } catch (error) {
-      port.postMessage({ id: request.id, ok: false, error: error instanceof Error ? error.message : String(error) } satisfies TrajectoryReply);
+      port.postMessage({
+        id: request.id,
+        ok: false,
+        error: error instanceof Error ? error.message : String(error),
+      } satisfies TrajectoryReply);
     }
   });
 }

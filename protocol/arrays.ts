@@ -10,12 +10,19 @@ export function bytesOf(view: ArrayBufferView): Buffer {
   return Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 }
 
-type TypedCtor<T> = { new (length: number): T; new (buffer: ArrayBufferLike, byteOffset: number, length: number): T; BYTES_PER_ELEMENT: number };
+type TypedCtor<T> = {
+  new (length: number): T;
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): T;
+  BYTES_PER_ELEMENT: number;
+};
 
 function view<T extends ArrayBufferView>(Ctor: TypedCtor<T>, bytes: Uint8Array, what: string): T {
   const size = Ctor.BYTES_PER_ELEMENT;
   if (bytes.byteLength % size !== 0) {
-    throw new LinkError("RLGATE_BAD_REQUEST", `${what}: ${bytes.byteLength} bytes is not a whole number of ${size}-byte values`);
+    throw new LinkError(
+      "RLGATE_BAD_REQUEST",
+      `${what}: ${bytes.byteLength} bytes is not a whole number of ${size}-byte values`,
+    );
   }
   const n = bytes.byteLength / size;
   if (bytes.byteOffset % size === 0) return new Ctor(bytes.buffer, bytes.byteOffset, n);
@@ -27,7 +34,8 @@ function view<T extends ArrayBufferView>(Ctor: TypedCtor<T>, bytes: Uint8Array, 
 export const int32s = (bytes: Uint8Array, what = "int32 array"): Int32Array => view(Int32Array, bytes, what);
 export const float32s = (bytes: Uint8Array, what = "float32 array"): Float32Array => view(Float32Array, bytes, what);
 export const float64s = (bytes: Uint8Array, what = "float64 array"): Float64Array => view(Float64Array, bytes, what);
-export const uint8s = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+export const uint8s = (bytes: Uint8Array): Uint8Array =>
+  new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /** Checks a ragged layout: rows + 1 offsets from 0, non-decreasing, ending at `tokens`. */
 export function checkOffsets(offsets: Int32Array, rows: number, tokens: number): string | null {

@@ -64,7 +64,16 @@ const ARRAYS = ["offsets", "tokenIds", "lossMask", "logprobs", "advantages", "lo
 describe("aligned batch encoder", () => {
   test("decodes (protobufjs) to the same message, every 4-byte array aligned in the frame", () => {
     // Row and token counts that put each field's header at every residue mod 4, and empty arrays.
-    for (const [rows, perRow] of [[0, 0], [1, 1], [1, 3], [2, 5], [3, 7], [5, 33], [64, 2048], [7, 30_000]] as const) {
+    for (const [rows, perRow] of [
+      [0, 0],
+      [1, 1],
+      [1, 3],
+      [2, 5],
+      [3, 7],
+      [5, 33],
+      [64, 2048],
+      [7, 30_000],
+    ] as const) {
       const m = batch(rows * 1000 + perRow + 1, rows, perRow);
       const bytes = encode(m);
       // As a grpc-js receiver holds it: the 5-byte prefix, then the message, in fresh memory.
@@ -73,15 +82,21 @@ describe("aligned batch encoder", () => {
       const got = decode(frame.subarray(5));
       for (const name of ARRAYS) {
         assert.deepEqual(Buffer.from(got[name]), Buffer.from(m[name]), `${name} (${rows}×${perRow})`);
-        if (name !== "lossMask" && got[name].byteLength > 0) assert.equal(got[name].byteOffset % 4, 0, `${name} aligned`);
+        if (name !== "lossMask" && got[name].byteLength > 0)
+          assert.equal(got[name].byteOffset % 4, 0, `${name} aligned`);
       }
       const { padding, ...rest } = got;
       assert.ok(!padding || padding.every((b) => b === 0));
       // The core's own bookkeeping (group key, signal, group context) stays in its store; optional call fields
       // arrive with protobufjs's one-field-oneof markers (`temperaturePresent`).
-      const calls = (row: RowInfo) => row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
+      const calls = (row: RowInfo) =>
+        row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
       assert.deepEqual(
-        { ...rest, ...Object.fromEntries(ARRAYS.map((n) => [n, null])), rowInfo: rest.rowInfo.map((r) => ({ ...r, calls: calls(r) })) },
+        {
+          ...rest,
+          ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
+          rowInfo: rest.rowInfo.map((r) => ({ ...r, calls: calls(r) })),
+        },
         {
           ...m,
           ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
@@ -115,7 +130,10 @@ describe("aligned batch encoder", () => {
           for await (const b of client.batches({ signal: ac.signal, maxInFlight: 3 })) {
             const got = Buffer.concat(ARRAYS.map((n) => Buffer.from(b[n].buffer, b[n].byteOffset, b[n].byteLength)));
             assert.ok(got.equals(expected.get(b.batchId)!), `batch ${b.batchId} arrived intact`);
-            assert.ok(b.tokenIds.buffer.byteLength > b.tokenIds.byteLength, "token ids are a view of the message, not a copy");
+            assert.ok(
+              b.tokenIds.buffer.byteLength > b.tokenIds.byteLength,
+              "token ids are a view of the message, not a copy",
+            );
             seen.push(b.batchId);
             await client.ack([b.batchId]);
             if (seen.length >= expected.size) ac.abort();
@@ -126,6 +144,9 @@ describe("aligned batch encoder", () => {
       for (const c of clients) c.close();
       await shutdownServer(server, 1000);
     }
-    assert.deepEqual([...seen].sort((a, b) => a - b), [...expected.keys()]);
+    assert.deepEqual(
+      [...seen].sort((a, b) => a - b),
+      [...expected.keys()],
+    );
   });
 });

@@ -54,7 +54,8 @@ let scratch = Buffer.alloc(0);
 
 function outputBuffer(size: number): Buffer {
   if (size > SCRATCH_MAX_BYTES) return Buffer.allocUnsafe(size);
-  if (scratch.length < size) scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX_BYTES, Math.max(size, 2 * scratch.length)));
+  if (scratch.length < size)
+    scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX_BYTES, Math.max(size, 2 * scratch.length)));
   return scratch.subarray(0, size);
 }
 

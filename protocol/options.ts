@@ -31,13 +31,19 @@ export const isLoopbackHost = (host: string): boolean => LOOPBACK.has(host);
 export function checkToken(metadata: Metadata, token: string | null | undefined): void {
   if (!token) return;
   if (!bearerMatches(metadata.get("authorization")[0], token)) {
-    throw new LinkError("RLGATE_UNAUTHORIZED", "this gRPC service needs 'authorization: Bearer <token>' metadata (--token)");
+    throw new LinkError(
+      "RLGATE_UNAUTHORIZED",
+      "this gRPC service needs 'authorization: Bearer <token>' metadata (--token)",
+    );
   }
 }
 
 /** Grpc address ("host:port") from a user's "host:port", "grpc://host:port" or bare ":port". */
 export function grpcTarget(address: string): string {
-  const a = address.trim().replace(/^grpc:\/\//, "").replace(/\/+$/, "");
+  const a = address
+    .trim()
+    .replace(/^grpc:\/\//, "")
+    .replace(/\/+$/, "");
   return a.startsWith(":") ? `127.0.0.1${a}` : a;
 }
 

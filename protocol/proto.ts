@@ -37,7 +37,8 @@ export class EncodedStreamMessage {
 /** Serializes a StreamMessage as the trajectory stream sends it. */
 export const encodeStreamMessage = (message: StreamMessage): Buffer => stream.Subscribe!.responseSerialize(message);
 /** Reads a StreamMessage as a member receives it. */
-export const decodeStreamMessage = (bytes: Buffer): StreamMessage => stream.Subscribe!.responseDeserialize(bytes) as StreamMessage;
+export const decodeStreamMessage = (bytes: Buffer): StreamMessage =>
+  stream.Subscribe!.responseDeserialize(bytes) as StreamMessage;
 
 /** The TrajectoryStream service as the gateway serves it: messages may come encoded already. */
 export const trajectoryStreamService: grpc.ServiceDefinition = {
@@ -53,5 +54,8 @@ const trainer = TrainerClient.service;
 /** The Trainer service as the core serves it: batches go out through the aligned encoder (batch-codec.ts). */
 export const trainerService: grpc.ServiceDefinition = {
   ...trainer,
-  StreamBatches: { ...trainer.StreamBatches!, responseSerialize: alignedBatchSerializer(trainer.StreamBatches!.responseSerialize) },
+  StreamBatches: {
+    ...trainer.StreamBatches!,
+    responseSerialize: alignedBatchSerializer(trainer.StreamBatches!.responseSerialize),
+  },
 };

@@ -2,14 +2,26 @@
 import { ServerCredentials, type Server } from "@grpc/grpc-js";
 
 /** Binds host:port (0 = any free port), without TLS unless credentials are given (tls.ts); resolves with the bound port. */
-export function bindServer(server: Server, host: string, port: number, creds = ServerCredentials.createInsecure()): Promise<number> {
+export function bindServer(
+  server: Server,
+  host: string,
+  port: number,
+  creds = ServerCredentials.createInsecure(),
+): Promise<number> {
   const h = host.includes(":") ? `[${host}]` : host;
   return new Promise((resolve, reject) =>
     server.bindAsync(`${h}:${port}`, creds, (error, bound) => {
       if (!error) return resolve(bound);
       // Shaped as a listen error (syscall, code, address, port), so the CLI says what to change.
       const code = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(error.message)?.[0];
-      reject(Object.assign(new Error(`cannot bind the gRPC server to ${h}:${port}: ${error.message}`), { syscall: "listen", code, address: host, port }));
+      reject(
+        Object.assign(new Error(`cannot bind the gRPC server to ${h}:${port}: ${error.message}`), {
+          syscall: "listen",
+          code,
+          address: host,
+          port,
+        }),
+      );
     }),
   );
 }

@@ -53,16 +53,23 @@ export function serverCredentials(host: string, tls: TlsFiles = {}, what = "gRPC
 }
 
 /** Credentials (and the channel options they need) for dialing `target` ("host:port"). */
-export function channelCredentials(target: string, tls: TlsFiles = {}): { credentials: ChannelCredentials; options: ChannelOptions } {
+export function channelCredentials(
+  target: string,
+  tls: TlsFiles = {},
+): { credentials: ChannelCredentials; options: ChannelOptions } {
   const wanted = Boolean(tls.ca || tls.cert || tls.key || tls.serverName);
-  if (tls.insecure || (!wanted && isLoopbackHost(hostOf(target)))) return { credentials: credentials.createInsecure(), options: {} };
-  if (Boolean(tls.cert) !== Boolean(tls.key)) throw new Error("a TLS client certificate needs its key (and the key its certificate)");
+  if (tls.insecure || (!wanted && isLoopbackHost(hostOf(target))))
+    return { credentials: credentials.createInsecure(), options: {} };
+  if (Boolean(tls.cert) !== Boolean(tls.key))
+    throw new Error("a TLS client certificate needs its key (and the key its certificate)");
   return {
     credentials: credentials.createSsl(
       tls.ca ? read(tls.ca, "CA") : null,
       tls.key ? read(tls.key, "key") : null,
       tls.cert ? read(tls.cert, "certificate") : null,
     ),
-    options: tls.serverName ? { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName } : {},
+    options: tls.serverName
+      ? { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName }
+      : {},
   };
 }

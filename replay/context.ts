@@ -14,7 +14,12 @@ export interface TokenInContext {
 
 export const CONTEXT_TOKENS = 12;
 
-export function tokenInContext(ids: readonly number[], position: number, decode: Decode, span = CONTEXT_TOKENS): TokenInContext {
+export function tokenInContext(
+  ids: readonly number[],
+  position: number,
+  decode: Decode,
+  span = CONTEXT_TOKENS,
+): TokenInContext {
   return {
     position,
     tokenId: ids[position]!,

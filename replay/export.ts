@@ -58,13 +58,23 @@ function row(rollout: RolloutRecord, t: Trajectory, flags: { flagged: boolean; r
     loss_mask: Array.from(t.lossMask),
     logprobs: Array.from(t.logprobs, (lp) => (Number.isNaN(lp) ? null : lp)),
     advantages: null,
-    spans: t.spans.map((s) => ({ start: s.start, end: s.end, call_seq: s.callSeq, choice_index: s.choiceIndex, kind: s.kind })),
+    spans: t.spans.map((s) => ({
+      start: s.start,
+      end: s.end,
+      call_seq: s.callSeq,
+      choice_index: s.choiceIndex,
+      kind: s.kind,
+    })),
     breaks: t.breaks.length,
   };
 }
 
 /** The rows of one rollout, in the reconstruction's order. */
-export function exportRows(rollout: RolloutRecord, calls: readonly CallRecord[], options: ExportOptions = {}): ExportRow[] {
+export function exportRows(
+  rollout: RolloutRecord,
+  calls: readonly CallRecord[],
+  options: ExportOptions = {},
+): ExportRow[] {
   const rec = reconstructRollout(calls.map(fromCallRecord), {
     rolloutId: rollout.id,
     reward: rollout.reward,

@@ -87,8 +87,17 @@ function visible(choice: Json | undefined): Record<string, unknown> {
   if (!choice) return {};
   if (choice["message"]) {
     const m = choice["message"] as Json;
-    const toolCalls = (m["tool_calls"] as Json[] | undefined)?.map((c) => ({ name: c["function"]?.["name"], arguments: c["function"]?.["arguments"] })) ?? [];
-    return { content: m["content"] ?? null, reasoning_content: m["reasoning_content"] ?? null, tool_calls: toolCalls, finish_reason: choice["finish_reason"] ?? null };
+    const toolCalls =
+      (m["tool_calls"] as Json[] | undefined)?.map((c) => ({
+        name: c["function"]?.["name"],
+        arguments: c["function"]?.["arguments"],
+      })) ?? [];
+    return {
+      content: m["content"] ?? null,
+      reasoning_content: m["reasoning_content"] ?? null,
+      tool_calls: toolCalls,
+      finish_reason: choice["finish_reason"] ?? null,
+    };
   }
   return { text: choice["text"] ?? null, finish_reason: choice["finish_reason"] ?? null };
 }
@@ -96,7 +105,9 @@ function visible(choice: Json | undefined): Record<string, unknown> {
 function answerDifferences(recorded: Json | undefined, now: Json | undefined): string[] {
   const a = visible(recorded);
   const b = visible(now);
-  return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter(
+    (k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]),
+  );
 }
 
 /** The upstream's answer as rlgate recorded it: the chat response of a translated call, else the response itself. */
@@ -114,7 +125,15 @@ async function compareCall(call: CallRecord, options: ResendOptions): Promise<Ca
     answer = await options.upstream.post(route, resendBody(forwarded));
   } catch (error) {
     const message = (error as Error).message;
-    return { ...base, promptTokens: { recorded: recordedPrompt.length, now: null }, promptSame: false, promptDifference: null, choices: [], same: false, error: message };
+    return {
+      ...base,
+      promptTokens: { recorded: recordedPrompt.length, now: null },
+      promptSame: false,
+      promptDifference: null,
+      choices: [],
+      same: false,
+      error: message,
+    };
   }
   const nowPrompt = promptIdsOf(answer);
   const at = nowPrompt ? firstDifference(recordedPrompt, nowPrompt) : null;
@@ -126,7 +145,8 @@ async function compareCall(call: CallRecord, options: ResendOptions): Promise<Ca
           recorded: at < recordedPrompt.length ? tokenInContext(recordedPrompt, at, options.decode) : null,
           now: nowPrompt && at < nowPrompt.length ? tokenInContext(nowPrompt, at, options.decode) : null,
         };
-  const deterministic = forwarded["temperature"] === 0 || (forwarded["seed"] !== undefined && forwarded["seed"] !== null);
+  const deterministic =
+    forwarded["temperature"] === 0 || (forwarded["seed"] !== undefined && forwarded["seed"] !== null);
   const recorded = recordedAnswer(call);
   const choices: ChoiceComparison[] = call.choices.map((choice) => {
     const nowChoice = (answer["choices"] as Json[] | undefined)?.find((c) => c["index"] === choice.index);
@@ -152,19 +172,30 @@ async function compareCall(call: CallRecord, options: ResendOptions): Promise<Ca
     promptDifference,
     choices,
     same,
-    error: nowPrompt === null ? "the upstream returned no prompt_token_ids (vLLM >= 0.10.2 with return_token_ids)" : null,
+    error:
+      nowPrompt === null ? "the upstream returned no prompt_token_ids (vLLM >= 0.10.2 with return_token_ids)" : null,
   };
 }
 
-export async function resendCalls(rolloutId: string, calls: readonly CallRecord[], options: ResendOptions): Promise<ResendReport> {
+export async function resendCalls(
+  rolloutId: string,
+  calls: readonly CallRecord[],
+  options: ResendOptions,
+): Promise<ResendReport> {
   const skipped: ResendReport["skipped"] = [];
   const sendable = calls.filter((call) => {
     if (call.status !== "ok") skipped.push({ callSeq: call.seq, reason: `recorded as ${call.status}` });
-    else if (!call.requestForwarded || typeof call.requestForwarded !== "object") skipped.push({ callSeq: call.seq, reason: "no forwarded body" });
+    else if (!call.requestForwarded || typeof call.requestForwarded !== "object")
+      skipped.push({ callSeq: call.seq, reason: "no forwarded body" });
     else if (!call.promptTokenIds) skipped.push({ callSeq: call.seq, reason: "no recorded prompt ids" });
     else return true;
     return false;
   });
-  const compared = await mapLimit(sendable, options.concurrency, (call) => compareCall(call, options), options.onProgress);
+  const compared = await mapLimit(
+    sendable,
+    options.concurrency,
+    (call) => compareCall(call, options),
+    options.onProgress,
+  );
   return { upstream: options.upstream.url, rolloutId, calls: compared, skipped };
 }

@@ -76,11 +76,15 @@ interface Job {
 }
 
 /** The completions of a rollout's calls that can be scored; the others with the reason they cannot. */
-export function scorableCompletions(rollout: RolloutRecord, calls: readonly CallRecord[]): { jobs: Job[]; skipped: Skipped[] } {
+export function scorableCompletions(
+  rollout: RolloutRecord,
+  calls: readonly CallRecord[],
+): { jobs: Job[]; skipped: Skipped[] } {
   const jobs: Job[] = [];
   const skipped: Skipped[] = [];
   for (const call of calls) {
-    const skip = (reason: string, choiceIndex: number | null = null) => skipped.push({ rolloutId: rollout.id, callSeq: call.seq, choiceIndex, reason });
+    const skip = (reason: string, choiceIndex: number | null = null) =>
+      skipped.push({ rolloutId: rollout.id, callSeq: call.seq, choiceIndex, reason });
     if (call.status !== "ok") skip(`call ended ${call.status}`);
     else if (call.tokenSource !== "upstream") skip(`token ids are ${call.tokenSource}`);
     else if (!call.promptTokenIds?.length) skip("no prompt token ids");
@@ -88,7 +92,8 @@ export function scorableCompletions(rollout: RolloutRecord, calls: readonly Call
       for (const choice of call.choices) {
         if (choice.tokenIds.length === 0) skip("no sampled tokens", choice.index);
         else if (!choice.logprobs) skip("no captured logprobs", choice.index);
-        else jobs.push({ rollout, call, choiceIndex: choice.index, sampled: choice.tokenIds, captured: choice.logprobs });
+        else
+          jobs.push({ rollout, call, choiceIndex: choice.index, sampled: choice.tokenIds, captured: choice.logprobs });
       }
     }
   }
@@ -107,14 +112,19 @@ async function replayLogprobs(job: Job, options: ScoreOptions): Promise<number[]
   const model = options.model ?? forwardedModel(job.call);
   const body = { ...(model ? { model } : {}), prompt: ids, max_tokens: 1, temperature: 0, prompt_logprobs: 0 };
   const answer = await options.upstream.post("/v1/completions", body);
-  const entries = answer["choices"]?.[0]?.["prompt_logprobs"] as Array<Record<string, { logprob: number }> | null> | undefined;
+  const entries = answer["choices"]?.[0]?.["prompt_logprobs"] as
+    Array<Record<string, { logprob: number }> | null> | undefined;
   if (!Array.isArray(entries)) {
-    throw new Error("the upstream returned no prompt_logprobs (a vLLM /v1/completions that accepts prompt_logprobs is needed)");
+    throw new Error(
+      "the upstream returned no prompt_logprobs (a vLLM /v1/completions that accepts prompt_logprobs is needed)",
+    );
   }
-  if (entries.length !== ids.length) throw new Error(`the upstream scored ${entries.length} prompt tokens, ${ids.length} were sent`);
+  if (entries.length !== ids.length)
+    throw new Error(`the upstream scored ${entries.length} prompt tokens, ${ids.length} were sent`);
   return job.sampled.map((id, j) => {
     const entry = entries[prompt.length + j]?.[String(id)];
-    if (!entry || typeof entry.logprob !== "number") throw new Error(`no prompt logprob for sampled token ${j} (id ${id})`);
+    if (!entry || typeof entry.logprob !== "number")
+      throw new Error(`no prompt logprob for sampled token ${j} (id ${id})`);
     return entry.logprob;
   });
 }
@@ -125,7 +135,12 @@ function firstBeyond(job: Job, replayed: readonly number[], options: ScoreOption
     const delta = replayed[j]! - captured;
     if (Number.isFinite(captured) && Math.abs(delta) > options.threshold) {
       const ids = [...job.call.promptTokenIds!, ...job.sampled];
-      return { ...tokenInContext(ids, job.call.promptTokenIds!.length + j, options.decode), captured, replayed: replayed[j]!, delta };
+      return {
+        ...tokenInContext(ids, job.call.promptTokenIds!.length + j, options.decode),
+        captured,
+        replayed: replayed[j]!,
+        delta,
+      };
     }
   }
   return null;
@@ -181,7 +196,12 @@ export async function scoreRollouts(
           try {
             return await replayLogprobs(job, options);
           } catch (error) {
-            errors.push({ rolloutId: rollout.id, callSeq: job.call.seq, choiceIndex: job.choiceIndex, reason: (error as Error).message });
+            errors.push({
+              rolloutId: rollout.id,
+              callSeq: job.call.seq,
+              choiceIndex: job.choiceIndex,
+              reason: (error as Error).message,
+            });
             return null;
           }
         }),

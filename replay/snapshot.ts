@@ -12,7 +12,12 @@ export interface SnapshotResult {
 }
 
 /** Copies `rollouts` (finished ones: an open rollout is refused) with their calls into a new store at `dir`. */
-export async function writeSnapshot(source: RolloutSource, rollouts: readonly RolloutRecord[], dir: string, onRollout?: () => void): Promise<SnapshotResult> {
+export async function writeSnapshot(
+  source: RolloutSource,
+  rollouts: readonly RolloutRecord[],
+  dir: string,
+  onRollout?: () => void,
+): Promise<SnapshotResult> {
   const open = rollouts.find((r) => r.status === "open");
   if (open) throw new Error(`rollout ${open.id} is still open: only finished rollouts are delivered`);
   const store = new Store({ path: dir });

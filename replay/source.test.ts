@@ -13,7 +13,10 @@ describe("--since", () => {
     assert.equal(parseSince("1796136073308", now), 1796136073308);
   });
   test("anything else is refused with the forms it takes", () => {
-    assert.throws(() => parseSince("yesterday", now), /--since takes a date .*epoch ms, or a duration ago \(30m, 2h\); got 'yesterday'/);
+    assert.throws(
+      () => parseSince("yesterday", now),
+      /--since takes a date .*epoch ms, or a duration ago \(30m, 2h\); got 'yesterday'/,
+    );
     assert.throws(() => parseSince("5w", now), /got '5w'/);
   });
 });

@@ -37,7 +37,9 @@ function matches(rollout: RolloutRecord, selection: Selection): boolean {
 }
 
 function oldestFirst(rollouts: RolloutRecord[]): RolloutRecord[] {
-  return rollouts.sort((a, b) => (a.finishedAt ?? a.createdAt) - (b.finishedAt ?? b.createdAt) || a.id.localeCompare(b.id));
+  return rollouts.sort(
+    (a, b) => (a.finishedAt ?? a.createdAt) - (b.finishedAt ?? b.createdAt) || a.id.localeCompare(b.id),
+  );
 }
 
 class StoreSource implements RolloutSource {
@@ -81,14 +83,18 @@ class GatewaySource implements RolloutSource {
     try {
       res = await fetch(`${this.#url}${path}`, { headers: this.#headers });
     } catch (error) {
-      throw new SourceError(`cannot reach ${this.where} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`);
+      throw new SourceError(
+        `cannot reach ${this.where} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`,
+      );
     }
     const text = await res.text();
     let body: { error?: { message?: string } } | undefined;
     try {
       body = JSON.parse(text) as typeof body;
     } catch {
-      throw new SourceError(`${this.where} answered ${path} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
+      throw new SourceError(
+        `${this.where} answered ${path} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`,
+      );
     }
     if (!res.ok) throw new SourceError(`${this.where}: ${body?.error?.message ?? `HTTP ${res.status}`}`);
     // The control API speaks snake_case; the records are read back under their TypeScript names.
@@ -96,14 +102,18 @@ class GatewaySource implements RolloutSource {
   }
   async select(selection: Selection): Promise<RolloutRecord[]> {
     if (selection.ids?.length) {
-      return Promise.all(selection.ids.map((id) => this.#get(`/api/rollouts/${encodeURIComponent(id)}`) as Promise<RolloutRecord>));
+      return Promise.all(
+        selection.ids.map((id) => this.#get(`/api/rollouts/${encodeURIComponent(id)}`) as Promise<RolloutRecord>),
+      );
     }
     const query = selection.group !== undefined ? `?group=${encodeURIComponent(selection.group)}` : "";
     const { rollouts } = (await this.#get(`/api/rollouts${query}`)) as { rollouts: RolloutRecord[] };
     return oldestFirst(rollouts.filter((r) => matches(r, selection)));
   }
   async calls(rolloutId: string): Promise<CallRecord[]> {
-    const { calls } = (await this.#get(`/api/rollouts/${encodeURIComponent(rolloutId)}/calls`)) as { calls: CallRecord[] };
+    const { calls } = (await this.#get(`/api/rollouts/${encodeURIComponent(rolloutId)}/calls`)) as {
+      calls: CallRecord[];
+    };
     return calls;
   }
   async close(): Promise<void> {}
@@ -137,6 +147,9 @@ export function parseSince(value: string, now = Date.now()): number {
   if (ago) return now - Number(ago[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[ago[2] as "s"];
   if (/^\d{10,}$/.test(value.trim())) return Number(value);
   const at = Date.parse(value);
-  if (Number.isNaN(at)) throw new SourceError(`--since takes a date (2026-12-01T14:00Z), epoch ms, or a duration ago (30m, 2h); got '${value}'`);
+  if (Number.isNaN(at))
+    throw new SourceError(
+      `--since takes a date (2026-12-01T14:00Z), epoch ms, or a duration ago (30m, 2h); got '${value}'`,
+    );
   return at;
 }

@@ -23,7 +23,10 @@ export class ReplayUpstream {
 
   constructor(options: UpstreamOptions) {
     this.url = options.url.replace(/\/+$/, "").replace(/\/v1$/, "");
-    this.#headers = { "content-type": "application/json", ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
+    this.#headers = {
+      "content-type": "application/json",
+      ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+    };
     this.#timeoutMs = options.timeoutMs ?? 600_000;
   }
 
@@ -50,15 +53,27 @@ export class ReplayUpstream {
     }
     if (!res.ok) {
       const message = json?.["error"]?.["message"] ?? json?.["message"] ?? json?.["detail"] ?? text.slice(0, 300);
-      throw new UpstreamError(`${this.url}${path} answered ${res.status}: ${typeof message === "string" ? message : JSON.stringify(message)}`, res.status);
+      throw new UpstreamError(
+        `${this.url}${path} answered ${res.status}: ${typeof message === "string" ? message : JSON.stringify(message)}`,
+        res.status,
+      );
     }
-    if (!json) throw new UpstreamError(`${this.url}${path} answered ${res.status} without JSON: ${text.slice(0, 300)}`, res.status);
+    if (!json)
+      throw new UpstreamError(
+        `${this.url}${path} answered ${res.status} without JSON: ${text.slice(0, 300)}`,
+        res.status,
+      );
     return json;
   }
 }
 
 /** Runs `work` over `items` with at most `limit` in flight, in order of items; `onDone` after each. */
-export async function mapLimit<T, R>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<R>, onDone?: () => void): Promise<R[]> {
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T, index: number) => Promise<R>,
+  onDone?: () => void,
+): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {

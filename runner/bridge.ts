@@ -1,7 +1,13 @@
 // The sandbox's only way out: an HTTP proxy on a Unix socket in the rollout's directory, bind-mounted into the
 // sandbox, that forwards to the gateway the harness calls of this one rollout (paths under /r/{id}/) and refuses the
 // rest with a 403 — the control API above all, where an agent could otherwise post its own reward.
-import { request as httpRequest, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  request as httpRequest,
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import { request as httpsRequest } from "node:https";
 import { chmodSync } from "node:fs";
 
@@ -15,7 +21,12 @@ export interface Bridge {
 // Hop-by-hop headers are the proxy's own business (RFC 9110 §7.6.1).
 const HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer"]);
 
-export async function startBridge(options: { socketPath: string; gatewayUrl: string; rolloutId: string; rolloutKey?: string }): Promise<Bridge> {
+export async function startBridge(options: {
+  socketPath: string;
+  gatewayUrl: string;
+  rolloutId: string;
+  rolloutKey?: string;
+}): Promise<Bridge> {
   const target = new URL(options.gatewayUrl);
   const prefix = `/r/${options.rolloutId}/`;
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;

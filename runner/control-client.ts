@@ -26,7 +26,11 @@ export class ControlClient {
   async #call(method: string, path: string, body?: unknown): Promise<any> {
     let res: Response;
     try {
-      res = await fetch(`${this.url}${path}`, { method, headers: this.#headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      res = await fetch(`${this.url}${path}`, {
+        method,
+        headers: this.#headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     } catch (cause) {
       throw new ControlError(`gateway ${this.url} unreachable: ${(cause as Error).message}`, { cause });
     }
@@ -43,11 +47,19 @@ export class ControlClient {
     return JSON.parse(text);
   }
 
-  createRollout(body: { group: string; task: string; harness: string; metadata: Record<string, unknown> }): Promise<CreatedRollout> {
+  createRollout(body: {
+    group: string;
+    task: string;
+    harness: string;
+    metadata: Record<string, unknown>;
+  }): Promise<CreatedRollout> {
     return this.#call("POST", "/api/rollouts", body);
   }
 
-  async finishRollout(id: string, body: { reward: number | null; status: string; metadata: Record<string, unknown> }): Promise<FinishedRollout> {
+  async finishRollout(
+    id: string,
+    body: { reward: number | null; status: string; metadata: Record<string, unknown> },
+  ): Promise<FinishedRollout> {
     const r = await this.#call("POST", `/api/rollouts/${encodeURIComponent(id)}/finish`, body);
     return { calls: r.calls ?? 0, trajectories: r.trajectories?.stats?.retained_trajectories ?? null };
   }

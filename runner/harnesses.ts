@@ -166,7 +166,9 @@ export function resolveHarness(spec: string): Harness {
   const preset = HARNESS_PRESETS[spec];
   if (preset) return preset;
   if (!/\s/.test(spec) && !spec.includes("{")) {
-    throw new Error(`unknown harness '${spec}': a preset (${Object.keys(HARNESS_PRESETS).join(", ")}) or a command template with {prompt}`);
+    throw new Error(
+      `unknown harness '${spec}': a preset (${Object.keys(HARNESS_PRESETS).join(", ")}) or a command template with {prompt}`,
+    );
   }
   return {
     name: "custom",

@@ -21,7 +21,12 @@ export interface TaskImage {
 const GIT = "git -c user.name=rlgate -c user.email=rlgate@localhost -c init.defaultBranch=main -c commit.gpgsign=false";
 const SQUASH = `rm -rf .git && ${GIT} init -q && ${GIT} add -A && ${GIT} commit -q --allow-empty -m task`;
 
-export async function prepareImage(task: Task, root: string, limits: SandboxLimits, signal?: AbortSignal): Promise<TaskImage> {
+export async function prepareImage(
+  task: Task,
+  root: string,
+  limits: SandboxLimits,
+  signal?: AbortSignal,
+): Promise<TaskImage> {
   const started = Date.now();
   const dir = join(root, "image");
   const empty = join(root, "empty");
@@ -51,7 +56,9 @@ export async function prepareImage(task: Task, root: string, limits: SandboxLimi
   const exit = await box.exited;
   if (exit.code !== 0) {
     if (exit.startError) log += exit.startError;
-    throw new ImageError(`preparing the image of task '${task.name}' failed (${exit.stopped ?? `exit ${exit.code ?? exit.signal}`}): ${log.trim().slice(-2000)}`);
+    throw new ImageError(
+      `preparing the image of task '${task.name}' failed (${exit.stopped ?? `exit ${exit.code ?? exit.signal}`}): ${log.trim().slice(-2000)}`,
+    );
   }
   return { dir, log, ms: Date.now() - started };
 }

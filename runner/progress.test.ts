@@ -5,14 +5,35 @@ import { Progress, summaryTable } from "./progress.ts";
 import type { RolloutResult } from "./rollout.ts";
 
 function result(over: Partial<RolloutResult>): RolloutResult {
-  return { task: "t", sample: 0, rolloutId: "r_1", harness: "qwen-code", status: "ok", reward: 1, calls: 3, trajectories: 1, seconds: 12.34, stage: "done", error: null, ...over };
+  return {
+    task: "t",
+    sample: 0,
+    rolloutId: "r_1",
+    harness: "qwen-code",
+    status: "ok",
+    reward: 1,
+    calls: 3,
+    trajectories: 1,
+    seconds: 12.34,
+    stage: "done",
+    error: null,
+    ...over,
+  };
 }
 
 test("the summary table: one row per rollout, aligned, with counts by status and the mean reward of graded rollouts", () => {
   const table = summaryTable([
     result({}),
     result({ sample: 1, rolloutId: "r_2", reward: 0 }),
-    result({ sample: 2, rolloutId: "r_3", status: "infra_error", reward: null, calls: 0, trajectories: null, seconds: 1 }),
+    result({
+      sample: 2,
+      rolloutId: "r_3",
+      status: "infra_error",
+      reward: null,
+      calls: 0,
+      trajectories: null,
+      seconds: 1,
+    }),
   ]);
   assert.equal(
     table,
@@ -28,18 +49,33 @@ test("the summary table: one row per rollout, aligned, with counts by status and
 
 test("progress off a terminal: a plain line per stage and per finished rollout, with the failed stage's reason", () => {
   let text = "";
-  const out = new Writable({ write: (chunk, _enc, done) => ((text += chunk), done()) }) as unknown as NodeJS.WriteStream;
+  const out = new Writable({
+    write: (chunk, _enc, done) => ((text += chunk), done()),
+  }) as unknown as NodeJS.WriteStream;
   const progress = new Progress(2, out);
   const events = progress.events();
   events.stage!({ task: "t", sample: 0 }, "agent");
-  events.done!({ task: "t", sample: 0 }, result({ status: "infra_error", reward: null, stage: "agent", error: "agent sandbox stopped: it reached the process limit\nmore" }));
+  events.done!(
+    { task: "t", sample: 0 },
+    result({
+      status: "infra_error",
+      reward: null,
+      stage: "agent",
+      error: "agent sandbox stopped: it reached the process limit\nmore",
+    }),
+  );
   progress.close();
-  assert.equal(text, "t#0: agent\nt#0: infra_error reward=- calls=3 12.3 s [1/2] (agent: agent sandbox stopped: it reached the process limit)\n");
+  assert.equal(
+    text,
+    "t#0: agent\nt#0: infra_error reward=- calls=3 12.3 s [1/2] (agent: agent sandbox stopped: it reached the process limit)\n",
+  );
 });
 
 test("progress on a terminal: a live line per running rollout, redrawn in place, finished ones printed above", () => {
   let text = "";
-  const out = new Writable({ write: (chunk, _enc, done) => ((text += chunk), done()) }) as unknown as NodeJS.WriteStream;
+  const out = new Writable({
+    write: (chunk, _enc, done) => ((text += chunk), done()),
+  }) as unknown as NodeJS.WriteStream;
   out.isTTY = true;
   const progress = new Progress(2, out);
   const events = progress.events();

@@ -11,7 +11,10 @@ export class Progress {
   #done = 0;
   #timer: NodeJS.Timeout | null = null;
 
-  constructor(readonly total: number, out: NodeJS.WriteStream = process.stderr) {
+  constructor(
+    readonly total: number,
+    out: NodeJS.WriteStream = process.stderr,
+  ) {
     this.#out = out;
     this.#tty = Boolean(out.isTTY);
     if (this.#tty) this.#timer = setInterval(() => this.#draw(), 500).unref();
@@ -20,7 +23,11 @@ export class Progress {
   events(): RunEvents {
     return {
       image: (task, image) =>
-        this.#line("error" in image ? `image ${task.name}: failed: ${firstLine(image.error)}` : `image ${task.name}: ready in ${(image.ms / 1000).toFixed(1)} s`),
+        this.#line(
+          "error" in image
+            ? `image ${task.name}: failed: ${firstLine(image.error)}`
+            : `image ${task.name}: ready in ${(image.ms / 1000).toFixed(1)} s`,
+        ),
       stage: (key, stage) => {
         const id = label(key);
         if (stage === "done") return;
@@ -32,7 +39,9 @@ export class Progress {
       done: (key, r) => {
         this.#live.delete(label(key));
         this.#done++;
-        this.#line(`${label(key)}: ${r.status} reward=${r.reward ?? "-"} calls=${r.calls} ${r.seconds.toFixed(1)} s [${this.#done}/${this.total}]${r.error ? ` (${r.stage}: ${firstLine(r.error)})` : ""}`);
+        this.#line(
+          `${label(key)}: ${r.status} reward=${r.reward ?? "-"} calls=${r.calls} ${r.seconds.toFixed(1)} s [${this.#done}/${this.total}]${r.error ? ` (${r.stage}: ${firstLine(r.error)})` : ""}`,
+        );
       },
     };
   }
@@ -57,7 +66,9 @@ export class Progress {
   #draw(): void {
     if (!this.#tty) return;
     this.#erase();
-    const lines = [...this.#live].map(([id, s]) => `  ${id.padEnd(28)} ${s.stage.padEnd(8)} ${((Date.now() - s.since) / 1000).toFixed(0)} s`);
+    const lines = [...this.#live].map(
+      ([id, s]) => `  ${id.padEnd(28)} ${s.stage.padEnd(8)} ${((Date.now() - s.since) / 1000).toFixed(0)} s`,
+    );
     if (lines.length) this.#out.write(`${lines.join("\n")}\n`);
     this.#drawn = lines.length;
   }
@@ -86,7 +97,11 @@ export function summaryTable(results: RolloutResult[]): string {
     r.seconds.toFixed(1),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const fmt = (row: string[]) => row.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const fmt = (row: string[]) =>
+    row
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   const rewards = results.filter((r) => r.reward !== null).map((r) => r.reward!);
   const mean = rewards.length ? (rewards.reduce((a, b) => a + b, 0) / rewards.length).toFixed(3) : "-";
   const counts = new Map<string, number>();

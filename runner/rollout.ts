@@ -10,7 +10,15 @@ import { fileURLToPath } from "node:url";
 import { startBridge, type Bridge } from "./bridge.ts";
 import type { ControlClient } from "./control-client.ts";
 import { commonEnv, type Harness } from "./harnesses.ts";
-import { MOUNT_FAILED, ownForSandbox, ownTreeForSandbox, removeSandboxFolder, Sandbox, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
+import {
+  MOUNT_FAILED,
+  ownForSandbox,
+  ownTreeForSandbox,
+  removeSandboxFolder,
+  Sandbox,
+  type SandboxExit,
+  type SandboxLimits,
+} from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
 export type Stage = "prepare" | "agent" | "grade" | "finish" | "done";
@@ -83,8 +91,10 @@ function tail(text: string): string {
 }
 
 function describeExit(exit: SandboxExit): string {
-  if (exit.stopped === "memory") return `stopped: its processes held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
-  if (exit.stopped === "processes") return `stopped: it reached the process limit (${exit.peakProcesses} processes and threads)`;
+  if (exit.stopped === "memory")
+    return `stopped: its processes held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
+  if (exit.stopped === "processes")
+    return `stopped: it reached the process limit (${exit.peakProcesses} processes and threads)`;
   if (exit.stopped) return `stopped: ${exit.stopped}`;
   if (exit.startError) return `could not start: ${exit.startError}`;
   return exit.signal ? `killed by ${exit.signal}` : `exit ${exit.code}`;
@@ -149,7 +159,13 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       mkdirSync(d, { recursive: true });
       ownForSandbox(d);
     }
-    const ctx = { prompt: o.task.prompt, origin: `http://127.0.0.1:${SANDBOX_GATEWAY_PORT}`, rolloutId: created.id, model: o.model, home: HOME };
+    const ctx = {
+      prompt: o.task.prompt,
+      origin: `http://127.0.0.1:${SANDBOX_GATEWAY_PORT}`,
+      rolloutId: created.id,
+      model: o.model,
+      home: HOME,
+    };
     const launch = o.harness.launch(ctx);
     for (const [rel, content] of Object.entries(launch.files)) {
       const path = join(dirs.home, rel);
@@ -171,7 +187,12 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
         upper: dirs.upper,
         work: dirs.work,
         mountpoint: dirs.mnt,
-        binds: [...o.binds, { src: dirs.home, dest: HOME, rw: true }, { src: dirs.run, dest: RUN }, { src: INIT_SOURCE, dest: INIT }],
+        binds: [
+          ...o.binds,
+          { src: dirs.home, dest: HOME, rw: true },
+          { src: dirs.run, dest: RUN },
+          { src: INIT_SOURCE, dest: INIT },
+        ],
         env: {
           HOME,
           TMPDIR: "/tmp",
@@ -199,8 +220,10 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     } else if (agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
     else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
     else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
-    else if (agentExit.code === MOUNT_FAILED) fail("infra_error", `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`);
-    else if (agentExit.code === 126 || agentExit.code === 127) fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
+    else if (agentExit.code === MOUNT_FAILED)
+      fail("infra_error", `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`);
+    else if (agentExit.code === 126 || agentExit.code === 127)
+      fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
 
     if (error === null) {
       enter("grade");
@@ -211,7 +234,10 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
           upper: dirs.gradeUpper,
           work: dirs.gradeWork,
           mountpoint: dirs.gradeMnt,
-          binds: [{ src: image, dest: "/rlgate/image" }, ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : [])],
+          binds: [
+            { src: image, dest: "/rlgate/image" },
+            ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : []),
+          ],
           env: { HOME: "/tmp", TMPDIR: "/tmp", PATH: "/usr/local/bin:/usr/bin:/bin", RLGATE_SAMPLE: String(o.sample) },
           argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
           limits: o.limits,
@@ -221,7 +247,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       const gradeExit = await runBox("grade", grader);
       logs["grade_exit"] = describeExit(gradeExit);
       if (gradeExit.stopped === "aborted") fail("aborted", "the run was interrupted");
-      else if (gradeExit.stopped || gradeExit.startError) fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
+      else if (gradeExit.stopped || gradeExit.startError)
+        fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
       else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
         fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
       } else reward = gradeExit.code === 0 ? 1 : 0;

@@ -7,7 +7,13 @@ import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
 import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
-import { removeSandboxFolder, SANDBOX_HOST_UID, sandboxUnavailable, SandboxError, type SandboxLimits } from "./sandbox.ts";
+import {
+  removeSandboxFolder,
+  SANDBOX_HOST_UID,
+  sandboxUnavailable,
+  SandboxError,
+  type SandboxLimits,
+} from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
 export interface RunOptions {
@@ -83,7 +89,9 @@ function unreachableBySandbox(dir: string): void {
   if (process.getuid?.() !== 0) return;
   for (let d = resolve(dir); ; d = dirname(d)) {
     if ((statSync(d).mode & 0o001) === 0) {
-      throw new SandboxError(`${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root): chmod o+x it, or choose another --work-dir`);
+      throw new SandboxError(
+        `${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root): chmod o+x it, or choose another --work-dir`,
+      );
     }
     if (d === dirname(d)) return;
   }
@@ -112,7 +120,8 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
         (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
       );
       o.events?.image?.(task, image);
-      for (let sample = 0; sample < o.n; sample++) jobs.push({ task, sample, image: "error" in image ? image : image.dir });
+      for (let sample = 0; sample < o.n; sample++)
+        jobs.push({ task, sample, image: "error" in image ? image : image.dir });
     }
     const results: RolloutResult[] = new Array(jobs.length);
     let next = 0;

@@ -29,5 +29,7 @@ server.listen(Number(port), "127.0.0.1", () => {
     process.stderr.write(`rlgate sandbox: cannot run ${command[0]}: ${error.message}\n`);
     process.exit(127);
   });
-  child.on("exit", (code, signal) => process.exit(code ?? 128 + (signal ? require("node:os").constants.signals[signal] : 0)));
+  child.on("exit", (code, signal) =>
+    process.exit(code ?? 128 + (signal ? require("node:os").constants.signals[signal] : 0)),
+  );
 });

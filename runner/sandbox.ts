@@ -94,23 +94,39 @@ function systemBinds(): string[] {
 function bwrapArgs(spec: SandboxSpec): string[] {
   const args = [
     "--unshare-all",
-    "--uid", String(SANDBOX_UID),
-    "--gid", String(SANDBOX_UID),
-    "--hostname", "sandbox",
+    "--uid",
+    String(SANDBOX_UID),
+    "--gid",
+    String(SANDBOX_UID),
+    "--hostname",
+    "sandbox",
     "--die-with-parent",
     "--new-session",
     "--clearenv",
     ...systemBinds(),
-    "--proc", "/proc",
-    "--dev", "/dev",
-    "--tmpfs", "/tmp",
-    "--bind", spec.mountpoint, WORKSPACE,
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--bind",
+    spec.mountpoint,
+    WORKSPACE,
   ];
   for (const b of spec.binds) args.push(b.rw ? "--bind" : "--ro-bind", b.src, b.dest);
   for (const [k, v] of Object.entries(spec.env)) args.push("--setenv", k, v);
   args.push("--chdir", WORKSPACE, "--");
   const { processes, memoryBytes, cpuSeconds } = spec.limits;
-  args.push("prlimit", `--nproc=${processes}`, `--data=${memoryBytes}`, `--cpu=${cpuSeconds}`, "--core=0", "--", ...spec.argv);
+  args.push(
+    "prlimit",
+    `--nproc=${processes}`,
+    `--data=${memoryBytes}`,
+    `--cpu=${cpuSeconds}`,
+    "--core=0",
+    "--",
+    ...spec.argv,
+  );
   return args;
 }
 
@@ -122,7 +138,21 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
     if (/[,:\s]/.test(p)) throw new SandboxError(`path not usable in an overlay mount (',', ':' or blank): ${p}`);
   }
   const script = 'mount -t overlay rlgate-workspace -o "$1" "$2" || exit 125; shift 2; exec bwrap "$@"';
-  const chain = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "bash", "-c", script, "sandbox", options, spec.mountpoint, ...bwrapArgs(spec)];
+  const chain = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--mount",
+    "--propagation",
+    "private",
+    "bash",
+    "-c",
+    script,
+    "sandbox",
+    options,
+    spec.mountpoint,
+    ...bwrapArgs(spec),
+  ];
   if (!RUNNING_AS_ROOT) return chain;
   const id = String(SANDBOX_HOST_UID);
   return ["setpriv", `--reuid=${id}`, `--regid=${id}`, "--clear-groups", ...chain];
@@ -147,7 +177,11 @@ export class Sandbox {
     }
     const [cmd, ...args] = sandboxCommand(spec);
     const started = Date.now();
-    this.child = spawn(cmd!, args, { stdio: ["ignore", "pipe", "pipe"], detached: true, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" } });
+    this.child = spawn(cmd!, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+    });
     let startError: string | null = null;
     const timer = setTimeout(() => this.stop("timeout"), options.timeoutMs);
     const onAbort = () => this.stop("aborted");
@@ -166,7 +200,15 @@ export class Sandbox {
           watch = null;
         }
         options.signal?.removeEventListener("abort", onAbort);
-        resolve({ code, signal, stopped: this.#stopped, peakProcesses: this.#peakProcesses, peakMemoryBytes: this.#peakMemory, ms: Date.now() - started, startError });
+        resolve({
+          code,
+          signal,
+          stopped: this.#stopped,
+          peakProcesses: this.#peakProcesses,
+          peakMemoryBytes: this.#peakMemory,
+          ms: Date.now() - started,
+          startError,
+        });
       });
     });
   }
@@ -292,7 +334,12 @@ export function sandboxUnavailable(scratch: string): string | null {
   mkdirSync(scratch, { recursive: true });
   // The sandbox's user (an unprivileged one when rlgate runs as root) must be able to walk in.
   chmodSync(scratch, 0o711);
-  const dirs = { lower: `${scratch}/probe-lower`, upper: `${scratch}/probe-upper`, work: `${scratch}/probe-work`, mnt: `${scratch}/probe-mnt` };
+  const dirs = {
+    lower: `${scratch}/probe-lower`,
+    upper: `${scratch}/probe-upper`,
+    work: `${scratch}/probe-work`,
+    mnt: `${scratch}/probe-mnt`,
+  };
   for (const d of Object.values(dirs)) {
     mkdirSync(d, { recursive: true });
     ownForSandbox(d);

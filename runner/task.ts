@@ -14,11 +14,17 @@ export class TaskError extends Error {
 const relativePath = z
   .string()
   .min(1)
-  .refine((p) => !p.startsWith("/") && !p.split("/").includes(".."), "must be a relative path inside the workspace, without '..'");
+  .refine(
+    (p) => !p.startsWith("/") && !p.split("/").includes(".."),
+    "must be a relative path inside the workspace, without '..'",
+  );
 
 const taskSchema = z
   .object({
-    name: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, "letters, digits, . _ - (at most 128)").optional(),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/, "letters, digits, . _ - (at most 128)")
+      .optional(),
     verifier: z.string().min(1),
     tests_dir: relativePath.default("tests"),
     test_paths: z.array(relativePath).optional(),
@@ -63,7 +69,8 @@ export function loadTask(dir: string): Task {
   const promptFile = join(root, "prompt.md");
   if (!existsSync(promptFile)) throw new TaskError(`${root}: prompt.md is missing (what the harness is asked)`);
   const workspace = join(root, "workspace");
-  if (!existsSync(workspace) || !statSync(workspace).isDirectory()) throw new TaskError(`${root}: workspace/ is missing`);
+  if (!existsSync(workspace) || !statSync(workspace).isDirectory())
+    throw new TaskError(`${root}: workspace/ is missing`);
   const tests = join(root, "tests");
   return {
     name: t.name ?? basename(root),
@@ -96,7 +103,8 @@ export function loadTasks(path: string): Task[] {
   if (tasks.length === 0) throw new TaskError(`--tasks ${path}: no task.json in it or in its sub-folders`);
   const names = new Set<string>();
   for (const t of tasks) {
-    if (names.has(t.name)) throw new TaskError(`two tasks are named '${t.name}': names must differ (they are the groups)`);
+    if (names.has(t.name))
+      throw new TaskError(`two tasks are named '${t.name}': names must differ (they are the groups)`);
     names.add(t.name);
   }
   return tasks;

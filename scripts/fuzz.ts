@@ -11,7 +11,10 @@ if (!Number.isSafeInteger(count) || count < 1 || !Number.isSafeInteger(seed)) {
   process.exit(2);
 }
 const stack = await startStack();
-const bar = new SingleBar({ format: "fuzz {bar} {value}/{total} inputs | {eta_formatted} left", etaBuffer: 2000 }, Presets.shades_classic);
+const bar = new SingleBar(
+  { format: "fuzz {bar} {value}/{total} inputs | {eta_formatted} left", etaBuffer: 2000 },
+  Presets.shades_classic,
+);
 bar.start(count, 0);
 try {
   const figures = await runFuzz({ gateway: stack.gateway, seed, count, onProgress: (done) => bar.update(done) });

@@ -13,7 +13,13 @@ import { join } from "node:path";
 import { startSim, type ScriptTurn, type SimServer } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
 import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
-import { finishAndReconstruct, harnessDirs, killLiveRuns, runCli, type Reconstruction } from "../test/e2e/harness-run.ts";
+import {
+  finishAndReconstruct,
+  harnessDirs,
+  killLiveRuns,
+  runCli,
+  type Reconstruction,
+} from "../test/e2e/harness-run.ts";
 import { HARNESSES, isInstalled, SERVED_MODEL, type Harness } from "../test/e2e/harnesses.ts";
 
 const EXPECTED = "12345";
@@ -21,7 +27,11 @@ const SUBTASK = "SUBTASK: write sub into sub.txt with the shell.";
 
 /** The 8-turn main session, in the harness's own tool names. */
 function mainSession(h: Harness): ScriptTurn[] {
-  const first: ScriptTurn = { reasoning: "Start with the first file.", content: "I'll write f1 first.", tool_calls: [h.shell("printf 1 > f1")] };
+  const first: ScriptTurn = {
+    reasoning: "Start with the first file.",
+    content: "I'll write f1 first.",
+    tool_calls: [h.shell("printf 1 > f1")],
+  };
   return [
     ...Array<ScriptTurn>(h.cannedAssistantTurns ?? 0).fill(first),
     first,
@@ -59,11 +69,19 @@ interface Row {
   trained: string;
 }
 
-function summarize(harness: string, session: string, outcome: string, calls: CallRecord[], rec: Reconstruction | null): Row {
+function summarize(
+  harness: string,
+  session: string,
+  outcome: string,
+  calls: CallRecord[],
+  rec: Reconstruction | null,
+): Row {
   const ok = calls.filter((c) => c.status === "ok").length;
   const bySegment = new Map<string, number>();
   for (const t of rec?.trajectories ?? []) bySegment.set(t.segment, (bySegment.get(t.segment) ?? 0) + 1);
-  const breaks = Object.entries(rec?.stats.breaks ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  const breaks = Object.entries(rec?.stats.breaks ?? {})
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`);
   const s = rec?.stats;
   return {
     harness,
@@ -73,12 +91,31 @@ function summarize(harness: string, session: string, outcome: string, calls: Cal
     segments: [...bySegment].map(([k, n]) => `${k} ${n}`).join(", ") || "-",
     breaks: breaks.join(", ") || "none",
     amplification: s ? s.amplification.toFixed(3) : "-",
-    trained: s ? `${s.trainedTokens}/${s.sampledTokens} = ${(s.trainedTokens / Math.max(1, s.sampledTokens)).toFixed(3)}` : "-",
+    trained: s
+      ? `${s.trainedTokens}/${s.sampledTokens} = ${(s.trainedTokens / Math.max(1, s.sampledTokens)).toFixed(3)}`
+      : "-",
   };
 }
 
-async function startServe(upstream: string, modelMap: string | undefined, serveArgs: string[], dataDir: string): Promise<{ serve: CliProcess; url: string }> {
-  const args = ["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir, ...(modelMap ? ["--model-map", modelMap] : []), ...serveArgs];
+async function startServe(
+  upstream: string,
+  modelMap: string | undefined,
+  serveArgs: string[],
+  dataDir: string,
+): Promise<{ serve: CliProcess; url: string }> {
+  const args = [
+    "serve",
+    "--upstream",
+    upstream,
+    "--port",
+    "0",
+    "--grpc-port",
+    "0",
+    "--data",
+    dataDir,
+    ...(modelMap ? ["--model-map", modelMap] : []),
+    ...serveArgs,
+  ];
   const serve = spawnCli(args);
   try {
     const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 60_000);
@@ -89,7 +126,13 @@ async function startServe(upstream: string, modelMap: string | undefined, serveA
   }
 }
 
-async function runSession(h: Harness, session: string, script: ScriptTurn[], serveArgs: string[], timeoutMs: number): Promise<Row> {
+async function runSession(
+  h: Harness,
+  session: string,
+  script: ScriptTurn[],
+  serveArgs: string[],
+  timeoutMs: number,
+): Promise<Row> {
   let sim: SimServer | null = null;
   let serve: CliProcess | null = null;
   const dataDir = tempDir("matrix-store");
@@ -99,7 +142,12 @@ async function runSession(h: Harness, session: string, script: ScriptTurn[], ser
     const started = await startServe(sim.url, h.modelMap, serveArgs, dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
-    const { command, args, env } = h.launch(dirs, rollout, "Build all.txt as scripted: write the files, then combine them.", SERVED_MODEL);
+    const { command, args, env } = h.launch(
+      dirs,
+      rollout,
+      "Build all.txt as scripted: write the files, then combine them.",
+      SERVED_MODEL,
+    );
     const run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs });
     const calls = await rolloutCalls(started.url, rollout.id);
     let written = "";
@@ -108,8 +156,15 @@ async function runSession(h: Harness, session: string, script: ScriptTurn[], ser
     } catch {
       written = "(none)";
     }
-    const outcome = run.timedOut ? "timeout" : run.code !== 0 ? `exit ${run.code}` : written === EXPECTED ? "ok" : `all.txt=${JSON.stringify(written)}`;
-    if (outcome !== "ok") process.stderr.write(`  ${h.name}: ${outcome}\n  ${run.stderr.slice(-1500).replaceAll("\n", "\n  ")}\n`);
+    const outcome = run.timedOut
+      ? "timeout"
+      : run.code !== 0
+        ? `exit ${run.code}`
+        : written === EXPECTED
+          ? "ok"
+          : `all.txt=${JSON.stringify(written)}`;
+    if (outcome !== "ok")
+      process.stderr.write(`  ${h.name}: ${outcome}\n  ${run.stderr.slice(-1500).replaceAll("\n", "\n  ")}\n`);
     const rec = calls.length ? await finishAndReconstruct(started.url, rollout.id) : null;
     return summarize(h.name, session, outcome, calls, rec);
   } finally {
@@ -121,9 +176,20 @@ async function runSession(h: Harness, session: string, script: ScriptTurn[], ser
 }
 
 function printTable(rows: Row[]): void {
-  const head: Row = { harness: "harness", session: "session", outcome: "task", calls: "calls ok", segments: "trajectories per segment", breaks: "breaks", amplification: "amplif.", trained: "trained/sampled" };
+  const head: Row = {
+    harness: "harness",
+    session: "session",
+    outcome: "task",
+    calls: "calls ok",
+    segments: "trajectories per segment",
+    breaks: "breaks",
+    amplification: "amplif.",
+    trained: "trained/sampled",
+  };
   const keys = Object.keys(head) as (keyof Row)[];
-  const width = Object.fromEntries(keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))])) as Record<keyof Row, number>;
+  const width = Object.fromEntries(
+    keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))]),
+  ) as Record<keyof Row, number>;
   const line = (r: Row) => `| ${keys.map((k) => r[k].padEnd(width[k])).join(" | ")} |`;
   console.log(line(head));
   console.log(`|${keys.map((k) => "-".repeat(width[k] + 2)).join("|")}|`);
@@ -132,9 +198,15 @@ function printTable(rows: Row[]): void {
 
 async function main(): Promise<void> {
   const program = new Command("harness-matrix")
-    .description("Run every installed harness CLI through an rlgate gateway on a scripted session and tabulate its trajectories. Options not listed here are passed to `rlgate serve`.")
+    .description(
+      "Run every installed harness CLI through an rlgate gateway on a scripted session and tabulate its trajectories. Options not listed here are passed to `rlgate serve`.",
+    )
     .option("--harness <names>", `comma-separated subset of: ${HARNESSES.map((h) => h.name).join(", ")}`)
-    .option("--sub-agent", "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent, Codex's spawn_agent)", false)
+    .option(
+      "--sub-agent",
+      "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent, Codex's spawn_agent)",
+      false,
+    )
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
     .allowUnknownOption()
     .allowExcessArguments();
@@ -148,7 +220,9 @@ async function main(): Promise<void> {
     { h, session: "main", script: mainSession(h) },
     ...(opts.subAgent && h.subAgent ? [{ h, session: "sub-agent", script: subAgentSession(h) }] : []),
   ]);
-  process.stderr.write(`rlgate harness matrix: ${sessions.length} sessions, serve ${serveArgs.join(" ") || "(defaults)"}\n`);
+  process.stderr.write(
+    `rlgate harness matrix: ${sessions.length} sessions, serve ${serveArgs.join(" ") || "(defaults)"}\n`,
+  );
   for (const [i, { h, session, script }] of sessions.entries()) {
     if (!isInstalled(h)) {
       rows.push(summarize(h.name, session, "not installed", [], null));

@@ -35,7 +35,14 @@ async function killTest(): Promise<void> {
       let stopped = false;
       const before = ack.calls.size;
       const current = gateway;
-      const clients = Array.from({ length: CLIENTS }, (_, i) => client(() => current.url, i, ack, () => stopped));
+      const clients = Array.from({ length: CLIENTS }, (_, i) =>
+        client(
+          () => current.url,
+          i,
+          ack,
+          () => stopped,
+        ),
+      );
       // A random moment once the load is on: between 100 and 1,100 more completed calls.
       const target = before + 100 + Math.floor(Math.random() * 1000);
       while (ack.calls.size < target) await sleep(5);
@@ -45,8 +52,14 @@ async function killTest(): Promise<void> {
       await exited;
       gateway = await spawnGateway(sim.url, dataDir);
       const verified = await verify(gateway.url, ack);
-      lost = { calls: verified.lostCalls.length, broken: verified.brokenCalls.length, finishes: verified.lostFinishes.length };
-      console.log(`kill ${kill}/${KILLS}: ${ack.calls.size} calls complete so far, ${ack.finishes.size} finishes acknowledged; lost after restart: ${lost.calls} calls, ${lost.broken} without tokens, ${lost.finishes} finishes`);
+      lost = {
+        calls: verified.lostCalls.length,
+        broken: verified.brokenCalls.length,
+        finishes: verified.lostFinishes.length,
+      };
+      console.log(
+        `kill ${kill}/${KILLS}: ${ack.calls.size} calls complete so far, ${ack.finishes.size} finishes acknowledged; lost after restart: ${lost.calls} calls, ${lost.broken} without tokens, ${lost.finishes} finishes`,
+      );
     }
   } finally {
     await gateway.proc.kill("SIGTERM");
@@ -73,7 +86,14 @@ async function soak(): Promise<void> {
   const gateway = await spawnGateway(sim.url, dataDir);
   const ack = newAcknowledged();
   let stopped = false;
-  const clients = Array.from({ length: CLIENTS }, (_, i) => client(() => gateway.url, i, ack, () => stopped));
+  const clients = Array.from({ length: CLIENTS }, (_, i) =>
+    client(
+      () => gateway.url,
+      i,
+      ack,
+      () => stopped,
+    ),
+  );
   const samples: Array<{ t: number; calls: number; rssMb: number; heapMb: number }> = [];
   const started = performance.now();
   try {
@@ -88,7 +108,9 @@ async function soak(): Promise<void> {
         heapMb: (await gauge(gateway.url, "rlgate_nodejs_heap_size_used_bytes")) / 2 ** 20,
       };
       samples.push(sample);
-      console.log(`${t.toFixed(0).padStart(6)} ${String(sample.calls).padStart(9)} ${sample.rssMb.toFixed(1).padStart(8)} ${sample.heapMb.toFixed(1).padStart(9)}`);
+      console.log(
+        `${t.toFixed(0).padStart(6)} ${String(sample.calls).padStart(9)} ${sample.rssMb.toFixed(1).padStart(8)} ${sample.heapMb.toFixed(1).padStart(9)}`,
+      );
       if (t >= SOAK_SECONDS) break;
       await sleep(Math.min(SAMPLE_SECONDS * 1000, Math.max(0, (SOAK_SECONDS - t) * 1000)));
     }

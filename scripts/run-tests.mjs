@@ -6,7 +6,22 @@ import { readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { spawnSync } from "node:child_process";
 
-const ROOTS = ["util", "cli", "protocol", "clients", "gateway", "sim", "store", "tokenizer", "trajectory", "rl-core", "runner", "replay", "ui", "test"];
+const ROOTS = [
+  "util",
+  "cli",
+  "protocol",
+  "clients",
+  "gateway",
+  "sim",
+  "store",
+  "tokenizer",
+  "trajectory",
+  "rl-core",
+  "runner",
+  "replay",
+  "ui",
+  "test",
+];
 const root = new URL("..", import.meta.url).pathname;
 const filters = process.argv.slice(2);
 

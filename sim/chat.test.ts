@@ -65,7 +65,12 @@ describe("chat completions (non-streamed)", () => {
     const message = first["choices"][0]["message"];
     const history = (content: string | null) => [
       ...USER,
-      { role: "assistant", content, reasoning_content: message["reasoning_content"], tool_calls: message["tool_calls"] },
+      {
+        role: "assistant",
+        content,
+        reasoning_content: message["reasoning_content"],
+        tool_calls: message["tool_calls"],
+      },
       { role: "tool", tool_call_id: message["tool_calls"][0]["id"], content: "rlgate-sim\nsecond line" },
     ];
     const second = await chat({ messages: history(null), tools, ...WANT });
@@ -93,17 +98,28 @@ describe("chat completions (non-streamed)", () => {
     const choice = body["choices"][0];
     assert.equal(choice["finish_reason"], "stop");
     assert.match(choice["message"]["content"], /List the files here\./);
-    assert.equal(tok.decode(choice["token_ids"]), `<think>${choice["message"]["reasoning_content"]}</think>${choice["message"]["content"]}<|im_end|>`);
+    assert.equal(
+      tok.decode(choice["token_ids"]),
+      `<think>${choice["message"]["reasoning_content"]}</think>${choice["message"]["content"]}<|im_end|>`,
+    );
   });
 
   test("enable_thinking=false: no <think> block is generated and content is null next to a tool call", async () => {
-    const body = await chat({ messages: USER, tools: [SHELL_TOOL], chat_template_kwargs: { enable_thinking: false }, ...WANT });
+    const body = await chat({
+      messages: USER,
+      tools: [SHELL_TOOL],
+      chat_template_kwargs: { enable_thinking: false },
+      ...WANT,
+    });
     assert.deepEqual(body["prompt_token_ids"], renderChatIds(USER, { tools: [SHELL_TOOL], enableThinking: false }));
     assert.ok(renderChat(USER, { enableThinking: false }).endsWith("<think>\n\n</think>\n\n"));
     const choice = body["choices"][0];
     assert.equal(choice["message"]["reasoning_content"], null);
     assert.equal(choice["message"]["content"], null);
-    assert.equal(tok.decode(choice["token_ids"]), '<tool_call>\n{"name": "bash", "arguments": {"command": "echo rlgate-sim"}}\n</tool_call><|im_end|>');
+    assert.equal(
+      tok.decode(choice["token_ids"]),
+      '<tool_call>\n{"name": "bash", "arguments": {"command": "echo rlgate-sim"}}\n</tool_call><|im_end|>',
+    );
   });
 
   test("fields not asked for are null, as vLLM dumps them", async () => {
@@ -238,7 +254,8 @@ describe("chat completions (streamed)", () => {
       assert.deepEqual(got!.tokenIds, whole["choices"][0]["token_ids"]);
       const deltas = stream.chunks.slice(1).map((c) => c["choices"][0]["delta"] as Json);
       for (const d of deltas) {
-        for (const text of [d["content"], d["reasoning_content"]]) if (typeof text === "string") assert.ok(!text.includes("\ufffd"), JSON.stringify(d));
+        for (const text of [d["content"], d["reasoning_content"]])
+          if (typeof text === "string") assert.ok(!text.includes("\ufffd"), JSON.stringify(d));
       }
       const thinkChunk = stream.chunks.find((c) => c["choices"][0]["token_ids"]?.[0] === 151667);
       assert.deepEqual(thinkChunk?.["choices"][0]["delta"], {});

@@ -35,7 +35,12 @@ describe("completions", () => {
     assert.equal(choice["finish_reason"], "stop");
     assert.equal(tok.decode(ids.slice(0, -1)), choice["text"]);
     assert.ok(choice["text"].length > 10);
-    assert.deepEqual(body["usage"], { prompt_tokens: 4, total_tokens: 4 + ids.length, completion_tokens: ids.length, prompt_tokens_details: null });
+    assert.deepEqual(body["usage"], {
+      prompt_tokens: 4,
+      total_tokens: 4 + ids.length,
+      completion_tokens: ids.length,
+      prompt_tokens_details: null,
+    });
   });
 
   test("a token-id prompt is taken as is", async () => {
@@ -57,7 +62,10 @@ describe("completions", () => {
     assert.equal(choice["finish_reason"], "stop");
     assert.equal(choice["stop_reason"], null);
     assert.equal(choice["token_ids"].at(-1), tok.imEndId);
-    assert.match(choice["text"], /^<think>\n[\s\S]+\n<\/think>\n\n<tool_call>\n\{"name": "bash", "arguments": \{"command": "echo rlgate-sim"\}\}\n<\/tool_call>$/);
+    assert.match(
+      choice["text"],
+      /^<think>\n[\s\S]+\n<\/think>\n\n<tool_call>\n\{"name": "bash", "arguments": \{"command": "echo rlgate-sim"\}\}\n<\/tool_call>$/,
+    );
 
     const noThink = renderChat([{ role: "user", content: "hi" }], { enableThinking: false });
     const plain = (await complete({ prompt: noThink, max_tokens: 500 }))["choices"][0];
@@ -73,7 +81,10 @@ describe("completions", () => {
     const lp = a["logprobs"];
     const ids: number[] = a["token_ids"];
     assert.equal(lp["tokens"].length, ids.length);
-    assert.deepEqual(lp["tokens"], ids.map((id) => tok.decode([id])));
+    assert.deepEqual(
+      lp["tokens"],
+      ids.map((id) => tok.decode([id])),
+    );
     assert.equal(lp["token_logprobs"].length, ids.length);
     lp["top_logprobs"].forEach((top: Record<string, number>, i: number) => {
       const entries = Object.entries(top);
@@ -101,9 +112,18 @@ describe("completions", () => {
     assert.equal(usage["usage"]["completion_tokens"], whole["token_ids"].length);
     assert.equal(stream.chunks.length, whole["token_ids"].length);
     assert.equal(stream.chunks.map((c) => c["choices"][0]["text"]).join(""), whole["text"]);
-    assert.deepEqual(stream.chunks.flatMap((c) => c["choices"][0]["token_ids"]), whole["token_ids"]);
-    assert.deepEqual(stream.chunks.flatMap((c) => c["choices"][0]["logprobs"]["token_logprobs"]), whole["logprobs"]["token_logprobs"]);
-    assert.deepEqual(stream.chunks.flatMap((c) => c["choices"][0]["logprobs"]["text_offset"]), whole["logprobs"]["text_offset"]);
+    assert.deepEqual(
+      stream.chunks.flatMap((c) => c["choices"][0]["token_ids"]),
+      whole["token_ids"],
+    );
+    assert.deepEqual(
+      stream.chunks.flatMap((c) => c["choices"][0]["logprobs"]["token_logprobs"]),
+      whole["logprobs"]["token_logprobs"],
+    );
+    assert.deepEqual(
+      stream.chunks.flatMap((c) => c["choices"][0]["logprobs"]["text_offset"]),
+      whole["logprobs"]["text_offset"],
+    );
     assert.deepEqual(stream.chunks[0]!["choices"][0]["prompt_token_ids"], whole["prompt_token_ids"]);
     for (const chunk of stream.chunks.slice(1)) assert.equal(chunk["choices"][0]["prompt_token_ids"], null);
     assert.equal(stream.chunks.at(-1)!["choices"][0]["finish_reason"], "stop");
@@ -112,8 +132,14 @@ describe("completions", () => {
 
   test("a batch of prompts times n gives prompt-major choice indices", async () => {
     const body = await complete({ prompt: ["one", "two"], n: 2, return_token_ids: true });
-    assert.deepEqual(body["choices"].map((c: Json) => c["index"]), [0, 1, 2, 3]);
-    assert.deepEqual(body["choices"].map((c: Json) => tok.decode(c["prompt_token_ids"])), ["one", "one", "two", "two"]);
+    assert.deepEqual(
+      body["choices"].map((c: Json) => c["index"]),
+      [0, 1, 2, 3],
+    );
+    assert.deepEqual(
+      body["choices"].map((c: Json) => tok.decode(c["prompt_token_ids"])),
+      ["one", "one", "two", "two"],
+    );
     assert.notEqual(body["choices"][0]["text"], body["choices"][1]["text"]);
     assert.equal(body["usage"]["prompt_tokens"], 2);
   });
@@ -155,7 +181,9 @@ describe("prompt_logprobs (teacher-forced scoring, as vLLM answers it)", () => {
     for (let i = 1; i < ids.length; i++) {
       const entry = entries[i]!;
       const own = entry[String(ids[i])];
-      const ranks = Object.entries(entry).filter(([id]) => id !== String(ids[i])).map(([, e]) => e["rank"]);
+      const ranks = Object.entries(entry)
+        .filter(([id]) => id !== String(ids[i]))
+        .map(([, e]) => e["rank"]);
       assert.ok(Object.keys(entry).length === 3 || Object.keys(entry).length === 4, JSON.stringify(entry));
       if (own["rank"] <= 3) assert.deepEqual(new Set([...ranks, own["rank"]]), new Set([1, 2, 3]));
       else assert.deepEqual(ranks.sort(), [1, 2, 3]);
@@ -167,8 +195,12 @@ describe("prompt_logprobs (teacher-forced scoring, as vLLM answers it)", () => {
     try {
       const prompt = tok.encode("The quick brown fox jumps over the lazy dog");
       const clean = (await complete({ prompt, max_tokens: 1, prompt_logprobs: 0 }))["choices"][0]["prompt_logprobs"];
-      const moved = (await postJson(`${noisy.url}/v1/completions`, { prompt, max_tokens: 1, prompt_logprobs: 0 })).body["choices"][0]["prompt_logprobs"];
-      const differing = prompt.slice(1).filter((id, i) => clean[i + 1][String(id)]["logprob"] !== moved[i + 1][String(id)]["logprob"]);
+      const moved = (await postJson(`${noisy.url}/v1/completions`, { prompt, max_tokens: 1, prompt_logprobs: 0 })).body[
+        "choices"
+      ][0]["prompt_logprobs"];
+      const differing = prompt
+        .slice(1)
+        .filter((id, i) => clean[i + 1][String(id)]["logprob"] !== moved[i + 1][String(id)]["logprob"]);
       assert.ok(differing.length >= prompt.length / 2, `${differing.length} of ${prompt.length - 1} moved`);
     } finally {
       await noisy.close();
@@ -183,14 +215,21 @@ describe("prompt_logprobs (teacher-forced scoring, as vLLM answers it)", () => {
 
   // @huggingface/jinja drops the template's final newline, as jinja2 does without keep_trailing_newline.
   test("a sim started with another chat template renders chat prompts with it", async () => {
-    const other = await startSim({ port: 0, chatTemplate: "{% for m in messages %}<|im_start|>{{ m.role }}: {{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n" });
+    const other = await startSim({
+      port: 0,
+      chatTemplate:
+        "{% for m in messages %}<|im_start|>{{ m.role }}: {{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n",
+    });
     try {
       const messages = [{ role: "user", content: "hello" }];
       const body = { messages, return_token_ids: true, max_tokens: 4 };
       const mine = await postJson(`${sim.url}/v1/chat/completions`, body);
       const theirs = await postJson(`${other.url}/v1/chat/completions`, body);
       assert.deepEqual(mine.body["prompt_token_ids"], tok.encode(renderChat(messages)));
-      assert.deepEqual(theirs.body["prompt_token_ids"], tok.encode("<|im_start|>user: hello<|im_end|>\n<|im_start|>assistant"));
+      assert.deepEqual(
+        theirs.body["prompt_token_ids"],
+        tok.encode("<|im_start|>user: hello<|im_end|>\n<|im_start|>assistant"),
+      );
     } finally {
       await other.close();
     }

@@ -105,7 +105,13 @@ export function viewFromPromptText(prompt: string): ConversationView {
   };
   const generating = /<\|im_start\|>assistant\n(<think>\n\n<\/think>\n\n)?$/.exec(prompt);
   if (!generating) return plain;
-  const view: ConversationView = { ...plain, lastUserText: "", openingUserText: "", chatShaped: true, thinking: !prompt.endsWith(NO_THINK_SUFFIX) };
+  const view: ConversationView = {
+    ...plain,
+    lastUserText: "",
+    openingUserText: "",
+    chatShaped: true,
+    thinking: !prompt.endsWith(NO_THINK_SUFFIX),
+  };
   const tools = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
   if (tools) {
     const parsed: unknown[] = [];

@@ -45,4 +45,3 @@ export function unit(h: number): number {
 export function gaussian(h1: number, h2: number): number {
   return Math.sqrt(-2 * Math.log(unit(h1))) * Math.cos(2 * Math.PI * unit(h2));
 }
-

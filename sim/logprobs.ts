@@ -39,7 +39,10 @@ function baseLogprob(seed: number, contextHash: number, token: number): number {
 function report(settings: LogprobSettings, contextHash: number, token: number, value: number): number {
   let v = value;
   if (settings.noise > 0) {
-    const n = gaussian(mix(settings.seed ^ NOISE_SALT, contextHash, token, 1), mix(settings.seed ^ NOISE_SALT, contextHash, token, 2));
+    const n = gaussian(
+      mix(settings.seed ^ NOISE_SALT, contextHash, token, 1),
+      mix(settings.seed ^ NOISE_SALT, contextHash, token, 2),
+    );
     v += settings.noise * n;
   }
   return Math.fround(Math.max(MIN_LOGPROB, Math.min(0, v)));
@@ -87,7 +90,9 @@ function alternatives(settings: LogprobSettings, h: number, sampled: TopEntry, l
 }
 
 function topEntries(settings: LogprobSettings, h: number, sampled: TopEntry, lp: number, k: number): TopEntry[] {
-  const ranked = [sampled, ...alternatives(settings, h, sampled, lp, k)].sort((a, b) => b.logprob - a.logprob).slice(0, k);
+  const ranked = [sampled, ...alternatives(settings, h, sampled, lp, k)]
+    .sort((a, b) => b.logprob - a.logprob)
+    .slice(0, k);
   return [sampled, ...ranked.filter((e) => e.id !== sampled.id)];
 }
 
@@ -104,7 +109,11 @@ const RANKED_ALTERNATIVES = 20;
  * tokens before it. Teacher forcing: the logprob of a completion's token, sent back as part of a prompt, equals the
  * one reported when it was sampled after the same prefix.
  */
-export function promptLogprobs(settings: LogprobSettings, ids: readonly number[], k: number): Array<PromptTokenLogprob | null> {
+export function promptLogprobs(
+  settings: LogprobSettings,
+  ids: readonly number[],
+  k: number,
+): Array<PromptTokenLogprob | null> {
   if (ids.length === 0) return [];
   const scored = sampledLogprobs(settings, contextHash(ids.slice(0, 1)), ids.slice(1), k);
   let h = contextHash(ids.slice(0, 1));
@@ -112,7 +121,9 @@ export function promptLogprobs(settings: LogprobSettings, ids: readonly number[]
   for (let i = 0; i < scored.length; i++) {
     const entry = scored[i]!;
     const lp = baseLogprob(settings.seed, h, entry.id);
-    const above = alternatives(settings, h, entry, lp, RANKED_ALTERNATIVES).filter((a) => a.logprob > entry.logprob).length;
+    const above = alternatives(settings, h, entry, lp, RANKED_ALTERNATIVES).filter(
+      (a) => a.logprob > entry.logprob,
+    ).length;
     out.push({ ...entry, rank: 1 + above });
     h = fnvStep(h, entry.id);
   }

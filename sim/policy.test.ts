@@ -25,14 +25,21 @@ describe("default policy", () => {
   test("fills arguments from the schema: command strings, argv arrays, required typed values", () => {
     assert.deepEqual(argumentsFor(SHELL_TOOL.function.parameters), { command: SIM_COMMAND });
     assert.deepEqual(
-      argumentsFor({ type: "object", properties: { command: { type: "array", items: { type: "string" } }, workdir: { type: "string" } } }),
+      argumentsFor({
+        type: "object",
+        properties: { command: { type: "array", items: { type: "string" } }, workdir: { type: "string" } },
+      }),
       { command: ["bash", "-lc", SIM_COMMAND] },
     );
     assert.deepEqual(argumentsFor(READ_TOOL.function.parameters), { path: "rlgate-sim", limit: 10, mode: "text" });
     assert.deepEqual(
       argumentsFor({
         type: "object",
-        properties: { cmd: { type: "string" }, opts: { type: "object", properties: { force: { type: "boolean" } }, required: ["force"] }, n: { type: ["null", "number"] } },
+        properties: {
+          cmd: { type: "string" },
+          opts: { type: "object", properties: { force: { type: "boolean" } }, required: ["force"] },
+          n: { type: ["null", "number"] },
+        },
         required: ["opts", "n"],
       }),
       { cmd: SIM_COMMAND, opts: { force: false }, n: 1 },
@@ -42,16 +49,26 @@ describe("default policy", () => {
   test("tool_choice none answers in text; a named tool_choice picks that tool", () => {
     const tools = [SHELL_TOOL, READ_TOOL];
     assert.equal(decideTurn(viewFromChat(USER, tools, "none", undefined), { seed: 0, choice: 0 }).toolCalls.length, 0);
-    const named = decideTurn(viewFromChat(USER, tools, { type: "function", function: { name: "read_file" } }, undefined), { seed: 0, choice: 0 });
+    const named = decideTurn(
+      viewFromChat(USER, tools, { type: "function", function: { name: "read_file" } }, undefined),
+      { seed: 0, choice: 0 },
+    );
     assert.equal(named.toolCalls[0]?.name, "read_file");
   });
 
   test("a tool result after the last user message leads to an answer; a new user message to a new call", () => {
-    const history = [...USER, { role: "assistant", content: null }, { role: "tool", content: "\n  first line  \nsecond" }];
+    const history = [
+      ...USER,
+      { role: "assistant", content: null },
+      { role: "tool", content: "\n  first line  \nsecond" },
+    ];
     const answer = decideTurn(viewFromChat(history, [SHELL_TOOL], undefined, undefined), { seed: 0, choice: 0 });
     assert.equal(answer.toolCalls.length, 0);
     assert.match(answer.content, /"first line"/);
-    const again = decideTurn(viewFromChat([...history, { role: "user", content: "again" }], [SHELL_TOOL], undefined, undefined), { seed: 0, choice: 0 });
+    const again = decideTurn(
+      viewFromChat([...history, { role: "user", content: "again" }], [SHELL_TOOL], undefined, undefined),
+      { seed: 0, choice: 0 },
+    );
     assert.equal(again.toolCalls.length, 1);
   });
 
@@ -70,7 +87,11 @@ describe("reading a rendered chat back (completions prompts)", () => {
     const messages = [
       { role: "system", content: "sys" },
       { role: "user", content: "first" },
-      { role: "assistant", content: "", tool_calls: [{ id: "a", type: "function", function: { name: "bash", arguments: { command: "ls" } } }] },
+      {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "a", type: "function", function: { name: "bash", arguments: { command: "ls" } } }],
+      },
       { role: "tool", content: "out1" },
       { role: "tool", content: "out2" },
     ];
@@ -78,7 +99,10 @@ describe("reading a rendered chat back (completions prompts)", () => {
     const view = viewFromPromptText(prompt);
     assert.equal(view.chatShaped, true);
     assert.equal(view.assistantTurns, 1);
-    assert.deepEqual(view.tools.map((t) => t.name), ["bash"]);
+    assert.deepEqual(
+      view.tools.map((t) => t.name),
+      ["bash"],
+    );
     assert.deepEqual(view.toolResults, ["out1", "out2"]);
     assert.equal(view.lastUserText, "first");
     assert.equal(view.openingUserText, "first");
@@ -96,14 +120,35 @@ describe("scripted threads", () => {
     { thread: "SUBTASK", content: "sub done" },
     { content: "main done" },
   ];
-  const play = (messages: { role: string; content: string }[]) => decideTurn(viewFromChat(messages, [], undefined, undefined), { seed: 0, choice: 0, script }).content;
+  const play = (messages: { role: string; content: string }[]) =>
+    decideTurn(viewFromChat(messages, [], undefined, undefined), { seed: 0, choice: 0, script }).content;
 
   test("a conversation whose opening user messages hold a thread's text plays that thread's turns, counted on their own", () => {
     assert.equal(play([{ role: "user", content: "go" }]), "main 0");
-    assert.equal(play([{ role: "user", content: "go" }, { role: "assistant", content: "main 0" }, { role: "user", content: "r" }]), "main done");
+    assert.equal(
+      play([
+        { role: "user", content: "go" },
+        { role: "assistant", content: "main 0" },
+        { role: "user", content: "r" },
+      ]),
+      "main done",
+    );
     assert.equal(play([{ role: "user", content: "<ctx/> SUBTASK write b" }]), "sub 0");
     // Codex opens with an environment-context user message, then the sub-agent's prompt.
-    assert.equal(play([{ role: "user", content: "<environment_context/>" }, { role: "user", content: "SUBTASK write b" }]), "sub 0");
-    assert.equal(play([{ role: "user", content: "SUBTASK write b" }, { role: "assistant", content: "sub 0" }, { role: "user", content: "b" }]), "sub done");
+    assert.equal(
+      play([
+        { role: "user", content: "<environment_context/>" },
+        { role: "user", content: "SUBTASK write b" },
+      ]),
+      "sub 0",
+    );
+    assert.equal(
+      play([
+        { role: "user", content: "SUBTASK write b" },
+        { role: "assistant", content: "sub 0" },
+        { role: "user", content: "b" },
+      ]),
+      "sub done",
+    );
   });
 });

@@ -105,12 +105,17 @@ function defaultTurn(view: ConversationView, ctx: PolicyContext): SimTurn {
     };
   }
   const user = firstLine(view.lastUserText, 80);
-  return { reasoning: pick(CHAT_REASONING, ctx, 5, { user }), content: pick(CHAT_CONTENT, ctx, 6, { user }), toolCalls: [] };
+  return {
+    reasoning: pick(CHAT_REASONING, ctx, 5, { user }),
+    content: pick(CHAT_CONTENT, ctx, 6, { user }),
+    toolCalls: [],
+  };
 }
 
 function chooseTool(view: ConversationView): ToolSpec | undefined {
   const choice = view.toolChoice;
-  if (typeof choice === "object") return view.tools.find((t) => t.name === choice.name) ?? { name: choice.name, parameters: {} };
+  if (typeof choice === "object")
+    return view.tools.find((t) => t.name === choice.name) ?? { name: choice.name, parameters: {} };
   return view.tools.find((t) => SHELL_LIKE.test(t.name)) ?? view.tools[0];
 }
 

@@ -26,7 +26,13 @@ export interface ChatPromptInput {
 
 export function chatPrompt(input: ChatPromptInput): ChatPrompt {
   const addGenerationPrompt = input.addGenerationPrompt ?? true;
-  const key = JSON.stringify([input.messages, input.tools ?? null, input.enableThinking ?? null, addGenerationPrompt, input.template ?? null]);
+  const key = JSON.stringify([
+    input.messages,
+    input.tools ?? null,
+    input.enableThinking ?? null,
+    addGenerationPrompt,
+    input.template ?? null,
+  ]);
   let prompt = promptCache.get(key);
   if (!prompt) {
     const { messages, tools, enableThinking, template } = input;

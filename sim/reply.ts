@@ -26,11 +26,16 @@ export class SimHttpError extends RlgateError<"RLGATE_SIM_HTTP"> {
   readonly errorType: string;
   readonly param: string | null;
 
-  constructor(status: number, message: string, options: { type?: string; param?: string | null; cause?: unknown } = {}) {
+  constructor(
+    status: number,
+    message: string,
+    options: { type?: string; param?: string | null; cause?: unknown } = {},
+  ) {
     super("RLGATE_SIM_HTTP", message, { cause: options.cause });
     this.name = "SimHttpError";
     this.status = status;
-    this.errorType = options.type ?? (status === 404 ? "NotFoundError" : status >= 500 ? "InternalServerError" : "BadRequestError");
+    this.errorType =
+      options.type ?? (status === 404 ? "NotFoundError" : status >= 500 ? "InternalServerError" : "BadRequestError");
     this.param = options.param ?? null;
   }
 }

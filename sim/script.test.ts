@@ -31,7 +31,10 @@ describe("loadScript", () => {
     assert.throws(() => loadScript(writeJson("bad.json", "{not json")), /cannot read script/);
     assert.throws(() => loadScript(writeJson("obj.json", { steps: [] })), /expected an array of turns/);
     assert.throws(() => loadScript(writeJson("content.json", [{ content: 3 }])), /turn 0: content must be a string/);
-    assert.throws(() => loadScript(writeJson("call.json", [{ tool_calls: [{ arguments: {} }] }])), /tool_calls\[0\] needs a string name/);
+    assert.throws(
+      () => loadScript(writeJson("call.json", [{ tool_calls: [{ arguments: {} }] }])),
+      /tool_calls\[0\] needs a string name/,
+    );
   });
 });
 
@@ -52,7 +55,12 @@ describe("scripted conversations", () => {
     const res = await postJson(url, { messages: history, tools, return_token_ids: true });
     assert.equal(res.status, 200);
     const message = res.body["choices"][0]["message"];
-    history.push({ role: "assistant", content: message["content"], reasoning_content: message["reasoning_content"], tool_calls: message["tool_calls"] });
+    history.push({
+      role: "assistant",
+      content: message["content"],
+      reasoning_content: message["reasoning_content"],
+      tool_calls: message["tool_calls"],
+    });
     for (const call of message["tool_calls"]) history.push({ role: "tool", tool_call_id: call["id"], content: "ok" });
     results.push(res.body);
     return res.body;
@@ -90,7 +98,10 @@ describe("scripted conversations", () => {
   });
 
   test("a streamed turn with two tool calls gives both, by index, with the parser's arguments", async () => {
-    const messages = [{ role: "user", content: "go" }, { role: "assistant", content: "x" }];
+    const messages = [
+      { role: "user", content: "go" },
+      { role: "assistant", content: "x" },
+    ];
     const whole = (await postJson(url, { messages, tools, return_token_ids: true })).body["choices"][0];
     const stream = await postSse(url, { messages, tools, return_token_ids: true, stream: true });
     const [got] = assembleChat(stream.chunks);
@@ -104,14 +115,24 @@ describe("scripted conversations", () => {
   });
 
   test("malformed tool-call JSON is not a tool call: the markup stays in content, as vLLM's parser leaves it", async () => {
-    const local = await startSim({ port: 0, script: [{ reasoning: "", tool_calls: [{ name: "bash", arguments: "{not json" }] }] });
+    const local = await startSim({
+      port: 0,
+      script: [{ reasoning: "", tool_calls: [{ name: "bash", arguments: "{not json" }] }],
+    });
     try {
       const res = await postJson(`${local.url}/v1/chat/completions`, { messages: history.slice(0, 1), tools });
       const choice = res.body["choices"][0];
       assert.deepEqual(choice["message"]["tool_calls"], []);
       assert.equal(choice["finish_reason"], "stop");
-      assert.equal(choice["message"]["content"], '\n\n<tool_call>\n{"name": "bash", "arguments": {not json}\n</tool_call>');
-      const stream = await postSse(`${local.url}/v1/chat/completions`, { messages: history.slice(0, 1), tools, stream: true });
+      assert.equal(
+        choice["message"]["content"],
+        '\n\n<tool_call>\n{"name": "bash", "arguments": {not json}\n</tool_call>',
+      );
+      const stream = await postSse(`${local.url}/v1/chat/completions`, {
+        messages: history.slice(0, 1),
+        tools,
+        stream: true,
+      });
       const [got] = assembleChat(stream.chunks);
       assert.equal(got!.content, choice["message"]["content"]);
       assert.equal(got!.toolCalls.length, 0);
@@ -121,7 +142,12 @@ describe("scripted conversations", () => {
   });
 
   test("a script turn with thinking disabled drops its reasoning", async () => {
-    const res = await postJson(url, { messages: history.slice(0, 1), tools, chat_template_kwargs: { enable_thinking: false }, return_token_ids: true });
+    const res = await postJson(url, {
+      messages: history.slice(0, 1),
+      tools,
+      chat_template_kwargs: { enable_thinking: false },
+      return_token_ids: true,
+    });
     const choice = res.body["choices"][0];
     assert.equal(choice["message"]["reasoning_content"], null);
     assert.ok(!tok.decode(choice["token_ids"]).includes("<think>"));

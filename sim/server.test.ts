@@ -62,10 +62,17 @@ describe("routes", () => {
 
   test("bad JSON and invalid fields are 400 BadRequestError in vLLM's error shape", async () => {
     const url = `${sim.url}/v1/chat/completions`;
-    for (const body of ["{oops", { messages: "hi" }, { messages: [] }, { messages: USER, n: 0 }, { messages: USER, max_tokens: 0 }, {
-      messages: USER,
-      stream_options: { include_usage: true },
-    }]) {
+    for (const body of [
+      "{oops",
+      { messages: "hi" },
+      { messages: [] },
+      { messages: USER, n: 0 },
+      { messages: USER, max_tokens: 0 },
+      {
+        messages: USER,
+        stream_options: { include_usage: true },
+      },
+    ]) {
       const res = await postJson(url, body);
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.equal(res.body["error"]["type"], "BadRequestError");
@@ -76,7 +83,9 @@ describe("routes", () => {
   });
 
   test("a prompt longer than the context is a 400; an unknown model a 404", async () => {
-    const long = await postJson(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "word ".repeat(5000) }] });
+    const long = await postJson(`${sim.url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "word ".repeat(5000) }],
+    });
     assert.equal(long.status, 400);
     assert.match(long.body["error"]["message"], /maximum context length is 4096 tokens/);
     const tooMany = await postJson(`${sim.url}/v1/chat/completions`, { messages: USER, max_tokens: 5000 });
@@ -232,7 +241,8 @@ describe("knobs", () => {
       const sim = await startSim({ port: 0, seed, errorRate: 0.5 });
       try {
         const out: number[] = [];
-        for (let i = 0; i < 20; i++) out.push((await postJson(`${sim.url}/v1/chat/completions`, { messages: USER, max_tokens: 2 })).status);
+        for (let i = 0; i < 20; i++)
+          out.push((await postJson(`${sim.url}/v1/chat/completions`, { messages: USER, max_tokens: 2 })).status);
         // Other routes are never failed by the rate.
         assert.equal((await fetch(`${sim.url}/v1/models`)).status, 200);
         return out;

@@ -213,7 +213,8 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
     let reply: Reply;
     try {
-      if (raw.trim() === "" && record.method === "POST") throw new SimHttpError(400, "Invalid request: body: Field required");
+      if (raw.trim() === "" && record.method === "POST")
+        throw new SimHttpError(400, "Invalid request: body: Field required");
       let body: unknown;
       if (raw.trim() !== "") {
         try {
@@ -231,7 +232,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     }
 
     if (reply.kind === "json") {
-      const steps = generation ? reply.steps ?? 1 : 0;
+      const steps = generation ? (reply.steps ?? 1) : 0;
       const latency = generation ? timing.ttftMs + Math.max(0, steps - 1) * timing.interTokenMs : 0;
       if (fault === "stall") return closed;
       await sleep(delayMs + latency, closed);
@@ -239,7 +240,11 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       return sendJson(res, record, reply.status, reply.body);
     }
     const cut =
-      fault === "reset" || resetDraw < resetRate ? "reset" : fault === "stall" || fault === "stream-error" ? fault : undefined;
+      fault === "reset" || resetDraw < resetRate
+        ? "reset"
+        : fault === "stall" || fault === "stream-error"
+          ? fault
+          : undefined;
     await writeStream(res, record, reply, delayMs, closed, cut);
   }
 
@@ -319,5 +324,7 @@ function isStreaming(raw: string): boolean {
 function sleep(ms: number, closed: Promise<void>): Promise<void> {
   if (ms <= 0) return Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))), closed]).finally(() => clearTimeout(timer));
+  return Promise.race([new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))), closed]).finally(() =>
+    clearTimeout(timer),
+  );
 }

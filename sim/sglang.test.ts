@@ -16,7 +16,13 @@ after(() => sim.close());
 
 describe("sim, SGLang flavour", () => {
   test("chat: choice-level prompt_token_ids / token_ids when asked, absent otherwise; the requested model is echoed", async () => {
-    const asked = await postJson(`${sim.url}/v1/chat/completions`, { model: "any-name", messages: USER, tools: [SHELL_TOOL], return_token_ids: true, logprobs: true });
+    const asked = await postJson(`${sim.url}/v1/chat/completions`, {
+      model: "any-name",
+      messages: USER,
+      tools: [SHELL_TOOL],
+      return_token_ids: true,
+      logprobs: true,
+    });
     assert.equal(asked.status, 200);
     const choice = asked.body["choices"][0];
     assert.equal(asked.body["model"], "any-name");
@@ -27,7 +33,10 @@ describe("sim, SGLang flavour", () => {
     assert.match(choice["message"]["tool_calls"][0]["id"], /^call_[0-9a-f]{24}$/);
     assert.equal("prompt_token_ids" in asked.body, false, "no top-level prompt ids (that is vLLM's place)");
 
-    const promptOnly = await postJson(`${sim.url}/v1/chat/completions`, { messages: USER, return_prompt_token_ids: true });
+    const promptOnly = await postJson(`${sim.url}/v1/chat/completions`, {
+      messages: USER,
+      return_prompt_token_ids: true,
+    });
     assert.ok(Array.isArray(promptOnly.body["choices"][0]["prompt_token_ids"]));
     assert.equal("token_ids" in promptOnly.body["choices"][0], false);
 
@@ -46,12 +55,20 @@ describe("sim, SGLang flavour", () => {
       assert.match(refused.body["message"], new RegExp(flag));
     }
     const whole = await postJson(`${sim.url}/v1/chat/completions`, { messages: USER, tools: [SHELL_TOOL] });
-    const stream = await postSse(`${sim.url}/v1/chat/completions`, { messages: USER, tools: [SHELL_TOOL], stream: true, stream_options: { include_usage: true } });
+    const stream = await postSse(`${sim.url}/v1/chat/completions`, {
+      messages: USER,
+      tools: [SHELL_TOOL],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.equal(stream.done, true);
     const deltas = stream.chunks.flatMap((c) => c["choices"].map((ch: any) => ch["delta"]));
     const message = whole.body["choices"][0]["message"];
     assert.equal(deltas.map((d) => d["reasoning_content"] ?? "").join(""), message["reasoning_content"]);
-    const args = deltas.flatMap((d) => d["tool_calls"] ?? []).map((t: any) => t["function"]["arguments"]).join("");
+    const args = deltas
+      .flatMap((d) => d["tool_calls"] ?? [])
+      .map((t: any) => t["function"]["arguments"])
+      .join("");
     assert.equal(args, message["tool_calls"][0]["function"]["arguments"]);
     const finish = stream.chunks.flatMap((c) => c["choices"]).filter((ch: any) => ch["finish_reason"]);
     assert.equal(finish.length, 1);
@@ -62,11 +79,19 @@ describe("sim, SGLang flavour", () => {
   test("completions stream ids: prompt ids on the first chunk, each chunk's ids its delta", async () => {
     const prompt = renderChat(USER);
     const whole = await postJson(`${sim.url}/v1/completions`, { prompt, max_tokens: 30, return_token_ids: true });
-    const stream = await postSse(`${sim.url}/v1/completions`, { prompt, max_tokens: 30, return_token_ids: true, stream: true });
+    const stream = await postSse(`${sim.url}/v1/completions`, {
+      prompt,
+      max_tokens: 30,
+      return_token_ids: true,
+      stream: true,
+    });
     const choices = stream.chunks.flatMap((c) => c["choices"]);
     assert.deepEqual(choices[0]["prompt_token_ids"], whole.body["choices"][0]["prompt_token_ids"]);
     assert.equal("prompt_token_ids" in choices[1], false);
-    assert.deepEqual(choices.flatMap((c: any) => c["token_ids"]), whole.body["choices"][0]["token_ids"]);
+    assert.deepEqual(
+      choices.flatMap((c: any) => c["token_ids"]),
+      whole.body["choices"][0]["token_ids"],
+    );
   });
 
   test("unknown routes answer FastAPI's 404", async () => {

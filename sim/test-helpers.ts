@@ -1,7 +1,11 @@
 // Shared by the sim's tests: JSON and SSE requests over real sockets.
 export type Json = Record<string, any>;
 
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Json }> {
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Json }> {
   const res = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
@@ -57,7 +61,15 @@ export function assembleChat(chunks: Json[]): AssembledChoice[] {
   const out: AssembledChoice[] = [];
   for (const chunk of chunks) {
     for (const choice of chunk["choices"] as Json[]) {
-      const c = (out[choice["index"]] ??= { content: "", reasoning: "", toolCalls: [], tokenIds: [], logprobs: [], finishReason: null, chunkCount: 0 });
+      const c = (out[choice["index"]] ??= {
+        content: "",
+        reasoning: "",
+        toolCalls: [],
+        tokenIds: [],
+        logprobs: [],
+        finishReason: null,
+        chunkCount: 0,
+      });
       c.chunkCount++;
       const delta = choice["delta"] as Json;
       if (typeof delta["content"] === "string") c.content += delta["content"];
@@ -92,7 +104,11 @@ export const READ_TOOL = {
     description: "Read a file",
     parameters: {
       type: "object",
-      properties: { path: { type: "string" }, limit: { type: "integer", minimum: 10 }, mode: { type: "string", enum: ["text", "bytes"] } },
+      properties: {
+        path: { type: "string" },
+        limit: { type: "integer", minimum: 10 },
+        mode: { type: "string", enum: ["text", "bytes"] },
+      },
       required: ["path", "limit", "mode"],
     },
   },

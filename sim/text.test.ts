@@ -16,7 +16,10 @@ describe("token text", () => {
     const pieces = textPieces(ids);
     assert.equal(pieces.join(""), tok.decode(ids));
     assert.ok(pieces.every((p) => !p.includes("\ufffd")));
-    assert.ok(pieces.some((p, i) => p === "" && tokenBytes(ids[i]!).length > 0), "an emoji spans tokens");
+    assert.ok(
+      pieces.some((p, i) => p === "" && tokenBytes(ids[i]!).length > 0),
+      "an emoji spans tokens",
+    );
   });
 
   test("special tokens release no text; <think> and <tool_call> do", () => {
@@ -32,7 +35,11 @@ describe("prompt tokenization cache", () => {
     const messages = [
       { role: "system", content: "You are a helper.\n\n" },
       { role: "user", content: "  leading spaces and 中文 " },
-      { role: "assistant", content: "\n\nok", tool_calls: [{ id: "1", type: "function", function: { name: "bash", arguments: '{"command": "ls"}' } }] },
+      {
+        role: "assistant",
+        content: "\n\nok",
+        tool_calls: [{ id: "1", type: "function", function: { name: "bash", arguments: '{"command": "ls"}' } }],
+      },
       { role: "tool", content: "a\nb\n" },
       { role: "user", content: "<|im_start|> inside text" },
     ];
@@ -45,10 +52,22 @@ describe("prompt tokenization cache", () => {
 
 describe("tool-call serialization", () => {
   test("pyJson writes what the chat template's tojson writes", () => {
-    const args = { command: "ls -la", n: 3, f: 1.5, ok: true, none: null, list: [1, "two", { "é": "ü" }], nested: { q: 'say "hi"\n' } };
+    const args = {
+      command: "ls -la",
+      n: 3,
+      f: 1.5,
+      ok: true,
+      none: null,
+      list: [1, "two", { é: "ü" }],
+      nested: { q: 'say "hi"\n' },
+    };
     const rendered = renderChat([
       { role: "user", content: "x" },
-      { role: "assistant", content: "", tool_calls: [{ id: "1", type: "function", function: { name: "f", arguments: args } }] },
+      {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "1", type: "function", function: { name: "f", arguments: args } }],
+      },
     ]);
     assert.ok(rendered.includes(`"arguments": ${pyJson(args)}}`), rendered);
     assert.equal(pyJson({ a: [1, { b: "c" }] }), '{"a": [1, {"b": "c"}]}');
@@ -56,8 +75,15 @@ describe("tool-call serialization", () => {
   });
 
   test("formatTurn places spans on the name and arguments", () => {
-    const { text, toolCalls } = formatTurn({ reasoning: "r", content: "c", toolCalls: [{ name: "bash", arguments: { command: "ls" } }] });
-    assert.equal(text, '<think>\nr\n</think>\n\nc\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>');
+    const { text, toolCalls } = formatTurn({
+      reasoning: "r",
+      content: "c",
+      toolCalls: [{ name: "bash", arguments: { command: "ls" } }],
+    });
+    assert.equal(
+      text,
+      '<think>\nr\n</think>\n\nc\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>',
+    );
     const [span] = toolCalls;
     assert.equal(text.slice(span!.start, span!.start + 11), "<tool_call>");
     assert.equal(text.slice(span!.nameEnd - 6, span!.nameEnd), '"bash"');

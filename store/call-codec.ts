@@ -10,8 +10,10 @@ export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs
   logprobs: Uint8Array | null;
 }
 
-export interface StoredCall
-  extends Omit<CallRecord, "promptTokenIds" | "choices" | "requestReceived" | "requestForwarded" | "response"> {
+export interface StoredCall extends Omit<
+  CallRecord,
+  "promptTokenIds" | "choices" | "requestReceived" | "requestForwarded" | "response"
+> {
   /** prompt = sequence(promptRef)[0, promptRef.length) ++ promptTail; null tail: the upstream reported no prompt. */
   promptRef: PromptRef | null;
   promptTail: Uint8Array | null;
@@ -29,7 +31,9 @@ export interface StoredSplice {
 }
 
 function jsonBytes(value: unknown): Uint8Array {
-  return value instanceof RawJson || value instanceof SplicedJson ? value.bytes : Buffer.from(JSON.stringify(value ?? null));
+  return value instanceof RawJson || value instanceof SplicedJson
+    ? value.bytes
+    : Buffer.from(JSON.stringify(value ?? null));
 }
 
 const NOTHING = new Uint8Array(0);
@@ -38,7 +42,8 @@ const NOTHING = new Uint8Array(0);
 function forwardedAsStored(call: CallRecord): Uint8Array | StoredSplice {
   const forwarded = call.requestForwarded;
   if (forwarded === call.requestReceived && forwarded instanceof RawJson) return { at: 0, insert: NOTHING };
-  if (forwarded instanceof SplicedJson && forwarded.base === call.requestReceived) return { at: forwarded.at, insert: forwarded.insert };
+  if (forwarded instanceof SplicedJson && forwarded.base === call.requestReceived)
+    return { at: forwarded.at, insert: forwarded.insert };
   return jsonBytes(forwarded);
 }
 

@@ -20,7 +20,18 @@ function rng(seed: number): () => number {
 }
 
 function rollout(id: string): RolloutRecord {
-  return { id, key: `key-${id}`, group: null, task: null, harness: null, metadata: {}, status: "open", reward: null, createdAt: 1, finishedAt: null };
+  return {
+    id,
+    key: `key-${id}`,
+    group: null,
+    task: null,
+    harness: null,
+    metadata: {},
+    status: "open",
+    reward: null,
+    createdAt: 1,
+    finishedAt: null,
+  };
 }
 
 /**
@@ -41,14 +52,20 @@ function session(random: () => number, store: Store, rolloutId: string, turns: n
       const base = sequences[Math.floor(random() * sequences.length)]!;
       if (r < 0.6) prompt = [...base, ...ids(Math.floor(random() * 200))];
       else if (r < 0.7) prompt = [...base];
-      else if (r < 0.9) prompt = [...base.slice(0, Math.floor(random() * base.length)), ...ids(Math.floor(random() * 50))];
+      else if (r < 0.9)
+        prompt = [...base.slice(0, Math.floor(random() * base.length)), ...ids(Math.floor(random() * 50))];
       else if (r < 0.95) prompt = base.slice(0, Math.floor(random() * base.length));
       else prompt = null;
     }
     const n = random() < 0.15 ? 2 + Math.floor(random() * 3) : random() < 0.05 ? 0 : 1;
     const choices = Array.from({ length: n }, (_, index) => {
       const sampled = ids(Math.floor(random() * 40));
-      return { index, tokenIds: sampled, logprobs: sampled.map(() => Math.fround(-random() * 5)), finishReason: "stop" };
+      return {
+        index,
+        tokenIds: sampled,
+        logprobs: sampled.map(() => Math.fround(-random() * 5)),
+        finishReason: "stop",
+      };
     });
     const call = testCallRecord({
       seq: store.nextCallSeq(),
@@ -75,7 +92,11 @@ function plain(call: CallTokens) {
   return {
     ...call,
     promptIds: call.promptIds && Array.from(call.promptIds),
-    choices: call.choices.map((c) => ({ ...c, tokenIds: c.tokenIds && Array.from(c.tokenIds), logprobs: c.logprobs && Array.from(c.logprobs) })),
+    choices: call.choices.map((c) => ({
+      ...c,
+      tokenIds: c.tokenIds && Array.from(c.tokenIds),
+      logprobs: c.logprobs && Array.from(c.logprobs),
+    })),
   };
 }
 
@@ -116,7 +137,12 @@ test("a long session's prompts share one buffer: decoding costs the unique token
     const calls: CallRecord[] = [];
     for (let t = 0; t < 100; t++) {
       const sampled = Array.from({ length: 300 }, (_, i) => 10_000 + t * 300 + i);
-      const call = testCallRecord({ seq: store.nextCallSeq(), rolloutId: "long", promptTokenIds: prompt, choices: [{ index: 0, tokenIds: sampled, logprobs: null, finishReason: "stop" }] });
+      const call = testCallRecord({
+        seq: store.nextCallSeq(),
+        rolloutId: "long",
+        promptTokenIds: prompt,
+        choices: [{ index: 0, tokenIds: sampled, logprobs: null, finishReason: "stop" }],
+      });
       calls.push(call);
       await store.putCall(call);
       prompt = [...prompt, ...sampled, ...Array.from({ length: 600 }, (_, i) => 50_000 + t * 600 + i)];

@@ -77,7 +77,7 @@ export class CallTokensDecoder {
     const known = this.#prompts.get(stored.seq);
     if (known !== undefined) return known;
     const chain: StoredCall[] = [stored];
-    for (let call = stored; call.promptRef && !this.#prompts.has(call.promptRef.seq); ) {
+    for (let call = stored; call.promptRef && !this.#prompts.has(call.promptRef.seq);) {
       const base = this.#lookup(call.promptRef.seq);
       if (!base) throw new Error(`call ${call.seq} refers to call ${call.promptRef.seq}, which is not in the store`);
       chain.push(base);
@@ -106,7 +106,10 @@ export class CallTokensDecoder {
     let run = this.#sequences.get(key);
     if (!run) {
       const choice = call.choices.find((c) => c.index === choiceIndex);
-      run = this.#append(this.#prompts.get(call.seq) ?? EMPTY_RUN, choice ? int32Copy(choice.tokenIds) : new Int32Array(0));
+      run = this.#append(
+        this.#prompts.get(call.seq) ?? EMPTY_RUN,
+        choice ? int32Copy(choice.tokenIds) : new Int32Array(0),
+      );
       this.#sequences.set(key, run);
     }
     return run;

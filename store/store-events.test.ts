@@ -9,7 +9,16 @@ import { Store } from "./store.ts";
 import { testCallRecord } from "./test-support.ts";
 
 const rollout: RolloutRecord = {
-  id: "r1", key: "rlk_1", group: "g", task: null, harness: null, metadata: {}, status: "open", reward: null, createdAt: 1, finishedAt: null,
+  id: "r1",
+  key: "rlk_1",
+  group: "g",
+  task: null,
+  harness: null,
+  metadata: {},
+  status: "open",
+  reward: null,
+  createdAt: 1,
+  finishedAt: null,
 };
 
 test("rollouts and calls are announced once committed; a failing listener fails no write", async () => {

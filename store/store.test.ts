@@ -44,8 +44,15 @@ test("calls finishing in one turn are committed together, each resolving once re
       }),
     );
     const stored = store.listCalls(null);
-    assert.deepEqual(stored.map((c) => c.promptTokenIds), calls.map((c) => c.promptTokenIds));
-    assert.deepEqual(stored[0]!.requestForwarded, { return_token_ids: true, model: "m", messages: [{ role: "user", content: "hi" }] });
+    assert.deepEqual(
+      stored.map((c) => c.promptTokenIds),
+      calls.map((c) => c.promptTokenIds),
+    );
+    assert.deepEqual(stored[0]!.requestForwarded, {
+      return_token_ids: true,
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+    });
   }));
 
 test("closing commits the calls still pending and then refuses new ones with a clear error", async () => {
@@ -57,7 +64,10 @@ test("closing commits the calls still pending and then refuses new ones with a c
   await assert.rejects(store.putCall(call(store, null, [6])), /store is closed/);
   const reopened = new Store({ path: dir, promptIndex: new PromptIndex() });
   try {
-    assert.deepEqual(reopened.listCalls(null).map((c) => c.promptTokenIds), [[5]]);
+    assert.deepEqual(
+      reopened.listCalls(null).map((c) => c.promptTokenIds),
+      [[5]],
+    );
   } finally {
     await reopened.close();
     rmSync(dir, { recursive: true, force: true });
@@ -66,7 +76,18 @@ test("closing commits the calls still pending and then refuses new ones with a c
 
 test("rollout records are served from memory after a committed write, frozen", () =>
   withStore(async (store) => {
-    const rollout: RolloutRecord = { id: "r1", key: "rlk_x", group: null, task: null, harness: null, metadata: {}, status: "open", reward: null, createdAt: 1, finishedAt: null };
+    const rollout: RolloutRecord = {
+      id: "r1",
+      key: "rlk_x",
+      group: null,
+      task: null,
+      harness: null,
+      metadata: {},
+      status: "open",
+      reward: null,
+      createdAt: 1,
+      finishedAt: null,
+    };
     await store.putRollout(rollout);
     const got = store.getRollout("r1")!;
     assert.ok(Object.isFrozen(got));
@@ -80,15 +101,24 @@ test("a consumer group's state is written in one transaction with its cursor and
     // "a" and "ab": one group's name a prefix of another's.
     await store.writeConsumerState("a", {
       committed: 5,
-      leases: new Map([[7, "core0"], [8, "core1"]]),
+      leases: new Map([
+        [7, "core0"],
+        [8, "core1"],
+      ]),
       acked: new Map([[9, true]]),
       affinity: new Map([["group:g", { member: "core0", last: 7 }]]),
     });
     await store.writeConsumerState("ab", { leases: new Map([[7, "other"]]), acked: new Map(), affinity: new Map() });
     await store.writeConsumerState("a", {
       leases: new Map([[8, null]]),
-      acked: new Map([[9, false], [10, true]]),
-      affinity: new Map([["group:g", null], ["group:h", { member: "core1", last: 8 }]]),
+      acked: new Map([
+        [9, false],
+        [10, true],
+      ]),
+      affinity: new Map([
+        ["group:g", null],
+        ["group:h", { member: "core1", last: 8 }],
+      ]),
     });
     const state = store.getConsumerState("a");
     assert.equal(store.getCursor("a"), 5);

@@ -53,7 +53,10 @@ export interface StoreOptions {
 const UNATTRIBUTED = "";
 
 /** The keys of one rollout's calls (call numbers are below 2^53). */
-const callRange = (rolloutKey: string) => ({ start: [rolloutKey, 0] as [string, number], end: [rolloutKey, Number.MAX_SAFE_INTEGER] as [string, number] });
+const callRange = (rolloutKey: string) => ({
+  start: [rolloutKey, 0] as [string, number],
+  end: [rolloutKey, Number.MAX_SAFE_INTEGER] as [string, number],
+});
 
 /** Rollout records kept decoded in memory (most recently used). */
 const ROLLOUT_CACHE_SIZE = 4096;
@@ -110,7 +113,8 @@ export class Store {
     // A store written before this index existed gets it once, on open.
     if (this.#rolloutsByTime.getCount() !== this.#rollouts.getCount()) {
       this.#root.transactionSync(() => {
-        for (const { key, value } of this.#rollouts.getRange()) void this.#rolloutsByTime.put([value.createdAt, key], true);
+        for (const { key, value } of this.#rollouts.getRange())
+          void this.#rolloutsByTime.put([value.createdAt, key], true);
       });
     }
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
@@ -139,17 +143,21 @@ export class Store {
   }
 
   putRollout(rollout: RolloutRecord): Promise<void> {
-    return this.#announce("rollout", rollout, this.#writeRollout(
-      rollout.id,
-      this.#settle(
-        this.#root.transaction(() => {
-          // Inside a transaction lmdb applies each put at once; their promises are the transaction's, settled below.
-          void this.#rollouts.put(rollout.id, rollout);
-          void this.#keys.put(rollout.key, rollout.id);
-          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
-        }),
+    return this.#announce(
+      "rollout",
+      rollout,
+      this.#writeRollout(
+        rollout.id,
+        this.#settle(
+          this.#root.transaction(() => {
+            // Inside a transaction lmdb applies each put at once; their promises are the transaction's, settled below.
+            void this.#rollouts.put(rollout.id, rollout);
+            void this.#keys.put(rollout.key, rollout.id);
+            void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+          }),
+        ),
       ),
-    ));
+    );
   }
 
   /**
@@ -211,7 +219,8 @@ export class Store {
   /** Finished rollouts after `cursor`, oldest first. */
   finishedAfter(cursor: number, limit = 100): Array<{ cursor: number; rolloutId: string }> {
     const out: Array<{ cursor: number; rolloutId: string }> = [];
-    for (const { key, value } of this.#finished.getRange({ start: cursor + 1, limit })) out.push({ cursor: key, rolloutId: value });
+    for (const { key, value } of this.#finished.getRange({ start: cursor + 1, limit }))
+      out.push({ cursor: key, rolloutId: value });
     return out;
   }
 
@@ -228,7 +237,8 @@ export class Store {
       if (owner !== consumer) break;
       if (kind === "lease" && typeof id === "number" && typeof value === "string") state.leases.set(id, value);
       else if (kind === "ack" && typeof id === "number") state.acked.push(id);
-      else if (kind === "affinity" && typeof id === "string" && typeof value === "object") state.affinity.set(id, value);
+      else if (kind === "affinity" && typeof id === "string" && typeof value === "object")
+        state.affinity.set(id, value);
     }
     return state;
   }
@@ -289,7 +299,8 @@ export class Store {
   putCall(call: CallRecord): Promise<void> {
     const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
     const stored = encodeCall(call, this.#promptRef(call));
-    const write = this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
+    const write =
+      this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
     return this.#announce("call", call, write);
   }
 

@@ -2,7 +2,9 @@
 // call with empty bodies and trusted ids; each test states what it needs to differ.
 import type { CallRecord } from "./records.ts";
 
-export function testCallRecord(fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>): CallRecord {
+export function testCallRecord(
+  fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>,
+): CallRecord {
   return {
     rolloutId: null,
     api: "chat.completions",

@@ -52,10 +52,16 @@ export class Browser {
   static async launch(timeoutMs = 60_000): Promise<Browser> {
     const profile = mkdtempSync(join(tmpdir(), "rlgate-chromium-"));
     // Its own process group, so closing ends Chromium's helper processes too.
-    const child = spawn(CHROMIUM, [...ARGS, `--user-data-dir=${profile}`, "about:blank"], { stdio: ["ignore", "ignore", "pipe"], detached: true });
+    const child = spawn(CHROMIUM, [...ARGS, `--user-data-dir=${profile}`, "about:blank"], {
+      stdio: ["ignore", "ignore", "pipe"],
+      detached: true,
+    });
     const url = await new Promise<string>((resolve, reject) => {
       let text = "";
-      const timer = setTimeout(() => reject(new Error(`chromium did not start in ${timeoutMs} ms:\n${text}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`chromium did not start in ${timeoutMs} ms:\n${text}`)),
+        timeoutMs,
+      );
       child.stderr!.on("data", (chunk: Buffer) => {
         text += chunk.toString();
         const m = /DevTools listening on (ws:\/\/\S+)/.exec(text);
@@ -131,7 +137,8 @@ export class Page {
     this.#session = session;
     browser.on((message) => {
       if (message.sessionId !== session) return;
-      if (message.method === "Runtime.exceptionThrown") this.errors.push(message.params.exceptionDetails?.exception?.description ?? "exception");
+      if (message.method === "Runtime.exceptionThrown")
+        this.errors.push(message.params.exceptionDetails?.exception?.description ?? "exception");
       if (message.method === "Runtime.consoleAPICalled" && message.params.type === "error") {
         this.errors.push(message.params.args.map((a: any) => a.value ?? a.description).join(" "));
       }
@@ -150,7 +157,10 @@ export class Page {
   /** The value of `expression` (awaited), or the page's exception as an error. */
   async evaluate<T = any>(expression: string): Promise<T> {
     const result = await this.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
-    if (result.exceptionDetails) throw new Error(`evaluate ${expression}: ${result.exceptionDetails.exception?.description ?? result.exceptionDetails.text}`);
+    if (result.exceptionDetails)
+      throw new Error(
+        `evaluate ${expression}: ${result.exceptionDetails.exception?.description ?? result.exceptionDetails.text}`,
+      );
     return result.result.value as T;
   }
 

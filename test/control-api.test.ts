@@ -40,18 +40,26 @@ describe("control API and attribution", () => {
   });
 
   test("snake_case everywhere: rollouts, calls, trajectories, finish summaries; metadata and bodies verbatim", async () => {
-    const rollout = await createRollout(stack.gateway.url, { group: "g-case", metadata: { camelKey: { innerKey: 1 } } });
+    const rollout = await createRollout(stack.gateway.url, {
+      group: "g-case",
+      metadata: { camelKey: { innerKey: 1 } },
+    });
     const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
     assert.equal(res.status, 200, res.text);
     const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
     const calls = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`)).json()) as any;
-    const trajectories = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
+    const trajectories = (await (
+      await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)
+    ).json()) as any;
     const unattributed = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as any;
-    const call = await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls/${calls.calls[0].seq}`)).json();
+    const call = await (
+      await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls/${calls.calls[0].seq}`)
+    ).json();
     const ours = (value: unknown, path: string, out: string[]): string[] => {
       if (value === null || typeof value !== "object") return out;
       for (const [k, v] of Object.entries(value)) {
-        if (["metadata", "request_received", "request_forwarded", "response", "upstream_response"].includes(k)) continue;
+        if (["metadata", "request_received", "request_forwarded", "response", "upstream_response"].includes(k))
+          continue;
         if (/[A-Z]/.test(k)) out.push(`${path}.${k}`);
         ours(v, `${path}.${k}`, out);
       }
@@ -64,29 +72,46 @@ describe("control API and attribution", () => {
     assert.ok(Array.isArray(calls.calls[0].prompt_token_ids) && calls.calls[0].choices[0].token_ids.length > 0);
     assert.equal(typeof calls.calls[0].timings.overhead_ms, "number");
     assert.deepEqual(calls.calls[0].request_received.messages, MESSAGES, "the harness's body as it sent it");
-    assert.ok(Array.isArray(trajectories.trajectories[0].token_ids) && trajectories.trajectories[0].loss_mask.length > 0);
+    assert.ok(
+      Array.isArray(trajectories.trajectories[0].token_ids) && trajectories.trajectories[0].loss_mask.length > 0,
+    );
     assert.equal(typeof done.json.trajectories.stats.unique_tokens, "number");
   });
 
   test("calls are attributed by path, by rollout key and by header", async () => {
     const rollout = await createRollout(stack.gateway.url);
     const viaPath = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
-    const viaKey = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
-      authorization: `Bearer ${rollout.key}`,
-    });
-    const viaApiKey = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
-      "x-api-key": rollout.key,
-    });
-    const viaHeader = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
-      "x-rlgate-rollout": rollout.id,
-    });
+    const viaKey = await postJson(
+      `${stack.gateway.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      {
+        authorization: `Bearer ${rollout.key}`,
+      },
+    );
+    const viaApiKey = await postJson(
+      `${stack.gateway.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      {
+        "x-api-key": rollout.key,
+      },
+    );
+    const viaHeader = await postJson(
+      `${stack.gateway.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      {
+        "x-rlgate-rollout": rollout.id,
+      },
+    );
     for (const res of [viaPath, viaKey, viaApiKey, viaHeader]) assert.equal(res.status, 200, res.text);
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(calls.length, 4);
     assert.ok(calls.every((c) => c.rolloutId === rollout.id));
     // Calls are listed in the order they were made.
     const seqs = calls.map((c) => c.seq);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+    );
   });
 
   test("each call records its policy version (its x-rlgate-policy-version header, else the rollout's) and sampling parameters", async () => {
@@ -95,9 +120,24 @@ describe("control API and attribution", () => {
     assert.equal(read.policy_version, "17");
     const url = `${rollout.base_urls.openai}/chat/completions`;
     assert.equal((await postJson(url, { messages: MESSAGES })).status, 200);
-    assert.equal((await postJson(url, { messages: MESSAGES, temperature: 0.6, top_p: 0.95, top_k: 40 }, { "x-rlgate-policy-version": "18" })).status, 200);
+    assert.equal(
+      (
+        await postJson(
+          url,
+          { messages: MESSAGES, temperature: 0.6, top_p: 0.95, top_k: 40 },
+          { "x-rlgate-policy-version": "18" },
+        )
+      ).status,
+      200,
+    );
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => [c.policyVersion, c.sampling]), [["17", null], ["18", { temperature: 0.6, topP: 0.95, topK: 40 }]]);
+    assert.deepEqual(
+      calls.map((c) => [c.policyVersion, c.sampling]),
+      [
+        ["17", null],
+        ["18", { temperature: 0.6, topP: 0.95, topK: 40 }],
+      ],
+    );
     const bad = await postJson(`${stack.gateway.url}/api/rollouts`, { policy_version: { v: 1 } });
     assert.equal(bad.status, 400);
     assert.match(bad.json.error.message, /policy_version/);
@@ -106,14 +146,22 @@ describe("control API and attribution", () => {
   test("a rollout key reaches only its own rollout, and unknown keys are refused", async () => {
     const a = await createRollout(stack.gateway.url);
     const b = await createRollout(stack.gateway.url);
-    const cross = await postJson(`${b.base_urls.openai}/chat/completions`, { messages: MESSAGES }, {
-      authorization: `Bearer ${a.key}`,
-    });
+    const cross = await postJson(
+      `${b.base_urls.openai}/chat/completions`,
+      { messages: MESSAGES },
+      {
+        authorization: `Bearer ${a.key}`,
+      },
+    );
     assert.equal(cross.status, 401);
     assert.equal(cross.json.error.code, "RLGATE_UNAUTHORIZED");
-    const forged = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, {
-      authorization: "Bearer rlk_forged",
-    });
+    const forged = await postJson(
+      `${stack.gateway.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      {
+        authorization: "Bearer rlk_forged",
+      },
+    );
     assert.equal(forged.status, 401);
     assert.equal((await rolloutCalls(stack.gateway.url, b.id)).length, 0);
   });
@@ -123,7 +171,10 @@ describe("control API and attribution", () => {
     const noReward = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { status: "ok" });
     assert.equal(noReward.status, 400);
     assert.match(noReward.json.error.message, /reward/);
-    const badStatus = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1, status: "great" });
+    const badStatus = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, {
+      reward: 1,
+      status: "great",
+    });
     assert.equal(badStatus.status, 400);
     const done = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 0.5 });
     assert.equal(done.status, 200, done.text);
@@ -150,7 +201,10 @@ describe("control API and attribution", () => {
     assert.deepEqual(done.json.metadata, { group_size: 2, keep: 2, runner: { stage: "agent", log: "out of memory" } });
     const read = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as any;
     assert.equal(read.metadata.runner.stage, "agent");
-    const bad = await postJson(`${stack.gateway.url}/api/rollouts/${(await createRollout(stack.gateway.url)).id}/finish`, { reward: 1, metadata: [1] });
+    const bad = await postJson(
+      `${stack.gateway.url}/api/rollouts/${(await createRollout(stack.gateway.url)).id}/finish`,
+      { reward: 1, metadata: [1] },
+    );
     assert.equal(bad.status, 400);
     assert.match(bad.json.error.message, /metadata/);
   });
@@ -159,7 +213,11 @@ describe("control API and attribution", () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g-summary" });
     // Stands in for the trajectory worker dying while it makes the summary.
     const post = Worker.prototype.postMessage;
-    Worker.prototype.postMessage = function (this: Worker, message: unknown, transfer?: Parameters<Worker["postMessage"]>[1]) {
+    Worker.prototype.postMessage = function (
+      this: Worker,
+      message: unknown,
+      transfer?: Parameters<Worker["postMessage"]>[1],
+    ) {
       if ((message as { kind?: string }).kind === "summary") void this.terminate(); // before it can answer
       return post.call(this, message, transfer);
     };
@@ -185,7 +243,10 @@ describe("control API and attribution", () => {
       assert.equal(res.status, 400);
       assert.equal(res.json.error.code, "RLGATE_ROLLOUT_REQUIRED");
       const rollout = await createRollout(gateway.url);
-      assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES })).status, 200);
+      assert.equal(
+        (await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES })).status,
+        200,
+      );
     } finally {
       await gateway.close();
     }
@@ -196,7 +257,12 @@ describe("control API and attribution", () => {
       startGateway({ upstream: stack.sim.url, port: 0, dataDir: tempDir("open"), host: "0.0.0.0" }),
       /without a control token/,
     );
-    const gateway = await startGateway({ upstream: stack.sim.url, port: 0, dataDir: tempDir("token"), controlToken: "s3cret" });
+    const gateway = await startGateway({
+      upstream: stack.sim.url,
+      port: 0,
+      dataDir: tempDir("token"),
+      controlToken: "s3cret",
+    });
     try {
       const denied = await postJson(`${gateway.url}/api/rollouts`, {});
       assert.equal(denied.status, 401);
@@ -212,7 +278,10 @@ describe("control API and attribution", () => {
     const models = await fetch(`${rollout.base_urls.openai}/models`);
     assert.equal(models.status, 200);
     const direct = await fetch(`${stack.sim.url}/v1/models`);
-    assert.deepEqual(((await models.json()) as any).data.map((m: any) => m.id), ((await direct.json()) as any).data.map((m: any) => m.id));
+    assert.deepEqual(
+      ((await models.json()) as any).data.map((m: any) => m.id),
+      ((await direct.json()) as any).data.map((m: any) => m.id),
+    );
     assert.equal((await fetch(`${stack.gateway.url}/healthz`)).status, 200);
     await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
     const metrics = await (await fetch(`${stack.gateway.url}/metrics`)).text();

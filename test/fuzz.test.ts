@@ -20,27 +20,44 @@ after(async () => {
   await closed.close();
 });
 
-test(`fuzz: ${INPUTS} seeded hostile inputs leave the gateway answering, every error well-formed, memory flat`, { timeout: 240_000 }, async (t) => {
-  const figures = await runFuzz({ gateway: open.gateway, seed: 11, count: INPUTS });
-  const report = formatFigures(figures);
-  t.diagnostic(report);
-  assert.equal(figures.failures.length, 0, report);
-  assert.equal(figures.inputs, INPUTS);
-  // Flat: what a few thousand requests leave behind after a full GC is bounded caches, not a leak per request.
-  assert.ok(figures.memoryAfter.heapMb - figures.memoryBefore.heapMb < 48, report);
-  assert.ok((figures.byStatus["200"] ?? 0) > INPUTS / 20, `too few inputs reached the upstream: ${report}`);
-  assert.equal((await fetch(`${open.gateway.url}/healthz`)).status, 200);
-});
+test(
+  `fuzz: ${INPUTS} seeded hostile inputs leave the gateway answering, every error well-formed, memory flat`,
+  { timeout: 240_000 },
+  async (t) => {
+    const figures = await runFuzz({ gateway: open.gateway, seed: 11, count: INPUTS });
+    const report = formatFigures(figures);
+    t.diagnostic(report);
+    assert.equal(figures.failures.length, 0, report);
+    assert.equal(figures.inputs, INPUTS);
+    // Flat: what a few thousand requests leave behind after a full GC is bounded caches, not a leak per request.
+    assert.ok(figures.memoryAfter.heapMb - figures.memoryBefore.heapMb < 48, report);
+    assert.ok((figures.byStatus["200"] ?? 0) > INPUTS / 20, `too few inputs reached the upstream: ${report}`);
+    assert.equal((await fetch(`${open.gateway.url}/healthz`)).status, 200);
+  },
+);
 
-test("fuzz: the same against a gateway with --token: nothing gets through without credentials, all answered", { timeout: 240_000 }, async (t) => {
-  const count = Math.ceil(INPUTS / 4); // 400 by default: 2,000 inputs in all
-  const figures = await runFuzz({ gateway: closed.gateway, seed: 12, count, warmup: 100, controlHeaders: { authorization: `Bearer ${TOKEN}` } });
-  const report = formatFigures(figures);
-  t.diagnostic(report);
-  assert.equal(figures.failures.length, 0, report);
-  assert.ok((figures.byStatus["401"] ?? 0) > count / 5, report);
-  // The only rollouts are the driver's: no fuzzed request without the token created one.
-  const listed = await fetch(`${closed.gateway.url}/api/rollouts`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  const { rollouts } = (await listed.json()) as { rollouts: Array<{ group: string | null }> };
-  assert.ok(rollouts.every((r) => r.group !== "fuzz"), "a rollout was created without the token");
-});
+test(
+  "fuzz: the same against a gateway with --token: nothing gets through without credentials, all answered",
+  { timeout: 240_000 },
+  async (t) => {
+    const count = Math.ceil(INPUTS / 4); // 400 by default: 2,000 inputs in all
+    const figures = await runFuzz({
+      gateway: closed.gateway,
+      seed: 12,
+      count,
+      warmup: 100,
+      controlHeaders: { authorization: `Bearer ${TOKEN}` },
+    });
+    const report = formatFigures(figures);
+    t.diagnostic(report);
+    assert.equal(figures.failures.length, 0, report);
+    assert.ok((figures.byStatus["401"] ?? 0) > count / 5, report);
+    // The only rollouts are the driver's: no fuzzed request without the token created one.
+    const listed = await fetch(`${closed.gateway.url}/api/rollouts`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const { rollouts } = (await listed.json()) as { rollouts: Array<{ group: string | null }> };
+    assert.ok(
+      rollouts.every((r) => r.group !== "fuzz"),
+      "a rollout was created without the token",
+    );
+  },
+);

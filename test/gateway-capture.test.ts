@@ -35,7 +35,11 @@ describe("chat completions capture", () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g", harness: "test" });
     const request = { model: "Qwen/Qwen3-8B", messages: MESSAGES, tools: TOOLS };
 
-    const direct = await postJson(`${stack.sim.url}/v1/chat/completions`, { ...request, return_token_ids: true, logprobs: true });
+    const direct = await postJson(`${stack.sim.url}/v1/chat/completions`, {
+      ...request,
+      return_token_ids: true,
+      logprobs: true,
+    });
     const plain = await postJson(`${stack.sim.url}/v1/chat/completions`, request);
     const viaGateway = await postJson(`${rollout.base_urls.openai}/chat/completions`, request);
     assert.equal(viaGateway.status, 200, viaGateway.text);
@@ -145,7 +149,9 @@ describe("chat completions capture", () => {
       {
         role: "assistant",
         content: null,
-        tool_calls: [{ id: "call_1", type: "function", function: { name: "run_shell_command", arguments: '{"command": "ls"}' } }],
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "run_shell_command", arguments: '{"command": "ls"}' } },
+        ],
       },
       { role: "tool", tool_call_id: "call_1", content: "README.md\npackage.json" },
     ];
@@ -181,10 +187,13 @@ describe("chat completions capture", () => {
   });
 
   test("unattributed calls are forwarded and recorded as unattributed", async () => {
-    const before = ((await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: unknown[] }).calls.length;
+    const before = ((await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: unknown[] }).calls
+      .length;
     const res = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES });
     assert.equal(res.status, 200);
-    const { calls } = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as { calls: Array<{ rollout_id: unknown }> };
+    const { calls } = (await (await fetch(`${stack.gateway.url}/api/calls`)).json()) as {
+      calls: Array<{ rollout_id: unknown }>;
+    };
     assert.equal(calls.length, before + 1);
     assert.equal(calls.at(-1)!.rollout_id, null);
   });

@@ -22,8 +22,16 @@ describe("gateway failure behaviour", () => {
 
   test("an upstream 500 reaches the harness verbatim and is recorded as upstream_error", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const direct = await postJson(`${stack.sim.url}/v1/chat/completions`, { messages: MESSAGES }, { "x-sim-fault": "error" });
-    const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES, stream: true }, { "x-sim-fault": "error" });
+    const direct = await postJson(
+      `${stack.sim.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      { "x-sim-fault": "error" },
+    );
+    const res = await postJson(
+      `${rollout.base_urls.openai}/chat/completions`,
+      { messages: MESSAGES, stream: true },
+      { "x-sim-fault": "error" },
+    );
     assert.equal(res.status, 500);
     assert.equal(res.status, direct.status);
     assert.deepEqual(res.json, direct.json);
@@ -57,7 +65,10 @@ describe("gateway failure behaviour", () => {
       const abortedBefore = stack.sim.stats.aborted;
       const requestsBefore = stack.sim.stats.requests;
       const url = new URL(`${rollout.base_urls.openai}/chat/completions`);
-      const req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", "x-sim-fault": fault } });
+      const req = httpRequest(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-sim-fault": fault },
+      });
       req.on("error", () => {});
       let firstChunk = false;
       req.on("response", (res) => res.once("data", () => (firstChunk = true)));
@@ -96,7 +107,9 @@ describe("gateway failure behaviour", () => {
     const missing = await fetch(`${stack.gateway.url}/nope`);
     assert.equal(missing.status, 404);
     assert.equal(((await missing.json()) as any).error.code, "RLGATE_NOT_FOUND");
-    const unknownRollout = await postJson(`${stack.gateway.url}/r/does-not-exist/v1/chat/completions`, { messages: MESSAGES });
+    const unknownRollout = await postJson(`${stack.gateway.url}/r/does-not-exist/v1/chat/completions`, {
+      messages: MESSAGES,
+    });
     assert.equal(unknownRollout.status, 404);
     assert.match(unknownRollout.json.error.message, /unknown rollout/);
   });

@@ -35,7 +35,14 @@ describe("rl core", () => {
   let client: TrainerClient;
   const coreDir = tempDir("core");
   const startMyCore = () =>
-    startCore({ gateways: [gw.grpc!.address], port: 0, dataDir: coreDir, batchTimeoutMs: 100, tokenBudget: 100_000, groupTimeoutMs: 60_000 });
+    startCore({
+      gateways: [gw.grpc!.address],
+      port: 0,
+      dataDir: coreDir,
+      batchTimeoutMs: 100,
+      tokenBudget: 100_000,
+      groupTimeoutMs: 60_000,
+    });
 
   before(async () => {
     gw = await startGrpcGateway();
@@ -52,19 +59,37 @@ describe("rl core", () => {
   test("a group becomes a batch: GRPO advantages on trained tokens, infra_error dropped, tokens as reconstructed", async () => {
     const rewards = [1, 0, 0.25];
     for (let i = 0; i < 3; i++) {
-      await putSyntheticRollout(gw.context.store, { id: `a${i}`, group: "A", task: "t", metadata: { group_size: 4 }, reward: rewards[i]!, turns: 3 });
+      await putSyntheticRollout(gw.context.store, {
+        id: `a${i}`,
+        group: "A",
+        task: "t",
+        metadata: { group_size: 4 },
+        reward: rewards[i]!,
+        turns: 3,
+      });
     }
-    await putSyntheticRollout(gw.context.store, { id: "a3", group: "A", metadata: { group_size: 4 }, reward: null, status: "infra_error" });
+    await putSyntheticRollout(gw.context.store, {
+      id: "a3",
+      group: "A",
+      metadata: { group_size: 4 },
+      reward: null,
+      status: "infra_error",
+    });
     const [batch] = await take(client, 1);
     assert.ok(batch);
-    assert.deepEqual(batch.rowInfo.map((r) => r.rolloutId), ["a0", "a1", "a2"]);
+    assert.deepEqual(
+      batch.rowInfo.map((r) => r.rolloutId),
+      ["a0", "a1", "a2"],
+    );
     assert.equal(batch.estimator, "grpo");
     assert.equal(batch.groups, 1);
     const expected = grpo(rewards);
     for (let r = 0; r < batch.rows; r++) {
       const id = batch.rowInfo[r]!.rolloutId;
       const res = await fetch(`${gw.url}/api/rollouts/${id}/trajectories`);
-      const rec = (await res.json()) as { trajectories: Array<{ token_ids: number[]; loss_mask: number[]; logprobs: number[] }> };
+      const rec = (await res.json()) as {
+        trajectories: Array<{ token_ids: number[]; loss_mask: number[]; logprobs: number[] }>;
+      };
       const a: number = batch.offsets[r]!;
       const b: number = batch.offsets[r + 1]!;
       assert.deepEqual([...batch.tokenIds.subarray(a, b)], rec.trajectories[0]!.token_ids);
@@ -79,7 +104,10 @@ describe("rl core", () => {
     assert.equal(batch.trainedTokens, trained);
     // Normalised by the global token count (the token budget by default): the batch counts by its trained tokens.
     assert.equal(batch.lossTokens, 100_000);
-    assert.ok(Math.abs(batch.lossWeights.reduce((s, w) => s + w, 0) - trained / 100_000) < 1e-6, "token-mean weights sum to trained / N");
+    assert.ok(
+      Math.abs(batch.lossWeights.reduce((s, w) => s + w, 0) - trained / 100_000) < 1e-6,
+      "token-mean weights sum to trained / N",
+    );
   });
 
   test("logprob reports give consistency figures per harness (also in /metrics) and truncated importance weights", async () => {
@@ -105,19 +133,33 @@ describe("rl core", () => {
   });
 
   test("advantages on request: GAE with the trainer's values over a served batch, as the reference computes it", async () => {
-    for (let i = 0; i < 2; i++) await putSyntheticRollout(gw.context.store, { id: `gae${i}`, group: "G", metadata: { group_size: 2 }, reward: i });
+    for (let i = 0; i < 2; i++)
+      await putSyntheticRollout(gw.context.store, {
+        id: `gae${i}`,
+        group: "G",
+        metadata: { group_size: 2 },
+        reward: i,
+      });
     const [batch] = await take(client, 1, false);
     assert.ok(batch);
     const values = Float32Array.from({ length: batch.tokens }, (_, i) => Math.sin(i) / 4);
     const res = await client.computeAdvantages({ batchId: batch.batchId, values, gamma: 0.99, lambda: 0.95 });
     const ref = computeAdvantages(
-      { offsets: batch.offsets, lossMask: batch.lossMask, rewards: Float64Array.from(batch.rowInfo, (r) => r.reward), groupIds: new Int32Array(batch.rows) },
+      {
+        offsets: batch.offsets,
+        lossMask: batch.lossMask,
+        rewards: Float64Array.from(batch.rowInfo, (r) => r.reward),
+        groupIds: new Int32Array(batch.rows),
+      },
       { estimator: "gae", values, gamma: 0.99, lambda: 0.95 },
       { kernels: referenceKernels },
     );
     for (let t = 0; t < batch.tokens; t++) assert.ok(Math.abs(res.advantages[t]! - ref.advantages[t]!) < 1e-5);
     assert.ok(res.returns);
-    await assert.rejects(client.computeAdvantages({ batchId: batch.batchId, values: new Float32Array(3) }), /INVALID_ARGUMENT/);
+    await assert.rejects(
+      client.computeAdvantages({ batchId: batch.batchId, values: new Float32Array(3) }),
+      /INVALID_ARGUMENT/,
+    );
     await client.ack([batch.batchId]);
   });
 
@@ -126,7 +168,12 @@ describe("rl core", () => {
     await putSyntheticRollout(gw.context.store, { id: "h0", group: "H", metadata: { group_size: 3 }, reward: 1 });
     await putSyntheticRollout(gw.context.store, { id: "h1", group: "H", metadata: { group_size: 3 }, reward: 0 });
     // Both halves received (the group is pending from the first one on).
-    await until(() => (core.status().rolloutsReceived >= receivedBefore + 2 && core.status().groupsPending === 1 ? true : undefined), 10_000, "pending group");
+    await until(
+      () =>
+        core.status().rolloutsReceived >= receivedBefore + 2 && core.status().groupsPending === 1 ? true : undefined,
+      10_000,
+      "pending group",
+    );
     client.close();
     await core.close();
     await putSyntheticRollout(gw.context.store, { id: "h2", group: "H", metadata: { group_size: 3 }, reward: 0.5 });
@@ -140,6 +187,10 @@ describe("rl core", () => {
     assert.equal(core.status().rolloutsDuplicate, 0);
     // Everything is acked: nothing is delivered again.
     const committed = gw.context.store.finishedAfter(0, 1000).at(-1)!.cursor;
-    await until(() => (gw.grpc!.stream.group("rl-core").committed === committed ? true : undefined), 10_000, "all acked");
+    await until(
+      () => (gw.grpc!.stream.group("rl-core").committed === committed ? true : undefined),
+      10_000,
+      "all acked",
+    );
   });
 });

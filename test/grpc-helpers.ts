@@ -10,7 +10,13 @@ import { spawnCli, tempDir, type CliProcess } from "./helpers.ts";
 
 /** A gateway with its gRPC trajectory stream on a free port; no upstream is contacted by these tests. */
 export function startGrpcGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
-  return startGateway({ upstream: "http://127.0.0.1:9", port: 0, grpcPort: 0, dataDir: tempDir("grpc-gw"), ...options });
+  return startGateway({
+    upstream: "http://127.0.0.1:9",
+    port: 0,
+    grpcPort: 0,
+    dataDir: tempDir("grpc-gw"),
+    ...options,
+  });
 }
 
 /** Deterministic pseudo-random ints. */
@@ -35,7 +41,11 @@ export interface SyntheticRollout {
 }
 
 /** The calls of an agent that sends its history back faithfully: one trajectory. */
-export function agentCalls(rolloutId: string, seqStart: number, opts: Required<Pick<SyntheticRollout, "turns" | "promptTokens" | "sampledTokens" | "seed">>): CallRecord[] {
+export function agentCalls(
+  rolloutId: string,
+  seqStart: number,
+  opts: Required<Pick<SyntheticRollout, "turns" | "promptTokens" | "sampledTokens" | "seed">>,
+): CallRecord[] {
   const next = lcg(opts.seed);
   const token = () => 1000 + (next() % 100_000);
   let prompt = Array.from({ length: opts.promptTokens }, token);
@@ -48,7 +58,9 @@ export function agentCalls(rolloutId: string, seqStart: number, opts: Required<P
         seq: seqStart + turn,
         rolloutId,
         promptTokenIds: prompt,
-        choices: [{ index: 0, tokenIds: sampled, logprobs: sampled.map((t) => -((t % 97) + 1) / 50), finishReason: "stop" }],
+        choices: [
+          { index: 0, tokenIds: sampled, logprobs: sampled.map((t) => -((t % 97) + 1) / 50), finishReason: "stop" },
+        ],
         timings: { start: now, upstreamStart: now, firstByte: now, firstToken: now, end: now, overheadMs: 0 },
       }),
     );
@@ -106,7 +118,17 @@ export async function restartableGateway(
 ): Promise<{ url: string; grpcPort: number; start: () => Promise<CliProcess> }> {
   const [httpPort, grpcPort] = [await freePort(), await freePort()];
   const start = async () => {
-    const p = spawnCli(["serve", "--upstream", "sim", "--port", String(httpPort), "--grpc-port", String(grpcPort), "--data", dataDir]);
+    const p = spawnCli([
+      "serve",
+      "--upstream",
+      "sim",
+      "--port",
+      String(httpPort),
+      "--grpc-port",
+      String(grpcPort),
+      "--data",
+      dataDir,
+    ]);
     procs.push(p);
     await p.waitFor(/trajectories:\s+grpc:/, 60_000);
     return p;

@@ -22,8 +22,21 @@ test("gateway and core killed mid-stream: no rollout missing, none trained twice
   const [corePort, metricsPort] = [await freePort(), await freePort()];
   const startCoreProc = async () => {
     const p = spawnCli([
-      "core", "--gateway", `127.0.0.1:${grpcPort}`, "--port", String(corePort), "--metrics-port", String(metricsPort),
-      "--data", coreDir, "--group-size", "2", "--batch-timeout", "100ms", "--token-budget", "400",
+      "core",
+      "--gateway",
+      `127.0.0.1:${grpcPort}`,
+      "--port",
+      String(corePort),
+      "--metrics-port",
+      String(metricsPort),
+      "--data",
+      coreDir,
+      "--group-size",
+      "2",
+      "--batch-timeout",
+      "100ms",
+      "--token-budget",
+      "400",
     ]);
     procs.push(p);
     await p.waitFor(/trainer service on grpc:/, 60_000);
@@ -34,7 +47,9 @@ test("gateway and core killed mid-stream: no rollout missing, none trained twice
     for (let g = 0; g < groups; g++) {
       for (let k = 0; k < 2; k++) {
         const r = await createRollout(gatewayUrl, { group: `${tag}-${g}`, harness: "sim" });
-        const res = await postJson(`${r.base_urls.openai}/chat/completions`, { messages: [{ role: "user", content: `${tag} ${g} ${k}` }] });
+        const res = await postJson(`${r.base_urls.openai}/chat/completions`, {
+          messages: [{ role: "user", content: `${tag} ${g} ${k}` }],
+        });
         assert.equal(res.status, 200, res.text);
         assert.equal((await postJson(`${gatewayUrl}/api/rollouts/${r.id}/finish`, { reward: k })).status, 200);
         expected.push(r.id);
@@ -57,7 +72,10 @@ test("gateway and core killed mid-stream: no rollout missing, none trained twice
       try {
         for await (const b of client.batches({ signal: ac.signal, maxInFlight: 2 })) {
           deliveries++;
-          batches.set(b.batchId, b.rowInfo.map((r) => r.rolloutId));
+          batches.set(
+            b.batchId,
+            b.rowInfo.map((r) => r.rolloutId),
+          );
           await client.ack([b.batchId]).catch(() => {});
         }
       } catch {
@@ -81,7 +99,11 @@ test("gateway and core killed mid-stream: no rollout missing, none trained twice
   await drive(2, "e");
 
   const trained = () => [...batches.values()].flat();
-  await until(() => (new Set(trained()).size >= expected.length ? true : undefined), 60_000, `${expected.length} rollouts trained`);
+  await until(
+    () => (new Set(trained()).size >= expected.length ? true : undefined),
+    60_000,
+    `${expected.length} rollouts trained`,
+  );
   await new Promise((r) => setTimeout(r, 500));
   stop = true;
   await trainer;

@@ -8,7 +8,13 @@ import { Worker } from "node:worker_threads";
 import { credentials, Metadata, type ClientDuplexStream } from "@grpc/grpc-js";
 import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { Gateway } from "../gateway/index.ts";
-import { channelOptions, TrajectoryStreamClient, type RolloutMessage, type StreamMessage, type SubscribeMessage } from "../protocol/index.ts";
+import {
+  channelOptions,
+  TrajectoryStreamClient,
+  type RolloutMessage,
+  type StreamMessage,
+  type SubscribeMessage,
+} from "../protocol/index.ts";
 import { putSyntheticRollout, startGrpcGateway } from "./grpc-helpers.ts";
 import { tempDir, until } from "./helpers.ts";
 
@@ -18,7 +24,11 @@ interface Member {
 }
 
 /** A member that acks a group once it holds all `size` of its rollouts (as an RL core does); `hold` never acks. */
-function member(gateway: Gateway, name: string, options: { size?: number; hold?: boolean; token?: string } = {}): Member {
+function member(
+  gateway: Gateway,
+  name: string,
+  options: { size?: number; hold?: boolean; token?: string } = {},
+): Member {
   const received: RolloutMessage[] = [];
   const byGroup = new Map<string, RolloutMessage[]>();
   const consumer: TrajectoryConsumer = new TrajectoryConsumer({
@@ -45,7 +55,10 @@ after(async () => {
   for (const close of closers.reverse()) await close();
 });
 
-async function gateway(dataDir = tempDir("grpc-gw"), extra: Parameters<typeof startGrpcGateway>[0] = {}): Promise<Gateway> {
+async function gateway(
+  dataDir = tempDir("grpc-gw"),
+  extra: Parameters<typeof startGrpcGateway>[0] = {},
+): Promise<Gateway> {
   const gw = await startGrpcGateway({ dataDir, ...extra });
   let closed = false;
   closers.push(async () => {
@@ -75,7 +88,8 @@ describe("trajectory stream", () => {
     assert.equal(new Set(ids).size, 18, "each rollout delivered once");
     for (const m of [a, b]) {
       const groups = new Set(m.received.map((r) => r.group));
-      for (const g of groups) assert.equal(m.received.filter((r) => r.group === g).length, 3, `group ${g} whole at one member`);
+      for (const g of groups)
+        assert.equal(m.received.filter((r) => r.group === g).length, 3, `group ${g} whole at one member`);
     }
     const rollout = a.received[0] ?? b.received[0]!;
     assert.equal(rollout.trajectories.rows, 1);
@@ -94,12 +108,24 @@ describe("trajectory stream", () => {
     const heldBy = holder.received.length === 3 ? holder : b;
     assert.equal(heldBy.received.filter((r) => r.group === "late").length, 3);
     if (heldBy === holder) {
-      assert.equal(b.received.filter((r) => r.group === "late").length, 0, "a held group is not handed to another member");
+      assert.equal(
+        b.received.filter((r) => r.group === "late").length,
+        0,
+        "a held group is not handed to another member",
+      );
       await holder.consumer.close();
-      await until(() => (b.received.filter((r) => r.group === "late").length === 3 ? true : undefined), 10_000, "re-delivery");
+      await until(
+        () => (b.received.filter((r) => r.group === "late").length === 3 ? true : undefined),
+        10_000,
+        "re-delivery",
+      );
     }
     const lastCursor = store.finishedAfter(0, 1000).at(-1)!.cursor;
-    await until(() => (gw.grpc!.stream.group("cores").committed === lastCursor ? true : undefined), 10_000, "committed cursor");
+    await until(
+      () => (gw.grpc!.stream.group("cores").committed === lastCursor ? true : undefined),
+      10_000,
+      "committed cursor",
+    );
     assert.equal(gw.grpc!.stream.group("cores").leased, 0);
     await b.consumer.close();
   });
@@ -109,7 +135,9 @@ describe("trajectory stream", () => {
     await putSyntheticRollout(gw.context.store, { id: "quiet-1", group: "q", reward: 1 });
     // A raw subscriber that never heartbeats nor acks.
     const client = new TrajectoryStreamClient(gw.grpc!.address, credentials.createInsecure(), channelOptions());
-    const call = (client as unknown as { subscribe(m: Metadata): ClientDuplexStream<SubscribeMessage, StreamMessage> }).subscribe(new Metadata());
+    const call = (
+      client as unknown as { subscribe(m: Metadata): ClientDuplexStream<SubscribeMessage, StreamMessage> }
+    ).subscribe(new Metadata());
     const got: StreamMessage[] = [];
     const ended = new Promise<{ code: number }>((resolve) => {
       call.on("data", (m: StreamMessage) => got.push(m));
@@ -168,7 +196,11 @@ describe("trajectory stream", () => {
     assert.match(states[0]!, /UNAUTHENTICATED/);
     await denied.close();
     const got: RolloutMessage[] = [];
-    const allowed = new TrajectoryConsumer({ address: gw.grpc!.address, token: "s3cret", onRollout: (m) => void got.push(m) });
+    const allowed = new TrajectoryConsumer({
+      address: gw.grpc!.address,
+      token: "s3cret",
+      onRollout: (m) => void got.push(m),
+    });
     allowed.start();
     await until(() => (got.length === 2 ? true : undefined), 10_000, "2 rollouts");
     assert.equal(got[0]!.oversize, true);
@@ -184,7 +216,11 @@ describe("trajectory stream", () => {
     // Stands in for the worker dying (out of memory, a native crash) right after it was asked for a rollout.
     let crashes = 3;
     const post = Worker.prototype.postMessage;
-    Worker.prototype.postMessage = function (this: Worker, message: unknown, transfer?: Parameters<Worker["postMessage"]>[1]) {
+    Worker.prototype.postMessage = function (
+      this: Worker,
+      message: unknown,
+      transfer?: Parameters<Worker["postMessage"]>[1],
+    ) {
       if ((message as { kind?: string }).kind === "message" && crashes > 0) {
         crashes--;
         void this.terminate(); // before it can answer
@@ -210,6 +246,9 @@ describe("trajectory stream", () => {
     assert.equal(got[0]!.flagged, false, got[0]!.flagReasons.join("; "));
     assert.ok(got[0]!.trajectories.tokenIds.byteLength > 0);
     // Two crashes in a row ended the session (UNAVAILABLE); the member came back and got the rollout whole.
-    assert.ok(states.some((d) => /UNAVAILABLE/.test(d)), states.join(" | "));
+    assert.ok(
+      states.some((d) => /UNAVAILABLE/.test(d)),
+      states.join(" | "),
+    );
   });
 });

@@ -116,7 +116,11 @@ export const TOOLS = [
 ];
 
 /** Polls `probe` until it returns a value (not undefined), or throws after `timeoutMs`. */
-export async function until<T>(probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 20_000, what = "condition"): Promise<T> {
+export async function until<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 20_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -181,18 +185,31 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): CliP
 }
 
 /** `rlgate …` run to its end (through tsx): its exit code and output, also when it fails. */
-export async function runCli(args: string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runCli(
+  args: string[],
+  timeoutMs = 120_000,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--import", "tsx", "cli/index.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: timeoutMs }, (error, stdout, stderr) => {
-      if (error && typeof error.code !== "number") return reject(error);
-      resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ["--import", "tsx", "cli/index.ts", ...args],
+      { cwd: ROOT, encoding: "utf8", timeout: timeoutMs },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== "number") return reject(error);
+        resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
 /** Plays a tool-using agent through a base URL: sends its history, appends the reply (reasoning kept or not) and a tool result. */
-export async function playAgent(baseUrl: string, turns: number, keepReasoning: boolean, headers: Record<string, string> = {}): Promise<void> {
+export async function playAgent(
+  baseUrl: string,
+  turns: number,
+  keepReasoning: boolean,
+  headers: Record<string, string> = {},
+): Promise<void> {
   const messages: Array<Record<string, unknown>> = [
     { role: "system", content: "You are a coding agent." },
     { role: "user", content: "How many files are here?" },
@@ -205,11 +222,15 @@ export async function playAgent(baseUrl: string, turns: number, keepReasoning: b
     });
     if (res.status !== 200) throw new Error(`chat: ${res.status} ${await res.text()}`);
     const message = ((await res.json()) as any).choices[0].message;
-    const back: Record<string, unknown> = { role: "assistant", content: message.tool_calls?.length ? null : message.content };
+    const back: Record<string, unknown> = {
+      role: "assistant",
+      content: message.tool_calls?.length ? null : message.content,
+    };
     if (keepReasoning && message.reasoning_content) back["reasoning_content"] = message.reasoning_content;
     if (message.tool_calls?.length) back["tool_calls"] = message.tool_calls;
     messages.push(back);
-    for (const call of message.tool_calls ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: `out ${turn}` });
+    for (const call of message.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: `out ${turn}` });
   }
 }
 

@@ -11,16 +11,31 @@ import { createRollout, postJson, rolloutCalls, startStack, type Stack } from ".
 
 const TOOLS = ["read_file", "run_shell_command", "write_file"].map((name) => ({
   type: "function",
-  function: { name, description: `The ${name} tool.`, parameters: { type: "object", properties: { arg: { type: "string" } }, required: ["arg"] } },
+  function: {
+    name,
+    description: `The ${name} tool.`,
+    parameters: { type: "object", properties: { arg: { type: "string" } }, required: ["arg"] },
+  },
 }));
 
 const call = (name: string, arg: string) => ({ name, arguments: { arg } });
 const SCRIPT: ScriptTurn[] = [
   { reasoning: "Read the module first.", tool_calls: [call("read_file", "src/a.py")] },
-  { reasoning: "It sums from 1.", content: "The loop starts at 1, not 0.", tool_calls: [call("read_file", "tests/test_a.py")] },
-  { reasoning: "Check both files at once.", tool_calls: [call("read_file", "src/b.py"), call("read_file", "src/c.py")] },
+  {
+    reasoning: "It sums from 1.",
+    content: "The loop starts at 1, not 0.",
+    tool_calls: [call("read_file", "tests/test_a.py")],
+  },
+  {
+    reasoning: "Check both files at once.",
+    tool_calls: [call("read_file", "src/b.py"), call("read_file", "src/c.py")],
+  },
   { reasoning: "Fix it.", tool_calls: [call("write_file", "src/a.py")] },
-  { reasoning: "Run the tests.", content: "Running the tests now.", tool_calls: [call("run_shell_command", "pytest -q")] },
+  {
+    reasoning: "Run the tests.",
+    content: "Running the tests now.",
+    tool_calls: [call("run_shell_command", "pytest -q")],
+  },
   { reasoning: "One failure left.", tool_calls: [call("write_file", "tests/test_a.py")] },
   { reasoning: "Run them again.", tool_calls: [call("run_shell_command", "pytest -q")] },
   { reasoning: "All green.", content: "Fixed the off-by-one in src/a.py; the tests pass." },
@@ -42,7 +57,9 @@ async function runSession(stack: Stack): Promise<{ id: string; calls: CallRecord
     const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, body);
     assert.equal(res.status, 200, res.text);
     const message = { ...res.json.choices[0].message } as Record<string, unknown>;
-    for (const key of Object.keys(message)) if (message[key] === null || (Array.isArray(message[key]) && !(message[key] as unknown[]).length)) delete message[key];
+    for (const key of Object.keys(message))
+      if (message[key] === null || (Array.isArray(message[key]) && !(message[key] as unknown[]).length))
+        delete message[key];
     if (turn === DROPS_REASONING) delete message["reasoning_content"];
     messages.push(message);
     for (const [i, toolCall] of ((message["tool_calls"] as Array<{ id: string }>) ?? []).entries()) {
@@ -56,8 +73,14 @@ async function runSession(stack: Stack): Promise<{ id: string; calls: CallRecord
 /** The same kind of session on the Messages API, like Claude Code: text, thinking and tool_use blocks echoed back. */
 async function runMessagesSession(stack: Stack, turns: number): Promise<{ id: string; calls: CallRecord[] }> {
   const rollout = await createRollout(stack.gateway.url, { group: "repair", harness: "claude-code-like" });
-  const tools = TOOLS.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
-  const messages: Array<Record<string, unknown>> = [{ role: "user", content: "Fix the off-by-one in src/a.py and make the tests pass." }];
+  const tools = TOOLS.map((t) => ({
+    name: t.function.name,
+    description: t.function.description,
+    input_schema: t.function.parameters,
+  }));
+  const messages: Array<Record<string, unknown>> = [
+    { role: "user", content: "Fix the off-by-one in src/a.py and make the tests pass." },
+  ];
   for (let turn = 0; turn < turns; turn++) {
     const body = { model: "Qwen/Qwen3-8B", max_tokens: 1024, system: "You are a coding agent.", messages, tools };
     const res = await postJson(`${rollout.base_urls.anthropic}/v1/messages`, body);
@@ -65,7 +88,11 @@ async function runMessagesSession(stack: Stack, turns: number): Promise<{ id: st
     const content = res.json.content as Array<Record<string, unknown>>;
     messages.push({ role: "assistant", content });
     const uses = content.filter((b) => b["type"] === "tool_use");
-    if (uses.length) messages.push({ role: "user", content: uses.map((u, i) => ({ type: "tool_result", tool_use_id: u["id"], content: `output ${turn}.${i}` })) });
+    if (uses.length)
+      messages.push({
+        role: "user",
+        content: uses.map((u, i) => ({ type: "tool_result", tool_use_id: u["id"], content: `output ${turn}.${i}` })),
+      });
   }
   await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
   return { id: rollout.id, calls: await rolloutCalls(stack.gateway.url, rollout.id) };
@@ -138,7 +165,11 @@ describe("history repair (messages mode, simulated vLLM)", () => {
     const b = await runSession(plain);
     const answer = (c: CallRecord) => {
       const m = (c.response as any).choices[0].message;
-      return [m.content, m.reasoning_content, (m.tool_calls ?? []).map((t: any) => [t.function.name, t.function.arguments])];
+      return [
+        m.content,
+        m.reasoning_content,
+        (m.tool_calls ?? []).map((t: any) => [t.function.name, t.function.arguments]),
+      ];
     };
     assert.deepEqual(a.calls.map(answer), b.calls.map(answer));
   });

@@ -8,7 +8,17 @@ import { after, before, describe, test } from "node:test";
 import { startGateway, type Gateway } from "../gateway/index.ts";
 import { RawJson, type CallRecord } from "../store/records.ts";
 import { TOO_DEEP } from "../util/bounded-json.ts";
-import { createRollout, postJson, readSse, rolloutCalls, spawnCli, startStack, tempDir, until, type Stack } from "./helpers.ts";
+import {
+  createRollout,
+  postJson,
+  readSse,
+  rolloutCalls,
+  spawnCli,
+  startStack,
+  tempDir,
+  until,
+  type Stack,
+} from "./helpers.ts";
 
 const MESSAGES = [{ role: "user", content: "hello" }];
 
@@ -62,7 +72,10 @@ describe("hostile input", () => {
 
   test("defect 1: request targets the URL parser refuses get a JSON 400 and the gateway goes on", async () => {
     for (const target of ["//[", "/\\", "//x:99999/", "//[::1/v1/messages"]) {
-      const answer = await rawRequest(stack.gateway.url, `GET ${target} HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n`);
+      const answer = await rawRequest(
+        stack.gateway.url,
+        `GET ${target} HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n`,
+      );
       assert.match(answer, /^HTTP\/1\.1 400 /, `target ${target}: ${answer.slice(0, 80)}`);
       const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string } };
       assert.equal(body.error.code, "RLGATE_BAD_REQUEST");
@@ -84,7 +97,9 @@ describe("hostile input", () => {
       "x-listed": "1",
       connection: "keep-alive, x-listed",
     };
-    const head = Object.entries(hopByHop).map(([name, value]) => `${name}: ${value}\r\n`).join("");
+    const head = Object.entries(hopByHop)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
     const answer = await rawExchange(
       stack.gateway.url,
       `POST /r/${rollout.id}/v1/chat/completions HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\n` +
@@ -101,11 +116,18 @@ describe("hostile input", () => {
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(call!.status, "ok");
     // The same through the pass-through routes.
-    const models = await fetch(`${rollout.base_urls.openai}/models`, { headers: { "proxy-authorization": "Basic x", "x-listed": "1", connection: "x-listed" } });
+    const models = await fetch(`${rollout.base_urls.openai}/models`, {
+      headers: { "proxy-authorization": "Basic x", "x-listed": "1", connection: "x-listed" },
+    });
     assert.equal(models.status, 200);
     assert.equal(stack.sim.requests.at(-1)!.headers["proxy-authorization"], undefined);
     // Any other expectation fails in JSON.
-    const refused = parseAnswer(await rawRequest(stack.gateway.url, "POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\nexpect: teapot\r\ncontent-length: 2\r\n\r\n{}"));
+    const refused = parseAnswer(
+      await rawRequest(
+        stack.gateway.url,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\nexpect: teapot\r\ncontent-length: 2\r\n\r\n{}",
+      ),
+    );
     assert.equal(refused.status, 417);
     assert.equal(refused.body.error.code, "RLGATE_EXPECTATION_FAILED");
   });
@@ -121,7 +143,10 @@ describe("hostile input", () => {
       body: JSON.stringify({ messages: MESSAGES, stream: true }),
     });
     const chatEvents = await readSse(chat);
-    assert.ok(chatEvents.some((e: any) => typeof e === "object" && e.error?.message?.includes("mid-stream")), JSON.stringify(chatEvents));
+    assert.ok(
+      chatEvents.some((e: any) => typeof e === "object" && e.error?.message?.includes("mid-stream")),
+      JSON.stringify(chatEvents),
+    );
 
     // Messages: an `event: error`, never message_stop / end_turn.
     const messages = await fetch(`${rollout.base_urls.anthropic}/v1/messages`, {
@@ -161,7 +186,10 @@ describe("hostile input", () => {
     const attempts: Array<[string, string]> = [
       [`${stack.gateway.url}/v1/chat/completions`, `{"messages":[{"role":"user","content":"x"}],"extra":${deep}}`],
       [`${stack.gateway.url}/api/rollouts`, `{"metadata":{"x":${deep}}}`],
-      [`${rollout.base_urls.anthropic}/v1/messages`, `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{"a":${deep}}}]}]}`],
+      [
+        `${rollout.base_urls.anthropic}/v1/messages`,
+        `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{"a":${deep}}}]}]}`,
+      ],
       [`${rollout.base_urls.openai}/responses`, `{"model":"m","input":${deep}}`],
     ];
     for (const [url, body] of attempts) {
@@ -188,7 +216,14 @@ describe("hostile input", () => {
       choices: [],
       tokenSource: "missing",
       tokenIssue: null,
-      timings: { start: Date.now(), upstreamStart: null, firstByte: null, firstToken: null, end: Date.now(), overheadMs: 0 },
+      timings: {
+        start: Date.now(),
+        upstreamStart: null,
+        firstByte: null,
+        firstToken: null,
+        end: Date.now(),
+        overheadMs: 0,
+      },
     };
     await store.putCall(record);
     const list = await fetch(`${stack.gateway.url}/api/calls`);
@@ -209,9 +244,18 @@ describe("hostile input", () => {
     const rollout = await createRollout(stack.gateway.url);
     const hostileText = { toString: 1 };
     const anthropic = [
-      [`${rollout.base_urls.anthropic}/v1/messages`, { model: "m", max_tokens: 5, messages: [{ role: "user", content: [{ type: "text", text: hostileText }] }] }],
-      [`${rollout.base_urls.anthropic}/v1/messages/count_tokens`, { model: "m", messages: [{ role: "user", content: [{ type: "text", text: hostileText }] }] }],
-      [`${rollout.base_urls.anthropic}/v1/messages`, { model: "m", max_tokens: 5, messages: [{ role: "user", content: [{ type: hostileText }] }] }],
+      [
+        `${rollout.base_urls.anthropic}/v1/messages`,
+        { model: "m", max_tokens: 5, messages: [{ role: "user", content: [{ type: "text", text: hostileText }] }] },
+      ],
+      [
+        `${rollout.base_urls.anthropic}/v1/messages/count_tokens`,
+        { model: "m", messages: [{ role: "user", content: [{ type: "text", text: hostileText }] }] },
+      ],
+      [
+        `${rollout.base_urls.anthropic}/v1/messages`,
+        { model: "m", max_tokens: 5, messages: [{ role: "user", content: [{ type: hostileText }] }] },
+      ],
     ] as const;
     for (const [url, body] of anthropic) {
       const res = await postJson(url, body);
@@ -234,13 +278,21 @@ describe("hostile input", () => {
   test("defect 6: a rollout key under any spelling of the scheme is recognised and never travels upstream", async () => {
     const rollout = await createRollout(stack.gateway.url);
     for (const auth of [`bearer ${rollout.key}`, `BEARER ${rollout.key}`, `Bearer  ${rollout.key}`]) {
-      const res = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, { authorization: auth });
+      const res = await postJson(
+        `${stack.gateway.url}/v1/chat/completions`,
+        { messages: MESSAGES },
+        { authorization: auth },
+      );
       assert.equal(res.status, 200, res.text);
       const forwarded = JSON.stringify(stack.sim.requests.at(-1)!.headers);
       assert.ok(!forwarded.includes("rlk_"), `${auth}: forwarded ${forwarded}`);
     }
     // Key-shaped values in any other header are dropped too.
-    await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, { "api-key": rollout.key, "x-goog-api-key": `k ${rollout.key}` });
+    await postJson(
+      `${rollout.base_urls.openai}/chat/completions`,
+      { messages: MESSAGES },
+      { "api-key": rollout.key, "x-goog-api-key": `k ${rollout.key}` },
+    );
     assert.ok(!JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("rlk_"));
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(calls.length, 4, "all four calls are attributed to the key's rollout");
@@ -291,20 +343,34 @@ describe("hostile input: credentials (defect 7)", () => {
     const byId = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES });
     assert.equal(byId.status, 401, byId.text);
     assert.match(byId.json.error.message, /rollout's key/);
-    const byHeader = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES }, { "x-rlgate-rollout": rollout.id });
+    const byHeader = await postJson(
+      `${stack.gateway.url}/v1/chat/completions`,
+      { messages: MESSAGES },
+      { "x-rlgate-rollout": rollout.id },
+    );
     assert.equal(byHeader.status, 401);
     const unattributed = await postJson(`${stack.gateway.url}/v1/chat/completions`, { messages: MESSAGES });
     assert.equal(unattributed.status, 401);
     assert.equal((await fetch(`${stack.gateway.url}/v1/models`)).status, 401, "pass-through routes too");
-    const withKey = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, { "x-api-key": rollout.key });
+    const withKey = await postJson(
+      `${rollout.base_urls.openai}/chat/completions`,
+      { messages: MESSAGES },
+      { "x-api-key": rollout.key },
+    );
     assert.equal(withKey.status, 200, withKey.text);
     // The driver may call with the control token; it never reaches the upstream either.
     const byDriver = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, control);
     assert.equal(byDriver.status, 200, byDriver.text);
-    assert.ok(!JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"), "the control token went upstream");
+    assert.ok(
+      !JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"),
+      "the control token went upstream",
+    );
     const models = await fetch(`${stack.gateway.url}/v1/models`, { headers: control });
     assert.equal(models.status, 200);
-    assert.ok(!JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"), "the control token went upstream (pass-through)");
+    assert.ok(
+      !JSON.stringify(stack.sim.requests.at(-1)!.headers).includes("s3cret"),
+      "the control token went upstream (pass-through)",
+    );
     const calls = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`, { headers: control });
     assert.equal(((await calls.json()) as { calls: unknown[] }).calls.length, 2);
   });
@@ -312,7 +378,10 @@ describe("hostile input: credentials (defect 7)", () => {
   test("defect 7: a finished rollout refuses calls with 409 and records them as rejected, never trained", async () => {
     const rollout = await newRollout();
     const auth = { authorization: `Bearer ${rollout.key}` };
-    assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, auth)).status, 200);
+    assert.equal(
+      (await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, auth)).status,
+      200,
+    );
     const finish = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 }, control);
     assert.equal(finish.status, 200, finish.text);
     const late = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: MESSAGES }, auth);
@@ -320,7 +389,10 @@ describe("hostile input: credentials (defect 7)", () => {
     assert.equal(late.json.error.code, "RLGATE_ROLLOUT_FINISHED");
     const res = await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/calls`, { headers: control });
     const { calls } = fromSnakeCase<{ calls: CallRecord[] }>(await res.json());
-    assert.deepEqual(calls.map((c) => c.status), ["ok", "rejected"]);
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["ok", "rejected"],
+    );
     assert.equal(calls[1]!.promptTokenIds, null);
     const passthrough = await fetch(`${rollout.base_urls.openai}/models`, { headers: auth });
     assert.equal(passthrough.status, 409);
@@ -328,9 +400,21 @@ describe("hostile input: credentials (defect 7)", () => {
 
   test("defect 7: /metrics follows the control token (unless --metrics-public); token checks take any scheme case", async () => {
     assert.equal((await fetch(`${stack.gateway.url}/metrics`)).status, 401);
-    assert.equal((await fetch(`${stack.gateway.url}/metrics`, { headers: { authorization: "bearer s3cret" } })).status, 200);
-    assert.equal((await fetch(`${stack.gateway.url}/api/rollouts`, { headers: { authorization: "Bearer s3cre" } })).status, 401);
-    const open = await startGateway({ upstream: stack.sim.url, port: 0, dataDir: tempDir("metrics"), controlToken: "t", metricsPublic: true });
+    assert.equal(
+      (await fetch(`${stack.gateway.url}/metrics`, { headers: { authorization: "bearer s3cret" } })).status,
+      200,
+    );
+    assert.equal(
+      (await fetch(`${stack.gateway.url}/api/rollouts`, { headers: { authorization: "Bearer s3cre" } })).status,
+      401,
+    );
+    const open = await startGateway({
+      upstream: stack.sim.url,
+      port: 0,
+      dataDir: tempDir("metrics"),
+      controlToken: "t",
+      metricsPublic: true,
+    });
     try {
       assert.equal((await fetch(`${open.url}/metrics`)).status, 200);
     } finally {
@@ -390,7 +474,9 @@ describe("hostile input: what the upstream reports (defect 8)", () => {
         object: "chat.completion",
         model: "Qwen/Qwen3-8B",
         prompt_token_ids: [1, 2, 1e20],
-        choices: [{ index: 0, message: { role: "assistant", content: "hi" }, token_ids: [5, 6], finish_reason: "stop" }],
+        choices: [
+          { index: 0, message: { role: "assistant", content: "hi" }, token_ids: [5, 6], finish_reason: "stop" },
+        ],
       }),
     );
     const res = await postJson(`${huge.url}/v1/chat/completions`, { model: "Qwen/Qwen3-8B", messages: MESSAGES });
@@ -443,7 +529,12 @@ describe("hostile input: found by the 100k fuzz run", () => {
   });
 
   test("a request without a Host header is answered in JSON by the router, not with Node's empty 400", async () => {
-    const answer = parseAnswer(await rawRequest(stack.gateway.url, "GET //x:99999/ HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"));
+    const answer = parseAnswer(
+      await rawRequest(
+        stack.gateway.url,
+        "GET //x:99999/ HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+      ),
+    );
     assert.equal(answer.status, 400);
     assert.equal(answer.body.error.code, "RLGATE_BAD_REQUEST");
     const health = await rawRequest(stack.gateway.url, "GET /healthz HTTP/1.1\r\nconnection: close\r\n\r\n");

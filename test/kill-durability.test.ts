@@ -18,34 +18,50 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("SIGKILL during concurrent load loses no completed call and no acknowledged finish", { timeout: 180_000 }, async () => {
-  const first = await spawnGateway(sim.url, dataDir);
-  const ack = newAcknowledged();
-  let killed = false;
-  const clients = Array.from({ length: 8 }, (_, i) => client(() => first.url, i, ack, () => killed, 3));
-  while (ack.calls.size < 60 || ack.finishes.size < 2) await new Promise((r) => setTimeout(r, 5));
-  const firstExited = first.proc.kill("SIGKILL");
-  killed = true;
-  await Promise.all(clients);
-  await firstExited;
+test(
+  "SIGKILL during concurrent load loses no completed call and no acknowledged finish",
+  { timeout: 180_000 },
+  async () => {
+    const first = await spawnGateway(sim.url, dataDir);
+    const ack = newAcknowledged();
+    let killed = false;
+    const clients = Array.from({ length: 8 }, (_, i) =>
+      client(
+        () => first.url,
+        i,
+        ack,
+        () => killed,
+        3,
+      ),
+    );
+    while (ack.calls.size < 60 || ack.finishes.size < 2) await new Promise((r) => setTimeout(r, 5));
+    const firstExited = first.proc.kill("SIGKILL");
+    killed = true;
+    await Promise.all(clients);
+    await firstExited;
 
-  const second = await spawnGateway(sim.url, dataDir);
-  try {
-    const verified = await verify(second.url, ack);
-    assert.deepEqual(verified.lostCalls, [], "completed calls missing after SIGKILL");
-    assert.deepEqual(verified.brokenCalls, [], "completed calls stored without their tokens");
-    assert.deepEqual(verified.lostFinishes, [], "acknowledged finishes lost");
-    // New calls after the restart get numbers above every earlier one.
-    const open = await fetch(`${second.url}/api/rollouts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
-    const { id } = (await open.json()) as { id: string };
-    const afterRestart = await fetch(`${second.url}/r/${id}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "user", content: "after restart" }] }),
-    });
-    assert.equal(afterRestart.status, 200);
-    assert.ok(Number(afterRestart.headers.get("x-rlgate-call")) > Math.max(...ack.calls.keys()));
-  } finally {
-    await second.proc.kill("SIGTERM");
-  }
-});
+    const second = await spawnGateway(sim.url, dataDir);
+    try {
+      const verified = await verify(second.url, ack);
+      assert.deepEqual(verified.lostCalls, [], "completed calls missing after SIGKILL");
+      assert.deepEqual(verified.brokenCalls, [], "completed calls stored without their tokens");
+      assert.deepEqual(verified.lostFinishes, [], "acknowledged finishes lost");
+      // New calls after the restart get numbers above every earlier one.
+      const open = await fetch(`${second.url}/api/rollouts`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      });
+      const { id } = (await open.json()) as { id: string };
+      const afterRestart = await fetch(`${second.url}/r/${id}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "after restart" }] }),
+      });
+      assert.equal(afterRestart.status, 200);
+      assert.ok(Number(afterRestart.headers.get("x-rlgate-call")) > Math.max(...ack.calls.keys()));
+    } finally {
+      await second.proc.kill("SIGTERM");
+    }
+  },
+);

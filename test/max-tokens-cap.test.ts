@@ -17,7 +17,11 @@ describe("--max-tokens-cap", () => {
     for (const stack of stacks) await stack.close();
   });
 
-  async function callWith(cap: "auto" | number | null, path: string, body: unknown): Promise<{ status: number; text: string; call: CallRecord }> {
+  async function callWith(
+    cap: "auto" | number | null,
+    path: string,
+    body: unknown,
+  ): Promise<{ status: number; text: string; call: CallRecord }> {
     const stack = await startStack({ sim: { maxModelLen: CONTEXT }, gateway: { maxTokensCap: cap } });
     stacks.push(stack);
     const rollout = await createRollout(stack.gateway.url, {});
@@ -38,7 +42,12 @@ describe("--max-tokens-cap", () => {
     assert.equal(status, 200, text);
     assert.equal(call.status, "ok");
     const prompt = call.promptTokenIds!.length;
-    assert.deepEqual(call.maxTokensCap, { requested: 32_000, sent: CONTEXT - prompt, contextLength: CONTEXT, promptTokens: prompt });
+    assert.deepEqual(call.maxTokensCap, {
+      requested: 32_000,
+      sent: CONTEXT - prompt,
+      contextLength: CONTEXT,
+      promptTokens: prompt,
+    });
     assert.equal((call.requestForwarded as any).max_tokens, CONTEXT - prompt);
     assert.equal((call.requestReceived as any).max_tokens, 32_000, "the harness's request is recorded as it was sent");
   });
@@ -63,10 +72,14 @@ describe("--max-tokens-cap", () => {
 
 describe("serve's sim context and cap options", () => {
   test("--help explains them; a bad --max-tokens-cap is refused with a sentence", () => {
-    const help = spawnSync(process.execPath, ["--import", "tsx", "cli/index.ts", "serve", "--help"], { encoding: "utf8" });
+    const help = spawnSync(process.execPath, ["--import", "tsx", "cli/index.ts", "serve", "--help"], {
+      encoding: "utf8",
+    });
     assert.match(help.stdout, /--sim-max-model-len/);
     assert.match(help.stdout, /--max-tokens-cap <auto\|N>/);
-    const bad = spawnSync(process.execPath, ["--import", "tsx", "cli/index.ts", "serve", "--max-tokens-cap", "lots"], { encoding: "utf8" });
+    const bad = spawnSync(process.execPath, ["--import", "tsx", "cli/index.ts", "serve", "--max-tokens-cap", "lots"], {
+      encoding: "utf8",
+    });
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /expected 'auto' or a positive integer, got 'lots'/);
   });

@@ -14,7 +14,10 @@ import { rmSync } from "node:fs";
 type Json = Record<string, any>;
 
 const SCRIPT: ScriptTurn[] = [
-  { reasoning: "Look at the directory.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls -la" } }] },
+  {
+    reasoning: "Look at the directory.",
+    tool_calls: [{ name: "run_shell_command", arguments: { command: "ls -la" } }],
+  },
   {
     reasoning: "Two files, read both. é 😀",
     content: "Reading both now.",
@@ -27,7 +30,15 @@ const SCRIPT: ScriptTurn[] = [
 ];
 
 const VOLATILE_IDS = new Set(["id", "tool_call_id", "call_id", "item_id", "tool_use_id", "previous_response_id"]);
-const VOLATILE = new Set(["created", "created_at", "completed_at", "prompt_tokens", "total_tokens", "input_tokens", "system_fingerprint"]);
+const VOLATILE = new Set([
+  "created",
+  "created_at",
+  "completed_at",
+  "prompt_tokens",
+  "total_tokens",
+  "input_tokens",
+  "system_fingerprint",
+]);
 
 /** A JSON value with ids replaced by their order of appearance and per-run fields removed. */
 function comparable(value: unknown, ids = new Map<string, string>()): unknown {
@@ -74,7 +85,10 @@ const chatTools = TOOLS as unknown as OpenAI.Chat.ChatCompletionTool[];
 function chatConversation(stream: boolean, thinking: boolean): Conversation {
   return async (base) => {
     const client = new OpenAI({ baseURL: base.openai, apiKey: "sk-test", maxRetries: 0 });
-    const messages: Json[] = [{ role: "system", content: "You are an agent." }, { role: "user", content: "Read the files." }];
+    const messages: Json[] = [
+      { role: "system", content: "You are an agent." },
+      { role: "user", content: "Read the files." },
+    ];
     const seen: unknown[] = [];
     for (let turn = 0; turn < SCRIPT.length; turn++) {
       const body: Json = { model: "Qwen/Qwen3-8B", messages, tools: chatTools };
@@ -82,14 +96,22 @@ function chatConversation(stream: boolean, thinking: boolean): Conversation {
       let message: Json;
       if (stream) {
         const chunks: Json[] = [];
-        for await (const chunk of await client.chat.completions.create({ ...body, stream: true } as never) as unknown as AsyncIterable<Json>) chunks.push(chunk);
+        for await (const chunk of (await client.chat.completions.create({
+          ...body,
+          stream: true,
+        } as never)) as unknown as AsyncIterable<Json>)
+          chunks.push(chunk);
         seen.push(chunks);
         message = { role: "assistant", content: "", tool_calls: [] as Json[] };
         for (const chunk of chunks) {
           const delta = chunk["choices"][0]?.delta ?? {};
           if (delta.content) message["content"] += delta.content;
           for (const call of delta.tool_calls ?? []) {
-            message["tool_calls"][call.index] ??= { id: call.id, type: "function", function: { name: call.function.name, arguments: "" } };
+            message["tool_calls"][call.index] ??= {
+              id: call.id,
+              type: "function",
+              function: { name: call.function.name, arguments: "" },
+            };
             message["tool_calls"][call.index].function.arguments += call.function.arguments ?? "";
           }
         }
@@ -98,8 +120,13 @@ function chatConversation(stream: boolean, thinking: boolean): Conversation {
         seen.push(completion);
         message = completion["choices"][0].message;
       }
-      messages.push({ role: "assistant", content: message["content"], tool_calls: message["tool_calls"]?.length ? message["tool_calls"] : undefined });
-      for (const call of message["tool_calls"] ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: `ran ${call.function.arguments}` });
+      messages.push({
+        role: "assistant",
+        content: message["content"],
+        tool_calls: message["tool_calls"]?.length ? message["tool_calls"] : undefined,
+      });
+      for (const call of message["tool_calls"] ?? [])
+        messages.push({ role: "tool", tool_call_id: call.id, content: `ran ${call.function.arguments}` });
     }
     return seen;
   };
@@ -108,7 +135,13 @@ function chatConversation(stream: boolean, thinking: boolean): Conversation {
 function messagesConversation(stream: boolean): Conversation {
   return async (base) => {
     const client = new Anthropic({ baseURL: base.anthropic, apiKey: "sk-ant-test", maxRetries: 0 });
-    const tools = [{ name: "run_shell_command", description: "Run a shell command", input_schema: { type: "object" as const, properties: { command: { type: "string" } } } }];
+    const tools = [
+      {
+        name: "run_shell_command",
+        description: "Run a shell command",
+        input_schema: { type: "object" as const, properties: { command: { type: "string" } } },
+      },
+    ];
     const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Read the files." }];
     const seen: unknown[] = [];
     for (let turn = 0; turn < SCRIPT.length; turn++) {
@@ -127,7 +160,9 @@ function messagesConversation(stream: boolean): Conversation {
         content = message.content;
       }
       messages.push({ role: "assistant", content });
-      const results = content.filter((b) => b.type === "tool_use").map((b) => ({ type: "tool_result" as const, tool_use_id: (b as Anthropic.ToolUseBlock).id, content: "ran" }));
+      const results = content
+        .filter((b) => b.type === "tool_use")
+        .map((b) => ({ type: "tool_result" as const, tool_use_id: (b as Anthropic.ToolUseBlock).id, content: "ran" }));
       if (results.length) messages.push({ role: "user", content: results });
     }
     return seen;
@@ -138,7 +173,13 @@ function responsesConversation(stream: boolean): Conversation {
   return async (base) => {
     const client = new OpenAI({ baseURL: base.openai, apiKey: "sk-test", maxRetries: 0 });
     const tools: OpenAI.Responses.FunctionTool[] = [
-      { type: "function", name: "run_shell_command", description: "Run a shell command", parameters: { type: "object", properties: { command: { type: "string" } } }, strict: false },
+      {
+        type: "function",
+        name: "run_shell_command",
+        description: "Run a shell command",
+        parameters: { type: "object", properties: { command: { type: "string" } } },
+        strict: false,
+      },
     ];
     const input: OpenAI.Responses.ResponseInputItem[] = [{ role: "user", content: "Read the files." }];
     const seen: unknown[] = [];
@@ -157,7 +198,8 @@ function responsesConversation(stream: boolean): Conversation {
       for (const item of response.output) {
         if (item.type === "reasoning") continue;
         input.push(item as OpenAI.Responses.ResponseInputItem);
-        if (item.type === "function_call") input.push({ type: "function_call_output", call_id: item.call_id, output: "ran" });
+        if (item.type === "function_call")
+          input.push({ type: "function_call_output", call_id: item.call_id, output: "ran" });
       }
     }
     return seen;
@@ -172,7 +214,10 @@ describe("harness-visible answers are the same in both prompt modes", () => {
   before(async () => {
     stack = await startStack({ sim: { script: SCRIPT, seed: 3 } });
     tokensDir = tempDir("tokens");
-    modes = { messages: stack.gateway, tokens: await startGateway({ upstream: stack.sim.url, port: 0, dataDir: tokensDir, prompts: "tokens" }) };
+    modes = {
+      messages: stack.gateway,
+      tokens: await startGateway({ upstream: stack.sim.url, port: 0, dataDir: tokensDir, prompts: "tokens" }),
+    };
   });
   after(async () => {
     await modes.tokens.close();
@@ -180,11 +225,13 @@ describe("harness-visible answers are the same in both prompt modes", () => {
     rmSync(tokensDir, { recursive: true, force: true });
   });
 
-  test("chat completions, whole: content, reasoning, tool calls, finish reasons", () => both(stack, modes, chatConversation(false, true)));
+  test("chat completions, whole: content, reasoning, tool calls, finish reasons", () =>
+    both(stack, modes, chatConversation(false, true)));
   test("chat completions, streamed: every chunk", () => both(stack, modes, chatConversation(true, true)));
   test("chat completions, streamed with thinking off", () => both(stack, modes, chatConversation(true, false)));
   test("Anthropic Messages (official SDK), whole", () => both(stack, modes, messagesConversation(false)));
-  test("Anthropic Messages (official SDK), streamed: every event and the final message", () => both(stack, modes, messagesConversation(true)));
+  test("Anthropic Messages (official SDK), streamed: every event and the final message", () =>
+    both(stack, modes, messagesConversation(true)));
   test("OpenAI Responses (official SDK), whole", () => both(stack, modes, responsesConversation(false)));
   test("OpenAI Responses (official SDK), streamed: every event", () => both(stack, modes, responsesConversation(true)));
 });

@@ -16,7 +16,11 @@ describe("refused requests are recorded on their rollout", () => {
   });
 
   /** Sends one refused request into a fresh rollout; returns the answer and the rollout's only call. */
-  async function refuse(path: string, body: string, expectStatus: number): Promise<{ rollout: CreatedRollout; json: any; call: CallRecord }> {
+  async function refuse(
+    path: string,
+    body: string,
+    expectStatus: number,
+  ): Promise<{ rollout: CreatedRollout; json: any; call: CallRecord }> {
     const rollout = await createRollout(stack.gateway.url, { harness: "refusals" });
     const res = await postJson(`${stack.gateway.url}/r/${rollout.id}${path}`, body);
     assert.equal(res.status, expectStatus, res.text);
@@ -58,12 +62,20 @@ describe("refused requests are recorded on their rollout", () => {
   });
 
   test("an unknown previous_response_id: recorded, saying why rlgate has none", async () => {
-    const { call } = await refuse("/v1/responses", JSON.stringify({ model: "m", input: "x", previous_response_id: "resp_gone" }), 400);
+    const { call } = await refuse(
+      "/v1/responses",
+      JSON.stringify({ model: "m", input: "x", previous_response_id: "resp_gone" }),
+      400,
+    );
     assert.match(call.error!, /Previous response with id 'resp_gone' not found/);
   });
 
   test("a body over --body-limit: recorded without the body, with the limit in the reason", async () => {
-    const { call } = await refuse("/v1/chat/completions", JSON.stringify({ model: "m", messages: [{ role: "user", content: "x".repeat(100_000) }] }), 413);
+    const { call } = await refuse(
+      "/v1/chat/completions",
+      JSON.stringify({ model: "m", messages: [{ role: "user", content: "x".repeat(100_000) }] }),
+      413,
+    );
     assert.equal(call.requestReceived, null);
     assert.match(call.error!, /RLGATE_BODY_TOO_LARGE/);
   });
@@ -71,16 +83,24 @@ describe("refused requests are recorded on their rollout", () => {
   test("an unattributed refusal is recorded among the unattributed calls", async () => {
     const res = await postJson(`${stack.gateway.url}/v1/chat/completions`, "not json");
     assert.equal(res.status, 400);
-    const unattributed = fromSnakeCase<{ calls: CallRecord[] }>(await (await fetch(`${stack.gateway.url}/api/calls`)).json()).calls;
+    const unattributed = fromSnakeCase<{ calls: CallRecord[] }>(
+      await (await fetch(`${stack.gateway.url}/api/calls`)).json(),
+    ).calls;
     assert.ok(unattributed.some((c) => c.status === "rejected" && c.requestReceived === "not json"));
   });
 
   test("after a refusal the rollout takes calls as before, and its trajectories hold only the answered one", async () => {
     const { rollout } = await refuse("/v1/chat/completions", "{", 400);
-    const ok = await postJson(`${rollout.base_urls.openai}/chat/completions`, { model: "Qwen/Qwen3-8B", messages: [{ role: "user", content: "hi" }] });
+    const ok = await postJson(`${rollout.base_urls.openai}/chat/completions`, {
+      model: "Qwen/Qwen3-8B",
+      messages: [{ role: "user", content: "hi" }],
+    });
     assert.equal(ok.status, 200, ok.text);
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => c.status), ["rejected", "ok"]);
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["rejected", "ok"],
+    );
     await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
     const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
     assert.equal(rec.trajectories.length, 1);

@@ -34,7 +34,11 @@ describe("relay backpressure", () => {
           // Not reading for a while lets the gateway's socket buffer fill while the sim keeps writing.
           setTimeout(() => {
             let out = "";
-            res.setEncoding("utf8").on("data", (d: string) => (out += d)).on("end", () => resolve(out)).resume();
+            res
+              .setEncoding("utf8")
+              .on("data", (d: string) => (out += d))
+              .on("end", () => resolve(out))
+              .resume();
           }, 1500);
         });
         req.on("error", reject);
@@ -42,7 +46,11 @@ describe("relay backpressure", () => {
       });
       const words = (text.match(/word/g) ?? []).length;
       assert.ok(words >= 60_000, `every word arrived (${words})`);
-      assert.deepEqual(warnings.map((w) => w.name), [], warnings.map((w) => w.message).join("\n"));
+      assert.deepEqual(
+        warnings.map((w) => w.name),
+        [],
+        warnings.map((w) => w.message).join("\n"),
+      );
     });
   }
 });

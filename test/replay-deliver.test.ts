@@ -5,10 +5,26 @@ import { rmSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { TrainerClient, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore } from "../rl-core/core/index.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
+import {
+  AGENT_SCRIPT,
+  createRollout,
+  playAgent,
+  postJson,
+  spawnCli,
+  startStack,
+  tempDir,
+  type Stack,
+} from "./helpers.ts";
 
 async function firstBatch(address: string, dataDir: string): Promise<TrainingBatch> {
-  const core = await startCore({ gateways: [address], port: 0, dataDir, batchTimeoutMs: 100, tokenBudget: 1_000_000, groupTimeoutMs: 60_000 });
+  const core = await startCore({
+    gateways: [address],
+    port: 0,
+    dataDir,
+    batchTimeoutMs: 100,
+    tokenBudget: 1_000_000,
+    groupTimeoutMs: 60_000,
+  });
   const client = new TrainerClient(core.address, { deadlineMs: 30_000 });
   try {
     const ac = new AbortController();
@@ -32,8 +48,14 @@ function content(batch: TrainingBatch) {
     tokenIds: [...batch.tokenIds],
     lossMask: [...batch.lossMask],
     logprobs: Buffer.from(batch.logprobs.buffer, batch.logprobs.byteOffset, batch.logprobs.byteLength).toString("hex"),
-    advantages: Buffer.from(batch.advantages.buffer, batch.advantages.byteOffset, batch.advantages.byteLength).toString("hex"),
-    lossWeights: Buffer.from(batch.lossWeights.buffer, batch.lossWeights.byteOffset, batch.lossWeights.byteLength).toString("hex"),
+    advantages: Buffer.from(batch.advantages.buffer, batch.advantages.byteOffset, batch.advantages.byteLength).toString(
+      "hex",
+    ),
+    lossWeights: Buffer.from(
+      batch.lossWeights.buffer,
+      batch.lossWeights.byteOffset,
+      batch.lossWeights.byteLength,
+    ).toString("hex"),
     rowInfo: batch.rowInfo,
     estimator: batch.estimator,
     groups: batch.groups,
@@ -48,7 +70,11 @@ describe("replay deliver", () => {
     stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { grpcPort: 0 } });
     const rewards = [1, 0, 0.5, 0.25];
     for (let i = 0; i < rewards.length; i++) {
-      const rollout = await createRollout(stack.gateway.url, { group: "g-deliver", harness: "scripted", metadata: { group_size: 4 } });
+      const rollout = await createRollout(stack.gateway.url, {
+        group: "g-deliver",
+        harness: "scripted",
+        metadata: { group_size: 4 },
+      });
       await playAgent(rollout.base_urls.openai, AGENT_SCRIPT.length, i % 2 === 0);
       await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: rewards[i] });
     }
@@ -66,10 +92,23 @@ describe("replay deliver", () => {
     const firstDir = tempDir("core-first");
     dirs.push(firstDir);
     const first = await firstBatch(stack.gateway.grpc!.address, firstDir);
-    assert.equal(first.rowInfo.filter((r) => r.group === "g-deliver").length, first.rows, "the first batch is the selected group");
+    assert.equal(
+      first.rowInfo.filter((r) => r.group === "g-deliver").length,
+      first.rows,
+      "the first batch is the selected group",
+    );
     assert.equal(new Set(first.rowInfo.map((r) => r.rolloutId)).size, 4);
 
-    const deliver = spawnCli(["replay", "deliver", "--group", "g-deliver", "--data", stack.dataDir, "--grpc-port", "0"]);
+    const deliver = spawnCli([
+      "replay",
+      "deliver",
+      "--group",
+      "g-deliver",
+      "--data",
+      stack.dataDir,
+      "--grpc-port",
+      "0",
+    ]);
     try {
       const [, address] = await deliver.waitFor(/4 finished rollouts \(\d+ calls\) on grpc:\/\/(\S+)/, 60_000);
       const secondDir = tempDir("core-second");
@@ -77,7 +116,9 @@ describe("replay deliver", () => {
       const second = await firstBatch(address!, secondDir);
       assert.deepEqual(content(second), content(first));
       await deliver.waitFor(/delivered: all 4 rollouts acked by rl-core/, 60_000);
-      await new Promise<void>((resolve) => (deliver.child.exitCode !== null ? resolve() : deliver.child.once("exit", () => resolve())));
+      await new Promise<void>((resolve) =>
+        deliver.child.exitCode !== null ? resolve() : deliver.child.once("exit", () => resolve()),
+      );
       assert.equal(deliver.child.exitCode, 0, deliver.output());
     } finally {
       await deliver.kill();

@@ -38,7 +38,11 @@ describe("replay resend", () => {
     await stack?.close();
   });
 
-  const options = (url: string): ResendOptions => ({ upstream: new ReplayUpstream({ url }), decode: (ids) => tokenizer.decode(ids), concurrency: 2 });
+  const options = (url: string): ResendOptions => ({
+    upstream: new ReplayUpstream({ url }),
+    decode: (ids) => tokenizer.decode(ids),
+    concurrency: 2,
+  });
 
   test("the same server: prompt ids, sampled ids and answers are the same for every call", async () => {
     const report = await resendCalls(rolloutId, calls, options(stack.sim.url));
@@ -46,7 +50,10 @@ describe("replay resend", () => {
     for (const c of report.calls) {
       assert.equal(c.error, null);
       assert.ok(c.promptSame, JSON.stringify(c.promptDifference));
-      assert.deepEqual(c.choices.map((ch) => [ch.sampledSame, ch.answerSame]), [[true, true]]);
+      assert.deepEqual(
+        c.choices.map((ch) => [ch.sampledSame, ch.answerSame]),
+        [[true, true]],
+      );
     }
   });
 
@@ -69,27 +76,76 @@ describe("replay resend", () => {
   });
 
   test("CLI: text report, exit 0 when the same and 3 when a prompt differs; --call picks calls; --json", async () => {
-    const same = await cli(["replay", "resend", rolloutId, "--gateway", stack.gateway.url, "--upstream", stack.sim.url]);
+    const same = await cli([
+      "replay",
+      "resend",
+      rolloutId,
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      stack.sim.url,
+    ]);
     assert.equal(same.code, 0, same.stderr + same.stdout);
     assert.match(same.stdout, /3 of 3 calls the same/);
 
-    const differs = await cli(["replay", "resend", rolloutId, "--data", stack.dataDir, "--upstream", changed.url, "--call", "2"]);
+    const differs = await cli([
+      "replay",
+      "resend",
+      rolloutId,
+      "--data",
+      stack.dataDir,
+      "--upstream",
+      changed.url,
+      "--call",
+      "2",
+    ]);
     assert.equal(differs.code, 3, differs.stderr + differs.stdout);
     assert.match(differs.stdout, /call #2 .*DIFFERENT/);
     assert.match(differs.stdout, /prompt ids: differ at position \d+/);
     assert.match(differs.stdout, /recorded: …[^\n]*<tool_response>⟦⏎/);
     assert.match(differs.stdout, /0 of 1 calls the same/);
 
-    const json = await cli(["replay", "resend", rolloutId, "--gateway", stack.gateway.url, "--upstream", changed.url, "--call", "1", "--json"]);
+    const json = await cli([
+      "replay",
+      "resend",
+      rolloutId,
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      changed.url,
+      "--call",
+      "1",
+      "--json",
+    ]);
     assert.equal(json.code, 0, json.stderr);
     assert.equal(JSON.parse(json.stdout).calls[0].promptSame, true);
   });
 
   test("CLI failures: a call the rollout does not have, a server that is down", async () => {
-    const nocall = await cli(["replay", "resend", rolloutId, "--gateway", stack.gateway.url, "--upstream", stack.sim.url, "--call", "9"]);
+    const nocall = await cli([
+      "replay",
+      "resend",
+      rolloutId,
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      stack.sim.url,
+      "--call",
+      "9",
+    ]);
     assert.equal(nocall.code, 1);
     assert.match(nocall.stderr, /has no call 9 \(it has 3\)/);
-    const down = await cli(["replay", "resend", rolloutId, "--gateway", stack.gateway.url, "--upstream", "http://127.0.0.1:9", "--call", "1"]);
+    const down = await cli([
+      "replay",
+      "resend",
+      rolloutId,
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      "http://127.0.0.1:9",
+      "--call",
+      "1",
+    ]);
     assert.equal(down.code, 1);
     assert.match(down.stdout, /error: cannot reach the upstream at http:\/\/127\.0\.0\.1:9/);
   });

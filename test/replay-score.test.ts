@@ -7,7 +7,16 @@ import { scoreRollouts, type ScoreOptions } from "../replay/score.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, runCli, startStack, type Stack } from "./helpers.ts";
+import {
+  AGENT_SCRIPT,
+  createRollout,
+  playAgent,
+  postJson,
+  rolloutCalls,
+  runCli,
+  startStack,
+  type Stack,
+} from "./helpers.ts";
 
 const tokenizer = qwen3Tokenizer();
 
@@ -47,7 +56,11 @@ describe("replay score", () => {
   });
 
   const score = (opts: ScoreOptions) =>
-    scoreRollouts(loaded.map((l) => l.rollout), async (id) => loaded.find((l) => l.rollout.id === id)!.calls, opts);
+    scoreRollouts(
+      loaded.map((l) => l.rollout),
+      async (id) => loaded.find((l) => l.rollout.id === id)!.calls,
+      opts,
+    );
   const options = (url: string, threshold = 0.5): ScoreOptions => ({
     upstream: new ReplayUpstream({ url }),
     threshold,
@@ -87,7 +100,12 @@ describe("replay score", () => {
           const delta = entries[call.promptTokenIds!.length + j][String(id)].logprob - choice.logprobs![j]!;
           deltas.push(Math.abs(delta));
           if (!firstInRollout && Math.abs(delta) > threshold) {
-            firstInRollout = { rolloutId: rollout.id, callSeq: call.seq, position: call.promptTokenIds!.length + j, delta };
+            firstInRollout = {
+              rolloutId: rollout.id,
+              callSeq: call.seq,
+              position: call.promptTokenIds!.length + j,
+              delta,
+            };
           }
         });
       }
@@ -119,7 +137,11 @@ describe("replay score", () => {
 
   test("what cannot be scored is said: a failed call is skipped with its reason, a completion the server refuses is an error", async () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g-faults", harness: "alpha" });
-    const failed = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages: [{ role: "user", content: "hi" }] }, { "x-sim-fault": "error" });
+    const failed = await postJson(
+      `${rollout.base_urls.openai}/chat/completions`,
+      { messages: [{ role: "user", content: "hi" }] },
+      { "x-sim-fault": "error" },
+    );
     assert.equal(failed.status, 500);
     await playAgent(rollout.base_urls.openai, 1, true);
     const record = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}`)).json()) as RolloutRecord;
@@ -127,7 +149,10 @@ describe("replay score", () => {
     const small = await startSim({ port: 0, seed: 7, maxModelLen: 64 });
     try {
       const report = await scoreRollouts([record], async () => calls, options(small.url));
-      assert.deepEqual(report.skipped.map((s) => s.reason), ["call ended upstream_error"]);
+      assert.deepEqual(
+        report.skipped.map((s) => s.reason),
+        ["call ended upstream_error"],
+      );
       assert.equal(report.errors.length, 1);
       assert.match(report.errors[0]!.reason, /answered 400: .*maximum context length is 64 tokens/);
       assert.equal(report.overall.tokens, 0);
@@ -137,18 +162,49 @@ describe("replay score", () => {
   });
 
   test("CLI: a summary table, --json, exit 0 within --max-p99 and exit 3 past it", async () => {
-    const clean = await cli(["replay", "score", "--group", "g-score", "--gateway", stack.gateway.url, "--upstream", stack.sim.url, "--max-p99", "0"]);
+    const clean = await cli([
+      "replay",
+      "score",
+      "--group",
+      "g-score",
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      stack.sim.url,
+      "--max-p99",
+      "0",
+    ]);
     assert.equal(clean.code, 0, clean.stderr + clean.stdout);
     assert.match(clean.stdout, /rollout\s+harness\s+completions\s+tokens\s+pearson r/);
     assert.match(clean.stdout, /p99 \|Δlogp\| 0\.0000 ≤ 0: ok/);
 
-    const drift = await cli(["replay", "score", "--group", "g-score", "--gateway", stack.gateway.url, "--upstream", noisy.url, "--max-p99", "0.05"]);
+    const drift = await cli([
+      "replay",
+      "score",
+      "--group",
+      "g-score",
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      noisy.url,
+      "--max-p99",
+      "0.05",
+    ]);
     assert.equal(drift.code, 3, drift.stderr + drift.stdout);
     assert.match(drift.stdout, /> 0\.05: FAILED/);
     assert.match(drift.stdout, /first token beyond \|Δlogp\| 0\.5/);
     assert.match(drift.stdout, /⟦.+⟧/);
 
-    const json = await cli(["replay", "score", loaded[0]!.rollout.id, "--data", stack.dataDir, "--upstream", noisy.url, "--json"]);
+    const json = await cli([
+      "replay",
+      "score",
+      loaded[0]!.rollout.id,
+      "--data",
+      stack.dataDir,
+      "--upstream",
+      noisy.url,
+      "--json",
+    ]);
     assert.equal(json.code, 0, json.stderr);
     const report = JSON.parse(json.stdout);
     assert.equal(report.rollouts.length, 1);
@@ -157,10 +213,26 @@ describe("replay score", () => {
   });
 
   test("CLI failures say what went wrong: an unreachable server, an unknown rollout, no selection", async () => {
-    const down = await cli(["replay", "score", loaded[0]!.rollout.id, "--gateway", stack.gateway.url, "--upstream", "http://127.0.0.1:9"]);
+    const down = await cli([
+      "replay",
+      "score",
+      loaded[0]!.rollout.id,
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      "http://127.0.0.1:9",
+    ]);
     assert.equal(down.code, 1);
     assert.match(down.stdout + down.stderr, /cannot reach the upstream at http:\/\/127\.0\.0\.1:9/);
-    const unknown = await cli(["replay", "score", "r_nope", "--gateway", stack.gateway.url, "--upstream", stack.sim.url]);
+    const unknown = await cli([
+      "replay",
+      "score",
+      "r_nope",
+      "--gateway",
+      stack.gateway.url,
+      "--upstream",
+      stack.sim.url,
+    ]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /unknown rollout 'r_nope'/);
     const none = await cli(["replay", "score", "--gateway", stack.gateway.url, "--upstream", stack.sim.url]);

@@ -52,11 +52,18 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     return ((await (await fetch(`${stack.gateway.url}/api/rollouts/${id}`)).json()) as any).metadata;
   }
 
-  test("a work folder the sandboxes' user cannot reach is refused with what to do", { skip: process.getuid?.() !== 0 && "only as root" }, async () => {
-    const closed = tempDir("runner-closed");
-    await assert.rejects(run("echo unreachable", { workDir: closed }), /not searchable by the sandboxes' user .*chmod o\+x/);
-    rmSync(closed, { recursive: true, force: true });
-  });
+  test(
+    "a work folder the sandboxes' user cannot reach is refused with what to do",
+    { skip: process.getuid?.() !== 0 && "only as root" },
+    async () => {
+      const closed = tempDir("runner-closed");
+      await assert.rejects(
+        run("echo unreachable", { workDir: closed }),
+        /not searchable by the sandboxes' user .*chmod o\+x/,
+      );
+      rmSync(closed, { recursive: true, force: true });
+    },
+  );
 
   test("the network: the gateway answers through the bridge, the control API is refused, nothing else is reachable", async () => {
     const probe = [
@@ -85,7 +92,11 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
       const [r] = await run(call, { gatewayUrl: guarded.gateway.url, token: "secret-token" });
       assert.equal(r!.status, "ok", r!.error ?? "");
       assert.equal(r!.calls, 1);
-      await assert.rejects(run(call, { gatewayUrl: guarded.gateway.url }), /GET \/api\/rollouts\?limit=1: 401 the control API needs 'Authorization: Bearer <token>'/, "without --token the run stops before any rollout, saying why");
+      await assert.rejects(
+        run(call, { gatewayUrl: guarded.gateway.url }),
+        /GET \/api\/rollouts\?limit=1: 401 the control API needs 'Authorization: Bearer <token>'/,
+        "without --token the run stops before any rollout, saying why",
+      );
     } finally {
       await guarded.close();
     }
@@ -94,7 +105,11 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
   test("a --mount-ro folder is visible read-only at its own path, its bin/ on PATH", async () => {
     const tools = join(work, "tools");
     mkdirSync(join(tools, "bin"), { recursive: true });
-    writeFileSync(join(tools, "bin", "my-agent"), "#!/bin/sh\necho my-agent ran; touch $0.written 2>/dev/null && echo wrote || echo read-only\n", { mode: 0o755 });
+    writeFileSync(
+      join(tools, "bin", "my-agent"),
+      "#!/bin/sh\necho my-agent ran; touch $0.written 2>/dev/null && echo wrote || echo read-only\n",
+      { mode: 0o755 },
+    );
     chmodSync(tools, 0o755);
     const [r] = await run("my-agent {prompt}", { mountReadOnly: [tools] });
     assert.equal(r!.status, "ok", r!.error ?? "");
@@ -115,9 +130,13 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     for (const r of results) {
       const rollout = (await (await fetch(`${stack.gateway.url}/api/rollouts/${r.rolloutId}`)).json()) as any;
       assert.equal(rollout.group, "fix-add@7", "one group per task and generation");
-      assert.deepEqual([rollout.metadata.group_size, rollout.metadata.sample, rollout.metadata.generation], [2, r.sample, "7"]);
+      assert.deepEqual(
+        [rollout.metadata.group_size, rollout.metadata.sample, rollout.metadata.generation],
+        [2, r.sample, "7"],
+      );
       const log: string = rollout.metadata.runner.logs.agent;
-      for (const word of ["no-hidden", "no-hidden-in-workspace", "no-work", "no-grader"]) assert.match(log, new RegExp(`^${word}$`, "m"), log);
+      for (const word of ["no-hidden", "no-hidden-in-workspace", "no-work", "no-grader"])
+        assert.match(log, new RegExp(`^${word}$`, "m"), log);
       // Both ran at once, each in its own overlay: only its own marker file.
       assert.match(log, /files=calc\.py mine\.txt tests/, log);
     }
@@ -126,7 +145,11 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
   test("the workspace is a one-commit git repository after setup: earlier history and future commits are gone", async () => {
     const dir = join(work, "task-with-history");
     cpSync(EXAMPLE, dir, { recursive: true });
-    const git = (...args: string[]) => spawnSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: join(dir, "workspace"), encoding: "utf8" });
+    const git = (...args: string[]) =>
+      spawnSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], {
+        cwd: join(dir, "workspace"),
+        encoding: "utf8",
+      });
     git("init", "-q");
     git("add", "-A");
     git("commit", "-qm", "first");
@@ -138,7 +161,9 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     writeFileSync(join(dir, "task.json"), JSON.stringify({ verifier: "true", setup: "echo built > build.txt" }));
     const [r] = await runTasks({
       tasks: [loadTask(dir)],
-      harness: resolveHarness("echo commits=$(git log --oneline | wc -l); git log --all -p | grep -c 'the fix' || true; git status --short | wc -l; cat build.txt"),
+      harness: resolveHarness(
+        "echo commits=$(git log --oneline | wc -l); git log --all -p | grep -c 'the fix' || true; git status --short | wc -l; cat build.txt",
+      ),
       n: 1,
       concurrency: 1,
       timeoutSec: 60,
@@ -160,7 +185,8 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     const [cheat] = await run(tamper);
     assert.equal(cheat!.status, "ok");
     assert.equal(cheat!.reward, 0, "a replaced test file does not make a pass");
-    const fix = "sed -i 's/a - b/a + b/' calc.py; rm -rf tests; echo 'not a folder' > tests; mkdir -p locked/x; chmod 000 locked";
+    const fix =
+      "sed -i 's/a - b/a + b/' calc.py; rm -rf tests; echo 'not a folder' > tests; mkdir -p locked/x; chmod 000 locked";
     const [fixed] = await run(fix);
     assert.equal(fixed!.reward, 1, "the fix passes even with tests/ destroyed: it is restored before the verifier");
     const grade: string = (await metadata(fixed!.rolloutId!)).runner.logs.grade;
@@ -172,7 +198,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
     cpSync(EXAMPLE, dir, { recursive: true });
     writeFileSync(
       join(dir, "task.json"),
-      JSON.stringify({ verifier: "pgrep -x sleep && exit 3; timeout 5 bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>/dev/null && exit 4; ls /run/rlgate 2>/dev/null && exit 5; python3 tests/test_add.py" }),
+      JSON.stringify({
+        verifier:
+          "pgrep -x sleep && exit 3; timeout 5 bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>/dev/null && exit 4; ls /run/rlgate 2>/dev/null && exit 5; python3 tests/test_add.py",
+      }),
     );
     const [r] = await runTasks({
       tasks: [loadTask(dir)],
@@ -223,7 +252,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
   test("a task whose setup fails: its rollouts finish as infra_error in the prepare stage, with the setup's output", async () => {
     const dir = join(work, "task-bad-setup");
     cpSync(EXAMPLE, dir, { recursive: true });
-    writeFileSync(join(dir, "task.json"), JSON.stringify({ verifier: "true", setup: "echo compiling; echo 'missing dependency' >&2; exit 3" }));
+    writeFileSync(
+      join(dir, "task.json"),
+      JSON.stringify({ verifier: "true", setup: "echo compiling; echo 'missing dependency' >&2; exit 3" }),
+    );
     const results = await runTasks({
       tasks: [loadTask(dir), task],
       harness: resolveHarness("sed -i 's/a - b/a + b/' calc.py"),
@@ -242,7 +274,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
         ["fix-add", "ok", 1, "done"],
       ],
     );
-    assert.match(results[0]!.error!, /preparing the image of task 'task-bad-setup' failed \(exit 3\): compiling\nmissing dependency/);
+    assert.match(
+      results[0]!.error!,
+      /preparing the image of task 'task-bad-setup' failed \(exit 3\): compiling\nmissing dependency/,
+    );
     assert.equal((await metadata(results[0]!.rolloutId!)).runner.stage, "prepare");
   });
 
@@ -254,7 +289,10 @@ describe("rlgate run sandboxes", { skip: unavailable ? `sandboxes cannot start h
   });
 
   test("nothing is left behind: images and rollout folders are removed, even what an agent made unreadable", () => {
-    assert.deepEqual(readdirSync(work).filter((name) => name.startsWith("rlgate-run-")), []);
+    assert.deepEqual(
+      readdirSync(work).filter((name) => name.startsWith("rlgate-run-")),
+      [],
+    );
   });
 });
 

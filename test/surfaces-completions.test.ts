@@ -31,7 +31,11 @@ describe("completions surface (official SDK)", () => {
     const request = { model: MODEL, prompt: PROMPT, max_tokens: 64 };
     const completion = await client(rollout).completions.create(request);
     const plain = await postJson(`${stack.sim.url}/v1/completions`, request);
-    assert.deepEqual(comparable(completion), comparable(plain.json), "exactly what the upstream sends a harness that asked for nothing extra");
+    assert.deepEqual(
+      comparable(completion),
+      comparable(plain.json),
+      "exactly what the upstream sends a harness that asked for nothing extra",
+    );
     assert.equal((completion.choices[0] as Json).token_ids, null);
 
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -45,7 +49,13 @@ describe("completions surface (official SDK)", () => {
 
   test("streamed: chunk ids are assembled exactly and stripped from what the harness receives", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const stream = await client(rollout).completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 64, stream: true, stream_options: { include_usage: true } });
+    const stream = await client(rollout).completions.create({
+      model: MODEL,
+      prompt: PROMPT,
+      max_tokens: 64,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = "";
     let usage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of stream) {
@@ -85,7 +95,11 @@ describe("completions surface (official SDK)", () => {
 
   test("a batch of different prompts is captured per choice and flagged: one record holds one prompt", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const res = await postJson(`${rollout.base_urls.openai}/completions`, { model: MODEL, prompt: ["Once upon a time", "In a galaxy"], max_tokens: 8 });
+    const res = await postJson(`${rollout.base_urls.openai}/completions`, {
+      model: MODEL,
+      prompt: ["Once upon a time", "In a galaxy"],
+      max_tokens: 8,
+    });
     assert.equal(res.status, 200);
     assert.equal(res.json.choices.length, 2);
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -99,10 +113,19 @@ describe("completions surface (official SDK)", () => {
     const missing = await postJson(`${rollout.base_urls.openai}/completions`, { model: MODEL });
     assert.equal(missing.status, 400);
     assert.equal(missing.json.error.param, "prompt");
-    const unknown = await client(rollout).completions.create({ model: "other-model", prompt: "x" }).then(() => null, (e: unknown) => e);
+    const unknown = await client(rollout)
+      .completions.create({ model: "other-model", prompt: "x" })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(unknown instanceof OpenAI.NotFoundError);
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => c.status), ["rejected", "upstream_error"], "the refusal is recorded too");
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["rejected", "upstream_error"],
+      "the refusal is recorded too",
+    );
     assert.match(calls[0]!.error!, /prompt/);
   });
 });

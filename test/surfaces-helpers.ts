@@ -55,9 +55,17 @@ export function runShell(command: string, cwd: string): string {
 }
 
 /** Milliseconds from sending a streamed request to its first body byte, and to its end. */
-export async function streamTiming(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ first: number; total: number; text: string }> {
+export async function streamTiming(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ first: number; total: number; text: string }> {
   const start = performance.now();
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   const reader = res.body!.getReader();
   let first = -1;
   let text = "";
@@ -86,13 +94,24 @@ export function withoutKeys(value: unknown, keys: readonly string[]): unknown {
 }
 
 /** POSTs a streamed request and reads its server-sent events (`[DONE]` as a string). */
-export async function postStream(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; contentType: string; events: unknown[] }> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+export async function postStream(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; contentType: string; events: unknown[] }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, contentType: res.headers.get("content-type") ?? "", events: await readSse(res) };
 }
 
 /** A stack whose sim plays `script`, and a temp workspace for an agent loop's tools; both gone after the suite. */
-export function useAgentLoop(script: ScriptTurn[], modelMap: string): { readonly stack: Stack; readonly workspace: string } {
+export function useAgentLoop(
+  script: ScriptTurn[],
+  modelMap: string,
+): { readonly stack: Stack; readonly workspace: string } {
   const fixture = { stack: undefined as unknown as Stack, workspace: "" };
   before(async () => {
     fixture.stack = await startStack({ sim: { script }, gateway: { modelMap } });
@@ -110,7 +129,11 @@ export async function assertLoopCaptured(stack: Stack, calls: CallRecord[]): Pro
   for (const call of calls) assertCaptureEquals(call, await upstreamAnswer(stack, call));
   for (let i = 1; i < calls.length; i++) {
     const turn = [...calls[i - 1]!.promptTokenIds!, ...calls[i - 1]!.choices[0]!.tokenIds];
-    assert.deepEqual(calls[i]!.promptTokenIds!.slice(0, turn.length), turn, `call ${i} extends call ${i - 1} token for token`);
+    assert.deepEqual(
+      calls[i]!.promptTokenIds!.slice(0, turn.length),
+      turn,
+      `call ${i} extends call ${i - 1} token for token`,
+    );
   }
 }
 
@@ -123,8 +146,14 @@ export function assertFirstByteEarly(timing: { first: number; total: number }): 
 /** An agent loop's script: write `word` into proof.txt with the shell tool, check it, answer. */
 export function proofScript(word: string): ScriptTurn[] {
   return [
-    { reasoning: "I will write the proof file.", tool_calls: [{ name: "run_shell_command", arguments: { command: `echo ${word} > proof.txt` } }] },
-    { reasoning: "Let me check it.", tool_calls: [{ name: "run_shell_command", arguments: { command: "cat proof.txt" } }] },
+    {
+      reasoning: "I will write the proof file.",
+      tool_calls: [{ name: "run_shell_command", arguments: { command: `echo ${word} > proof.txt` } }],
+    },
+    {
+      reasoning: "Let me check it.",
+      tool_calls: [{ name: "run_shell_command", arguments: { command: "cat proof.txt" } }],
+    },
     { reasoning: "All done.", content: `proof.txt holds ${word}.` },
   ];
 }

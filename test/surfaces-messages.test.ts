@@ -31,7 +31,12 @@ const TOOLS = [{ name: "run_shell_command", description: "Run a shell command", 
 const ASK = [{ role: "user" as const, content: "List the files in the current directory." }];
 
 function client(rollout: CreatedRollout, headers: Record<string, string> = {}): Anthropic {
-  return new Anthropic({ baseURL: rollout.base_urls.anthropic, apiKey: "sk-ant-test", maxRetries: 0, defaultHeaders: headers });
+  return new Anthropic({
+    baseURL: rollout.base_urls.anthropic,
+    apiKey: "sk-ant-test",
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
 }
 
 /** Content blocks without what differs between two runs of the same request (tool ids). */
@@ -50,7 +55,13 @@ describe("Anthropic Messages surface (official SDK)", () => {
 
   test("non-streamed tool use: the SDK's message is the upstream's answer and the capture is the upstream's ids", async () => {
     const rollout = await createRollout(stack.gateway.url, { harness: "anthropic-sdk" });
-    const message = await client(rollout).messages.create({ model: MODEL, max_tokens: 1024, system: SYSTEM, tools: TOOLS, messages: ASK });
+    const message = await client(rollout).messages.create({
+      model: MODEL,
+      max_tokens: 1024,
+      system: SYSTEM,
+      tools: TOOLS,
+      messages: ASK,
+    });
     first = { rollout, message };
 
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -95,7 +106,13 @@ describe("Anthropic Messages surface (official SDK)", () => {
 
   test("streamed: Anthropic's event order, and the SDK's final message equals the non-streamed one", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const stream = client(rollout).messages.stream({ model: MODEL, max_tokens: 1024, system: SYSTEM, tools: TOOLS, messages: ASK });
+    const stream = client(rollout).messages.stream({
+      model: MODEL,
+      max_tokens: 1024,
+      system: SYSTEM,
+      tools: TOOLS,
+      messages: ASK,
+    });
     const events: Anthropic.MessageStreamEvent[] = [];
     for await (const event of stream) events.push(event);
     const final = await stream.finalMessage();
@@ -108,8 +125,14 @@ describe("Anthropic Messages surface (official SDK)", () => {
     assert.deepEqual([...deltas].sort(), ["input_json_delta", "signature_delta", "thinking_delta"]);
     const starts = events.filter((e) => e.type === "content_block_start");
     const stops = events.filter((e) => e.type === "content_block_stop");
-    assert.deepEqual(starts.map((e) => e.index), [0, 1]);
-    assert.deepEqual(stops.map((e) => e.index), [0, 1]);
+    assert.deepEqual(
+      starts.map((e) => e.index),
+      [0, 1],
+    );
+    assert.deepEqual(
+      stops.map((e) => e.index),
+      [0, 1],
+    );
 
     assert.deepEqual(comparable(final.content), comparable(first.message.content));
     assert.equal(final.stop_reason, "tool_use");
@@ -119,8 +142,16 @@ describe("Anthropic Messages surface (official SDK)", () => {
     const [firstCall] = await rolloutCalls(stack.gateway.url, first.rollout.id);
     assert.equal(call!.stream, true);
     assertCaptureEquals(call!, await upstreamAnswer(stack, call!));
-    assert.deepEqual(call!.choices[0]!.tokenIds, firstCall!.choices[0]!.tokenIds, "same request, same sampled ids, streamed or not");
-    assert.deepEqual(comparable((call!.response as Json).content), comparable(final.content), "the record holds the message as delivered");
+    assert.deepEqual(
+      call!.choices[0]!.tokenIds,
+      firstCall!.choices[0]!.tokenIds,
+      "same request, same sampled ids, streamed or not",
+    );
+    assert.deepEqual(
+      comparable((call!.response as Json).content),
+      comparable(final.content),
+      "the record holds the message as delivered",
+    );
   });
 
   test("tool round trip: tool_result goes back as a tool message; the history re-renders the sampled tokens exactly", async () => {
@@ -134,7 +165,10 @@ describe("Anthropic Messages surface (official SDK)", () => {
       messages: [
         ...ASK,
         { role: "assistant", content: message.content },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, content: "README.md\npackage.json" }] },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: toolUse.id, content: "README.md\npackage.json" }],
+        },
       ],
     });
     assert.equal(reply.stop_reason, "end_turn");
@@ -163,7 +197,12 @@ describe("Anthropic Messages surface (official SDK)", () => {
     assert.match(missing.json.error.message, /max_tokens/);
 
     // A server tool the upstream cannot run is dropped, and the call says so.
-    const serverTool = await postJson(base, { model: MODEL, max_tokens: 10, messages: ASK, tools: [{ type: "web_search_20250305", name: "web_search" }] });
+    const serverTool = await postJson(base, {
+      model: MODEL,
+      max_tokens: 10,
+      messages: ASK,
+      tools: [{ type: "web_search_20250305", name: "web_search" }],
+    });
     assert.equal(serverTool.status, 200, serverTool.text);
 
     const notJson = await postJson(base, "{not json");
@@ -179,15 +218,27 @@ describe("Anthropic Messages surface (official SDK)", () => {
       },
     );
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => c.status), ["rejected", "ok", "rejected", "upstream_error"], "refusals are recorded too");
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["rejected", "ok", "rejected", "upstream_error"],
+      "refusals are recorded too",
+    );
     assert.match(calls[1]!.warnings![0]!, /web_search_20250305/);
     assert.equal(calls[3]!.httpStatus, 404);
 
-    const unknown = await postJson(`${stack.gateway.url}/r/no-such-rollout/v1/messages`, { model: MODEL, max_tokens: 5, messages: ASK });
+    const unknown = await postJson(`${stack.gateway.url}/r/no-such-rollout/v1/messages`, {
+      model: MODEL,
+      max_tokens: 5,
+      messages: ASK,
+    });
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json.error.type, "not_found_error");
 
-    const broken = client(rollout, { "x-sim-fault": "reset" }).messages.stream({ model: MODEL, max_tokens: 200, messages: ASK });
+    const broken = client(rollout, { "x-sim-fault": "reset" }).messages.stream({
+      model: MODEL,
+      max_tokens: 200,
+      messages: ASK,
+    });
     await assert.rejects(broken.finalMessage());
     const after = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(after.at(-1)!.status, "upstream_error");
@@ -209,11 +260,15 @@ describe("Anthropic Messages surface (official SDK)", () => {
         signal: abort.signal,
       });
       const reader = res.body!.getReader();
-      assert.match(new TextDecoder().decode((await reader.read()).value), surface === "Messages" ? /message_start/ : /response\.created/);
+      assert.match(
+        new TextDecoder().decode((await reader.read()).value),
+        surface === "Messages" ? /message_start/ : /response\.created/,
+      );
       abort.abort();
       await aborted;
       let calls = await rolloutCalls(stack.gateway.url, rollout.id);
-      for (let i = 0; i < 100 && calls.length === 0; i++) calls = (await sleep(20), await rolloutCalls(stack.gateway.url, rollout.id));
+      for (let i = 0; i < 100 && calls.length === 0; i++)
+        calls = (await sleep(20), await rolloutCalls(stack.gateway.url, rollout.id));
       assert.equal(calls[0]?.status, "client_aborted");
       assert.ok(calls[0]!.promptTokenIds!.length > 0, "what arrived before the disconnect is kept");
     });
@@ -221,12 +276,23 @@ describe("Anthropic Messages surface (official SDK)", () => {
 
   test("?beta=true is accepted, and count_tokens counts the prompt the model sees", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const res = await postJson(`${rollout.base_urls.anthropic}/v1/messages?beta=true`, { model: MODEL, max_tokens: 50, system: SYSTEM, tools: TOOLS, messages: ASK });
+    const res = await postJson(`${rollout.base_urls.anthropic}/v1/messages?beta=true`, {
+      model: MODEL,
+      max_tokens: 50,
+      system: SYSTEM,
+      tools: TOOLS,
+      messages: ASK,
+    });
     assert.equal(res.status, 200, res.text);
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(call!.path, `/r/${rollout.id}/v1/messages?beta=true`);
 
-    const counted = await client(rollout).messages.countTokens({ model: MODEL, system: SYSTEM, tools: TOOLS, messages: ASK });
+    const counted = await client(rollout).messages.countTokens({
+      model: MODEL,
+      system: SYSTEM,
+      tools: TOOLS,
+      messages: ASK,
+    });
     assert.equal(counted.input_tokens, call!.promptTokenIds!.length);
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(calls.length, 1, "count_tokens generates nothing and records nothing");
@@ -235,13 +301,31 @@ describe("Anthropic Messages surface (official SDK)", () => {
   test("thinking off, max_tokens and stop_sequences map to Anthropic's fields", async () => {
     const rollout = await createRollout(stack.gateway.url);
     const anthropic = client(rollout);
-    const plain = await anthropic.messages.create({ model: MODEL, max_tokens: 200, thinking: { type: "disabled" }, messages: [{ role: "user", content: "Hi" }] });
-    assert.deepEqual(plain.content.map((b) => b.type), ["text"]);
+    const plain = await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 200,
+      thinking: { type: "disabled" },
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    assert.deepEqual(
+      plain.content.map((b) => b.type),
+      ["text"],
+    );
     assert.equal(plain.stop_reason, "end_turn");
-    const cut = await anthropic.messages.create({ model: MODEL, max_tokens: 5, messages: [{ role: "user", content: "Hi" }] });
+    const cut = await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 5,
+      messages: [{ role: "user", content: "Hi" }],
+    });
     assert.equal(cut.stop_reason, "max_tokens");
     assert.equal(cut.usage.output_tokens, 5);
-    const stopped = await anthropic.messages.create({ model: MODEL, max_tokens: 200, thinking: { type: "disabled" }, stop_sequences: ["sim"], messages: [{ role: "user", content: "Hi" }] });
+    const stopped = await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 200,
+      thinking: { type: "disabled" },
+      stop_sequences: ["sim"],
+      messages: [{ role: "user", content: "Hi" }],
+    });
     assert.equal(stopped.stop_reason, "stop_sequence");
     assert.equal(stopped.stop_sequence, "sim");
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -262,7 +346,12 @@ describe("Anthropic Messages streaming is real streaming", () => {
 
   test("the first event reaches the harness long before the upstream has finished", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const timing = await streamTiming(`${rollout.base_urls.anthropic}/v1/messages`, { model: MODEL, max_tokens: 200, stream: true, messages: ASK });
+    const timing = await streamTiming(`${rollout.base_urls.anthropic}/v1/messages`, {
+      model: MODEL,
+      max_tokens: 200,
+      stream: true,
+      messages: ASK,
+    });
     const names = eventNames(timing.text);
     assert.equal(names[0], "message_start");
     assert.equal(names.at(-1), "message_stop");
@@ -279,13 +368,25 @@ describe("an SDK-driven agent loop on the Messages API", () => {
     const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Write rlgate-messages into proof.txt." }];
     let turns = 0;
     for (; turns < 6; turns++) {
-      const stream = anthropic.messages.stream({ model: MODEL, max_tokens: 1024, system: SYSTEM, tools: TOOLS, messages });
+      const stream = anthropic.messages.stream({
+        model: MODEL,
+        max_tokens: 1024,
+        system: SYSTEM,
+        tools: TOOLS,
+        messages,
+      });
       const reply = await stream.finalMessage();
       messages.push({ role: "assistant", content: reply.content });
       if (reply.stop_reason !== "tool_use") break;
       const results = reply.content.flatMap((block) =>
         block.type === "tool_use"
-          ? [{ type: "tool_result" as const, tool_use_id: block.id, content: runShell((block.input as { command: string }).command, loop.workspace) }]
+          ? [
+              {
+                type: "tool_result" as const,
+                tool_use_id: block.id,
+                content: runShell((block.input as { command: string }).command, loop.workspace),
+              },
+            ]
           : [],
       );
       messages.push({ role: "user", content: results });

@@ -25,7 +25,13 @@ import {
 const MODEL = "gpt-5-codex";
 const INSTRUCTIONS = "You are a careful coding agent.";
 const TOOLS: OpenAI.Responses.FunctionTool[] = [
-  { type: "function", name: "run_shell_command", description: "Run a shell command", parameters: SHELL_SCHEMA, strict: false },
+  {
+    type: "function",
+    name: "run_shell_command",
+    description: "Run a shell command",
+    parameters: SHELL_SCHEMA,
+    strict: false,
+  },
 ];
 const ASK = "List the files in the current directory.";
 
@@ -49,7 +55,12 @@ describe("OpenAI Responses surface (official SDK)", () => {
 
   test("non-streamed function call: the SDK's output is the upstream's answer and the capture is the upstream's ids", async () => {
     const rollout = await createRollout(stack.gateway.url, { harness: "openai-sdk" });
-    const response = await client(rollout).responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: ASK, tools: TOOLS });
+    const response = await client(rollout).responses.create({
+      model: MODEL,
+      instructions: INSTRUCTIONS,
+      input: ASK,
+      tools: TOOLS,
+    });
     first = { rollout, response };
 
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -62,7 +73,10 @@ describe("OpenAI Responses surface (official SDK)", () => {
     assert.equal(response.object, "response");
     assert.equal(response.status, "completed");
     assert.equal(response.model, MODEL);
-    assert.deepEqual(response.output.map((item) => item.type), ["reasoning", "function_call"]);
+    assert.deepEqual(
+      response.output.map((item) => item.type),
+      ["reasoning", "function_call"],
+    );
     const [reasoning, fc] = response.output;
     assert.ok(reasoning?.type === "reasoning");
     // vLLM's reasoning starts with the "\n" after <think>; the harness gets it without (the record keeps the ids).
@@ -88,7 +102,12 @@ describe("OpenAI Responses surface (official SDK)", () => {
 
   test("streamed: the Responses event order, and the SDK's final response equals the non-streamed one", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const stream = client(rollout).responses.stream({ model: MODEL, instructions: INSTRUCTIONS, input: ASK, tools: TOOLS });
+    const stream = client(rollout).responses.stream({
+      model: MODEL,
+      instructions: INSTRUCTIONS,
+      input: ASK,
+      tools: TOOLS,
+    });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
     const final = await stream.finalResponse();
@@ -159,12 +178,23 @@ describe("OpenAI Responses surface (official SDK)", () => {
     const [, replayCall] = await rolloutCalls(stack.gateway.url, replayRollout.id);
     assertCaptureEquals(call2!, await upstreamAnswer(stack, call2!));
     const sampledTurn = [...call1!.promptTokenIds!, ...call1!.choices[0]!.tokenIds];
-    assert.deepEqual(call2!.promptTokenIds!.slice(0, sampledTurn.length), sampledTurn, "the history re-renders the sampled tokens exactly");
-    assert.deepEqual(replayCall!.promptTokenIds, call2!.promptTokenIds, "replayed items and previous_response_id reach the same prompt");
+    assert.deepEqual(
+      call2!.promptTokenIds!.slice(0, sampledTurn.length),
+      sampledTurn,
+      "the history re-renders the sampled tokens exactly",
+    );
+    assert.deepEqual(
+      replayCall!.promptTokenIds,
+      call2!.promptTokenIds,
+      "replayed items and previous_response_id reach the same prompt",
+    );
 
     const missing = await openai.responses
       .create({ model: MODEL, previous_response_id: firstTurn.id, input: [result] })
-      .then(() => null, (error: unknown) => error);
+      .then(
+        () => null,
+        (error: unknown) => error,
+      );
     assert.ok(missing instanceof OpenAI.BadRequestError, "a store: false response cannot be continued by id");
     assert.equal(missing.param, "previous_response_id");
   });
@@ -179,7 +209,12 @@ describe("OpenAI Responses surface (official SDK)", () => {
     assert.equal(noModel.status, 400);
     assert.equal(noModel.json.error.param, "model");
 
-    const unknown = await client(rollout).responses.create({ model: "other-model", input: ASK }).then(() => null, (e: unknown) => e);
+    const unknown = await client(rollout)
+      .responses.create({ model: "other-model", input: ASK })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(unknown instanceof OpenAI.NotFoundError, String(unknown));
     assert.match(unknown.message, /other-model/);
 
@@ -192,7 +227,10 @@ describe("OpenAI Responses surface (official SDK)", () => {
     assert.equal(names[0], "response.created");
     assert.equal(names.at(-1), "response.failed");
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(calls.map((c) => c.status), ["ok", "rejected", "upstream_error", "upstream_error"]);
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["ok", "rejected", "upstream_error", "upstream_error"],
+    );
     assert.match(calls[0]!.warnings![0]!, /hosted tool 'web_search' dropped/);
     assert.equal(calls[2]!.httpStatus, 404);
   });
@@ -209,7 +247,11 @@ describe("Responses streaming is real streaming", () => {
 
   test("the first event reaches the harness long before the upstream has finished", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const timing = await streamTiming(`${rollout.base_urls.openai}/responses`, { model: MODEL, input: ASK, stream: true });
+    const timing = await streamTiming(`${rollout.base_urls.openai}/responses`, {
+      model: MODEL,
+      input: ASK,
+      stream: true,
+    });
     assert.equal(eventNames(timing.text).at(-1), "response.completed");
     assertFirstByteEarly(timing);
   });
@@ -225,7 +267,13 @@ describe("an SDK-driven agent loop on the Responses API", () => {
     let previous: string | undefined;
     let final = "";
     for (let turn = 0; turn < 6; turn++) {
-      const stream = openai.responses.stream({ model: MODEL, instructions: INSTRUCTIONS, tools: TOOLS, input, previous_response_id: previous });
+      const stream = openai.responses.stream({
+        model: MODEL,
+        instructions: INSTRUCTIONS,
+        tools: TOOLS,
+        input,
+        previous_response_id: previous,
+      });
       const response = await stream.finalResponse();
       previous = response.id;
       const calls = response.output.filter((item) => item.type === "function_call");
@@ -245,6 +293,10 @@ describe("an SDK-driven agent loop on the Responses API", () => {
     assert.equal(calls.length, 3);
     await assertLoopCaptured(loop.stack, calls);
     const toolMessage = ((calls[2]!.requestForwarded as Json).messages as Json[]).at(-1);
-    assert.deepEqual(toolMessage, { role: "tool", tool_call_id: toolMessage!.tool_call_id, content: "rlgate-responses\n" });
+    assert.deepEqual(toolMessage, {
+      role: "tool",
+      tool_call_id: toolMessage!.tool_call_id,
+      content: "rlgate-responses\n",
+    });
   });
 });

@@ -7,7 +7,14 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { renderChat } from "../tokenizer/chat-template.ts";
 import { TOOLS, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { SHELL_SCHEMA, assertCaptureEquals, postStream, upstreamAnswer, withoutKeys, type Json } from "./surfaces-helpers.ts";
+import {
+  SHELL_SCHEMA,
+  assertCaptureEquals,
+  postStream,
+  upstreamAnswer,
+  withoutKeys,
+  type Json,
+} from "./surfaces-helpers.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const MESSAGES = [
@@ -31,7 +38,13 @@ describe("SGLang upstream", () => {
 
   test("a streamed chat call is captured exactly: unstreamed upstream with ids, re-emitted as SGLang's stream", async () => {
     const rollout = await createRollout(stack.gateway.url);
-    const request = { model: MODEL, messages: MESSAGES, tools: TOOLS, stream: true, stream_options: { include_usage: true } };
+    const request = {
+      model: MODEL,
+      messages: MESSAGES,
+      tools: TOOLS,
+      stream: true,
+      stream_options: { include_usage: true },
+    };
     const { status, contentType, events } = await postStream(`${rollout.base_urls.openai}/chat/completions`, request);
     assert.equal(status, 200);
     assert.match(contentType, /text\/event-stream/);
@@ -59,7 +72,13 @@ describe("SGLang upstream", () => {
     const message = answer.choices[0].message;
     const deltas = chunks.flatMap((c) => c.choices.map((ch: Json) => ch.delta));
     assert.equal(deltas.map((d) => d.reasoning_content ?? "").join(""), message.reasoning_content);
-    assert.equal(deltas.flatMap((d) => d.tool_calls ?? []).map((t: Json) => t.function.arguments).join(""), message.tool_calls[0].function.arguments);
+    assert.equal(
+      deltas
+        .flatMap((d) => d.tool_calls ?? [])
+        .map((t: Json) => t.function.arguments)
+        .join(""),
+      message.tool_calls[0].function.arguments,
+    );
     assert.equal(chunks.flatMap((c) => c.choices.map((ch: Json) => ch.finish_reason)).filter(Boolean)[0], "tool_calls");
   });
 
@@ -89,7 +108,12 @@ describe("SGLang upstream", () => {
   test("streamed completions carry ids natively and are captured exactly", async () => {
     const rollout = await createRollout(stack.gateway.url);
     const prompt = renderChat([{ role: "user", content: "Say hello." }]);
-    const { events } = await postStream(`${rollout.base_urls.openai}/completions`, { model: MODEL, prompt, max_tokens: 40, stream: true });
+    const { events } = await postStream(`${rollout.base_urls.openai}/completions`, {
+      model: MODEL,
+      prompt,
+      max_tokens: 40,
+      stream: true,
+    });
     const chunks = events.slice(0, -1) as Json[];
     for (const chunk of chunks) for (const choice of chunk.choices) assert.ok(!("token_ids" in choice));
     const [call] = await rolloutCalls(stack.gateway.url, rollout.id);
@@ -103,7 +127,12 @@ describe("SGLang upstream", () => {
     const rollout = await createRollout(stack.gateway.url);
     const anthropic = new Anthropic({ baseURL: rollout.base_urls.anthropic, apiKey: "x", maxRetries: 0 });
     const tools = [{ name: "run_shell_command", description: "Run a shell command", input_schema: SHELL_SCHEMA }];
-    const stream = anthropic.messages.stream({ model: "claude-sonnet-5-5", max_tokens: 512, tools, messages: [{ role: "user", content: "List the files." }] });
+    const stream = anthropic.messages.stream({
+      model: "claude-sonnet-5-5",
+      max_tokens: 512,
+      tools,
+      messages: [{ role: "user", content: "List the files." }],
+    });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
     const message = await stream.finalMessage();
@@ -116,7 +145,11 @@ describe("SGLang upstream", () => {
     const response = await openai.responses.stream({ model: "gpt-5", input: "Hello there" }).finalResponse();
     assert.match(response.output_text, /Hello there/);
 
-    const counted = await anthropic.messages.countTokens({ model: "claude-sonnet-5-5", tools, messages: [{ role: "user", content: "List the files." }] });
+    const counted = await anthropic.messages.countTokens({
+      model: "claude-sonnet-5-5",
+      tools,
+      messages: [{ role: "user", content: "List the files." }],
+    });
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
     assert.equal(calls.length, 2);
     for (const call of calls) {
@@ -124,6 +157,10 @@ describe("SGLang upstream", () => {
       assert.equal((call.requestForwarded as Json).stream, false);
       assertCaptureEquals(call, await upstreamAnswer(stack, call));
     }
-    assert.equal(counted.input_tokens, calls[0]!.promptTokenIds!.length, "counted locally with the Qwen3 template: SGLang has no chat /tokenize");
+    assert.equal(
+      counted.input_tokens,
+      calls[0]!.promptTokenIds!.length,
+      "counted locally with the Qwen3 template: SGLang has no chat /tokenize",
+    );
   });
 });

@@ -10,15 +10,27 @@ async function session(stack: Stack, metadata: Record<string, unknown> = {}): Pr
   const rollout = await createRollout(stack.gateway.url, { group: "segments", harness: "opencode-like", metadata });
   const url = `${rollout.base_urls.openai}/chat/completions`;
   const user = { role: "user", content: "List the files here and tell me how many there are." };
-  const title = await postJson(url, { messages: [{ role: "system", content: "Generate a short title for the conversation." }, user], max_tokens: 64 });
+  const title = await postJson(url, {
+    messages: [{ role: "system", content: "Generate a short title for the conversation." }, user],
+    max_tokens: 64,
+  });
   assert.equal(title.status, 200, title.text);
-  const messages: Array<Record<string, unknown>> = [{ role: "system", content: "You are an agent. Use the tools." }, user];
+  const messages: Array<Record<string, unknown>> = [
+    { role: "system", content: "You are an agent. Use the tools." },
+    user,
+  ];
   for (let turn = 0; turn < 3; turn++) {
     const res = await postJson(url, { messages, tools: TOOLS });
     assert.equal(res.status, 200, res.text);
     const message = res.json.choices[0].message;
-    messages.push({ role: "assistant", content: message.content, reasoning_content: message.reasoning_content, tool_calls: message.tool_calls?.length ? message.tool_calls : undefined });
-    for (const call of message.tool_calls ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: "a.txt\nb.txt" });
+    messages.push({
+      role: "assistant",
+      content: message.content,
+      reasoning_content: message.reasoning_content,
+      tool_calls: message.tool_calls?.length ? message.tool_calls : undefined,
+    });
+    for (const call of message.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: "a.txt\nb.txt" });
   }
   await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
   return (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json();
@@ -35,8 +47,17 @@ describe("segments and --train-segments", () => {
 
   test("a title call made first is auxiliary; the agent is main and trains", async () => {
     const rec = await session(stack);
-    assert.deepEqual(rec.segments.map((s: any) => [s.kind, s.trained]), [["auxiliary", false], ["main", true]]);
-    assert.deepEqual(rec.calls.map((c: any) => c.attach.kind), ["auxiliary", "root", "extend", "extend"]);
+    assert.deepEqual(
+      rec.segments.map((s: any) => [s.kind, s.trained]),
+      [
+        ["auxiliary", false],
+        ["main", true],
+      ],
+    );
+    assert.deepEqual(
+      rec.calls.map((c: any) => c.attach.kind),
+      ["auxiliary", "root", "extend", "extend"],
+    );
     assert.deepEqual(rec.breaks, []);
     assert.equal(rec.flags.flagged, false);
     const main = rec.trajectories.find((t: any) => t.segment === "main");
@@ -53,7 +74,9 @@ describe("segments and --train-segments", () => {
   });
 
   test("bad train_segments: the control API answers 400 naming the kinds", async () => {
-    const res = await postJson(`${stack.gateway.url}/api/rollouts`, { metadata: { train_segments: "main,everything" } });
+    const res = await postJson(`${stack.gateway.url}/api/rollouts`, {
+      metadata: { train_segments: "main,everything" },
+    });
     assert.equal(res.status, 400);
     assert.match(res.text, /train_segments.*main, sub_agent, compaction, auxiliary/);
   });

@@ -6,7 +6,17 @@ import { rmSync } from "node:fs";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
-import { AGENT_SCRIPT, createRollout, playAgent, postJson, rolloutCalls, ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import {
+  AGENT_SCRIPT,
+  createRollout,
+  playAgent,
+  postJson,
+  rolloutCalls,
+  ROOT,
+  startStack,
+  tempDir,
+  type Stack,
+} from "./helpers.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -40,9 +50,15 @@ describe("trajectories from captured rollouts", () => {
     const last = calls.at(-1)!;
     assert.deepEqual(trajectory.token_ids, [...last.promptTokenIds!, ...last.choices[0]!.tokenIds]);
     const trained = trajectory.token_ids.filter((_: number, i: number) => trajectory.loss_mask[i] === 1);
-    assert.deepEqual(trained, calls.flatMap((c) => c.choices[0]!.tokenIds));
+    assert.deepEqual(
+      trained,
+      calls.flatMap((c) => c.choices[0]!.tokenIds),
+    );
     const trainedLogprobs = trajectory.logprobs.filter((_: number, i: number) => trajectory.loss_mask[i] === 1);
-    assert.deepEqual(trainedLogprobs, calls.flatMap((c) => c.choices[0]!.logprobs!));
+    assert.deepEqual(
+      trainedLogprobs,
+      calls.flatMap((c) => c.choices[0]!.logprobs!),
+    );
   });
 
   test("dropping reasoning from history re-serializes it: breaks are classified and each completion stays a leaf", async () => {
@@ -58,7 +74,10 @@ describe("trajectories from captured rollouts", () => {
       // Every sampled token is trained exactly once across the trajectories.
       const calls = await rolloutCalls(plain.url, rollout.id);
       const sampled = calls.reduce((n, c) => n + c.choices[0]!.tokenIds.length, 0);
-      const trained = rec.trajectories.reduce((n: number, t: any) => n + t.loss_mask.filter((m: number) => m === 1).length, 0);
+      const trained = rec.trajectories.reduce(
+        (n: number, t: any) => n + t.loss_mask.filter((m: number) => m === 1).length,
+        0,
+      );
       assert.equal(trained, sampled);
 
       // The gateway lives in this process: the CLI must run asynchronously so the gateway can answer it.
@@ -84,17 +103,26 @@ describe("trajectories from captured rollouts", () => {
     const rec = (await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`)).json()) as any;
     const bytes = stack.gateway.context.store.storedTokenBytes(rollout.id);
     const sumOfPrompts = before.reduce((n, c) => n + c.promptTokenIds!.length, 0);
-    assert.ok(bytes.ids <= 1.5 * 4 * rec.stats.unique_tokens, `${bytes.ids} B for ${rec.stats.unique_tokens} unique tokens`);
-    assert.ok(bytes.ids < 4 * sumOfPrompts / 2, "whole prompts were stored");
+    assert.ok(
+      bytes.ids <= 1.5 * 4 * rec.stats.unique_tokens,
+      `${bytes.ids} B for ${rec.stats.unique_tokens} unique tokens`,
+    );
+    assert.ok(bytes.ids < (4 * sumOfPrompts) / 2, "whole prompts were stored");
 
     // A second gateway on the same store reads the same prompts, and keeps storing new calls as references.
     const dataDir = stack.dataDir;
     await stack.gateway.close();
     stack.gateway = await startGateway({ upstream: stack.sim.url, port: 0, dataDir });
     const again = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.deepEqual(again.map((c) => c.promptTokenIds), before.map((c) => c.promptTokenIds));
+    assert.deepEqual(
+      again.map((c) => c.promptTokenIds),
+      before.map((c) => c.promptTokenIds),
+    );
     // A retry of the last call: its whole prompt is found in the rebuilt tree, so only the sampled ids are new.
-    const res = await postJson(`${stack.gateway.url}/r/${rollout.id}/v1/chat/completions`, before.at(-1)!.requestReceived);
+    const res = await postJson(
+      `${stack.gateway.url}/r/${rollout.id}/v1/chat/completions`,
+      before.at(-1)!.requestReceived,
+    );
     assert.equal(res.status, 200);
     const after = stack.gateway.context.store.storedTokenBytes(rollout.id);
     const latest = (await rolloutCalls(stack.gateway.url, rollout.id)).at(-1)!;

@@ -47,7 +47,11 @@ describe("live UI in headless Chromium", () => {
   });
 
   test("a rollout appears in the table while its harness session runs, and its call count follows", async () => {
-    const rollout = await createRollout(stack.gateway.url, { group: "g-live", harness: "scripted-agent", task: "count files" });
+    const rollout = await createRollout(stack.gateway.url, {
+      group: "g-live",
+      harness: "scripted-agent",
+      task: "count files",
+    });
     const row = `#rollouts tbody tr[data-id="${rollout.id}"]`;
     await page.waitFor(`document.querySelector('${row}')`);
     // The harness session, one call at a time: after each call the page shows it, without a reload, while the
@@ -58,11 +62,20 @@ describe("live UI in headless Chromium", () => {
       { role: "user", content: "How many files are here?" },
     ];
     for (let turn = 0; turn < 3; turn++) {
-      const res = await postJson(`${rollout.base_urls.openai}/chat/completions`, { messages, tools: TOOLS }, { authorization: `Bearer ${rollout.key}` });
+      const res = await postJson(
+        `${rollout.base_urls.openai}/chat/completions`,
+        { messages, tools: TOOLS },
+        { authorization: `Bearer ${rollout.key}` },
+      );
       assert.equal(res.status, 200, res.text);
       const message = res.json.choices[0].message;
-      messages.push({ role: "assistant", content: message.tool_calls ? null : message.content, ...(message.tool_calls ? { tool_calls: message.tool_calls } : {}) });
-      for (const call of message.tool_calls ?? []) messages.push({ role: "tool", tool_call_id: call.id, content: `out ${turn}` });
+      messages.push({
+        role: "assistant",
+        content: message.tool_calls ? null : message.content,
+        ...(message.tool_calls ? { tool_calls: message.tool_calls } : {}),
+      });
+      for (const call of message.tool_calls ?? [])
+        messages.push({ role: "tool", tool_call_id: call.id, content: `out ${turn}` });
       await page.waitFor(`document.querySelector('${row} td:nth-child(6)').textContent === '${turn + 1}'`);
       if (turn === 0) await page.screenshot(join(SHOTS, "1-rollout-live.png"));
     }
@@ -74,7 +87,10 @@ describe("live UI in headless Chromium", () => {
     // The filter hides rows that do not match.
     await page.type("#filter", "no-such-group");
     await page.waitFor(`!document.querySelector('${row}')`);
-    const filter = (text: string) => page.evaluate(`(() => { const f = document.querySelector('#filter'); f.value = '${text}'; f.dispatchEvent(new Event('input')); })()`);
+    const filter = (text: string) =>
+      page.evaluate(
+        `(() => { const f = document.querySelector('#filter'); f.value = '${text}'; f.dispatchEvent(new Event('input')); })()`,
+      );
     await filter("g-live");
     await page.waitFor(`document.querySelector('${row}')`);
     assert.equal(await page.evaluate("document.querySelectorAll('#rollouts tbody tr').length"), 1);
@@ -82,24 +98,47 @@ describe("live UI in headless Chromium", () => {
 
     // Opening it draws the tree: one box per call, the two breaks marked with their kind.
     await page.click(row);
-    await page.waitFor(`document.querySelectorAll('#tree .node[data-call]').length === 3 && document.querySelector('#tree .node.leaf[data-trajectory^="${rollout.id}:"]')`);
+    await page.waitFor(
+      `document.querySelectorAll('#tree .node[data-call]').length === 3 && document.querySelector('#tree .node.leaf[data-trajectory^="${rollout.id}:"]')`,
+    );
     assert.equal(await page.evaluate("document.querySelectorAll('#tree [data-break=reserialization]').length"), 2);
-    assert.equal(await page.evaluate("document.querySelectorAll('#tree .edge.break[data-kind=reserialization]').length"), 2);
+    assert.equal(
+      await page.evaluate("document.querySelectorAll('#tree .edge.break[data-kind=reserialization]').length"),
+      2,
+    );
     assert.equal(await page.evaluate("document.querySelectorAll('#tree .node.leaf').length"), 3);
 
     // Clicking a branch (the second leaf) shows that trajectory's tokens: every sampled position, coloured, with text.
-    const trajectories = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`, { headers: auth })).json()) as any).trajectories;
+    const trajectories = (
+      (await (
+        await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/trajectories`, { headers: auth })
+      ).json()) as any
+    ).trajectories;
     const second = trajectories[1];
     await page.click(`#tree .node[data-trajectory="${second.trajectory_id}"]`);
-    await page.waitFor(`document.querySelector('#tokens-title').dataset.trajectory === '${second.trajectory_id}' && document.querySelectorAll('#tokens .tok').length > 0`);
+    await page.waitFor(
+      `document.querySelector('#tokens-title').dataset.trajectory === '${second.trajectory_id}' && document.querySelectorAll('#tokens .tok').length > 0`,
+    );
     const sampledPositions = second.spans.reduce((n: number, s: any) => n + s.end - s.start, 0);
     assert.equal(await page.evaluate("document.querySelectorAll('#tokens .tok.sampled').length"), sampledPositions);
-    const trainedShown = await page.evaluate("[...document.querySelectorAll('#tokens .tok')].filter((t) => t.dataset.mask === '1').length");
+    const trainedShown = await page.evaluate(
+      "[...document.querySelectorAll('#tokens .tok')].filter((t) => t.dataset.mask === '1').length",
+    );
     assert.equal(trainedShown, second.loss_mask.filter((m: number) => m === 1).length);
-    assert.ok(await page.evaluate("[...document.querySelectorAll('#tokens .tok.sampled')].every((t) => t.style.background !== '')"), "sampled tokens are coloured");
+    assert.ok(
+      await page.evaluate(
+        "[...document.querySelectorAll('#tokens .tok.sampled')].every((t) => t.style.background !== '')",
+      ),
+      "sampled tokens are coloured",
+    );
     await page.hover("#tokens .tok.sampled.trained");
-    const tip = await page.waitFor<string>("!document.querySelector('#tip').hidden && document.querySelector('#tip').textContent");
-    assert.match(tip, /id \d+ {2}position \d+\nsampled by call #\d: trained \(mask 1\)\nlogprob -?\d+\.\d{4} {2}p \d\.\d{3}/);
+    const tip = await page.waitFor<string>(
+      "!document.querySelector('#tip').hidden && document.querySelector('#tip').textContent",
+    );
+    assert.match(
+      tip,
+      /id \d+ {2}position \d+\nsampled by call #\d: trained \(mask 1\)\nlogprob -?\d+\.\d{4} {2}p \d\.\d{3}/,
+    );
     // The call inspector shows what the harness sent and what rlgate forwarded.
     await page.waitFor("document.querySelector('#inspector-body details')");
     const inspector = await page.evaluate<string>("document.querySelector('#inspector-body').textContent");
@@ -116,9 +155,18 @@ describe("live UI in headless Chromium", () => {
   test("a retried call leaves a dead leaf, drawn as one, with the retry marked", async () => {
     const rollout = await createRollout(stack.gateway.url, { group: "g-retry", harness: "retrying-agent" });
     const headers = { authorization: `Bearer ${rollout.key}` };
-    const first = { messages: [{ role: "system", content: "You are a coding agent." }, { role: "user", content: "How many files are here?" }], tools: TOOLS };
+    const first = {
+      messages: [
+        { role: "system", content: "You are a coding agent." },
+        { role: "user", content: "How many files are here?" },
+      ],
+      tools: TOOLS,
+    };
     // The same prompt twice with different sampling seeds: the first answer is abandoned.
-    assert.equal((await postJson(`${rollout.base_urls.openai}/chat/completions`, { ...first, seed: 11 }, headers)).status, 200);
+    assert.equal(
+      (await postJson(`${rollout.base_urls.openai}/chat/completions`, { ...first, seed: 11 }, headers)).status,
+      200,
+    );
     await playAgent(rollout.base_urls.openai, 2, true, headers);
     await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 0 }, auth);
     await page.click(`#rollouts tbody tr[data-id="${rollout.id}"]`);

@@ -9,7 +9,11 @@ const TOKEN = "ui-events-token";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** Reads server-sent events from a response until `count` events named `name` arrived, or the timeout. */
-async function collect(res: Response, until: (events: Array<{ event: string; data: any }>) => boolean, timeoutMs = 30_000) {
+async function collect(
+  res: Response,
+  until: (events: Array<{ event: string; data: any }>) => boolean,
+  timeoutMs = 30_000,
+) {
   const events: Array<{ event: string; data: any }> = [];
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   const deadline = setTimeout(() => reader.cancel(), timeoutMs);
@@ -51,7 +55,8 @@ describe("live UI routes", () => {
     assert.match(page.headers.get("content-type")!, /text\/html/);
     assert.match(page.headers.get("content-security-policy")!, /default-src 'self'/);
     assert.match(await page.text(), /<script src="app.js" defer><\/script>/);
-    for (const asset of ["app.js", "style.css"]) assert.equal((await fetch(`${stack.gateway.url}/ui/${asset}`)).status, 200, asset);
+    for (const asset of ["app.js", "style.css"])
+      assert.equal((await fetch(`${stack.gateway.url}/ui/${asset}`)).status, 200, asset);
     // Assets are looked up by name among the files read at start: no path reaches beyond them.
     const outside = await fetch(`${stack.gateway.url}/ui/..%2Fpackage.json`);
     assert.equal(outside.status, 404);
@@ -60,7 +65,10 @@ describe("live UI routes", () => {
   });
 
   test("the data routes need the control token", async () => {
-    for (const [path, init] of [["/api/events", {}], ["/api/decode", { method: "POST", body: '{"ids":[1]}' }]] as const) {
+    for (const [path, init] of [
+      ["/api/events", {}],
+      ["/api/decode", { method: "POST", body: '{"ids":[1]}' }],
+    ] as const) {
       const res = await fetch(`${stack.gateway.url}${path}`, init);
       assert.equal(res.status, 401, path);
       assert.match(((await res.json()) as any).error.message, /Authorization: Bearer <token>/);
@@ -75,26 +83,55 @@ describe("live UI routes", () => {
     assert.equal(stream.status, 200);
     assert.match(stream.headers.get("content-type")!, /text\/event-stream/);
     const done = collect(stream, (events) => events.filter((e) => e.event === "rollout").length >= 2);
-    const created = await fetch(`${stack.gateway.url}/api/rollouts`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: '{"group":"g-ui","harness":"h"}' });
+    const created = await fetch(`${stack.gateway.url}/api/rollouts`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: '{"group":"g-ui","harness":"h"}',
+    });
     const rollout = (await created.json()) as any;
     await playAgent(rollout.base_urls.openai, 2, true, { authorization: `Bearer ${rollout.key}` });
-    await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: '{"reward":1}' });
+    await fetch(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: '{"reward":1}',
+    });
     const events = await done;
     const kinds = events.map((e) => `${e.event}:${e.data.status}`);
     assert.deepEqual(kinds, ["hello:undefined", "rollout:open", "call:ok", "call:ok", "rollout:ok"]);
     const calls = events.filter((e) => e.event === "call").map((e) => e.data);
-    assert.ok(calls.every((c) => c.rollout_id === rollout.id && c.prompt_tokens > 0 && c.sampled_tokens > 0 && typeof c.timings.overhead_ms === "number"));
-    assert.ok(calls.every((c) => c.request_received === undefined), "bodies stay out of the stream");
-    assert.ok(events.every((e) => !JSON.stringify(e.data).includes(rollout.key)), "the key never travels");
+    assert.ok(
+      calls.every(
+        (c) =>
+          c.rollout_id === rollout.id &&
+          c.prompt_tokens > 0 &&
+          c.sampled_tokens > 0 &&
+          typeof c.timings.overhead_ms === "number",
+      ),
+    );
+    assert.ok(
+      calls.every((c) => c.request_received === undefined),
+      "bodies stay out of the stream",
+    );
+    assert.ok(
+      events.every((e) => !JSON.stringify(e.data).includes(rollout.key)),
+      "the key never travels",
+    );
   });
 
   test("token texts for the token view; bad bodies get a 400 that says what is expected", async () => {
     const tok = qwen3Tokenizer();
     const ids = tok.encode("héllo <think>");
-    const res = await fetch(`${stack.gateway.url}/api/decode`, { method: "POST", headers: auth, body: JSON.stringify({ ids }) });
+    const res = await fetch(`${stack.gateway.url}/api/decode`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ ids }),
+    });
     assert.equal(res.status, 200);
     const { texts } = (await res.json()) as { texts: Record<string, string> };
-    assert.deepEqual(ids.map((id) => texts[id]), ids.map((id) => tok.decode([id])));
+    assert.deepEqual(
+      ids.map((id) => texts[id]),
+      ids.map((id) => tok.decode([id])),
+    );
     for (const body of ["not json", '{"ids":"1"}', '{"ids":[-1]}']) {
       const bad = await fetch(`${stack.gateway.url}/api/decode`, { method: "POST", headers: auth, body });
       assert.equal(bad.status, 400, body);

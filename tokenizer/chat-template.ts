@@ -27,7 +27,6 @@ export interface RenderOptions {
   template?: string;
 }
 
-
 function contentText(content: ChatMessage["content"]): string {
   if (content == null) return "";
   if (typeof content === "string") return content;

@@ -28,7 +28,12 @@ function modelDir(files: Record<string, string | null>): string {
 const HISTORY = [
   { role: "system", content: "You are an agent." },
   { role: "user", content: "héllo 😀 — read a.txt" },
-  { role: "assistant", content: "", reasoning_content: "Read it.", tool_calls: [{ id: "c1", function: { name: "read", arguments: '{"path":"a.txt"}' } }] },
+  {
+    role: "assistant",
+    content: "",
+    reasoning_content: "Read it.",
+    tool_calls: [{ id: "c1", function: { name: "read", arguments: '{"path":"a.txt"}' } }],
+  },
   { role: "tool", tool_call_id: "c1", content: "hello" },
 ];
 
@@ -40,23 +45,37 @@ describe("model chat format", () => {
   });
 
   test("--model-dir with Qwen3's Hugging Face files renders, tokenizes and detokenizes as the built-in format", () => {
-    const dir = modelDir({ "tokenizer.json": null, "tokenizer_config.json": null, "generation_config.json": '{"eos_token_id": [151645, 151643]}' });
+    const dir = modelDir({
+      "tokenizer.json": null,
+      "tokenizer_config.json": null,
+      "generation_config.json": '{"eos_token_id": [151645, 151643]}',
+    });
     const loaded = loadModelChatFormat(dir);
     const builtIn = qwen3ChatFormat();
     const text = loaded.render(HISTORY, { tools: [{ type: "function", function: { name: "read", parameters: {} } }] });
     assert.deepEqual(loaded.encode(text), builtIn.encode(text));
-    assert.deepEqual(loaded.encode(text), renderChatIds(HISTORY, { tools: [{ type: "function", function: { name: "read", parameters: {} } }] }));
-    const sampled = builtIn.encode('<think>\nok 😀\n</think>\n\n<tool_call>\n{"name": "read", "arguments": {"path": "é"}}\n</tool_call>');
+    assert.deepEqual(
+      loaded.encode(text),
+      renderChatIds(HISTORY, { tools: [{ type: "function", function: { name: "read", parameters: {} } }] }),
+    );
+    const sampled = builtIn.encode(
+      '<think>\nok 😀\n</think>\n\n<tool_call>\n{"name": "read", "arguments": {"path": "é"}}\n</tool_call>',
+    );
     assert.deepEqual(loaded.textPieces(sampled), builtIn.textPieces(sampled));
     assert.deepEqual(chatFormatOf(loaded), QWEN3_CHAT_FORMAT);
     assert.deepEqual(loaded.stopIds, [151645, 151643]);
   });
 
   test("a model directory without tokenizer.json, a chat template or ChatML markers is refused with a sentence", () => {
-    assert.throws(() => loadModelChatFormat(modelDir({})), (e: Error) => e instanceof ModelFormatError && /tokenizer\.json is missing/.test(e.message));
+    assert.throws(
+      () => loadModelChatFormat(modelDir({})),
+      (e: Error) => e instanceof ModelFormatError && /tokenizer\.json is missing/.test(e.message),
+    );
     const noTemplate = modelDir({ "tokenizer.json": null, "tokenizer_config.json": '{"eos_token": "<|im_end|>"}' });
     assert.throws(() => loadModelChatFormat(noTemplate), /has no chat_template/);
-    const tokenizer = JSON.parse(require("node:fs").readFileSync(join(QWEN3_FILES, "tokenizer.json"), "utf8")) as { added_tokens: Array<{ content: string }> };
+    const tokenizer = JSON.parse(require("node:fs").readFileSync(join(QWEN3_FILES, "tokenizer.json"), "utf8")) as {
+      added_tokens: Array<{ content: string }>;
+    };
     tokenizer.added_tokens = tokenizer.added_tokens.filter((t) => t.content !== "<|im_start|>");
     const noChatMl = modelDir({ "tokenizer.json": JSON.stringify(tokenizer), "tokenizer_config.json": null });
     assert.throws(() => loadModelChatFormat(noChatMl), /has no <\|im_start\|> token/);
@@ -78,9 +97,16 @@ describe("tool-call spans read from generated text", () => {
     assert.deepEqual(spans, formatted.toolCalls);
     const format = qwen3ChatFormat();
     const ids = [...format.encode(formatted.text), 151645];
-    const deltas = streamDeltas({ ids, pieces: format.textPieces(ids), fullText: formatted.text, toolCalls: spans }, true);
+    const deltas = streamDeltas(
+      { ids, pieces: format.textPieces(ids), fullText: formatted.text, toolCalls: spans },
+      true,
+    );
     const content = deltas.map((d) => d?.content ?? "").join("");
-    const args = deltas.flatMap((d) => d?.toolCalls ?? []).filter((d) => d.index === 0).map((d) => d.arguments ?? "").join("");
+    const args = deltas
+      .flatMap((d) => d?.toolCalls ?? [])
+      .filter((d) => d.index === 0)
+      .map((d) => d.arguments ?? "")
+      .join("");
     assert.equal(content, "\n\nLet me look.\n");
     assert.equal(args, '{"path": "a b", "n": [1, 2.5]}');
   });

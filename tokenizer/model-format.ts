@@ -12,7 +12,12 @@ import { qwen3Tokenizer } from "./qwen3.ts";
 import { byteLevelText, QWEN3_TEXT, type TokenText } from "./token-text.ts";
 
 /** ChatML's turn markers, which every model rlgate renders for uses (Qwen2.5, Qwen3). */
-export const CHATML = { turnStart: "<|im_start|>", turnEnd: "<|im_end|>", thinkOpen: "<think>", thinkClose: "</think>" } as const;
+export const CHATML = {
+  turnStart: "<|im_start|>",
+  turnEnd: "<|im_end|>",
+  thinkOpen: "<think>",
+  thinkClose: "</think>",
+} as const;
 
 export interface ModelChatFormat {
   /** Where it came from: "Qwen3 (built in)" or the model directory. */
@@ -55,7 +60,9 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
   const id = (text: string): number => {
     const found = parts.tokenId(text);
     if (found === undefined) {
-      throw new ModelFormatError(`${parts.source}: the tokenizer has no ${text} token (rlgate renders ChatML-style chat models: Qwen2.5, Qwen3)`);
+      throw new ModelFormatError(
+        `${parts.source}: the tokenizer has no ${text} token (rlgate renders ChatML-style chat models: Qwen2.5, Qwen3)`,
+      );
     }
     return found;
   };
@@ -105,7 +112,8 @@ export function qwen3ChatFormat(): ModelChatFormat {
 function readJson(dir: string, file: string, required: boolean): Record<string, unknown> | null {
   const path = join(dir, file);
   if (!existsSync(path)) {
-    if (required) throw new ModelFormatError(`--model-dir ${dir}: ${file} is missing (a Hugging Face model directory holds it)`);
+    if (required)
+      throw new ModelFormatError(`--model-dir ${dir}: ${file} is missing (a Hugging Face model directory holds it)`);
     return null;
   }
   try {
@@ -126,7 +134,8 @@ function tokenText(value: unknown): string | null {
 function templateOf(dir: string, inConfig: unknown): string {
   if (typeof inConfig === "string") return inConfig;
   const separate = join(dir, "chat_template.jinja");
-  if (!existsSync(separate)) throw new ModelFormatError(`--model-dir ${dir}: tokenizer_config.json has no chat_template`);
+  if (!existsSync(separate))
+    throw new ModelFormatError(`--model-dir ${dir}: tokenizer_config.json has no chat_template`);
   return readFileSync(separate, "utf8");
 }
 
@@ -143,7 +152,8 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
   };
   const added = new Map<string, { id: number; special: boolean }>();
   const addedIds = new Map<number, boolean>();
-  for (const token of (tokenizerJSON["added_tokens"] as Array<{ id: number; content: string; special?: boolean }>) ?? []) {
+  for (const token of (tokenizerJSON["added_tokens"] as Array<{ id: number; content: string; special?: boolean }>) ??
+    []) {
     added.set(token.content, { id: token.id, special: token.special === true });
     addedIds.set(token.id, token.special === true);
   }
@@ -153,14 +163,21 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
   const tokenId = (text: string) => added.get(text)?.id;
   const eos = generationConfig?.["eos_token_id"];
   const eosText = tokenText(tokenizerConfig["eos_token"]);
-  const stopIds = Array.isArray(eos) ? eos.filter((v): v is number => typeof v === "number") : typeof eos === "number" ? [eos] : [];
+  const stopIds = Array.isArray(eos)
+    ? eos.filter((v): v is number => typeof v === "number")
+    : typeof eos === "number"
+      ? [eos]
+      : [];
   if (stopIds.length === 0 && eosText && tokenId(eosText) !== undefined) stopIds.push(tokenId(eosText)!);
   return buildFormat({
     source: dir,
     encode,
     decode,
     tokenId,
-    template: new ChatTemplate(chatTemplate, { bos: tokenText(tokenizerConfig["bos_token"]) ?? "", eos: eosText ?? CHATML.turnEnd }),
+    template: new ChatTemplate(chatTemplate, {
+      bos: tokenText(tokenizerConfig["bos_token"]) ?? "",
+      eos: eosText ?? CHATML.turnEnd,
+    }),
     text: byteLevelText(() => ({
       idToToken,
       decode,

@@ -131,8 +131,13 @@ export class ThinkState {
   }
 }
 
-export function streamDeltas(gen: SampledText, toolParsing: boolean, think: ThinkIds = QWEN3_THINK_IDS): (TokenDelta | null)[] {
-  const calls = toolParsing && gen.toolCalls.length > 0 && gen.toolCalls.every((c) => c.arguments !== null) ? gen.toolCalls : [];
+export function streamDeltas(
+  gen: SampledText,
+  toolParsing: boolean,
+  think: ThinkIds = QWEN3_THINK_IDS,
+): (TokenDelta | null)[] {
+  const calls =
+    toolParsing && gen.toolCalls.length > 0 && gen.toolCalls.every((c) => c.arguments !== null) ? gen.toolCalls : [];
   const firstTool = calls[0]?.start ?? Infinity;
   const nameSent = calls.map(() => false);
   const reasoning = new ThinkState(think);
@@ -226,7 +231,14 @@ export function toolCallSpans(text: string): ToolCallSpan[] {
       const argsStart = bodyStart + head[0].length;
       const raw = text.slice(argsStart, bodyStart + last).trimEnd();
       const nameEnd = bodyStart + head[1]!.length + head[2]!.length + 1;
-      spans.push({ name, start: at, nameEnd, argsStart, argsEnd: argsStart + raw.length, arguments: hermesArguments(raw) });
+      spans.push({
+        name,
+        start: at,
+        nameEnd,
+        argsStart,
+        argsEnd: argsStart + raw.length,
+        arguments: hermesArguments(raw),
+      });
     } else {
       let name = "";
       let args: string | null = null;

@@ -3,7 +3,8 @@
 export function pyJson(value: unknown): string {
   if (value === null || value === undefined) return "null";
   if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number") return Number.isFinite(value) ? pyNumber(value) : value > 0 ? "Infinity" : value < 0 ? "-Infinity" : "NaN";
+  if (typeof value === "number")
+    return Number.isFinite(value) ? pyNumber(value) : value > 0 ? "Infinity" : value < 0 ? "-Infinity" : "NaN";
   if (typeof value === "boolean") return value ? "true" : "false";
   if (Array.isArray(value)) return `[${value.map(pyJson).join(", ")}]`;
   if (typeof value === "object") {

@@ -40,7 +40,8 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     const segment = segments[call.attach.segmentId]!;
     const kind = segment.firstCallSeq === call.callSeq ? openingKind(segment) : call.attach.kind;
     attachOf.set(call.callSeq, { ...call.attach, kind });
-    if (call.brk !== null && kind !== "root" && kind !== "auxiliary") breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
+    if (call.brk !== null && kind !== "root" && kind !== "auxiliary")
+      breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
   }
   const breaks = [...breakOf.values()].sort((a, b) => a.callSeq - b.callSeq);
 
@@ -74,7 +75,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     for (const m of members) trajectoryOfSeq.set(m, id);
     const spans: SampledSpan[] = [];
     const { attribution, lossMask } = raw;
-    for (let i = 0; i < attribution.length; ) {
+    for (let i = 0; i < attribution.length;) {
       const a = attribution[i]!;
       if (a < 0) {
         i++;
@@ -83,7 +84,12 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
       const seq = seqs[a]!;
       const kind = spanKind(seq.trusted, lossMask[i]!, segment.trained);
       let j = i + 1;
-      while (j < attribution.length && attribution[j] === a && spanKind(seq.trusted, lossMask[j]!, segment.trained) === kind) j++;
+      while (
+        j < attribution.length &&
+        attribution[j] === a &&
+        spanKind(seq.trusted, lossMask[j]!, segment.trained) === kind
+      )
+        j++;
       spans.push({ start: i, end: j, callSeq: seq.callSeq, choiceIndex: seq.choiceIndex, kind });
       i = j;
     }
@@ -121,15 +127,15 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
         sampling: note.sampling,
         attach: attachOf.get(note.callSeq) ?? null,
         choices: note.choices.map((choice) => {
-            const id = ids.find((s) => seqs[s]!.choiceIndex === choice.index);
-            return {
-              index: choice.index,
-              sampledTokens: choice.sampledTokens,
-              finishReason: choice.finishReason,
-              fate: id === undefined ? "not_in_tree" : (fate.get(id) ?? "inner"),
-              trajectoryId: id === undefined ? null : (trajectoryOfSeq.get(id) ?? null),
-            };
-          }),
+          const id = ids.find((s) => seqs[s]!.choiceIndex === choice.index);
+          return {
+            index: choice.index,
+            sampledTokens: choice.sampledTokens,
+            finishReason: choice.finishReason,
+            fate: id === undefined ? "not_in_tree" : (fate.get(id) ?? "inner"),
+            trajectoryId: id === undefined ? null : (trajectoryOfSeq.get(id) ?? null),
+          };
+        }),
       };
     });
 
@@ -169,10 +175,18 @@ function openingKind(segment: Segment): AttachKind {
   return segment.kind === "main" ? "root" : segment.kind;
 }
 
-function rolloutFlags(src: TrajectorySource, liveLeaves: number, options: ReconstructOptions, mainUnclear: string | null): RolloutFlags {
+function rolloutFlags(
+  src: TrajectorySource,
+  liveLeaves: number,
+  options: ReconstructOptions,
+  mainUnclear: string | null,
+): RolloutFlags {
   const maxLeaves = options.maxLeaves ?? DEFAULT_MAX_LEAVES;
   const seqOf = (pred: (note: CallNote) => boolean): number[] =>
-    src.notes.filter(pred).map((note) => note.callSeq).sort((a, b) => a - b);
+    src.notes
+      .filter(pred)
+      .map((note) => note.callSeq)
+      .sort((a, b) => a - b);
   const flags: RolloutFlags = {
     flagged: false,
     mainUnclear,

@@ -104,8 +104,7 @@ export function prepareCall(call: CallTokens): PreparedCall {
     if (prompt.length + choice.tokenIds.length === 0) continue;
     choices.push({ index: choice.index, tokenIds: choice.tokenIds, logprobs: aligned ? choice.logprobs : null });
   }
-  const missingTokenIds =
-    !failed && (call.tokenSource === "missing" || call.promptIds === null || choiceIdsMissing);
+  const missingTokenIds = !failed && (call.tokenSource === "missing" || call.promptIds === null || choiceIdsMissing);
   const usable = !failed && call.tokenSource !== "missing" && call.promptIds !== null && choices.length > 0;
   return {
     call,

@@ -42,7 +42,13 @@ export interface Divergence {
   fromSummary: boolean;
 }
 
-function at(kind: Divergence["kind"], ref: number | null, from: number | null, parent = ref, fromSummary = false): Divergence {
+function at(
+  kind: Divergence["kind"],
+  ref: number | null,
+  from: number | null,
+  parent = ref,
+  fromSummary = false,
+): Divergence {
   return { kind, ref, from, parent, fromSummary };
 }
 

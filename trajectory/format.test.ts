@@ -11,13 +11,26 @@ const TOOLS = [tool("read_file", { path: "string" })];
 
 function demo() {
   const log = new CallLog();
-  const main: ChatMessage[] = [{ role: "system", content: "You are an agent." }, { role: "user", content: "Read a.txt" }];
-  const read: Turn = { reasoning: "Read it.", content: "", toolCalls: [{ name: "read_file", arguments: { path: "a.txt" }, raw: '{"path":"a.txt"}' }] };
+  const main: ChatMessage[] = [
+    { role: "system", content: "You are an agent." },
+    { role: "user", content: "Read a.txt" },
+  ];
+  const read: Turn = {
+    reasoning: "Read it.",
+    content: "",
+    toolCalls: [{ name: "read_file", arguments: { path: "a.txt" }, raw: '{"path":"a.txt"}' }],
+  };
   log.chat(main, [read], { tools: TOOLS });
   main.push(assistantMessage(read), toolMessage("hello world"));
   const done: Turn = { reasoning: "Done.", content: "It says hello world.", toolCalls: [] };
   log.chat(main, [done], { tools: TOOLS, tokenSource: "retokenized" });
-  log.chat([{ role: "system", content: "You are a sub agent." }, { role: "user", content: "x" }], [done]);
+  log.chat(
+    [
+      { role: "system", content: "You are a sub agent." },
+      { role: "user", content: "x" },
+    ],
+    [done],
+  );
   log.chat(main, [done], { status: "upstream_error" });
   return reconstructRollout(log.calls, { rolloutId: "demo", reward: 1 });
 }
@@ -34,11 +47,22 @@ describe("format", () => {
     assert.match(text, /failed calls \(not trained\): #4/);
     assert.match(text, /#0 main \(trained\) · calls #1 #2/);
     assert.match(text, /#1 sub_agent ← #0 \(not trained\) · calls #3/);
-    assert.match(text, /#2 main#0 reserialization @\d+ in #1\.0's completion at \+\d+ \(-\d+ old \/ \+\d+ new tokens\)/);
+    assert.match(
+      text,
+      /#2 main#0 reserialization @\d+ in #1\.0's completion at \+\d+ \(-\d+ old \/ \+\d+ new tokens\)/,
+    );
     assert.match(text, /#4 not in tree \(upstream_error\)/);
     // Trained span, the same tokens shared on the next path, the break marker, untrusted ids, elided context.
-    assert.ok(text.includes('⟦#1.0 <think>\nRead it.\n</think>\n\n<tool_call>\n{"name": "read_file", "arguments": {"path":"a.txt"}}\n</tool_call><|im_end|>⟧'));
-    assert.ok(text.includes('⟨#1.0 <think>\nRead it.\n</think>\n\n<tool_call>\n{"name": "read_file", "arguments": {"path⟩⌁reserialization #2⌁": "a.txt"}}'));
+    assert.ok(
+      text.includes(
+        '⟦#1.0 <think>\nRead it.\n</think>\n\n<tool_call>\n{"name": "read_file", "arguments": {"path":"a.txt"}}\n</tool_call><|im_end|>⟧',
+      ),
+    );
+    assert.ok(
+      text.includes(
+        '⟨#1.0 <think>\nRead it.\n</think>\n\n<tool_call>\n{"name": "read_file", "arguments": {"path⟩⌁reserialization #2⌁": "a.txt"}}',
+      ),
+    );
     assert.ok(text.includes("⟪#2.0! <think>\nDone.\n</think>\n\nIt says hello world.<|im_end|>⟫"));
     assert.ok(text.includes("You are⌁sub_agent #3⌁ a sub agent."));
     assert.match(text, / … \d+ context tokens … /);
@@ -64,7 +88,16 @@ describe("format", () => {
     assert.equal(t.logprobs.length, t.tokenIds.length);
     const nan = reconstructionToJson(
       reconstructRollout(
-        [{ callSeq: 1, promptIds: [1, 2], choices: [{ index: 0, tokenIds: [3], logprobs: null, finishReason: "stop" }], tokenSource: "upstream", status: "ok", startedAt: 0 }],
+        [
+          {
+            callSeq: 1,
+            promptIds: [1, 2],
+            choices: [{ index: 0, tokenIds: [3], logprobs: null, finishReason: "stop" }],
+            tokenSource: "upstream",
+            status: "ok",
+            startedAt: 0,
+          },
+        ],
         { rolloutId: "x" },
       ),
     );

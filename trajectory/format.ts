@@ -15,7 +15,15 @@ export interface FormatOptions {
   trajectoryIds?: readonly string[];
 }
 
-const ANSI = { reset: "\x1b[0m", dim: "\x1b[2m", bold: "\x1b[1m", green: "\x1b[32m", cyan: "\x1b[36m", red: "\x1b[31m", yellow: "\x1b[33m" };
+const ANSI = {
+  reset: "\x1b[0m",
+  dim: "\x1b[2m",
+  bold: "\x1b[1m",
+  green: "\x1b[32m",
+  cyan: "\x1b[36m",
+  red: "\x1b[31m",
+  yellow: "\x1b[33m",
+};
 type Style = keyof typeof ANSI;
 
 class Painter {
@@ -67,10 +75,13 @@ export function formatSummary(rec: Reconstruction, color = false): string {
     `tokens: unique ${s.uniqueTokens} · sampled ${s.sampledTokens} · trained ${s.trainedTokens} · ` +
       `in trained trajectories ${s.trajectoryTokens} · amplification ${s.amplification.toFixed(2)}×`,
   );
-  const breaks = Object.entries(s.breaks).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  const breaks = Object.entries(s.breaks)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`);
   lines.push(`breaks: ${breaks.length > 0 ? breaks.join(" · ") : "none"}`);
   if (rec.flags.flagged) lines.push(p.paint(`FLAGGED: ${rec.flags.reasons.join("; ")}`, "red", "bold"));
-  if (rec.flags.failedCalls.length > 0) lines.push(`failed calls (not trained): ${rec.flags.failedCalls.map((c) => `#${c}`).join(" ")}`);
+  if (rec.flags.failedCalls.length > 0)
+    lines.push(`failed calls (not trained): ${rec.flags.failedCalls.map((c) => `#${c}`).join(" ")}`);
   return lines.join("\n");
 }
 
@@ -78,7 +89,9 @@ export function formatSegments(rec: Reconstruction): string {
   const lines = ["segments:"];
   for (const seg of rec.segments) {
     const parent = seg.parentId === null ? "" : ` ← #${seg.parentId}`;
-    lines.push(`  #${seg.id} ${seg.kind}${parent} ${seg.trained ? "(trained)" : "(not trained)"} · calls ${seg.callSeqs.map((c) => `#${c}`).join(" ")}`);
+    lines.push(
+      `  #${seg.id} ${seg.kind}${parent} ${seg.trained ? "(trained)" : "(not trained)"} · calls ${seg.callSeqs.map((c) => `#${c}`).join(" ")}`,
+    );
   }
   return lines.join("\n");
 }
@@ -165,7 +178,9 @@ export function formatTrajectory(t: Trajectory, options: FormatOptions): string 
       const style = SPAN_STYLE[span.kind];
       const label = `#${span.callSeq}.${span.choiceIndex}${style.mark}`;
       const body = options.detokenize(ids.slice(span.start, span.end));
-      text += options.color ? p.paint(`${label}▸`, "dim") + p.paint(body, style.style) : `${style.open}${label} ${body}${style.close}`;
+      text += options.color
+        ? p.paint(`${label}▸`, "dim") + p.paint(body, style.style)
+        : `${style.open}${label} ${body}${style.close}`;
       i = span.end;
       nextSpan++;
       continue;

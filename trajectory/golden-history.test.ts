@@ -23,26 +23,48 @@ const TOOLS = [tool("read_file", { path: "string" }), tool("write_file", { path:
 const SYSTEM: ChatMessage = { role: "system", content: "You are a careful coding agent." };
 
 const TURNS: Turn[] = [
-  { reasoning: "I should read the file first.", content: "", toolCalls: [{ name: "read_file", arguments: { path: "src/a.py" } }] },
+  {
+    reasoning: "I should read the file first.",
+    content: "",
+    toolCalls: [{ name: "read_file", arguments: { path: "src/a.py" } }],
+  },
   {
     reasoning: "The bug is an off-by-one in the loop.",
     content: "Found it.",
-    toolCalls: [{ name: "write_file", arguments: { path: "src/a.py", content: "for i in range(n):\n    total += i\n" } }],
+    toolCalls: [
+      { name: "write_file", arguments: { path: "src/a.py", content: "for i in range(n):\n    total += i\n" } },
+    ],
   },
-  { reasoning: "Now check the tests.", content: "", toolCalls: [{ name: "read_file", arguments: { path: "tests/test_a.py" } }] },
+  {
+    reasoning: "Now check the tests.",
+    content: "",
+    toolCalls: [{ name: "read_file", arguments: { path: "tests/test_a.py" } }],
+  },
   { reasoning: "Tests cover it.", content: "Fixed the off-by-one in `src/a.py`.", toolCalls: [] },
 ];
-const TOOL_OUTPUTS = ["for i in range(n + 1):\n    total += i\n", "ok: 34 bytes written", "def test_sum(): assert total(3) == 3"];
+const TOOL_OUTPUTS = [
+  "for i in range(n + 1):\n    total += i\n",
+  "ok: 34 bytes written",
+  "def test_sum(): assert total(3) == 3",
+];
 
 /**
  * Runs the tool loop over TURNS. History: "trimmed" sends reasoning_content and content back without the newlines
  * around them, "verbatim" sends vLLM's parsed fields as they are, "no-reasoning" drops reasoning_content.
  */
-function toolSession(log: CallLog, messages: ChatMessage[], history: "trimmed" | "verbatim" | "no-reasoning"): RecordedCall[] {
+function toolSession(
+  log: CallLog,
+  messages: ChatMessage[],
+  history: "trimmed" | "verbatim" | "no-reasoning",
+): RecordedCall[] {
   const recorded: RecordedCall[] = [];
   TURNS.forEach((turn, i) => {
     recorded.push(log.chat(messages, [turn], { tools: TOOLS }));
-    messages.push(history === "verbatim" ? verbatimAssistantMessage(turn) : assistantMessage(turn, { keepReasoning: history === "trimmed" }));
+    messages.push(
+      history === "verbatim"
+        ? verbatimAssistantMessage(turn)
+        : assistantMessage(turn, { keepReasoning: history === "trimmed" }),
+    );
     if (i < TOOL_OUTPUTS.length) messages.push(toolMessage(TOOL_OUTPUTS[i]!));
   });
   return recorded;
@@ -61,9 +83,10 @@ function assertLogprobs(t: Trajectory, call: RecordedCall, start = call.prompt.l
 }
 
 function assertContextLogprobsZero(t: Trajectory): void {
-  for (let i = 0; i < t.tokenIds.length; i++) if (t.lossMask[i] === 0 && !t.spans.some((s) => s.start <= i && i < s.end)) {
-    assert.equal(t.logprobs[i], 0, `context logprob at ${i}`);
-  }
+  for (let i = 0; i < t.tokenIds.length; i++)
+    if (t.lossMask[i] === 0 && !t.spans.some((s) => s.start <= i && i < s.end)) {
+      assert.equal(t.logprobs[i], 0, `context logprob at ${i}`);
+    }
 }
 
 describe("golden: history rendering (Qwen3)", () => {
@@ -92,10 +115,16 @@ describe("golden: history rendering (Qwen3)", () => {
     assert.equal(t.segment, "main");
     assert.equal(t.reward, 0.5);
     assert.deepEqual(t.breaks, []);
-    assert.deepEqual(rec.calls.map((c) => c.attach?.kind), ["root", "extend", "extend", "extend"]);
+    assert.deepEqual(
+      rec.calls.map((c) => c.attach?.kind),
+      ["root", "extend", "extend", "extend"],
+    );
     assert.equal(rec.stats.uniqueTokens, t.tokenIds.length);
     assert.equal(rec.stats.amplification, 1);
-    assert.equal(rec.stats.trainedTokens, calls.reduce((n, c) => n + c.completions[0]!.length, 0));
+    assert.equal(
+      rec.stats.trainedTokens,
+      calls.reduce((n, c) => n + c.completions[0]!.length, 0),
+    );
     assert.equal(rec.flags.flagged, false);
     // The mask-1 tokens decode to exactly the model's turns (think included), ending with <|im_end|>.
     const tok = qwen3Tokenizer();
@@ -109,7 +138,11 @@ describe("golden: history rendering (Qwen3)", () => {
     const messages: ChatMessage[] = [SYSTEM, { role: "user", content: "Fix the sum in src/a.py." }];
     const first = toolSession(log, messages, "trimmed");
     messages.push({ role: "user", content: "Also add a docstring." });
-    const followUp: Turn = { reasoning: "Add a docstring.", content: "", toolCalls: [{ name: "write_file", arguments: { path: "src/a.py", content: '"""Sum."""' } }] };
+    const followUp: Turn = {
+      reasoning: "Add a docstring.",
+      content: "",
+      toolCalls: [{ name: "write_file", arguments: { path: "src/a.py", content: '"""Sum."""' } }],
+    };
     const second = log.chat(messages, [followUp], { tools: TOOLS });
     const rec = reconstructRollout(log.calls, { rolloutId: "r1b" });
 
@@ -135,7 +168,10 @@ describe("golden: history rendering (Qwen3)", () => {
     assert.equal(b.trajectoryId, "r1b:5:0");
     assert.deepEqual([...b.tokenIds], [...second.prompt, ...second.completions[0]!]);
     assert.deepEqual([...b.lossMask], maskOf(b.tokenIds.length, sampledRanges([second])));
-    assert.deepEqual(b.breaks.map((x) => x.callSeq), [5]);
+    assert.deepEqual(
+      b.breaks.map((x) => x.callSeq),
+      [5],
+    );
     assertLogprobs(b, second);
     assert.equal(rec.stats.breaks.reserialization, 1);
     assert.equal(rec.stats.trainedTokens, rec.stats.sampledTokens);
@@ -147,7 +183,10 @@ describe("golden: history rendering (Qwen3)", () => {
     const rec = reconstructRollout(log.calls, { rolloutId: "r1c" });
     // The template writes "\n" before a tool call whenever content is non-empty, and vLLM's content of a turn that
     // calls tools is at least "\n\n": every tool-calling turn re-renders differently right after `</think>`.
-    assert.deepEqual(rec.calls.map((c) => c.attach?.kind), ["root", "reserialization", "reserialization", "reserialization"]);
+    assert.deepEqual(
+      rec.calls.map((c) => c.attach?.kind),
+      ["root", "reserialization", "reserialization", "reserialization"],
+    );
     const tok = qwen3Tokenizer();
     const thinkClose = tok.encode("</think>")[0]!;
     const toolOpen = tok.encode("<tool_call>")[0]!;
@@ -155,7 +194,8 @@ describe("golden: history rendering (Qwen3)", () => {
       const b = rec.breaks[i - 1]!;
       const completion = calls[i - 1]!.completions[0]!;
       const afterThink = completion.indexOf(thinkClose) + 1;
-      if (TURNS[i - 1]!.content === "") assert.equal(b.offsetInCompletion, afterThink, `break ${i} right after </think>`);
+      if (TURNS[i - 1]!.content === "")
+        assert.equal(b.offsetInCompletion, afterThink, `break ${i} right after </think>`);
       else {
         // "Found it.\n<tool_call>" sampled, "Found it.\n\n<tool_call>" rendered: the break is at the content's end.
         assert.ok(b.offsetInCompletion! > afterThink + 1 && b.offsetInCompletion! < completion.indexOf(toolOpen) + 1);
@@ -177,7 +217,10 @@ describe("golden: history rendering (Qwen3)", () => {
     const log = new CallLog();
     const calls = toolSession(log, [SYSTEM, { role: "user", content: "Fix the sum in src/a.py." }], "no-reasoning");
     const rec = reconstructRollout(log.calls, { rolloutId: "r2" });
-    assert.deepEqual(rec.calls.map((c) => c.attach?.kind), ["root", "reserialization", "reserialization", "reserialization"]);
+    assert.deepEqual(
+      rec.calls.map((c) => c.attach?.kind),
+      ["root", "reserialization", "reserialization", "reserialization"],
+    );
     for (let i = 1; i < calls.length; i++) {
       // Without reasoning_content the template renders the turn as plain content: it parts at the `<think>` token.
       const b = rec.breaks[i - 1]!;
@@ -192,12 +235,18 @@ describe("golden: history rendering (Qwen3)", () => {
       assert.deepEqual([...t.lossMask], maskOf(t.tokenIds.length, sampledRanges([c])), `trajectory ${i}`);
       assertLogprobs(t, c);
       assertContextLogprobsZero(t);
-      assert.deepEqual(t.breaks.map((x) => x.callSeq), calls.slice(1, i + 1).map((x) => x.callSeq));
+      assert.deepEqual(
+        t.breaks.map((x) => x.callSeq),
+        calls.slice(1, i + 1).map((x) => x.callSeq),
+      );
     });
     const total = calls.reduce((n, c) => n + c.prompt.length + c.completions[0]!.length, 0);
     assert.equal(rec.stats.trajectoryTokens, total);
     assert.ok(rec.stats.amplification > 2, `amplification ${rec.stats.amplification}`);
-    assert.equal(rec.stats.trainedTokens, calls.reduce((n, c) => n + c.completions[0]!.length, 0));
+    assert.equal(
+      rec.stats.trainedTokens,
+      calls.reduce((n, c) => n + c.completions[0]!.length, 0),
+    );
   });
 
   it("(2b) tool arguments written as compact JSON are re-rendered by the template: the shared part trains once", () => {
@@ -217,7 +266,10 @@ describe("golden: history rendering (Qwen3)", () => {
     const at = commonPrefix(c2.prompt, s1);
     const offset = at - c1.prompt.length;
     assert.ok(offset > 5 && offset < c1.completions[0]!.length - 3, `diverges inside the arguments (offset ${offset})`);
-    assert.deepEqual(rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.offsetInCompletion]), [["reserialization", 2, at, offset]]);
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.offsetInCompletion]),
+      [["reserialization", 2, at, offset]],
+    );
     const [t1, t2] = rec.trajectories as [Trajectory, Trajectory];
     assert.deepEqual([...t1.lossMask], maskOf(s1.length, [[c1.prompt.length, s1.length]]));
     // The sampled prefix the new prompt still shares (think, `<tool_call>`, the name) is trained in call 1's

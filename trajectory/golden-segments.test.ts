@@ -5,12 +5,28 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
 import { reconstructRollout } from "./reconstruct.ts";
-import { assistantMessage, CallLog, commonPrefix, maskOf, tool, toolMessage, type RecordedCall, type Turn } from "./testing/qwen3-session.ts";
+import {
+  assistantMessage,
+  CallLog,
+  commonPrefix,
+  maskOf,
+  tool,
+  toolMessage,
+  type RecordedCall,
+  type Turn,
+} from "./testing/qwen3-session.ts";
 import type { Trajectory } from "./types.ts";
 
-const MAIN_TOOLS = [tool("task", { description: "string", prompt: "string" }), tool("task_output", { id: "string" }), tool("read_file", { path: "string" })];
+const MAIN_TOOLS = [
+  tool("task", { description: "string", prompt: "string" }),
+  tool("task_output", { id: "string" }),
+  tool("read_file", { path: "string" }),
+];
 const SUB_TOOLS = [tool("read_file", { path: "string" }), tool("grep", { pattern: "string" })];
-const MAIN_SYSTEM: ChatMessage = { role: "system", content: "You are the lead engineer. Delegate searches to sub-agents." };
+const MAIN_SYSTEM: ChatMessage = {
+  role: "system",
+  content: "You are the lead engineer. Delegate searches to sub-agents.",
+};
 const SUB_SYSTEM: ChatMessage = { role: "system", content: "You are a search sub-agent. Report file paths only." };
 
 function call(name: string, args: Record<string, unknown>, reasoning: string, content = ""): Turn {
@@ -28,7 +44,11 @@ describe("golden: segments (Qwen3)", () => {
     const log = new CallLog();
     const main: ChatMessage[] = [MAIN_SYSTEM, { role: "user", content: "Why does the config loader crash?" }];
     const sub: ChatMessage[] = [SUB_SYSTEM, { role: "user", content: "Find where parse_config is called." }];
-    const spawn = call("task", { description: "find callers", prompt: "Find where parse_config is called." }, "Delegate the search.");
+    const spawn = call(
+      "task",
+      { description: "find callers", prompt: "Find where parse_config is called." },
+      "Delegate the search.",
+    );
     const m1 = log.chat(main, [spawn], { tools: MAIN_TOOLS });
     main.push(assistantMessage(spawn), toolMessage("task t1 started in the background"));
     const grep = call("grep", { pattern: "parse_config(" }, "Grep for calls.");
@@ -65,7 +85,10 @@ describe("golden: segments (Qwen3)", () => {
         [1, "sub_agent", 0, [2, 4], false],
       ],
     );
-    assert.deepEqual(rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.from?.callSeq]), [["sub_agent", 2, at, 1]]);
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.from?.callSeq]),
+      [["sub_agent", 2, at, 1]],
+    );
     const [subT, mainT] = rec.trajectories as [Trajectory, Trajectory];
     assert.equal(subT.trajectoryId, "r4:4:0");
     assert.equal(subT.segment, "sub_agent");
@@ -73,7 +96,10 @@ describe("golden: segments (Qwen3)", () => {
     // Not trained here, but its mask says what it would train (an RL core may train sub-agents): spans "untrained".
     assert.deepEqual([...subT.lossMask], maskOf(subT.tokenIds.length, ranges(s1, s2)));
     assert.ok(subT.spans.every((s) => s.kind === "untrained"));
-    assert.deepEqual(subT.breaks.map((b) => b.callSeq), [2]);
+    assert.deepEqual(
+      subT.breaks.map((b) => b.callSeq),
+      [2],
+    );
     assert.equal(mainT.trajectoryId, "r4:6:0");
     assert.deepEqual([...mainT.lossMask], maskOf(mainT.tokenIds.length, ranges(m1, m2, m3, m4)));
     assert.deepEqual(mainT.breaks, []);
@@ -84,7 +110,10 @@ describe("golden: segments (Qwen3)", () => {
     const both = reconstructRollout(log.calls, { rolloutId: "r4", trainSegments: ["main", "sub_agent"] });
     const [subBoth] = both.trajectories as [Trajectory];
     assert.deepEqual([...subBoth.lossMask], maskOf(subBoth.tokenIds.length, ranges(s1, s2)));
-    assert.equal(both.stats.trainedTokens, rec.stats.trainedTokens + s1.completions[0]!.length + s2.completions[0]!.length);
+    assert.equal(
+      both.stats.trainedTokens,
+      rec.stats.trainedTokens + s1.completions[0]!.length + s2.completions[0]!.length,
+    );
   });
 
   it("(5) a compaction restarts the history from a summary under the same system prompt", () => {
@@ -93,20 +122,31 @@ describe("golden: segments (Qwen3)", () => {
     const main: ChatMessage[] = [MAIN_SYSTEM, user];
     const read = call("read_file", { path: "src/config.py" }, "Read the loader.");
     const m1 = log.chat(main, [read], { tools: MAIN_TOOLS });
-    main.push(assistantMessage(read), toolMessage("import toml\ndef parse_config(path):\n    return toml.load(open(path))"));
+    main.push(
+      assistantMessage(read),
+      toolMessage("import toml\ndef parse_config(path):\n    return toml.load(open(path))"),
+    );
     const read2 = call("read_file", { path: "pyproject.toml" }, "Check the Python version.");
     const m2 = log.chat(main, [read2], { tools: MAIN_TOOLS });
     main.push(assistantMessage(read2), toolMessage('requires-python = ">=3.11"'));
     // The harness's context is full: it asks for a summary (same history, one more user message)...
     main.push({ role: "user", content: "Summarize the conversation so far for a fresh context." });
-    const summaryTurn = answer("Task: migrate src/config.py from toml to tomllib; Python >= 3.11 is required.", "Summarize.");
+    const summaryTurn = answer(
+      "Task: migrate src/config.py from toml to tomllib; Python >= 3.11 is required.",
+      "Summarize.",
+    );
     const m3 = log.chat(main, [summaryTurn], { tools: MAIN_TOOLS });
     // ...and restarts from it.
-    const compacted: ChatMessage[] = [MAIN_SYSTEM, { role: "user", content: `Summary of earlier work: ${summaryTurn.content}\nContinue.` }];
+    const compacted: ChatMessage[] = [
+      MAIN_SYSTEM,
+      { role: "user", content: `Summary of earlier work: ${summaryTurn.content}\nContinue.` },
+    ];
     const edit = call("read_file", { path: "src/config.py" }, "Re-open the loader.");
     const c1 = log.chat(compacted, [edit], { tools: MAIN_TOOLS });
     compacted.push(assistantMessage(edit), toolMessage("import toml\n..."));
-    const c2 = log.chat(compacted, [answer("Replaced toml with tomllib and opened the file in binary mode.")], { tools: MAIN_TOOLS });
+    const c2 = log.chat(compacted, [answer("Replaced toml with tomllib and opened the file in binary mode.")], {
+      tools: MAIN_TOOLS,
+    });
 
     const rec = reconstructRollout(log.calls, { rolloutId: "r5" });
     const at = commonPrefix(c1.prompt, m3.prompt);
@@ -122,7 +162,13 @@ describe("golden: segments (Qwen3)", () => {
         [5, "extend", 1],
       ],
     );
-    assert.deepEqual(rec.segments.map((s) => [s.kind, s.parentId, s.callSeqs]), [["main", null, [1, 2, 3]], ["compaction", 0, [4, 5]]]);
+    assert.deepEqual(
+      rec.segments.map((s) => [s.kind, s.parentId, s.callSeqs]),
+      [
+        ["main", null, [1, 2, 3]],
+        ["compaction", 0, [4, 5]],
+      ],
+    );
     assert.deepEqual(
       rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.from?.callSeq, b.oldTokens, b.newTokens]),
       [
@@ -141,7 +187,10 @@ describe("golden: segments (Qwen3)", () => {
     assert.equal(compT.trained, false);
     assert.deepEqual([...compT.lossMask], maskOf(compT.tokenIds.length, ranges(c1, c2)));
     assert.ok(compT.spans.every((s) => s.kind === "untrained"));
-    assert.deepEqual(compT.breaks.map((b) => b.kind), ["compaction"]);
+    assert.deepEqual(
+      compT.breaks.map((b) => b.kind),
+      ["compaction"],
+    );
     const all = reconstructRollout(log.calls, { rolloutId: "r5", trainSegments: ["main", "compaction"] });
     assert.deepEqual([...all.trajectories[2]!.lossMask], maskOf(compT.tokenIds.length, ranges(c1, c2)));
   });
@@ -156,12 +205,26 @@ describe("golden: segments (Qwen3)", () => {
     log.chat(main, [read2], { tools: MAIN_TOOLS });
     main.push(assistantMessage(read2), toolMessage("cfg = parse_config(args.path)"));
     // A helper context under the same system prompt, e.g. a sub-agent that reuses it...
-    log.chat([MAIN_SYSTEM, { role: "user", content: "List the TOML keys used." }], [answer("name, version")], { tools: MAIN_TOOLS });
+    log.chat([MAIN_SYSTEM, { role: "user", content: "List the TOML keys used." }], [answer("name, version")], {
+      tools: MAIN_TOOLS,
+    });
     // ...while the main history continues.
     log.chat(main, [answer("The loader opens files in text mode.")], { tools: MAIN_TOOLS });
     const rec = reconstructRollout(log.calls, { rolloutId: "r5b" });
-    assert.deepEqual(rec.calls.map((c) => c.attach?.kind), ["root", "extend", "sub_agent", "extend"]);
-    assert.deepEqual(rec.segments.map((s) => [s.kind, s.callSeqs]), [["main", [1, 2, 4]], ["sub_agent", [3]]]);
-    assert.deepEqual(rec.breaks.map((b) => [b.kind, b.callSeq]), [["sub_agent", 3]]);
+    assert.deepEqual(
+      rec.calls.map((c) => c.attach?.kind),
+      ["root", "extend", "sub_agent", "extend"],
+    );
+    assert.deepEqual(
+      rec.segments.map((s) => [s.kind, s.callSeqs]),
+      [
+        ["main", [1, 2, 4]],
+        ["sub_agent", [3]],
+      ],
+    );
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.callSeq]),
+      [["sub_agent", 3]],
+    );
   });
 });

@@ -30,8 +30,7 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
   const prompts: TokenIds[] = [];
   // lcps[a][b] for b < a.
   const lcps: Int32Array[] = [];
-  const common = (a: number, b: number): number =>
-    a === b ? seqs[a]!.length : a > b ? lcps[a]![b]! : lcps[b]![a]!;
+  const common = (a: number, b: number): number => (a === b ? seqs[a]!.length : a > b ? lcps[a]![b]! : lcps[b]![a]!);
 
   for (const call of [...calls].sort((a, b) => a.callSeq - b.callSeq)) {
     const p = prepareCall(call);
@@ -59,7 +58,8 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
     });
     for (const s of newSeqs) {
       const row = new Int32Array(s.id);
-      for (let t = 0; t < s.id; t++) row[t] = lcp(s.tokens, t < firstId ? seqs[t]!.tokens : newSeqs[t - firstId]!.tokens);
+      for (let t = 0; t < s.id; t++)
+        row[t] = lcp(s.tokens, t < firstId ? seqs[t]!.tokens : newSeqs[t - firstId]!.tokens);
       lcps.push(row);
     }
     // How far the prompt matches each earlier sequence.
@@ -183,9 +183,7 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
         }
         done.push({ rep, mask: lossMask });
       }
-      const promptCalls = treeCalls
-        .filter((c) => common(rep, c.seqIds[0]!) >= c.promptLength)
-        .map((c) => c.callSeq);
+      const promptCalls = treeCalls.filter((c) => common(rep, c.seqIds[0]!) >= c.promptLength).map((c) => c.callSeq);
       return { tokenIds, lossMask, logprobs, attribution, promptCalls };
     };
   }

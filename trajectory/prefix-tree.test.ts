@@ -35,7 +35,10 @@ describe("PrefixTree", () => {
     assert.deepEqual([end.node, end.offset, end.depth], [c, 2, 6]);
     const none = tree.match([9], 0, 1, tree.rootLocus());
     assert.deepEqual([none.node, none.depth], [tree.root, 0]);
-    assert.deepEqual(PrefixTree.path(c).map((n) => n.depth), [2, 4, 6]);
+    assert.deepEqual(
+      PrefixTree.path(c).map((n) => n.depth),
+      [2, 4, 6],
+    );
     assert.deepEqual(tree.leaves(), [c, b]);
   });
 

@@ -184,7 +184,14 @@ export class PrefixTree {
    * Adds ids[start, end) as a new child of `parent` (which must have no child starting with ids[start]).
    * `code` is CONTEXT for prompt tokens or the sampler's owner code; `logprobs` align with `ids`.
    */
-  append(parent: RadixNode, ids: ArrayLike<number>, start: number, end: number, code: number, logprobs: ArrayLike<number> | null): RadixNode {
+  append(
+    parent: RadixNode,
+    ids: ArrayLike<number>,
+    start: number,
+    end: number,
+    code: number,
+    logprobs: ArrayLike<number> | null,
+  ): RadixNode {
     const length = end - start;
     const chunk = this.#alloc(length);
     const at = chunk.used;

@@ -13,7 +13,10 @@ describe("RolloutTree", () => {
     assert.deepEqual(rt.add({ ...base, callSeq: 1, promptIds: [1, 2, 3], choices: [choice([4, 5])] })?.ref, null);
     const attach = rt.add({ ...base, callSeq: 2, promptIds: [1, 2, 3, 4, 5, 6], choices: [choice([7])] });
     assert.deepEqual([attach?.kind, attach?.ref, attach?.matchedTokens], ["extend", { callSeq: 1, choiceIndex: 0 }, 5]);
-    assert.equal(rt.add({ ...base, callSeq: 3, status: "timeout", promptIds: [1, 2, 3, 4, 5, 6, 7, 8], choices: [] }), null);
+    assert.equal(
+      rt.add({ ...base, callSeq: 3, status: "timeout", promptIds: [1, 2, 3, 4, 5, 6, 7, 8], choices: [] }),
+      null,
+    );
     assert.deepEqual(rt.locate([1, 2, 3, 4, 5, 6, 7, 8]), { ref: { callSeq: 2, choiceIndex: 0 }, matchedTokens: 7 });
     assert.deepEqual(rt.locate([1, 2, 9]), { ref: { callSeq: 2, choiceIndex: 0 }, matchedTokens: 2 });
     assert.deepEqual(rt.locate([9]), { ref: null, matchedTokens: 0 });

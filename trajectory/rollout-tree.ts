@@ -51,13 +51,28 @@ export class RolloutTree implements TrajectorySource {
     const prompt = prepared.prompt;
     const locus = tree.match(prompt, 0, prompt.length, tree.rootLocus());
     const facts = this.#facts(locus.node, locus.offset, locus.depth, prompt);
-    const { attach, brk } = attachCall(call.callSeq, prompt.length, facts, this.#seqs, this.segments, callShape(prepared));
+    const { attach, brk } = attachCall(
+      call.callSeq,
+      prompt.length,
+      facts,
+      this.#seqs,
+      this.segments,
+      callShape(prepared),
+    );
 
     let promptNode = tree.boundary(locus);
-    if (locus.depth < prompt.length) promptNode = tree.append(promptNode, prompt, locus.depth, prompt.length, CONTEXT, null);
+    if (locus.depth < prompt.length)
+      promptNode = tree.append(promptNode, prompt, locus.depth, prompt.length, CONTEXT, null);
     const callIndex = this.#calls.length;
     (promptNode.promptEnds ??= []).push(callIndex);
-    const entry: TreeCallEntry = { callSeq: call.callSeq, promptLength: prompt.length, attach, brk, seqIds: [], promptNode };
+    const entry: TreeCallEntry = {
+      callSeq: call.callSeq,
+      promptLength: prompt.length,
+      attach,
+      brk,
+      seqIds: [],
+      promptNode,
+    };
     this.#calls.push(entry);
 
     for (const choice of prepared.choices) {
@@ -173,7 +188,11 @@ export class RolloutTree implements TrajectorySource {
   /** A sequence's sampled ids, read back from the tree (only when a new thread looks for the summary it starts from). */
   #sampledIds(seq: TreeSeq): Int32Array {
     const out = new Int32Array(seq.length - seq.promptLength);
-    for (let node: RadixNode | null = seq.endNode; node !== null && node.startDepth + node.length > seq.promptLength; node = node.parent) {
+    for (
+      let node: RadixNode | null = seq.endNode;
+      node !== null && node.startDepth + node.length > seq.promptLength;
+      node = node.parent
+    ) {
       for (let k = Math.max(0, seq.promptLength - node.startDepth); k < node.length; k++) {
         out[node.startDepth + k - seq.promptLength] = node.chunk.tokens[node.start + k]!;
       }
@@ -184,7 +203,8 @@ export class RolloutTree implements TrajectorySource {
   /** Turns in the prompt that ends at `node` (the tree keeps no prompt arrays). */
   #turnsOnPath(node: RadixNode): number {
     let n = 0;
-    for (const step of PrefixTree.path(node)) n += countTurns(step.chunk.tokens.subarray(step.start, step.start + step.length), this.#format);
+    for (const step of PrefixTree.path(node))
+      n += countTurns(step.chunk.tokens.subarray(step.start, step.start + step.length), this.#format);
     return n;
   }
 

@@ -46,7 +46,16 @@ export class SegmentBook {
   /** `fromSummary`: a compaction whose parent wrote the summary it starts from. */
   open(kind: SegmentKind, parentId: number | null, callSeq: number, shape: CallShape, fromSummary: boolean): number {
     const id = this.#drafts.length;
-    this.#drafts.push({ id, proposed: kind, parentId, firstCallSeq: callSeq, callSeqs: [callSeq], continued: false, summarized: false, sideCalls: isSideCall(shape) });
+    this.#drafts.push({
+      id,
+      proposed: kind,
+      parentId,
+      firstCallSeq: callSeq,
+      callSeqs: [callSeq],
+      continued: false,
+      summarized: false,
+      sideCalls: isSideCall(shape),
+    });
     if (kind === "compaction" && fromSummary && parentId !== null) this.#drafts[parentId]!.summarized = true;
     return id;
   }
@@ -76,7 +85,8 @@ export class SegmentBook {
       let kind = draft.proposed;
       if (kind === "compaction" && draft.parentId !== null && !side[draft.parentId]) {
         const parent = drafts[draft.parentId]!;
-        if (kinds[draft.parentId] === "sub_agent" || parent.callSeqs.some((seq) => seq > draft.firstCallSeq)) kind = "sub_agent";
+        if (kinds[draft.parentId] === "sub_agent" || parent.callSeqs.some((seq) => seq > draft.firstCallSeq))
+          kind = "sub_agent";
       }
       kinds.push(kind);
     }

@@ -68,7 +68,8 @@ export function attachCall(
   const refSeq = d.ref === null ? null : seqs[d.ref]!;
   let segmentId: number;
   if (refSeq === null) segmentId = segments.open("main", null, callSeq, shape, false);
-  else if (d.kind === "sub_agent" || d.kind === "compaction") segmentId = segments.open(d.kind, seqs[d.parent!]!.segmentId, callSeq, shape, d.fromSummary);
+  else if (d.kind === "sub_agent" || d.kind === "compaction")
+    segmentId = segments.open(d.kind, seqs[d.parent!]!.segmentId, callSeq, shape, d.fromSummary);
   else {
     segmentId = refSeq.segmentId;
     segments.join(segmentId, callSeq, shape, d.kind === "extend" || d.kind === "reserialization");

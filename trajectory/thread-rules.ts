@@ -19,7 +19,12 @@ const MAX_MARKUP = 16;
  * the history no longer renders, or the generation prompt's last newline re-merged by BPE with the content that
  * follows it. Null when the divergence is anywhere else. `oldAt(i)` reads the old branch (null past its end).
  */
-export function markupBreakOwner(prompt: TokenIds, matched: number, format: ChatFormat, oldAt: (i: number) => BranchToken | null): number | null {
+export function markupBreakOwner(
+  prompt: TokenIds,
+  matched: number,
+  format: ChatFormat,
+  oldAt: (i: number) => BranchToken | null,
+): number | null {
   let turn = -1;
   for (let i = matched - 1; i >= 0; i--) {
     if (prompt[i] === format.turnStart) {

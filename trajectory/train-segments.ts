@@ -4,7 +4,13 @@ import { SEGMENT_KINDS, type SegmentKind } from "./types.ts";
 
 /** Segment kinds from "main,sub_agent" or ["main", "sub_agent"]; throws a sentence naming the kinds otherwise. */
 export function parseTrainSegments(value: unknown): SegmentKind[] {
-  const kinds = typeof value === "string" ? value.split(",").map((s) => s.trim()).filter((s) => s !== "") : value;
+  const kinds =
+    typeof value === "string"
+      ? value
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s !== "")
+      : value;
   if (!Array.isArray(kinds) || kinds.length === 0 || !kinds.every((k) => SEGMENT_KINDS.includes(k as SegmentKind))) {
     throw new Error(`train segments are a list of ${SEGMENT_KINDS.join(", ")} (got ${JSON.stringify(value)})`);
   }

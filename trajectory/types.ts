@@ -29,7 +29,8 @@ export const SEGMENT_KINDS: readonly SegmentKind[] = ["main", "sub_agent", "comp
  * - `branch`: any other departure (history edited without shortening, prompt ending inside an earlier sequence).
  * The first call of the main agent is `root` even when an auxiliary call came before it.
  */
-export type AttachKind = "root" | "extend" | "retry" | "reserialization" | "sub_agent" | "compaction" | "auxiliary" | "branch";
+export type AttachKind =
+  "root" | "extend" | "retry" | "reserialization" | "sub_agent" | "compaction" | "auxiliary" | "branch";
 export type BreakKind = Exclude<AttachKind, "root" | "extend" | "auxiliary">;
 export const BREAK_KINDS: readonly BreakKind[] = ["reserialization", "retry", "sub_agent", "compaction", "branch"];
 
@@ -129,7 +130,13 @@ export interface CallSummary {
   sampling: SamplingParams | null;
   /** Null when the call added nothing to the tree (failed, or no token ids). */
   attach: CallAttach | null;
-  choices: Array<{ index: number; sampledTokens: number; finishReason: string | null; fate: ChoiceFate; trajectoryId: string | null }>;
+  choices: Array<{
+    index: number;
+    sampledTokens: number;
+    finishReason: string | null;
+    fate: ChoiceFate;
+    trajectoryId: string | null;
+  }>;
 }
 
 export interface RolloutStats {

@@ -47,7 +47,8 @@ const MAX_BUFFERED = 1 << 20;
 const MAX_DECODE_IDS = 1 << 20;
 const MAX_DECODE_BODY = 16 << 20;
 // The page's own assets only: no inline scripts, no other origins.
-const CSP = "default-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 function loadAssets(): Map<string, { body: Buffer; type: string }> {
   const assets = new Map<string, { body: Buffer; type: string }>();
@@ -64,7 +65,14 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
 }
 
 function sendError(res: ServerResponse, status: number, code: string, message: string): void {
-  const type = status === 401 ? "authentication_error" : status === 404 ? "not_found_error" : status === 503 ? "overloaded_error" : "invalid_request_error";
+  const type =
+    status === 401
+      ? "authentication_error"
+      : status === 404
+        ? "not_found_error"
+        : status === 503
+          ? "overloaded_error"
+          : "invalid_request_error";
   sendJson(res, status, { error: { message, type, param: null, code } });
 }
 
@@ -110,12 +118,18 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
   let clients = 0;
   const texts = new Map<number, string>();
 
-  const authorized = (req: IncomingMessage) => !options.token || bearerMatches(req.headers["authorization"], options.token);
+  const authorized = (req: IncomingMessage) =>
+    !options.token || bearerMatches(req.headers["authorization"], options.token);
 
   function events(req: IncomingMessage, res: ServerResponse): void {
-    if (clients >= maxClients) return sendError(res, 503, "RLGATE_UI_BUSY", `${maxClients} event streams are open already`);
+    if (clients >= maxClients)
+      return sendError(res, 503, "RLGATE_UI_BUSY", `${maxClients} event streams are open already`);
     clients++;
-    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no",
+    });
     res.write(`retry: 2000\nevent: hello\ndata: ${JSON.stringify({ at: Date.now() })}\n\n`);
     const send = (event: string, data: unknown) => {
       if (res.writableLength > MAX_BUFFERED) return void res.destroy();
@@ -141,7 +155,12 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
     try {
       body = await readJson(req, MAX_DECODE_BODY);
     } catch (error) {
-      return sendError(res, 400, "RLGATE_BAD_REQUEST", `the body must be JSON {"ids": [...]} (${(error as Error).message})`);
+      return sendError(
+        res,
+        400,
+        "RLGATE_BAD_REQUEST",
+        `the body must be JSON {"ids": [...]} (${(error as Error).message})`,
+      );
     }
     const ids = (body as { ids?: unknown } | null)?.ids;
     if (!Array.isArray(ids) || ids.length > MAX_DECODE_IDS || !ids.every((id) => Number.isSafeInteger(id) && id >= 0)) {
@@ -169,14 +188,26 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
         return;
       }
       if (path.startsWith("/ui/")) {
-        if (req.method !== "GET" && req.method !== "HEAD") return sendError(res, 405, "RLGATE_BAD_REQUEST", `${req.method} is not served under /ui`);
+        if (req.method !== "GET" && req.method !== "HEAD")
+          return sendError(res, 405, "RLGATE_BAD_REQUEST", `${req.method} is not served under /ui`);
         const asset = assets.get(path === "/ui/" ? "index.html" : path.slice("/ui/".length));
         if (!asset) return sendError(res, 404, "RLGATE_NOT_FOUND", `no UI asset ${path}`);
-        res.writeHead(200, { "content-type": asset.type, "content-length": asset.body.length, "content-security-policy": CSP, "cache-control": "no-cache" });
+        res.writeHead(200, {
+          "content-type": asset.type,
+          "content-length": asset.body.length,
+          "content-security-policy": CSP,
+          "cache-control": "no-cache",
+        });
         res.end(req.method === "HEAD" ? undefined : asset.body);
         return;
       }
-      if (!authorized(req)) return sendError(res, 401, "RLGATE_UNAUTHORIZED", "the control API needs 'Authorization: Bearer <token>' (--token)");
+      if (!authorized(req))
+        return sendError(
+          res,
+          401,
+          "RLGATE_UNAUTHORIZED",
+          "the control API needs 'Authorization: Bearer <token>' (--token)",
+        );
       if (path === "/api/events" && req.method === "GET") return events(req, res);
       if (path === "/api/decode" && req.method === "POST") return decode(req, res);
       return sendError(res, 405, "RLGATE_BAD_REQUEST", `${req.method} ${path} is not served`);

@@ -31,14 +31,25 @@ export function k3(reference: number, other: number): number {
 
 /** Agreement over token pairs; pairs where either value is not finite are left out. */
 export function agreement(reference: ArrayLike<number>, other: ArrayLike<number>): Agreement {
-  if (reference.length !== other.length) throw new RangeError(`${reference.length} reference logprobs against ${other.length}`);
-  let n = 0, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0, sk = 0;
+  if (reference.length !== other.length)
+    throw new RangeError(`${reference.length} reference logprobs against ${other.length}`);
+  let n = 0,
+    sx = 0,
+    sy = 0,
+    sxx = 0,
+    syy = 0,
+    sxy = 0,
+    sk = 0;
   const diff = new Float64Array(reference.length);
   for (let i = 0; i < reference.length; i++) {
     const x = reference[i]!;
     const y = other[i]!;
     if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
-    sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    syy += y * y;
+    sxy += x * y;
     sk += k3(x, y);
     diff[n++] = Math.abs(y - x);
   }

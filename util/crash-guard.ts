@@ -16,7 +16,9 @@ export function guardProcess(options: { log: (line: string) => void; registry: R
   const handler = (kind: CrashKind) => (error: unknown) => {
     counter.inc({ kind });
     try {
-      options.log(`${kind} (survived, counted in rlgate_uncaught_errors_total): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      options.log(
+        `${kind} (survived, counted in rlgate_uncaught_errors_total): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
     } catch {
       // A log that fails (a closed stderr) must not turn the guard itself into the crash.
     }

@@ -32,6 +32,9 @@ test("our keys become snake_case at any depth; metadata and bodies are kept; the
 });
 
 test("kinds used as map keys (break counts by kind) read back as they were", () => {
-  const stats = { breakCounts: { sub_agent: 1, reserialization: 2 }, statusCounts: { upstream_error: 1, client_aborted: 2 } };
+  const stats = {
+    breakCounts: { sub_agent: 1, reserialization: 2 },
+    statusCounts: { upstream_error: 1, client_aborted: 2 },
+  };
   assert.deepEqual(fromSnakeCase(JSON.parse(JSON.stringify(toSnakeCase(stats)))), stats);
 });

@@ -2,8 +2,10 @@
 import { float32s, int32s, uint8s, type BatchMessage } from "../../protocol/index.ts";
 
 /** A batch with its per-token arrays as typed arrays (rows + 1 `offsets`: row r holds tokens [offsets[r], offsets[r + 1])). */
-export interface TrainingBatch
-  extends Omit<BatchMessage, "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights" | "callIndex" | "padding"> {
+export interface TrainingBatch extends Omit<
+  BatchMessage,
+  "offsets" | "tokenIds" | "lossMask" | "logprobs" | "advantages" | "lossWeights" | "callIndex" | "padding"
+> {
   offsets: Int32Array;
   tokenIds: Int32Array;
   lossMask: Uint8Array;
@@ -25,6 +27,8 @@ export function decodeBatch({ padding: _, ...m }: BatchMessage): TrainingBatch {
     logprobs: float32s(m.logprobs, "logprobs"),
     advantages: float32s(m.advantages, "advantages"),
     lossWeights: float32s(m.lossWeights, "loss_weights"),
-    callIndex: m.callIndex?.byteLength ? int32s(m.callIndex, "call_index") : new Int32Array(m.tokenIds.byteLength / 4).fill(-1),
+    callIndex: m.callIndex?.byteLength
+      ? int32s(m.callIndex, "call_index")
+      : new Int32Array(m.tokenIds.byteLength / 4).fill(-1),
   };
 }

@@ -89,8 +89,12 @@ export class TrainerClient {
    * Batches as they become ready. The stream holds at most `maxInFlight` unacked batches: ack each (ack(), or
    * reportLogprobs with ack) to get more. Ends when `signal` aborts or the core closes the stream.
    */
-  async *batches(options: { trainer?: string; maxInFlight?: number; signal?: AbortSignal } = {}): AsyncGenerator<TrainingBatch> {
-    const call = (this.#client as unknown as { streamBatches(r: unknown, m: unknown): ClientReadableStream<BatchMessage> }).streamBatches(
+  async *batches(
+    options: { trainer?: string; maxInFlight?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<TrainingBatch> {
+    const call = (
+      this.#client as unknown as { streamBatches(r: unknown, m: unknown): ClientReadableStream<BatchMessage> }
+    ).streamBatches(
       { trainer: options.trainer ?? "", maxInFlight: options.maxInFlight ?? 0 },
       metadataFor(this.#token),
     );
@@ -131,7 +135,9 @@ export class TrainerClient {
     };
   }
 
-  async computeAdvantages(input: AdvantageInput): Promise<{ advantages: Float32Array; returns: Float32Array | null; lossMask: Uint8Array }> {
+  async computeAdvantages(
+    input: AdvantageInput,
+  ): Promise<{ advantages: Float32Array; returns: Float32Array | null; lossMask: Uint8Array }> {
     const request: AdvantageRequest = {
       batchId: input.batchId ?? 0,
       rows: input.offsets ? input.offsets.length - 1 : 0,
@@ -146,7 +152,8 @@ export class TrainerClient {
       tokenRewards: input.tokenRewards ? bytesOf(input.tokenRewards) : EMPTY,
       // GAE's parameters go as given (a gamma without lambda is refused by the core, not filled in here).
       gae:
-        (input.estimator ?? "gae") !== "gae" || (input.gamma === undefined && input.lambda === undefined && input.whiten === undefined)
+        (input.estimator ?? "gae") !== "gae" ||
+        (input.gamma === undefined && input.lambda === undefined && input.whiten === undefined)
           ? null
           : { gamma: input.gamma, lambda: input.lambda, whiten: input.whiten },
       normalize: input.normalize ?? "",

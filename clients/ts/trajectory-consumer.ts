@@ -118,9 +118,9 @@ export class TrajectoryConsumer {
   /** One call, from subscribe to its end; returns why it ended. */
   async #session(onSubscribed: () => void): Promise<string> {
     const o = this.#options;
-    const call = (this.#client as unknown as { subscribe(m: unknown): ClientDuplexStream<SubscribeMessage, StreamMessage> }).subscribe(
-      metadataFor(o.token),
-    );
+    const call = (
+      this.#client as unknown as { subscribe(m: unknown): ClientDuplexStream<SubscribeMessage, StreamMessage> }
+    ).subscribe(metadataFor(o.token));
     this.#call = call;
     call.on("error", () => {}); // surfaced through the iterator below
     this.#pendingAcks = []; // all in #unconfirmed, sent with the subscribe

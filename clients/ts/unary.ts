@@ -17,7 +17,13 @@ type UnaryMethod<Req, Res> = (
   callback: (error: ServiceError | null, response: Res) => void,
 ) => unknown;
 
-export function unary<Req, Res>(client: Client, method: string, request: Req, metadata: Metadata, deadlineMs: number): Promise<Res> {
+export function unary<Req, Res>(
+  client: Client,
+  method: string,
+  request: Req,
+  metadata: Metadata,
+  deadlineMs: number,
+): Promise<Res> {
   const fn = (client as unknown as Record<string, UnaryMethod<Req, Res>>)[method];
   if (typeof fn !== "function") throw new TypeError(`no method ${method}`);
   return new Promise((resolve, reject) => {

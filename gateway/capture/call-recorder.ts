@@ -1,6 +1,15 @@
 // Follows one harness call from arrival to its committed record: timings, rlgate's own overhead, and exactly one
 // final record (a call ends once: ok, upstream_error, client_aborted or timeout).
-import type { ApiSurface, CallRecord, CallStatus, ChoiceCapture, HistoryRepair, PromptRecord, SamplingParams, TokenSource } from "../../store/records.ts";
+import type {
+  ApiSurface,
+  CallRecord,
+  CallStatus,
+  ChoiceCapture,
+  HistoryRepair,
+  PromptRecord,
+  SamplingParams,
+  TokenSource,
+} from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
@@ -50,12 +59,18 @@ function outOfRange(outcome: Pick<CallOutcome, "promptTokenIds" | "choices">, li
   if (prompt !== null) return `prompt token id ${prompt} is outside the vocabulary (0 to ${limits.vocabSize - 1})`;
   const seen = new Set<number>();
   for (const choice of outcome.choices) {
-    if (!Number.isInteger(choice.index) || choice.index < 0 || choice.index >= limits.choices || seen.has(choice.index)) {
+    if (
+      !Number.isInteger(choice.index) ||
+      choice.index < 0 ||
+      choice.index >= limits.choices ||
+      seen.has(choice.index)
+    ) {
       return `choice index ${choice.index} is not one of the ${limits.choices} choice(s) requested, or repeats`;
     }
     seen.add(choice.index);
     const sampled = badId(choice.tokenIds, limits.vocabSize);
-    if (sampled !== null) return `choice ${choice.index}: token id ${sampled} is outside the vocabulary (0 to ${limits.vocabSize - 1})`;
+    if (sampled !== null)
+      return `choice ${choice.index}: token id ${sampled} is outside the vocabulary (0 to ${limits.vocabSize - 1})`;
   }
   return null;
 }
@@ -101,13 +116,17 @@ export function judgeTokens(
       return missing(`choice ${choice.index} finished without sampled token ids`);
     }
     if (choice.logprobs !== null && choice.logprobs.length !== choice.tokenIds.length) {
-      return missing(`choice ${choice.index}: ${choice.tokenIds.length} token ids but ${choice.logprobs.length} logprobs`);
+      return missing(
+        `choice ${choice.index}: ${choice.tokenIds.length} token ids but ${choice.logprobs.length} logprobs`,
+      );
     }
   }
   const usage = outcome.usage;
   if (outcome.status === "ok" && usage) {
     if (typeof usage.prompt_tokens === "number" && usage.prompt_tokens !== outcome.promptTokenIds.length) {
-      return missing(`${outcome.promptTokenIds.length} prompt token ids but usage.prompt_tokens is ${usage.prompt_tokens}`);
+      return missing(
+        `${outcome.promptTokenIds.length} prompt token ids but usage.prompt_tokens is ${usage.prompt_tokens}`,
+      );
     }
     if (typeof usage.completion_tokens === "number" && usage.completion_tokens !== sampled) {
       return missing(`${sampled} sampled token ids but usage.completion_tokens is ${usage.completion_tokens}`);
@@ -132,7 +151,12 @@ export class CallRecorder {
   readonly #onRecord: ((record: CallRecord) => void) | null;
 
   /** `onRecord` sees each record as it is committed (history repair learns the turns the model sampled). */
-  constructor(store: Store, metrics: GatewayMetrics, start: CallStart, onRecord: ((record: CallRecord) => void) | null = null) {
+  constructor(
+    store: Store,
+    metrics: GatewayMetrics,
+    start: CallStart,
+    onRecord: ((record: CallRecord) => void) | null = null,
+  ) {
     this.#onRecord = onRecord;
     this.#store = store;
     this.#metrics = metrics;

@@ -42,7 +42,8 @@ export async function recordRejected(
   answer: string,
   options: { finished?: boolean } = {},
 ): Promise<void> {
-  if (!options.finished && request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open") return;
+  if (!options.finished && request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open")
+    return;
   const body = request.body;
   const stream = typeof body === "object" && body !== null && (body as Record<string, unknown>)["stream"] === true;
   const model = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["model"] : undefined;

@@ -38,7 +38,16 @@ function open(name: string, s: Store, options: ConsumerGroupOptions = {}): Consu
 let sessions = 0;
 function session(member: string, options: { named?: boolean; maxInFlight?: number } = {}): Session {
   const named = options.named ?? true;
-  return { id: `s${++sessions}`, member, named, maxInFlight: options.maxInFlight ?? 100, inFlight: 0, scanPos: 0, epoch: 0, wake() {} };
+  return {
+    id: `s${++sessions}`,
+    member,
+    named,
+    maxInFlight: options.maxInFlight ?? 100,
+    inFlight: 0,
+    scanPos: 0,
+    epoch: 0,
+    wake() {},
+  };
 }
 
 /** Everything the session is given now, by rollout id. */
@@ -68,27 +77,53 @@ describe("consumer group state across restarts", () => {
     const a = session("a");
     const b = session("b");
     group.join(a);
-    const c = await finished(s, [["a1", "g1"], ["a2", "g1"]]);
+    const c = await finished(s, [
+      ["a1", "g1"],
+      ["a2", "g1"],
+    ]);
     assert.deepEqual(await deliver(group, a), ["a1", "a2"]);
     group.join(b);
-    for (const [id, cursor] of await finished(s, [["b1", "g2"], ["c1", "g3"]])) c.set(id, cursor);
+    for (const [id, cursor] of await finished(s, [
+      ["b1", "g2"],
+      ["c1", "g3"],
+    ]))
+      c.set(id, cursor);
     assert.deepEqual(await deliver(group, b), ["b1", "c1"]);
     group.ack([c.get("c1")!]); // above the committed cursor (a1 is not acked)
     await group.persist();
 
     group = open("cores", s); // the gateway restarted
     assert.deepEqual(
-      { leased: group.status().leased, ackedAhead: group.status().ackedAhead, absent: group.status().absent.map((m) => [m.member, m.leases]) },
-      { leased: 3, ackedAhead: 1, absent: [["a", 2], ["b", 1]] },
+      {
+        leased: group.status().leased,
+        ackedAhead: group.status().ackedAhead,
+        absent: group.status().absent.map((m) => [m.member, m.leases]),
+      },
+      {
+        leased: 3,
+        ackedAhead: 1,
+        absent: [
+          ["a", 2],
+          ["b", 1],
+        ],
+      },
     );
     const b2 = session("b");
     assert.deepEqual(group.join(b2, { held: [c.get("b1")!] }), []);
     assert.deepEqual(drain(group, b2), [], "a's rollouts wait for a; c1 stays acked");
-    for (const [id, cursor] of await finished(s, [["n1", "g5"], ["a3", "g1"]])) c.set(id, cursor);
+    for (const [id, cursor] of await finished(s, [
+      ["n1", "g5"],
+      ["a3", "g1"],
+    ]))
+      c.set(id, cursor);
     assert.deepEqual(drain(group, b2), ["n1"], "a new group goes to whoever asks; a's group waits for a");
     const a2 = session("a");
     assert.deepEqual(group.join(a2, { held: [c.get("a1")!] }), []);
-    assert.deepEqual(drain(group, a2), ["a2", "a3"], "a2 (not claimed) is sent to a again, with its group's new rollout");
+    assert.deepEqual(
+      drain(group, a2),
+      ["a2", "a3"],
+      "a2 (not claimed) is sent to a again, with its group's new rollout",
+    );
     assert.equal(a2.inFlight, 3);
     group.ack([c.get("a1")!, c.get("a2")!, c.get("b1")!]);
     assert.equal(group.committed, c.get("c1")!, "the persisted ack of c1 counted");
@@ -100,9 +135,18 @@ describe("consumer group state across restarts", () => {
     const first = open("cores", s, { clock: clock.now });
     const a = session("a");
     first.join(a);
-    const c = await finished(s, [["y1", "g0"], ["y2", "g0"], ["x1", "g1"], ["x2", "g1"]]);
+    const c = await finished(s, [
+      ["y1", "g0"],
+      ["y2", "g0"],
+      ["x1", "g1"],
+      ["x2", "g1"],
+    ]);
     assert.deepEqual(await deliver(first, a), ["y1", "y2", "x1", "x2"]);
-    for (const [id, cursor] of await finished(s, [["x3", "g1"], ["o1", "g9"]])) c.set(id, cursor);
+    for (const [id, cursor] of await finished(s, [
+      ["x3", "g1"],
+      ["o1", "g9"],
+    ]))
+      c.set(id, cursor);
     // a trained g0 and acked it, but the gateway died before writing the acks (and a restarted, forgetting them).
     first.ack([c.get("y1")!, c.get("y2")!]);
 
@@ -125,7 +169,10 @@ describe("consumer group state across restarts", () => {
     const first = open("cores", s, { memberTimeoutMs: 200, clock: clock.now });
     const a = session("a");
     first.join(a);
-    const c = await finished(s, [["z1", "g7"], ["z2", "g7"]]);
+    const c = await finished(s, [
+      ["z1", "g7"],
+      ["z2", "g7"],
+    ]);
     assert.deepEqual(await deliver(first, a), ["z1", "z2"]);
 
     const group = open("cores", s, { memberTimeoutMs: 200, clock: clock.now, log: (line) => lines.push(line) });
@@ -137,9 +184,16 @@ describe("consumer group state across restarts", () => {
     clock.advance(51);
     assert.deepEqual(drain(group, b), ["z1", "z2"]);
     assert.equal(lines.length, 1);
-    assert.match(lines[0]!, /member a absent for 0 s: its 2 rollouts go to other members \(at least once.*its 1 groups are released/);
+    assert.match(
+      lines[0]!,
+      /member a absent for 0 s: its 2 rollouts go to other members \(at least once.*its 1 groups are released/,
+    );
     const late = session("a");
-    assert.deepEqual(group.join(late, { held: [c.get("z1")!] }), [c.get("z1")!], "too late: rejected, the member drops it");
+    assert.deepEqual(
+      group.join(late, { held: [c.get("z1")!] }),
+      [c.get("z1")!],
+      "too late: rejected, the member drops it",
+    );
 
     // A session that ends with the gateway up: the same wait, then the same hand-over (of a rollout without a group,
     // held back by its lease alone).
@@ -158,7 +212,10 @@ describe("consumer group state across restarts", () => {
     const b = session("b");
     group.join(a);
     group.join(b);
-    const c = await finished(s, [["l1", "gL"], ["l2", "gL"]]);
+    const c = await finished(s, [
+      ["l1", "gL"],
+      ["l2", "gL"],
+    ]);
     assert.deepEqual(await deliver(group, a), ["l1", "l2"]);
     group.ack([c.get("l1")!, c.get("l2")!]); // a trained the group (e.g. at its timeout)
     assert.equal(group.committed, c.get("l2")!);
@@ -184,7 +241,11 @@ describe("consumer group state across restarts", () => {
     const group = open("cores", s, { groupRetentionMs: 50 });
     const a = session("a");
     group.join(a);
-    const c = await finished(s, [["p1", "gP"], ["p2", "gP"], ["q1", "gQ"]]);
+    const c = await finished(s, [
+      ["p1", "gP"],
+      ["p2", "gP"],
+      ["q1", "gQ"],
+    ]);
     assert.deepEqual(await deliver(group, a), ["p1", "p2", "q1"]);
     group.ack([c.get("p1")!, c.get("q1")!]);
     await group.persist();
@@ -197,7 +258,11 @@ describe("consumer group state across restarts", () => {
     group.ack([c.get("p2")!]);
     await group.persist();
     state = s.getConsumerState("cores");
-    assert.deepEqual([state.leases.size, state.acked.length, state.affinity.size], [0, 0, 2], "groups kept for late rollouts");
+    assert.deepEqual(
+      [state.leases.size, state.acked.length, state.affinity.size],
+      [0, 0, 2],
+      "groups kept for late rollouts",
+    );
     assert.equal(s.getCursor("cores"), c.get("q1")!);
     assert.equal(group.persisted, c.get("q1")!);
 
@@ -207,7 +272,11 @@ describe("consumer group state across restarts", () => {
     group.ack([r.get("r1")!]);
     await group.persist();
     state = s.getConsumerState("cores");
-    assert.deepEqual([state.leases.size, state.acked.length, state.affinity.size], [0, 0, 0], "the committed cursor passed the retention");
+    assert.deepEqual(
+      [state.leases.size, state.acked.length, state.affinity.size],
+      [0, 0, 0],
+      "the committed cursor passed the retention",
+    );
     assert.equal(group.status().groups, 0);
   });
 
@@ -216,7 +285,10 @@ describe("consumer group state across restarts", () => {
     let group = open("cores", s);
     const anon = session("ipv4:127.0.0.1:5000", { named: false });
     group.join(anon);
-    await finished(s, [["u1", "gU"], ["u2", "gU"]]);
+    await finished(s, [
+      ["u1", "gU"],
+      ["u2", "gU"],
+    ]);
     assert.deepEqual(await deliver(group, anon), ["u1", "u2"]);
     await group.persist();
     assert.equal(s.getConsumerState("cores").leases.size, 0);
@@ -227,19 +299,32 @@ describe("consumer group state across restarts", () => {
     await group.durable();
 
     group = open("cores", s);
-    assert.deepEqual(group.status().absent.map((m) => [m.member, m.leases]), [["b", 2]], "b's leases, unlike the unnamed member's, were persisted");
+    assert.deepEqual(
+      group.status().absent.map((m) => [m.member, m.leases]),
+      [["b", 2]],
+      "b's leases, unlike the unnamed member's, were persisted",
+    );
   });
 
   test("claims: acked, not in the log, or another member's are rejected; an unleased one becomes the member's", async () => {
     const s = store();
     const group = open("cores", s);
-    const c = await finished(s, [["r1", ""], ["r2", ""], ["k1", "gK"], ["k2", "gK"]]);
+    const c = await finished(s, [
+      ["r1", ""],
+      ["r2", ""],
+      ["k1", "gK"],
+      ["k2", "gK"],
+    ]);
     const a = session("a");
     assert.deepEqual(group.join(a, { held: [c.get("r2")! + 1, c.get("k1")!] }), [c.get("r2")! + 1], "not in the log");
     assert.deepEqual(drain(group, a), ["r1", "r2", "k2"]);
     group.ack([c.get("r1")!]);
     const b = session("b");
-    assert.deepEqual(group.join(b, { held: [c.get("r1")!, c.get("r2")!, c.get("k2")!] }), [c.get("r1")!, c.get("r2")!, c.get("k2")!]);
+    assert.deepEqual(group.join(b, { held: [c.get("r1")!, c.get("r2")!, c.get("k2")!] }), [
+      c.get("r1")!,
+      c.get("r2")!,
+      c.get("k2")!,
+    ]);
     // Another session of the same member (it reconnected before the gateway noticed the old one ended) takes them over.
     const a2 = session("a");
     assert.deepEqual(group.join(a2, { held: [c.get("r2")!, c.get("k1")!] }), []);
@@ -252,7 +337,10 @@ describe("consumer group state across restarts", () => {
 describe("consumer group bound", () => {
   test("at the bound, a waiting lease is still sent to its member, and the rollout the cursor waits for is still leased", async () => {
     const s = store();
-    const cursors = await finished(s, Array.from({ length: 10 }, (_, i) => [`r${i}`, ""] as [string, string]));
+    const cursors = await finished(
+      s,
+      Array.from({ length: 10 }, (_, i) => [`r${i}`, ""] as [string, string]),
+    );
     const clock = manualClock();
     const group = open("cores", s, { maxOutstanding: 10, memberTimeoutMs: 50, clock: clock.now });
     const a1 = session("a", { maxInFlight: 1 });
@@ -280,7 +368,10 @@ describe("consumer group bound", () => {
 describe("consumer group bound on kept groups", () => {
   test("fully acked groups kept for late rollouts are bounded by maxOutstanding plus maxRetainedGroups (not the default bound)", async () => {
     const s = store();
-    const cursors = await finished(s, Array.from({ length: 12 }, (_, i) => [`g${i}r`, `g${i}`] as [string, string]));
+    const cursors = await finished(
+      s,
+      Array.from({ length: 12 }, (_, i) => [`g${i}r`, `g${i}`] as [string, string]),
+    );
     const group = open("cores", s, { maxOutstanding: 2, maxRetainedGroups: 3 });
     const a = session("a", { maxInFlight: 1 });
     group.join(a);
@@ -291,7 +382,13 @@ describe("consumer group bound on kept groups", () => {
     // Each lease of a new group checks the bound: past 2 + 3 groups, the oldest fully acked ones are forgotten.
     assert.equal(group.status().groups, 5);
     await group.persist();
-    assert.deepEqual([...s.getConsumerState("cores").affinity.keys()].sort(), ["group:g10", "group:g11", "group:g7", "group:g8", "group:g9"]);
+    assert.deepEqual([...s.getConsumerState("cores").affinity.keys()].sort(), [
+      "group:g10",
+      "group:g11",
+      "group:g7",
+      "group:g8",
+      "group:g9",
+    ]);
   });
 });
 
@@ -300,7 +397,8 @@ describe("consumer state persister", () => {
     const s = store();
     let failures = 1;
     const real = s.writeConsumerState.bind(s);
-    s.writeConsumerState = (consumer, changes) => (failures-- > 0 ? Promise.reject(new Error("disk full")) : real(consumer, changes));
+    s.writeConsumerState = (consumer, changes) =>
+      failures-- > 0 ? Promise.reject(new Error("disk full")) : real(consumer, changes);
     const group = open("cores", s);
     const a = session("a");
     group.join(a);

@@ -15,7 +15,9 @@ function callsOf(rec: Reconstruction, offsets: Int32Array): { calls: CallInfo[];
   const keys = new Set<string>();
   for (const t of rec.trajectories) for (const s of t.spans) keys.add(`${s.callSeq}:${s.choiceIndex}`);
   const summaries = new Map(rec.calls.map((c) => [c.callSeq, c]));
-  const sorted = [...keys].map((k) => k.split(":").map(Number) as [number, number]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const sorted = [...keys]
+    .map((k) => k.split(":").map(Number) as [number, number])
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const index = new Map(sorted.map(([seq, choice], i) => [`${seq}:${choice}`, i]));
   const calls = sorted.map(([seq, choice]): CallInfo => {
     const summary = summaries.get(seq);
@@ -31,7 +33,8 @@ function callsOf(rec: Reconstruction, offsets: Int32Array): { calls: CallInfo[];
   });
   const callIndex = new Int32Array(offsets[offsets.length - 1]!).fill(-1);
   rec.trajectories.forEach((t, r) => {
-    for (const s of t.spans) callIndex.fill(index.get(`${s.callSeq}:${s.choiceIndex}`)!, offsets[r]! + s.start, offsets[r]! + s.end);
+    for (const s of t.spans)
+      callIndex.fill(index.get(`${s.callSeq}:${s.choiceIndex}`)!, offsets[r]! + s.start, offsets[r]! + s.end);
   });
   return { calls, callIndex };
 }
@@ -70,7 +73,12 @@ export function bareRolloutMessage(cursor: number, rollout: RolloutRecord, flagR
 }
 
 /** The rollout's message, from its reconstruction (`reconstructStored`). */
-export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: RolloutRecord, maxMessageBytes: number): RolloutMessage {
+export function rolloutMessage(
+  rec: Reconstruction,
+  cursor: number,
+  rollout: RolloutRecord,
+  maxMessageBytes: number,
+): RolloutMessage {
   const trajectories = rec.trajectories;
   const rows = trajectories.length;
   const offsets = new Int32Array(rows + 1);
@@ -85,7 +93,12 @@ export function rolloutMessage(rec: Reconstruction, cursor: number, rollout: Rol
   const tokens = offsets[rows]!;
   size += tokens * 13 + (rows + 1) * 5 + rec.calls.length * 64;
   if (size > maxMessageBytes) {
-    return { ...base, oversize: true, flagged: true, flagReasons: [...base.flagReasons, `trajectories exceed ${maxMessageBytes} bytes`] };
+    return {
+      ...base,
+      oversize: true,
+      flagged: true,
+      flagReasons: [...base.flagReasons, `trajectories exceed ${maxMessageBytes} bytes`],
+    };
   }
   const tokenIds = new Int32Array(tokens);
   const lossMask = new Uint8Array(tokens);

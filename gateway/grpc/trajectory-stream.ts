@@ -60,7 +60,8 @@ class MemberSession implements Session {
     this.member = request.member || peer;
     this.named = request.member !== "";
     this.maxInFlight = request.maxInFlight > 0 ? request.maxInFlight : DEFAULT_MAX_IN_FLIGHT;
-    this.leaseTimeoutMs = request.leaseTimeoutMs > 0 ? Math.max(MIN_LEASE_TIMEOUT_MS, request.leaseTimeoutMs) : DEFAULT_LEASE_TIMEOUT_MS;
+    this.leaseTimeoutMs =
+      request.leaseTimeoutMs > 0 ? Math.max(MIN_LEASE_TIMEOUT_MS, request.leaseTimeoutMs) : DEFAULT_LEASE_TIMEOUT_MS;
   }
 
   wake(): void {
@@ -147,7 +148,8 @@ export class TrajectoryStreamService {
               `a member without a name (${session.member}) joined '${group.name}': its leases are not kept across restarts, so a rollout it held may be trained twice; give each member a name (rlgate core --member)`,
             );
           }
-          if (rejected.length) this.#log.info({ member: session.member }, `${rejected.length} held rollouts went elsewhere meanwhile`);
+          if (rejected.length)
+            this.#log.info({ member: session.member }, `${rejected.length} held rollouts went elsewhere meanwhile`);
           resolve();
         } else if (message.kind === "ack" && group) {
           group.ack(message.ack.cursors);
@@ -170,16 +172,24 @@ export class TrajectoryStreamService {
     const s = session!;
     const g = group!;
     const heartbeatMs = Math.max(100, Math.floor(s.leaseTimeoutMs / 3));
-    watchdog = setInterval(() => {
-      if (Date.now() - s.lastHeard > s.leaseTimeoutMs) {
-        this.#log.warn({ member: s.member }, `member silent for ${s.leaseTimeoutMs} ms, leases released`);
-        end(new LinkError("RLGATE_SESSION_EXPIRED", `no message from the member for ${s.leaseTimeoutMs} ms`));
-      }
-    }, Math.min(1000, heartbeatMs));
+    watchdog = setInterval(
+      () => {
+        if (Date.now() - s.lastHeard > s.leaseTimeoutMs) {
+          this.#log.warn({ member: s.member }, `member silent for ${s.leaseTimeoutMs} ms, leases released`);
+          end(new LinkError("RLGATE_SESSION_EXPIRED", `no message from the member for ${s.leaseTimeoutMs} ms`));
+        }
+      },
+      Math.min(1000, heartbeatMs),
+    );
     watchdog.unref();
     await g.durable(); // what it claimed is on record before it is told so
     await send(call, {
-      subscribed: { sessionId: s.id, committedCursor: g.persisted, maxMessageBytes: this.#options.maxMessageBytes, rejected },
+      subscribed: {
+        sessionId: s.id,
+        committedCursor: g.persisted,
+        maxMessageBytes: this.#options.maxMessageBytes,
+        rejected,
+      },
     });
     try {
       await this.#deliver(call, s, g, () => ended);
@@ -209,7 +219,11 @@ export class TrajectoryStreamService {
         try {
           await durable;
         } catch (error) {
-          throw new LinkError("RLGATE_INTERNAL", `the consumer group's state could not be written: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+          throw new LinkError(
+            "RLGATE_INTERNAL",
+            `the consumer group's state could not be written: ${error instanceof Error ? error.message : String(error)}`,
+            { cause: error },
+          );
         }
         try {
           await send(call, message);
@@ -245,7 +259,9 @@ export class TrajectoryStreamService {
         const reason = error instanceof Error ? error.message : String(error);
         if (error instanceof TrajectoryWorkerUnavailable) {
           if (attempt < 2) continue; // a crashed worker is started again by the next request
-          throw new LinkError("RLGATE_UNAVAILABLE", `the gateway cannot build rollouts now (${reason}); reconnect`, { cause: error });
+          throw new LinkError("RLGATE_UNAVAILABLE", `the gateway cannot build rollouts now (${reason}); reconnect`, {
+            cause: error,
+          });
         }
         this.#log.error({ rollout: lease.rollout.id, err: error }, "reconstruction failed");
         return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [`reconstruction failed: ${reason}`]) };

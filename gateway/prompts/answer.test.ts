@@ -31,7 +31,8 @@ function completionChunks(size: number, separateFinish: boolean): Json[] {
       ],
     });
   }
-  if (separateFinish) chunks.push({ model: "m", choices: [{ index: 0, text: "", token_ids: [], finish_reason: "stop" }] });
+  if (separateFinish)
+    chunks.push({ model: "m", choices: [{ index: 0, text: "", token_ids: [], finish_reason: "stop" }] });
   return chunks;
 }
 
@@ -70,8 +71,16 @@ describe("completion → chat answer", () => {
     ]);
     assert.equal(one.finish, "tool_calls");
     assert.deepEqual(one.ids, [...format.encode(TEXT), format.turnEnd.id]);
-    for (const [size, apart] of [[3, false], [7, true], [1, true]] as const) {
-      assert.deepEqual(assembled(run(completionChunks(size, apart)).out), one, `${size} a chunk, finish apart: ${apart}`);
+    for (const [size, apart] of [
+      [3, false],
+      [7, true],
+      [1, true],
+    ] as const) {
+      assert.deepEqual(
+        assembled(run(completionChunks(size, apart)).out),
+        one,
+        `${size} a chunk, finish apart: ${apart}`,
+      );
     }
   });
 
@@ -79,7 +88,10 @@ describe("completion → chat answer", () => {
     const chunks = completionChunks(1, false);
     const stream = new ChatChunkStream(settings);
     const early: Json[] = chunks.slice(0, 10).flatMap((chunk) => stream.push(chunk));
-    assert.ok(early.some((c) => c["choices"][0].delta.reasoning_content), "reasoning streamed before the end");
+    assert.ok(
+      early.some((c) => c["choices"][0].delta.reasoning_content),
+      "reasoning streamed before the end",
+    );
     const rest: Json[] = chunks.slice(10).flatMap((chunk) => stream.push(chunk));
     const finishes = [...early, ...rest].filter((c) => c["choices"][0].finish_reason);
     assert.equal(finishes.length, 1);
@@ -91,7 +103,13 @@ describe("completion → chat answer", () => {
   test("the whole response parses to the message the stream adds up to", () => {
     const ids = [...format.encode(TEXT), format.turnEnd.id];
     const { chat: whole, answers } = chatFromCompletion(
-      { model: "m", choices: [{ index: 0, text: TEXT, token_ids: ids, prompt_token_ids: [1, 2, 3], finish_reason: "stop", logprobs: null }], usage: null },
+      {
+        model: "m",
+        choices: [
+          { index: 0, text: TEXT, token_ids: ids, prompt_token_ids: [1, 2, 3], finish_reason: "stop", logprobs: null },
+        ],
+        usage: null,
+      },
       settings,
     );
     const chat = whole as Json;
@@ -112,7 +130,11 @@ describe("completion → chat answer", () => {
     const text = "<tool_call>\nnot json\n</tool_call>";
     const ids = [...format.encode(text), format.turnEnd.id];
     const pieces = format.textPieces(ids);
-    const out = run(ids.map((id, i) => ({ choices: [{ index: 0, text: pieces[i], token_ids: [id], finish_reason: i === ids.length - 1 ? "stop" : null }] }))).out;
+    const out = run(
+      ids.map((id, i) => ({
+        choices: [{ index: 0, text: pieces[i], token_ids: [id], finish_reason: i === ids.length - 1 ? "stop" : null }],
+      })),
+    ).out;
     const message = assembled(out);
     assert.equal(message.content, text);
     assert.deepEqual(message.calls, []);

@@ -43,15 +43,27 @@ function randomId(): string {
 
 const newCallId = (): string => `chatcmpl-tool-${randomId()}`;
 
-function logprobEntries(format: ModelChatFormat, ids: readonly number[], logprobs: readonly number[] | null): Json | null {
+function logprobEntries(
+  format: ModelChatFormat,
+  ids: readonly number[],
+  logprobs: readonly number[] | null,
+): Json | null {
   if (!logprobs) return null;
   return {
-    content: ids.map((id, i) => ({ token: format.tokenString(id), logprob: logprobs[i] ?? null, bytes: null, top_logprobs: [] })),
+    content: ids.map((id, i) => ({
+      token: format.tokenString(id),
+      logprob: logprobs[i] ?? null,
+      bytes: null,
+      top_logprobs: [],
+    })),
   };
 }
 
 /** The chat.completion for a whole /v1/completions response. */
-export function chatFromCompletion(completion: Json, settings: AnswerSettings): { chat: Json; answers: AnsweredChoice[] } {
+export function chatFromCompletion(
+  completion: Json,
+  settings: AnswerSettings,
+): { chat: Json; answers: AnsweredChoice[] } {
   const answers: AnsweredChoice[] = [];
   let promptIds: number[] | null = numberArray(completion["prompt_token_ids"]);
   const choices = choicesOf(completion).map((raw, position) => {
@@ -134,7 +146,12 @@ export class ChatChunkStream {
 
   constructor(settings: AnswerSettings) {
     this.#settings = settings;
-    this.#base = { id: `chatcmpl-${randomId()}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: null };
+    this.#base = {
+      id: `chatcmpl-${randomId()}`,
+      object: "chat.completion.chunk",
+      created: Math.floor(Date.now() / 1000),
+      model: null,
+    };
   }
 
   /** The chat chunks one completion chunk releases. */
@@ -152,7 +169,10 @@ export class ChatChunkStream {
       let state = this.#choices.get(index);
       if (!state) {
         state = this.#open(index);
-        const head: Json = { ...this.#base, choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] };
+        const head: Json = {
+          ...this.#base,
+          choices: [{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }],
+        };
         head["prompt_token_ids"] = numberArray(raw["prompt_token_ids"]) ?? numberArray(chunk["prompt_token_ids"]);
         out.push(head);
       }
@@ -166,7 +186,8 @@ export class ChatChunkStream {
         state.tokens.push({ id, piece: pieces[k]!, logprob: logprobs?.[k] ?? null, usage: chunk["usage"] ?? null });
         state.ids.push(id);
         state.pieces.push(pieces[k]!);
-        if (state.held === null && this.#settings.toolParsing && pieces[k]!.includes(TOOL_OPEN)) state.held = state.tokens.length - 1;
+        if (state.held === null && this.#settings.toolParsing && pieces[k]!.includes(TOOL_OPEN))
+          state.held = state.tokens.length - 1;
       });
       if (typeof raw["finish_reason"] === "string") {
         state.finishReason = raw["finish_reason"];
@@ -191,7 +212,11 @@ export class ChatChunkStream {
         message: {
           role: "assistant",
           content: c.content || null,
-          tool_calls: c.toolCalls.map((call, i) => ({ id: c.callIds[i], type: "function", function: { name: call.name, arguments: call.arguments } })),
+          tool_calls: c.toolCalls.map((call, i) => ({
+            id: c.callIds[i],
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          })),
         },
         tokenIds: c.ids,
       }));
@@ -286,7 +311,8 @@ export class ChatChunkStream {
     const choice: Json = {
       index: state.index,
       delta: deltaBody,
-      logprobs: token && token.logprob !== null ? logprobEntries(this.#settings.format, [token.id], [token.logprob]) : null,
+      logprobs:
+        token && token.logprob !== null ? logprobEntries(this.#settings.format, [token.id], [token.logprob]) : null,
       finish_reason: last ? (state.toolsStreamed ? "tool_calls" : state.finishReason) : null,
     };
     if (last) choice["stop_reason"] = state.stopReason;

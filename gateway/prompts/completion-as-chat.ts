@@ -4,7 +4,13 @@
 import { SseParser } from "../sse-parser.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { Sink, UpstreamAnswer, UpstreamCall, UpstreamHeaders } from "../upstream/upstream-call.ts";
-import { ChatChunkStream, chatFromCompletion, isCompletion, type AnswerSettings, type AnsweredChoice } from "./answer.ts";
+import {
+  ChatChunkStream,
+  chatFromCompletion,
+  isCompletion,
+  type AnswerSettings,
+  type AnsweredChoice,
+} from "./answer.ts";
 
 function parseObject(text: string): Json | null {
   try {
@@ -24,7 +30,11 @@ export class CompletionAsChat implements UpstreamAnswer {
   #answers: AnsweredChoice[] | null = null;
 
   /** `onAnswers`: called once the answer is complete, before the relay commits the call. */
-  constructor(upstream: UpstreamCall, settings: AnswerSettings, onAnswers: (answers: AnsweredChoice[]) => void = () => {}) {
+  constructor(
+    upstream: UpstreamCall,
+    settings: AnswerSettings,
+    onAnswers: (answers: AnsweredChoice[]) => void = () => {},
+  ) {
     this.#upstream = upstream;
     this.#settings = settings;
     this.#onAnswers = onAnswers;

@@ -23,7 +23,10 @@ export const PROMPT_MODES = ["messages", "tokens"] as const;
 export type PromptModeName = (typeof PROMPT_MODES)[number];
 
 /** A chat-shaped call on its way upstream, as a surface describes it. */
-export interface ChatCallSpec extends Pick<ExchangeSpec, "api" | "stream" | "model" | "omitHeader" | "warnings" | "maxTokensCap"> {
+export interface ChatCallSpec extends Pick<
+  ExchangeSpec,
+  "api" | "stream" | "model" | "omitHeader" | "warnings" | "maxTokensCap"
+> {
   /** The chat-completions request (the served model's name already in it). */
   chat: Json;
 }
@@ -91,7 +94,13 @@ export class TokenPrompts {
   }
 
   /** Remembers a completed call's prompt and answers, so that later calls of its thread continue from them. */
-  remember(rolloutId: string, seq: number, plan: TokenPlan, answers: readonly AnsweredChoice[], keys: readonly string[]): void {
+  remember(
+    rolloutId: string,
+    seq: number,
+    plan: TokenPlan,
+    answers: readonly AnsweredChoice[],
+    keys: readonly string[],
+  ): void {
     this.#threads.of(rolloutId).add({
       seq,
       thread: plan.record.thread ?? seq,
@@ -102,7 +111,12 @@ export class TokenPrompts {
   }
 }
 
-function messagesMode(ctx: GatewayContext, call: HarnessCall, spec: ChatCallSpec, prompt?: PromptRecord): Promise<OpenedChat | null> {
+function messagesMode(
+  ctx: GatewayContext,
+  call: HarnessCall,
+  spec: ChatCallSpec,
+  prompt?: PromptRecord,
+): Promise<OpenedChat | null> {
   const prepared = ctx.flavor.chat.prepare(spec.chat, spec.stream);
   return openExchange(ctx, call, {
     ...spec,
@@ -160,7 +174,10 @@ export async function runChatCall(
     }
     maxTokens = Math.max(1, contextLength - plan.promptIds.length);
   }
-  ctx.metrics.promptModes.inc({ mode: "tokens", reason: plan.parent ? "continued" : plan.record.newThread!.split(":")[0]! });
+  ctx.metrics.promptModes.inc({
+    mode: "tokens",
+    reason: plan.parent ? "continued" : plan.record.newThread!.split(":")[0]!,
+  });
   const prepared = ctx.flavor.completions.prepare(completionBody(spec.chat, plan.promptIds, maxTokens), spec.stream);
   const tools = spec.chat["tools"];
   const answerSettings = {
@@ -187,7 +204,12 @@ export async function runChatCall(
   });
   if (!ex) return;
   const harnessWantsNothing = { promptTokenIds: false, tokenIds: false, logprobs: false };
-  await relay({ ex, codec: vllmFlavor.chat, prepared: { forwarded: prepared.forwarded, wants: harnessWantsNothing, upstreamStream: spec.stream } });
+  await relay({
+    ex,
+    codec: vllmFlavor.chat,
+    prepared: { forwarded: prepared.forwarded, wants: harnessWantsNothing, upstreamStream: spec.stream },
+  });
   const done = answered as { answers: AnsweredChoice[]; keys: string[] } | null;
-  if (rolloutId !== null && done && ex.recorder.status === "ok") tokens.remember(rolloutId, ex.recorder.seq, plan, done.answers, done.keys);
+  if (rolloutId !== null && done && ex.recorder.status === "ok")
+    tokens.remember(rolloutId, ex.recorder.seq, plan, done.answers, done.keys);
 }

@@ -6,7 +6,12 @@ const toolCall = (args: string) => [{ id: "call_1", type: "function", function: 
 
 describe("message keys", () => {
   test("the known re-serializations of an answer keep its key", () => {
-    const sampled = messageKey({ role: "assistant", content: "\n\n", reasoning_content: "Think.", tool_calls: toolCall('{"path": "a"}') });
+    const sampled = messageKey({
+      role: "assistant",
+      content: "\n\n",
+      reasoning_content: "Think.",
+      tool_calls: toolCall('{"path": "a"}'),
+    });
     // Qwen Code / OpenCode echo the whitespace; others drop it with the reasoning and re-serialize the arguments.
     assert.equal(messageKey({ role: "assistant", content: "", tool_calls: toolCall('{"path":"a"}') }), sampled);
     assert.equal(messageKey({ role: "assistant", content: null, tool_calls: toolCall('{ "path" : "a" }') }), sampled);
@@ -17,13 +22,27 @@ describe("message keys", () => {
   test("a changed answer, another tool-call id or other tool output is another key", () => {
     const base = messageKey({ role: "assistant", content: "", tool_calls: toolCall('{"path": "a"}') });
     assert.notEqual(messageKey({ role: "assistant", content: "", tool_calls: toolCall('{"path": "b"}') }), base);
-    assert.notEqual(messageKey({ role: "assistant", content: "", tool_calls: [{ id: "call_2", function: { name: "read", arguments: '{"path": "a"}' } }] }), base);
+    assert.notEqual(
+      messageKey({
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "call_2", function: { name: "read", arguments: '{"path": "a"}' } }],
+      }),
+      base,
+    );
     assert.notEqual(messageKey({ role: "assistant", content: "Sure.", tool_calls: toolCall('{"path": "a"}') }), base);
-    assert.notEqual(messageKey({ role: "tool", tool_call_id: "call_1", content: "x" }), messageKey({ role: "tool", tool_call_id: "call_1", content: "y" }));
+    assert.notEqual(
+      messageKey({ role: "tool", tool_call_id: "call_1", content: "x" }),
+      messageKey({ role: "tool", tool_call_id: "call_1", content: "y" }),
+    );
   });
 
   test("the chain keys prefixes, under a seed of model and tools", () => {
-    const messages = [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }];
+    const messages = [
+      { role: "user", content: "a" },
+      { role: "assistant", content: "b" },
+      { role: "user", content: "c" },
+    ];
     const chain = new MessageChain(chainSeed("m", null), messages);
     const earlier = new MessageChain(chainSeed("m", null), messages.slice(0, 1));
     assert.equal(earlier.extendedBy({ role: "assistant", content: "b\n" }), chain.at(2));

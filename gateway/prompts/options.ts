@@ -30,7 +30,18 @@ const SAMPLING = new Set([
 ]);
 
 /** Fields the gateway itself acts on (rendering, parsing) or that change nothing the model sees. */
-const HANDLED = new Set(["messages", "tools", "tool_choice", "chat_template_kwargs", "max_tokens", "max_completion_tokens", "include_reasoning", "parallel_tool_calls", "metadata", "store"]);
+const HANDLED = new Set([
+  "messages",
+  "tools",
+  "tool_choice",
+  "chat_template_kwargs",
+  "max_tokens",
+  "max_completion_tokens",
+  "include_reasoning",
+  "parallel_tool_calls",
+  "metadata",
+  "store",
+]);
 
 /** Why a chat request cannot be served from tokens, or null when it can. */
 export function fallbackReason(chat: Json): string | null {
@@ -46,7 +57,8 @@ export function fallbackReason(chat: Json): string | null {
   if (kwargs != null) {
     if (!isObject(kwargs)) return "unsupported_option:chat_template_kwargs";
     for (const key of Object.keys(kwargs)) {
-      if (key !== "enable_thinking" || typeof kwargs[key] !== "boolean") return `unsupported_option:chat_template_kwargs.${key}`;
+      if (key !== "enable_thinking" || typeof kwargs[key] !== "boolean")
+        return `unsupported_option:chat_template_kwargs.${key}`;
     }
   }
   const messages = chat["messages"];
@@ -54,7 +66,8 @@ export function fallbackReason(chat: Json): string | null {
   for (const message of messages) {
     if (!isObject(message) || !Array.isArray(message["content"])) continue;
     for (const part of message["content"]) {
-      if (!isObject(part) || (part["type"] !== "text" && part["type"] !== "input_text")) return "unsupported_content:non_text_part";
+      if (!isObject(part) || (part["type"] !== "text" && part["type"] !== "input_text"))
+        return "unsupported_content:non_text_part";
     }
   }
   return null;

@@ -47,7 +47,12 @@ function nthEnd(text: string, marker: string, n: number): number {
  * The text the template writes after an answer for `added` (the messages that follow it) and the generation
  * prompt; `answer` is the answer as the harness echoed it.
  */
-export function renderSuffixText(format: ModelChatFormat, answer: Json, added: readonly Json[], settings: RenderSettings): string {
+export function renderSuffixText(
+  format: ModelChatFormat,
+  answer: Json,
+  added: readonly Json[],
+  settings: RenderSettings,
+): string {
   const { reasoning_content: _reasoning, reasoning: _alsoReasoning, ...echoed } = answer;
   // The user turn makes the stand-in a conversation every template accepts and keeps "the last user query" (which
   // decides how Qwen3 renders reasoning of later assistant turns) where it is in the whole conversation: before the answer.
@@ -60,10 +65,16 @@ export function renderSuffixText(format: ModelChatFormat, answer: Json, added: r
   const marker = format.turnEnd.text;
   const turns = count(before, marker);
   const cut = nthEnd(after, marker, turns);
-  if (turns === 0 || cut < 0) throw new SuffixRenderError(`the chat template wrote ${turns} turn ends for the earlier answer`);
+  if (turns === 0 || cut < 0)
+    throw new SuffixRenderError(`the chat template wrote ${turns} turn ends for the earlier answer`);
   return after.slice(cut);
 }
 
-export function renderSuffix(format: ModelChatFormat, answer: Json, added: readonly Json[], settings: RenderSettings): number[] {
+export function renderSuffix(
+  format: ModelChatFormat,
+  answer: Json,
+  added: readonly Json[],
+  settings: RenderSettings,
+): number[] {
   return format.encode(renderSuffixText(format, answer, added, settings));
 }

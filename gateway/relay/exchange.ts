@@ -1,7 +1,14 @@
 // One captured call's trip upstream, shared by every API surface: record start, forward with the harness's disconnect
 // wired to an abort, read the answer whole or event by event, and record failures the same way everywhere.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { RawJson, type ApiSurface, type CallRecord, type ChoiceCapture, type PromptRecord, type SamplingParams } from "../../store/records.ts";
+import {
+  RawJson,
+  type ApiSurface,
+  type CallRecord,
+  type ChoiceCapture,
+  type PromptRecord,
+  type SamplingParams,
+} from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
 import { CallRecorder, type CallOutcome, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
@@ -119,7 +126,11 @@ export class Exchange {
 
   /** rlgate's own response headers: the call's id and the time rlgate spent on it so far. */
   headers(base: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
-    return { ...base, "x-rlgate-call": String(this.recorder.seq), "x-rlgate-overhead-ms": this.recorder.overheadMs.toFixed(3) };
+    return {
+      ...base,
+      "x-rlgate-call": String(this.recorder.seq),
+      "x-rlgate-overhead-ms": this.recorder.overheadMs.toFixed(3),
+    };
   }
 
   /**
@@ -148,7 +159,12 @@ export class Exchange {
       return raw;
     } catch (error) {
       this.recorder.beginWork();
-      await this.fail(error, { httpStatus: this.upstream.statusCode, response: null, promptTokenIds: null, choices: [] });
+      await this.fail(error, {
+        httpStatus: this.upstream.statusCode,
+        response: null,
+        promptTokenIds: null,
+        choices: [],
+      });
       return null;
     }
   }
@@ -191,7 +207,10 @@ export class Exchange {
   }
 
   get isEventStream(): boolean {
-    return this.upstream.statusCode === 200 && String(this.upstream.headers["content-type"] ?? "").includes("text/event-stream");
+    return (
+      this.upstream.statusCode === 200 &&
+      String(this.upstream.headers["content-type"] ?? "").includes("text/event-stream")
+    );
   }
 }
 
@@ -199,7 +218,11 @@ export class Exchange {
  * Records the call's start and sends it upstream. Resolves with the exchange once the upstream's response head
  * arrived; null when the harness left first (recorded). An unreachable or silent upstream is recorded and thrown.
  */
-export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec: ExchangeSpec): Promise<Exchange | null> {
+export async function openExchange(
+  ctx: GatewayContext,
+  call: HarnessCall,
+  spec: ExchangeSpec,
+): Promise<Exchange | null> {
   const { req, res, attribution } = call;
   const requestReceived = new RawJson(call.rawBody);
   const chat = spec.upstreamPath === CHAT_PATH;
@@ -208,25 +231,30 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
   const forwarded = repaired?.forwarded ?? spec.forwarded;
   const payload = forwardedPayload(forwarded, call.body, requestReceived);
   const tools = forwarded["tools"];
-  const recorder = new CallRecorder(ctx.store, ctx.metrics, {
-    rolloutId: attribution.rolloutId,
-    api: spec.api,
-    path: req.url ?? "",
-    stream: spec.stream,
-    model: spec.model,
-    requestReceived,
-    requestForwarded: payload.record,
-    ...(chat ? { tools: Array.isArray(tools) ? tools.length : 0 } : {}),
-    ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
-    policyVersion: policyVersionOf(ctx, call),
-    sampling: samplingOf(spec.forwarded),
-    warnings: spec.warnings,
-    maxTokensCap: spec.maxTokensCap,
-    startEpoch: call.startEpoch,
-    startPerf: call.startPerf,
-    prompt: spec.prompt,
-    limits: tokenLimits(ctx, forwarded),
-  }, ctx.repair === null ? null : (record) => ctx.repair!.observe(record));
+  const recorder = new CallRecorder(
+    ctx.store,
+    ctx.metrics,
+    {
+      rolloutId: attribution.rolloutId,
+      api: spec.api,
+      path: req.url ?? "",
+      stream: spec.stream,
+      model: spec.model,
+      requestReceived,
+      requestForwarded: payload.record,
+      ...(chat ? { tools: Array.isArray(tools) ? tools.length : 0 } : {}),
+      ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
+      policyVersion: policyVersionOf(ctx, call),
+      sampling: samplingOf(spec.forwarded),
+      warnings: spec.warnings,
+      maxTokensCap: spec.maxTokensCap,
+      startEpoch: call.startEpoch,
+      startPerf: call.startPerf,
+      prompt: spec.prompt,
+      limits: tokenLimits(ctx, forwarded),
+    },
+    ctx.repair === null ? null : (record) => ctx.repair!.observe(record),
+  );
 
   const upstreamCall = new UpstreamCall();
   let harnessGone = false;
@@ -253,13 +281,24 @@ export async function openExchange(ctx: GatewayContext, call: HarnessCall, spec:
   } catch (error) {
     recorder.beginWork();
     const status = classifyUpstreamFailure(error, harnessGone);
-    await recorder.finish({ status, httpStatus: null, error: (error as Error).message, response: null, promptTokenIds: null, choices: [] });
+    await recorder.finish({
+      status,
+      httpStatus: null,
+      error: (error as Error).message,
+      response: null,
+      promptTokenIds: null,
+      choices: [],
+    });
     if (harnessGone) return null;
     throw status === "timeout"
       ? new GatewayError("RLGATE_UPSTREAM_TIMEOUT", "the upstream did not answer in time", { cause: error })
-      : new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${(error as Error).message}`, {
-          cause: error,
-        });
+      : new GatewayError(
+          "RLGATE_UPSTREAM_UNREACHABLE",
+          `the upstream could not be reached: ${(error as Error).message}`,
+          {
+            cause: error,
+          },
+        );
   }
   recorder.beginWork();
   recorder.markFirstByte();

@@ -20,7 +20,10 @@ test("added fields are spliced into the harness's own bytes, which otherwise tra
   const { forwarded, text, record } = payloadFor(rawText, (body) => prepareChatRequest(body, false).forwarded);
   assert.ok(record instanceof SplicedJson, "recorded as the received body plus the splice");
   assert.deepEqual(JSON.parse(text), forwarded);
-  assert.equal(text, ' \n{"return_token_ids":true,"logprobs":true,"model":"m", "messages":[{"role":"user","content":"h\\u00e9 \\"x\\" 𝄞"}],"temperature":0.70}');
+  assert.equal(
+    text,
+    ' \n{"return_token_ids":true,"logprobs":true,"model":"m", "messages":[{"role":"user","content":"h\\u00e9 \\"x\\" 𝄞"}],"temperature":0.70}',
+  );
 });
 
 test("an empty object gets the fields without a dangling comma; an unchanged body is sent as received", () => {
@@ -41,7 +44,10 @@ test("any other change is serialized whole: a changed or removed key, a replaced
     (body) => ({ ...body, extra: undefined, return_token_ids: true }),
   ];
   for (const edit of cases) {
-    const { forwarded, payload, record } = payloadFor('{"model":"m","messages":[],"stream_options":{"include_usage":true}}', edit);
+    const { forwarded, payload, record } = payloadFor(
+      '{"model":"m","messages":[],"stream_options":{"include_usage":true}}',
+      edit,
+    );
     assert.equal(typeof payload, "string");
     assert.equal(payload, JSON.stringify(forwarded));
     assert.ok(!(record instanceof SplicedJson));

@@ -12,7 +12,11 @@ const OPEN_BRACE = 0x7b;
  * which `body` was parsed) when nothing was added, those bytes with the added fields spliced in, or — for any
  * other change — `forwarded` serialized on its own.
  */
-export function forwardedPayload(forwarded: Json, body: unknown, received: RawJson): { bytes: Uint8Array | string; record: RawJson | SplicedJson } {
+export function forwardedPayload(
+  forwarded: Json,
+  body: unknown,
+  received: RawJson,
+): { bytes: Uint8Array | string; record: RawJson | SplicedJson } {
   const added = addedFields(forwarded, body);
   if (added === null) {
     const bytes = JSON.stringify(forwarded);

@@ -27,7 +27,12 @@ export interface NativeSurface {
   codec: ApiCodec;
 }
 
-export async function handleNative(ctx: GatewayContext, call: HarnessCall, surface: NativeSurface, request: Json): Promise<void> {
+export async function handleNative(
+  ctx: GatewayContext,
+  call: HarnessCall,
+  surface: NativeSurface,
+  request: Json,
+): Promise<void> {
   checkRolloutRequired(ctx, call.attribution);
   const stream = request["stream"] === true;
   const model = request["model"];
@@ -63,7 +68,13 @@ export async function relayNative(
 }
 
 /** Non-streamed responses and every upstream error: read whole, capture, commit, then send. */
-async function relayWhole(ex: Exchange, codec: ApiCodec, wants: HarnessWants, raw: Buffer, parsed: Json | null): Promise<void> {
+async function relayWhole(
+  ex: Exchange,
+  codec: ApiCodec,
+  wants: HarnessWants,
+  raw: Buffer,
+  parsed: Json | null,
+): Promise<void> {
   const { recorder, upstream } = ex;
   let out = raw;
   if (upstream.statusCode === 200 && parsed) {
@@ -166,7 +177,13 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
  * A streamed call the upstream answered whole (SGLang chat): captured from the whole response, then sent to the
  * harness as the stream of chunks it corresponds to, `[DONE]` after the commit.
  */
-async function relayReemitted(ex: Exchange, codec: ApiCodec, wants: HarnessWants, whole: Json, chunks: Json[]): Promise<void> {
+async function relayReemitted(
+  ex: Exchange,
+  codec: ApiCodec,
+  wants: HarnessWants,
+  whole: Json,
+  chunks: Json[],
+): Promise<void> {
   const { recorder, res } = ex;
   recorder.markFirstToken();
   const captured = codec.captureWhole(whole);

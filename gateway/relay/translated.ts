@@ -7,7 +7,13 @@ import { upstreamErrorBody, type ErrorShape } from "../errors.ts";
 import { chatChunksFromResponse } from "../upstream/chat-chunks.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { HarnessWants } from "../upstream/flavor.ts";
-import { parseJsonObject, streamErrorMessage, streamIncomplete, upstreamErrorOutcome, type Exchange } from "./exchange.ts";
+import {
+  parseJsonObject,
+  streamErrorMessage,
+  streamIncomplete,
+  upstreamErrorOutcome,
+  type Exchange,
+} from "./exchange.ts";
 
 /** Writes one surface's response from the upstream's chat chunks. */
 export interface TranslationEncoder {
@@ -49,7 +55,10 @@ export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Prom
     // The upstream's status is kept; a 200 that is not a chat completion is the upstream's fault: 502.
     const status = upstream.statusCode === 200 ? 502 : upstream.statusCode;
     const body = upstreamErrorBody(spec.errorShape, status, parsed ?? raw.toString("utf8"));
-    res.writeHead(status, ex.headers({ "content-type": "application/json", "content-length": Buffer.byteLength(body) }));
+    res.writeHead(
+      status,
+      ex.headers({ "content-type": "application/json", "content-length": Buffer.byteLength(body) }),
+    );
     res.end(body);
     return;
   }
@@ -132,7 +141,14 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   const incomplete = upstreamError ?? malformed ?? streamIncomplete(choices);
   if (failure !== null || ex.harnessGone || incomplete !== null) {
     const reason = failure ?? new Error(incomplete ?? "");
-    const partial = { httpStatus: 200, response: encoder.snapshot(), upstreamResponse: upstreamChat, promptTokenIds: assembler.promptTokenIds, choices, usage };
+    const partial = {
+      httpStatus: 200,
+      response: encoder.snapshot(),
+      upstreamResponse: upstreamChat,
+      promptTokenIds: assembler.promptTokenIds,
+      choices,
+      usage,
+    };
     if (failure === null && !ex.harnessGone) {
       // The upstream ended cleanly but short: recorded as its error, not as a transport failure.
       recorder.endWork();

@@ -31,37 +31,76 @@ function recorded(seq: number, message: Json, prompt = [1, 2, 3]): CallRecord {
   });
 }
 
-const read = (id: string, path: string) => ({ id, type: "function", function: { name: "read_file", arguments: JSON.stringify({ path }) } });
+const read = (id: string, path: string) => ({
+  id,
+  type: "function",
+  function: { name: "read_file", arguments: JSON.stringify({ path }) },
+});
 
 async function putAll(store: Store, calls: CallRecord[]): Promise<void> {
-  await store.putRollout({ id: "r", key: "k", group: null, task: null, harness: null, metadata: {}, status: "open", reward: null, createdAt: 0, finishedAt: null });
+  await store.putRollout({
+    id: "r",
+    key: "k",
+    group: null,
+    task: null,
+    harness: null,
+    metadata: {},
+    status: "open",
+    reward: null,
+    createdAt: 0,
+    finishedAt: null,
+  });
   for (const call of calls) await store.putCall(call);
 }
 
 describe("history repair", () => {
-  test("by tool-call id: vLLM's \"\\n\\n\" before a tool call becomes \"\"; the request is a new object, the harness's untouched", async () => {
+  test('by tool-call id: vLLM\'s "\\n\\n" before a tool call becomes ""; the request is a new object, the harness\'s untouched', async () => {
     const { store } = openStore();
-    await putAll(store, [recorded(1, { reasoning_content: "\nRead.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] })]);
+    await putAll(store, [
+      recorded(1, { reasoning_content: "\nRead.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] }),
+    ]);
     const repair = new HistoryRepair(store);
-    const sent = { role: "assistant", content: "\n\n", reasoning_content: "\nRead.\n", tool_calls: [read("call_a", "a.py")] };
-    const body = { messages: [{ role: "user", content: "go" }, sent, { role: "tool", tool_call_id: "call_a", content: "x" }] };
+    const sent = {
+      role: "assistant",
+      content: "\n\n",
+      reasoning_content: "\nRead.\n",
+      tool_calls: [read("call_a", "a.py")],
+    };
+    const body = {
+      messages: [{ role: "user", content: "go" }, sent, { role: "tool", tool_call_id: "call_a", content: "x" }],
+    };
     const { forwarded, repairs } = repair.repair("r", body);
     assert.deepEqual(repairs, [{ turn: 1, kind: "content", callSeq: 1 }]);
     assert.equal((forwarded["messages"] as Json[])[1]!["content"], "");
     assert.equal(sent.content, "\n\n", "the harness's message is not edited in place");
-    assert.equal((forwarded["messages"] as Json[])[2], body.messages[2], "other messages are the harness's own objects");
+    assert.equal(
+      (forwarded["messages"] as Json[])[2],
+      body.messages[2],
+      "other messages are the harness's own objects",
+    );
     await store.close();
   });
 
   test("nothing to repair: the very same body comes back (its bytes are forwarded as received)", async () => {
     const { store } = openStore();
-    await putAll(store, [recorded(1, { reasoning_content: "\nRead.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] })]);
+    await putAll(store, [
+      recorded(1, { reasoning_content: "\nRead.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] }),
+    ]);
     const repair = new HistoryRepair(store);
-    const faithful = { messages: [{ role: "user", content: "go" }, { role: "assistant", content: "", reasoning_content: "Read.", tool_calls: [read("call_a", "a.py")] }] };
+    const faithful = {
+      messages: [
+        { role: "user", content: "go" },
+        { role: "assistant", content: "", reasoning_content: "Read.", tool_calls: [read("call_a", "a.py")] },
+      ],
+    };
     assert.equal(repair.repair("r", faithful).forwarded, faithful);
     const noHistory = { messages: [{ role: "user", content: "go" }] };
     assert.equal(repair.repair("r", noHistory).forwarded, noHistory);
-    const unknown = { messages: [{ role: "assistant", content: "\n\nSomething the model never said.\n", tool_calls: [read("call_z", "z.py")] }] };
+    const unknown = {
+      messages: [
+        { role: "assistant", content: "\n\nSomething the model never said.\n", tool_calls: [read("call_z", "z.py")] },
+      ],
+    };
     assert.deepEqual(repair.repair("r", unknown), { forwarded: unknown, repairs: [] });
     assert.deepEqual(repair.repair(null, unknown).repairs, [], "unattributed calls are not repaired");
     await store.close();
@@ -82,15 +121,31 @@ describe("history repair", () => {
         { role: "user", content: "again" },
         { role: "assistant", content: "Ok." },
         { role: "user", content: "read b" },
-        { role: "assistant", content: "Reading.", tool_calls: [{ id: "mine_1", type: "function", function: { name: "read_file", arguments: '{ "path" : "b.py" }' } }] },
+        {
+          role: "assistant",
+          content: "Reading.",
+          tool_calls: [
+            { id: "mine_1", type: "function", function: { name: "read_file", arguments: '{ "path" : "b.py" }' } },
+          ],
+        },
       ],
     };
     const first = new HistoryRepair(store).repair("r", body);
     const out = first.forwarded["messages"] as Json[];
-    assert.deepEqual([out[1]!["reasoning_content"], out[3]!["reasoning_content"], out[5]!["reasoning_content"]], ["\nFirst.\n", "\nSecond.\n", "\nThird.\n"]);
+    assert.deepEqual(
+      [out[1]!["reasoning_content"], out[3]!["reasoning_content"], out[5]!["reasoning_content"]],
+      ["\nFirst.\n", "\nSecond.\n", "\nThird.\n"],
+    );
     assert.equal(out[5]!["content"], "Reading.");
     assert.equal(out[5]!["tool_calls"], body.messages[5]!.tool_calls, "the harness's own ids and spelling");
-    assert.deepEqual(first.repairs.map((r) => [r.turn, r.kind, r.callSeq]), [[1, "reasoning", 1], [3, "reasoning", 2], [5, "reasoning", 3]]);
+    assert.deepEqual(
+      first.repairs.map((r) => [r.turn, r.kind, r.callSeq]),
+      [
+        [1, "reasoning", 1],
+        [3, "reasoning", 2],
+        [5, "reasoning", 3],
+      ],
+    );
     await store.close();
 
     // Another gateway on the same store (a restart) reads the turns back and repairs the same way.
@@ -99,29 +154,43 @@ describe("history repair", () => {
     await again.close();
   });
 
-  test("a thinking-off turn (prompt ending in the empty think block) gets reasoning \"\\n\"; tool arguments the harness changed are restored", async () => {
+  test('a thinking-off turn (prompt ending in the empty think block) gets reasoning "\\n"; tool arguments the harness changed are restored', async () => {
     const { store } = openStore();
     const emptyThink = [151644, 77091, 198, 151667, 271, 151668, 271];
     await putAll(store, [recorded(1, { content: null, tool_calls: [read("call_a", "a.py")] }, emptyThink)]);
     const repair = new HistoryRepair(store);
     const changed = { ...read("call_a", "a.py"), function: { name: "read_file", arguments: '{"path": "A.PY"}' } };
-    const { forwarded, repairs } = repair.repair("r", { messages: [{ role: "assistant", content: null, tool_calls: [changed] }] });
+    const { forwarded, repairs } = repair.repair("r", {
+      messages: [{ role: "assistant", content: null, tool_calls: [changed] }],
+    });
     const message = (forwarded["messages"] as Json[])[0]!;
     assert.equal(message["reasoning_content"], "\n");
     assert.equal(message["content"], "");
-    assert.deepEqual((message["tool_calls"] as Json[])[0], { ...changed, function: { name: "read_file", arguments: '{"path":"a.py"}' } });
-    assert.deepEqual(repairs.map((r) => r.kind), ["empty_think", "tool_calls"]);
+    assert.deepEqual((message["tool_calls"] as Json[])[0], {
+      ...changed,
+      function: { name: "read_file", arguments: '{"path":"a.py"}' },
+    });
+    assert.deepEqual(
+      repairs.map((r) => r.kind),
+      ["empty_think", "tool_calls"],
+    );
     await store.close();
   });
 
   test("turns recorded after the first repair are learned as calls finish", async () => {
     const { store } = openStore();
-    await putAll(store, [recorded(1, { reasoning_content: "\nA.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] })]);
+    await putAll(store, [
+      recorded(1, { reasoning_content: "\nA.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] }),
+    ]);
     const repair = new HistoryRepair(store);
     repair.repair("r", { messages: [{ role: "assistant", content: "\n\n", tool_calls: [read("call_a", "a.py")] }] });
     const later = recorded(2, { reasoning_content: "\nB.\n", content: "\n\n", tool_calls: [read("call_b", "b.py")] });
     repair.observe(later); // the recorder's hook, before the store is read again
-    const { repairs } = repair.repair("r", { messages: [{ role: "assistant", content: "\n\n", reasoning_content: "\nB.\n", tool_calls: [read("call_b", "b.py")] }] });
+    const { repairs } = repair.repair("r", {
+      messages: [
+        { role: "assistant", content: "\n\n", reasoning_content: "\nB.\n", tool_calls: [read("call_b", "b.py")] },
+      ],
+    });
     assert.deepEqual(repairs, [{ turn: 0, kind: "content", callSeq: 2 }]);
     await store.close();
   });

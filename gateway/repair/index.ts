@@ -46,7 +46,11 @@ export class HistoryRepair {
   /** The chat request to forward, with the rollout's earlier sampled turns put back. */
   repair(rolloutId: string | null, forwarded: Json): RepairResult {
     const messages = forwarded["messages"];
-    if (rolloutId === null || !Array.isArray(messages) || !messages.some((m) => isObject(m) && m["role"] === "assistant")) {
+    if (
+      rolloutId === null ||
+      !Array.isArray(messages) ||
+      !messages.some((m) => isObject(m) && m["role"] === "assistant")
+    ) {
       return { forwarded, repairs: [] };
     }
     const turns = this.#turns(rolloutId);
@@ -71,7 +75,8 @@ export class HistoryRepair {
     let turns = this.#rollouts.get(rolloutId);
     if (turns === undefined) {
       turns = new RolloutTurns();
-      for (const record of this.#store.listCalls(rolloutId)) for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+      for (const record of this.#store.listCalls(rolloutId))
+        for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
       this.#rollouts.set(rolloutId, turns);
     }
     return turns;
@@ -87,7 +92,11 @@ function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: 
     content: contentText(message["content"]),
     toolCalls: Array.isArray(message["tool_calls"]) ? message["tool_calls"].length : 0,
   };
-  turn.memo ??= { target: sampledHead(turn), faithful: faithfulText(turn), argumentKeys: turn.calls.map((c) => argumentsKeyExact(c.arguments)) };
+  turn.memo ??= {
+    target: sampledHead(turn),
+    faithful: faithfulText(turn),
+    argumentKeys: turn.calls.map((c) => argumentsKeyExact(c.arguments)),
+  };
   const { target, faithful, argumentKeys } = turn.memo;
   if (faithful !== null && harness.toolCalls === turn.toolCalls && renderedHead(harness) !== target) {
     if (renderedHead({ ...harness, reasoning: faithful.reasoning }) === target) kinds.push(reasoningKind(turn));
@@ -107,7 +116,14 @@ function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: 
       if (mine.name === model.name && argumentsKeyExact(mine.arguments) === argumentKeys[i]) return call;
       changed = true;
       const original = isObject(call) ? call : {};
-      return { ...original, function: { ...(isObject(original["function"]) ? original["function"] : {}), name: model.name, arguments: model.arguments } };
+      return {
+        ...original,
+        function: {
+          ...(isObject(original["function"]) ? original["function"] : {}),
+          name: model.name,
+          arguments: model.arguments,
+        },
+      };
     });
     if (changed) {
       fixed["tool_calls"] = restored;

@@ -6,23 +6,40 @@ import { describe, test } from "node:test";
 import { renderChat, type ChatMessage } from "../../tokenizer/chat-template.ts";
 import { faithfulText, renderedHead, sampledHead, type SampledTurn } from "./qwen3-turn.ts";
 
-const TOOLS = [{ type: "function", function: { name: "read_file", parameters: { type: "object", properties: { path: { type: "string" } } } } }];
+const TOOLS = [
+  {
+    type: "function",
+    function: { name: "read_file", parameters: { type: "object", properties: { path: { type: "string" } } } },
+  },
+];
 const CALL = { id: "call_0", type: "function", function: { name: "read_file", arguments: '{"path": "a.py"}' } };
 
 /** What the real template writes for an earlier assistant turn, up to its first tool call (or its end). */
 function realHead(message: ChatMessage): string {
-  const text = renderChat([{ role: "user", content: "go" }, message, { role: "tool", content: "ok", tool_call_id: "call_0" }], { tools: TOOLS });
+  const text = renderChat(
+    [{ role: "user", content: "go" }, message, { role: "tool", content: "ok", tool_call_id: "call_0" }],
+    { tools: TOOLS },
+  );
   const start = text.indexOf("<|im_start|>assistant\n") + "<|im_start|>assistant\n".length;
   const end = message.tool_calls?.length ? text.indexOf("<tool_call>", start) : text.indexOf("<|im_end|>", start);
   return text.slice(start, end);
 }
 
 const TURNS: Array<[string, SampledTurn]> = [
-  ["tool call only (content \"\\n\\n\")", { reasoning: "\nRead it.\n", content: "\n\n", toolCalls: 1, thinkingOff: false }],
-  ["text before a tool call", { reasoning: "\nLook.\n", content: "\n\nLet me look.\n", toolCalls: 1, thinkingOff: false }],
+  [
+    'tool call only (content "\\n\\n")',
+    { reasoning: "\nRead it.\n", content: "\n\n", toolCalls: 1, thinkingOff: false },
+  ],
+  [
+    "text before a tool call",
+    { reasoning: "\nLook.\n", content: "\n\nLet me look.\n", toolCalls: 1, thinkingOff: false },
+  ],
   ["plain answer", { reasoning: "\nDone.\n", content: "\n\nAll fixed.", toolCalls: 0, thinkingOff: false }],
   ["thinking off, tool call only", { reasoning: null, content: null, toolCalls: 1, thinkingOff: true }],
-  ["thinking off, text before a tool call", { reasoning: null, content: "Checking.\n", toolCalls: 1, thinkingOff: true }],
+  [
+    "thinking off, text before a tool call",
+    { reasoning: null, content: "Checking.\n", toolCalls: 1, thinkingOff: true },
+  ],
   ["thinking off, plain answer", { reasoning: null, content: "Hello there.", toolCalls: 0, thinkingOff: true }],
   ["no think block at all", { reasoning: null, content: "Sure.\n", toolCalls: 1, thinkingOff: false }],
 ];
@@ -42,7 +59,10 @@ describe("Qwen3 assistant turns", () => {
       assert.equal(realHead(message(fixed, turn.toolCalls)), sampledHead(turn));
       assert.equal(renderedHead({ ...fixed, toolCalls: turn.toolCalls }), sampledHead(turn));
       const asReturned = message({ reasoning: turn.reasoning, content: turn.content ?? "" }, turn.toolCalls);
-      assert.equal(renderedHead({ reasoning: turn.reasoning, content: turn.content ?? "", toolCalls: turn.toolCalls }), realHead(asReturned));
+      assert.equal(
+        renderedHead({ reasoning: turn.reasoning, content: turn.content ?? "", toolCalls: turn.toolCalls }),
+        realHead(asReturned),
+      );
     });
   }
 

@@ -2,9 +2,14 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ChatBlockSplitter, argumentsObject, type BlockEvent } from "./blocks.ts";
 
-const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ choices: [{ index: 0, delta, ...extra }] });
+const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  choices: [{ index: 0, delta, ...extra }],
+});
 
-function run(chunks: Record<string, unknown>[]): { events: BlockEvent[]; end: ReturnType<ChatBlockSplitter["end"]>["end"] } {
+function run(chunks: Record<string, unknown>[]): {
+  events: BlockEvent[];
+  end: ReturnType<ChatBlockSplitter["end"]>["end"];
+} {
   const splitter = new ChatBlockSplitter();
   const events = chunks.flatMap((c) => splitter.push(c));
   const last = splitter.end();
@@ -61,8 +66,15 @@ test("text opens at its first non-whitespace character, without vLLM's leading n
 
 test("a whole message (SGLang's choice.message) splits like its stream; SGLang's matched_stop string is the stop sequence", () => {
   const splitter = new ChatBlockSplitter();
-  const events = splitter.push({ choices: [{ index: 0, message: { content: "ok", reasoning_content: null }, finish_reason: "stop", matched_stop: "##" }] });
-  assert.deepEqual(events, [{ type: "start", kind: "text" }, { type: "delta", kind: "text", text: "ok" }]);
+  const events = splitter.push({
+    choices: [
+      { index: 0, message: { content: "ok", reasoning_content: null }, finish_reason: "stop", matched_stop: "##" },
+    ],
+  });
+  assert.deepEqual(events, [
+    { type: "start", kind: "text" },
+    { type: "delta", kind: "text", text: "ok" },
+  ]);
   assert.equal(splitter.end().end.stopSequence, "##");
   assert.throws(() => splitter.push(chunk({ content: "late" })), /after the end/);
 });

@@ -133,7 +133,8 @@ export class ChatBlockSplitter {
   #tool(call: Json, events: BlockEvent[]): void {
     const fn = isObject(call["function"]) ? call["function"] : {};
     const index = typeof call["index"] === "number" ? call["index"] : null;
-    const isNew = this.#open !== "tool" || (index !== null && index !== this.#toolIndex) || typeof call["id"] === "string";
+    const isNew =
+      this.#open !== "tool" || (index !== null && index !== this.#toolIndex) || typeof call["id"] === "string";
     if (isNew) {
       this.#close(events);
       this.#open = "tool";
@@ -141,7 +142,8 @@ export class ChatBlockSplitter {
       const id = typeof call["id"] === "string" && call["id"] ? call["id"] : newCallId();
       events.push({ type: "start", kind: "tool", id, name: typeof fn["name"] === "string" ? fn["name"] : "" });
     }
-    if (typeof fn["arguments"] === "string" && fn["arguments"]) events.push({ type: "delta", kind: "tool", text: fn["arguments"] });
+    if (typeof fn["arguments"] === "string" && fn["arguments"])
+      events.push({ type: "delta", kind: "tool", text: fn["arguments"] });
   }
 }
 

@@ -9,7 +9,12 @@ function delta(fields: Json): Json {
 }
 
 export function chatChunksFromResponse(response: Json, options: { includeUsage: boolean }): Json[] {
-  const base = { id: response["id"], object: "chat.completion.chunk", created: response["created"], model: response["model"] };
+  const base = {
+    id: response["id"],
+    object: "chat.completion.chunk",
+    created: response["created"],
+    model: response["model"],
+  };
   const chunk = (index: number, fields: Json, extra: Json = {}): Json => ({
     ...base,
     choices: [{ index, delta: delta(fields), logprobs: null, finish_reason: null, matched_stop: null, ...extra }],
@@ -22,7 +27,8 @@ export function chatChunksFromResponse(response: Json, options: { includeUsage: 
     chunks.push(chunk(index, { role: "assistant", content: "" }));
     const reasoning = message["reasoning_content"] ?? message["reasoning"];
     if (typeof reasoning === "string" && reasoning) chunks.push(chunk(index, { reasoning_content: reasoning }));
-    if (typeof message["content"] === "string" && message["content"]) chunks.push(chunk(index, { content: message["content"] }));
+    if (typeof message["content"] === "string" && message["content"])
+      chunks.push(chunk(index, { content: message["content"] }));
     const calls = Array.isArray(message["tool_calls"]) ? (message["tool_calls"] as unknown[]).filter(isObject) : [];
     calls.forEach((call, k) => {
       const fn = isObject(call["function"]) ? call["function"] : {};
@@ -40,6 +46,7 @@ export function chatChunksFromResponse(response: Json, options: { includeUsage: 
     if ("stop_reason" in choice) finish["stop_reason"] = choice["stop_reason"];
     chunks.push(chunk(index, {}, finish));
   });
-  if (options.includeUsage && response["usage"] != null) chunks.push({ ...base, choices: [], usage: response["usage"] });
+  if (options.includeUsage && response["usage"] != null)
+    chunks.push({ ...base, choices: [], usage: response["usage"] });
   return chunks;
 }

@@ -64,7 +64,8 @@ const FLAVORS: Record<FlavorName, UpstreamFlavor> = { vllm: vllmFlavor, sglang: 
 
 export function selectUpstreamFlavor(name: FlavorName = "vllm"): UpstreamFlavor {
   const flavor = Object.hasOwn(FLAVORS, name) ? FLAVORS[name] : undefined;
-  if (!flavor) throw new Error(`unknown upstream flavor '${String(name)}' (expected one of ${FLAVOR_NAMES.join(", ")})`);
+  if (!flavor)
+    throw new Error(`unknown upstream flavor '${String(name)}' (expected one of ${FLAVOR_NAMES.join(", ")})`);
   return flavor;
 }
 

@@ -16,7 +16,8 @@ export type MaxTokensCapSetting = "auto" | number | null;
 export function parseMaxTokensCap(value: string): MaxTokensCapSetting {
   if (value === "auto") return "auto";
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--max-tokens-cap: expected 'auto' or a positive integer, got '${value}'`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`--max-tokens-cap: expected 'auto' or a positive integer, got '${value}'`);
   return n;
 }
 
@@ -27,7 +28,12 @@ async function upstreamPost(ctx: GatewayContext, path: string, body: Json): Prom
   try {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (ctx.upstream.apiKey) headers["authorization"] = `Bearer ${ctx.upstream.apiKey}`;
-    const res = await ctx.upstream.pool.request({ method: "POST", path: ctx.upstream.basePath + path, headers, body: JSON.stringify(body) });
+    const res = await ctx.upstream.pool.request({
+      method: "POST",
+      path: ctx.upstream.basePath + path,
+      headers,
+      body: JSON.stringify(body),
+    });
     const value: unknown = await res.body.json();
     return res.statusCode === 200 && isObject(value) ? value : null;
   } catch {
@@ -36,29 +42,45 @@ async function upstreamPost(ctx: GatewayContext, path: string, body: Json): Prom
 }
 
 /** The prompt's length in tokens: the cheap over-estimate when the request fits with it, else the upstream's count. */
-async function promptTokens(ctx: GatewayContext, chat: Json, requested: number, context: number): Promise<{ tokens: number; exact: boolean }> {
+async function promptTokens(
+  ctx: GatewayContext,
+  chat: Json,
+  requested: number,
+  context: number,
+): Promise<{ tokens: number; exact: boolean }> {
   const messages = Array.isArray(chat["messages"]) ? chat["messages"] : [];
-  const estimate = Buffer.byteLength(JSON.stringify([messages, chat["tools"] ?? null])) + messages.length * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS;
+  const estimate =
+    Buffer.byteLength(JSON.stringify([messages, chat["tools"] ?? null])) +
+    messages.length * TEMPLATE_TOKENS_PER_MESSAGE +
+    TEMPLATE_TOKENS;
   if (estimate + requested <= context) return { tokens: estimate, exact: false };
   const body: Json = { model: chat["model"], messages, add_generation_prompt: true };
   if (Array.isArray(chat["tools"])) body["tools"] = chat["tools"];
   if (isObject(chat["chat_template_kwargs"])) body["chat_template_kwargs"] = chat["chat_template_kwargs"];
   const counted = await upstreamPost(ctx, "/tokenize", body);
-  return typeof counted?.["count"] === "number" ? { tokens: counted["count"], exact: true } : { tokens: estimate, exact: false };
+  return typeof counted?.["count"] === "number"
+    ? { tokens: counted["count"], exact: true }
+    : { tokens: estimate, exact: false };
 }
 
 /**
  * `chat` with its max_tokens (or max_completion_tokens) lowered by the gateway's cap, and what the call records;
  * the request itself when no cap applies. Never raises a value, never lowers it below 1.
  */
-export async function capMaxTokens(ctx: GatewayContext, chat: Json): Promise<{ chat: Json; cap: CallRecord["maxTokensCap"] }> {
+export async function capMaxTokens(
+  ctx: GatewayContext,
+  chat: Json,
+): Promise<{ chat: Json; cap: CallRecord["maxTokensCap"] }> {
   const setting = ctx.config.maxTokensCap;
   const field = typeof chat["max_completion_tokens"] === "number" ? "max_completion_tokens" : "max_tokens";
   const requested = chat[field];
   if (setting == null || typeof requested !== "number") return { chat, cap: undefined };
   if (setting !== "auto") {
     if (requested <= setting) return { chat, cap: undefined };
-    return { chat: { ...chat, [field]: setting }, cap: { requested, sent: setting, contextLength: null, promptTokens: null } };
+    return {
+      chat: { ...chat, [field]: setting },
+      cap: { requested, sent: setting, contextLength: null, promptTokens: null },
+    };
   }
   const context = await upstreamContextLength(ctx);
   if (context === null) {

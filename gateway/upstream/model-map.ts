@@ -27,7 +27,9 @@ export class ModelMap {
         if (!item) continue;
         const eq = item.lastIndexOf("=");
         if (eq <= 0 || eq === item.length - 1) {
-          throw new Error(`invalid model map entry '${item}': expected pattern=served-model, e.g. 'claude-*=Qwen/Qwen3-8B'`);
+          throw new Error(
+            `invalid model map entry '${item}': expected pattern=served-model, e.g. 'claude-*=Qwen/Qwen3-8B'`,
+          );
         }
         entries.push({ pattern: item.slice(0, eq).trim(), target: item.slice(eq + 1).trim() });
       }
@@ -44,7 +46,10 @@ export class ModelMap {
 }
 
 function globToRegExp(glob: string): RegExp {
-  const body = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*").replaceAll("?", ".");
+  const body = glob
+    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+    .replaceAll("*", ".*")
+    .replaceAll("?", ".");
   return new RegExp(`^${body}$`);
 }
 

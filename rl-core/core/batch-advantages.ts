@@ -50,7 +50,10 @@ export async function batchLevelAdvantages(
   advantages: Float32Array,
   options: BatchAdvantageOptions,
 ): Promise<Float32Array> {
-  if (options.whitenScope === "batch" && (options.estimator === "reinforce++-baseline" || options.estimator === "reinforce++")) {
+  if (
+    options.whitenScope === "batch" &&
+    (options.estimator === "reinforce++-baseline" || options.estimator === "reinforce++")
+  ) {
     const baselineOnly = options.estimator === "reinforce++-baseline";
     const rowSegment = Int32Array.from(rows, (r) => (baselineOnly && r.signal === "none" ? -1 : 0));
     advantages = await maskedWhitenAsync({ offsets, x: advantages, mask: lossMask, rowSegment, numSegments: 1 });

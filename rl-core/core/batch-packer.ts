@@ -39,7 +39,12 @@ type BuildOptions = Omit<PackOptions, "tokenBudget" | "batchTimeoutMs">;
  * seq-mean modes weigh as over this batch's rollouts, times T/N (the kernel's sequence count S becomes S·N/T), so a
  * batch counts by its trained tokens; seq-mean-token-sum-norm weighs 1/maxLen, a constant already.
  */
-async function rolloutLossWeights(rows: readonly ReadyRow[], offsets: Int32Array, lossMask: Uint8Array, options: BuildOptions) {
+async function rolloutLossWeights(
+  rows: readonly ReadyRow[],
+  offsets: Int32Array,
+  lossMask: Uint8Array,
+  options: BuildOptions,
+) {
   const bounds = [0];
   for (let r = 1; r < rows.length; r++) if (rows[r]!.rolloutId !== rows[r - 1]!.rolloutId) bounds.push(offsets[r]!);
   bounds.push(offsets[rows.length]!);
@@ -60,7 +65,10 @@ async function rolloutLossWeights(rows: readonly ReadyRow[], offsets: Int32Array
     mode: options.lossAgg,
     maxLen: options.maxLen || undefined,
     totalTokens: global && options.lossAgg === "token-mean" ? n : undefined,
-    totalSeqs: global && options.lossAgg.startsWith("seq-mean-token-") && options.lossAgg !== "seq-mean-token-sum-norm" ? (rollouts * n) / trained : undefined,
+    totalSeqs:
+      global && options.lossAgg.startsWith("seq-mean-token-") && options.lossAgg !== "seq-mean-token-sum-norm"
+        ? (rollouts * n) / trained
+        : undefined,
   });
   return { weights, trained, rollouts: rolloutOffsets.length - 1 };
 }
@@ -68,15 +76,38 @@ async function rolloutLossWeights(rows: readonly ReadyRow[], offsets: Int32Array
 export async function buildBatch(id: number, rows: readonly ReadyRow[], options: BuildOptions): Promise<StoredBatch> {
   const offsets = new Int32Array(rows.length + 1);
   rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.tokenIds.byteLength / 4));
-  const tokenIds = concatTyped(Int32Array, rows.map((r) => int32s(r.tokenIds)));
-  const lossMask = concatTyped(Uint8Array, rows.map((r) => uint8s(r.lossMask)));
-  const logprobs = concatTyped(Float32Array, rows.map((r) => float32s(r.logprobs)));
-  const callIndex = concatTyped(Int32Array, rows.map((r) => (r.callIndex?.byteLength ? int32s(r.callIndex) : new Int32Array(r.tokenIds.byteLength / 4).fill(-1))));
-  const advantages = await batchLevelAdvantages(offsets, lossMask, rows, concatTyped(Float32Array, rows.map((r) => float32s(r.advantages))), {
-    estimator: options.estimator,
-    whitenScope: options.whitenScope ?? "batch",
-    normalize: options.normalize,
-  });
+  const tokenIds = concatTyped(
+    Int32Array,
+    rows.map((r) => int32s(r.tokenIds)),
+  );
+  const lossMask = concatTyped(
+    Uint8Array,
+    rows.map((r) => uint8s(r.lossMask)),
+  );
+  const logprobs = concatTyped(
+    Float32Array,
+    rows.map((r) => float32s(r.logprobs)),
+  );
+  const callIndex = concatTyped(
+    Int32Array,
+    rows.map((r) =>
+      r.callIndex?.byteLength ? int32s(r.callIndex) : new Int32Array(r.tokenIds.byteLength / 4).fill(-1),
+    ),
+  );
+  const advantages = await batchLevelAdvantages(
+    offsets,
+    lossMask,
+    rows,
+    concatTyped(
+      Float32Array,
+      rows.map((r) => float32s(r.advantages)),
+    ),
+    {
+      estimator: options.estimator,
+      whitenScope: options.whitenScope ?? "batch",
+      normalize: options.normalize,
+    },
+  );
   const { weights, trained, rollouts } = await rolloutLossWeights(rows, offsets, lossMask, options);
   return {
     batchId: id,
@@ -136,7 +167,12 @@ export class BatchPacker {
     this.#options = options;
     const now = Date.now();
     const ready = store.readyKeys();
-    this.#enqueue(ready.map((r) => r.key), ready.map((r) => r.tokens), ready.map((r) => this.#unitOf(r)), now);
+    this.#enqueue(
+      ready.map((r) => r.key),
+      ready.map((r) => r.tokens),
+      ready.map((r) => this.#unitOf(r)),
+      now,
+    );
   }
 
   #unitOf(row: { rolloutId: string; groupKey: string }): string {
@@ -161,7 +197,12 @@ export class BatchPacker {
 
   /** A processed group's rows (in order: a rollout's rows together). */
   add(keys: readonly number[], rows: ReadonlyArray<{ tokens: number; rolloutId: string; groupKey: string }>): void {
-    this.#enqueue(keys, rows.map((r) => r.tokens), rows.map((r) => this.#unitOf(r)), Date.now());
+    this.#enqueue(
+      keys,
+      rows.map((r) => r.tokens),
+      rows.map((r) => this.#unitOf(r)),
+      Date.now(),
+    );
   }
 
   /** Builds every batch that is due; `flush` also builds a partial one. Not re-entrant (the core serializes it). */

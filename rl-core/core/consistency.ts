@@ -25,13 +25,22 @@ export function percentile(sorted: Float64Array, q: number): number {
 
 function figures(harness: string, tokens: number[], input: ConsistencyInput, k3: Float32Array): Consistency {
   const n = tokens.length;
-  let sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0, sk = 0;
+  let sx = 0,
+    sy = 0,
+    sxx = 0,
+    syy = 0,
+    sxy = 0,
+    sk = 0;
   const diff = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const t = tokens[i]!;
     const x = input.rollout[t]!;
     const y = input.trainer[t]!;
-    sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    syy += y * y;
+    sxy += x * y;
     sk += k3[t]!;
     diff[i] = Math.abs(y - x);
   }
@@ -58,7 +67,10 @@ function figures(harness: string, tokens: number[], input: ConsistencyInput, k3:
 export function consistencyFigures(input: ConsistencyInput): Consistency[] {
   const tokensTotal = input.lossMask.length;
   if (input.trainer.length !== tokensTotal || input.rollout.length !== tokensTotal) {
-    throw new LinkError("RLGATE_BAD_REQUEST", `logprobs have ${input.trainer.length} entries, the batch has ${tokensTotal} tokens`);
+    throw new LinkError(
+      "RLGATE_BAD_REQUEST",
+      `logprobs have ${input.trainer.length} entries, the batch has ${tokensTotal} tokens`,
+    );
   }
   const mask = new Uint8Array(tokensTotal);
   for (let t = 0; t < tokensTotal; t++) {
@@ -79,6 +91,7 @@ export function consistencyFigures(input: ConsistencyInput): Consistency[] {
     }
   }
   const out = [figures("*", all, input, k3)];
-  for (const [h, list] of [...byHarness].sort((a, b) => a[0].localeCompare(b[0]))) out.push(figures(h, list, input, k3));
+  for (const [h, list] of [...byHarness].sort((a, b) => a[0].localeCompare(b[0])))
+    out.push(figures(h, list, input, k3));
   return out;
 }

@@ -65,7 +65,10 @@ describe("groupAdvantages", () => {
       result.dropped.map((d) => `${d.rolloutId}:${d.reason}`),
       ["d:infra_error", "e:flagged", "f:no_reward"],
     );
-    assert.deepEqual(result.rows.map((r) => r.rolloutId), ["a", "b", "c"]);
+    assert.deepEqual(
+      result.rows.map((r) => r.rolloutId),
+      ["a", "b", "c"],
+    );
     const expected = grpo([1, 0, 0.5]);
     result.rows.forEach((row, i) => {
       for (const a of trainedAdvantages(row)) assert.ok(Math.abs(a - expected[i]!) < 1e-5, `${a} vs ${expected[i]}`);
@@ -95,7 +98,13 @@ describe("groupAdvantages", () => {
       { estimator: "tree" },
     );
     // [1, 2] is shared by both rollouts (its sampled token 2 is the root's: V = the group mean, advantage 0).
-    assert.deepEqual(flat.rows.map((r) => trainedAdvantages(r)), [[0, 1], [0, -1]]);
+    assert.deepEqual(
+      flat.rows.map((r) => trainedAdvantages(r)),
+      [
+        [0, 1],
+        [0, -1],
+      ],
+    );
 
     // Rollouts a and c share a sampled prefix [1, 2] and branch; b is apart: the reference on the hand-built tree,
     // V over rollouts (here one leaf each).
@@ -113,7 +122,11 @@ describe("groupAdvantages", () => {
       {
         estimator: "tree",
         // nodes: 0 = [1,2] (a and c), 1 = [3], 2 = [4], 3 = [5,6] (b)
-        tree: { parent: Int32Array.of(-1, 0, 0, -1), tokenNode: Int32Array.of(0, 0, 1, 3, 3, 0, 0, 2), rowLeaf: Int32Array.of(1, 3, 2) },
+        tree: {
+          parent: Int32Array.of(-1, 0, 0, -1),
+          tokenNode: Int32Array.of(0, 0, 1, 3, 3, 0, 0, 2),
+          rowLeaf: Int32Array.of(1, 3, 2),
+        },
       },
     );
     const got = result.rows.flatMap((r) => [...float32s(r.advantages)]);
@@ -124,7 +137,16 @@ describe("groupAdvantages", () => {
 describe("GroupTracker", () => {
   const arrive = (tracker: GroupTracker, id: string, group: string, size: number, at: number) => {
     const a = tracker.assign(group, id, size);
-    return tracker.add(pending(id, 1, [], { groupKey: a.key, group, generation: a.generation, late: a.late, declaredSize: a.size, receivedAt: at }));
+    return tracker.add(
+      pending(id, 1, [], {
+        groupKey: a.key,
+        group,
+        generation: a.generation,
+        late: a.late,
+        declaredSize: a.size,
+        receivedAt: at,
+      }),
+    );
   };
 
   test("a generation completes at its declared size, else at the timeout; a rollout without a group is a group of one", () => {
@@ -151,20 +173,21 @@ describe("BatchPacker", () => {
     const dir = mkdtempSync(join(tmpdir(), "rlgate-core-test-"));
     const store = new CoreStore(dir);
     try {
-      const row = (n: number, id: string): ReadyRow => readyRow({
-        rolloutId: id,
-        trajectoryId: `${id}:0`,
-        groupKey: "group:g",
-        group: "g",
-        task: "t",
-        harness: "h",
-        reward: 1,
-        segment: "main",
-        tokenIds: bytesOf(Int32Array.from({ length: n }, (_, i) => i)),
-        lossMask: bytesOf(Uint8Array.from({ length: n }, (_, i) => (i % 2 ? 1 : 0))),
-        logprobs: bytesOf(new Float32Array(n).fill(-1)),
-        advantages: bytesOf(new Float32Array(n).fill(0.5)),
-      });
+      const row = (n: number, id: string): ReadyRow =>
+        readyRow({
+          rolloutId: id,
+          trajectoryId: `${id}:0`,
+          groupKey: "group:g",
+          group: "g",
+          task: "t",
+          harness: "h",
+          reward: 1,
+          segment: "main",
+          tokenIds: bytesOf(Int32Array.from({ length: n }, (_, i) => i)),
+          lossMask: bytesOf(Uint8Array.from({ length: n }, (_, i) => (i % 2 ? 1 : 0))),
+          logprobs: bytesOf(new Float32Array(n).fill(-1)),
+          advantages: bytesOf(new Float32Array(n).fill(0.5)),
+        });
       const rows = [row(4, "a"), row(4, "b"), row(4, "c"), row(20, "d"), row(2, "e")];
       const keys = await store.commitGroup("group:g", ["a", "b", "c", "d", "e"], rows, null);
       const packer = new BatchPacker(store, {
@@ -177,17 +200,26 @@ describe("BatchPacker", () => {
       assert.equal(packer.readyRows, 5);
       assert.deepEqual(keys.length, 5);
       const built = await packer.pack();
-      assert.deepEqual(built.map((b) => b.rowInfo.map((r) => r.rolloutId)), [["a", "b"], ["c"], ["d"]]);
+      assert.deepEqual(
+        built.map((b) => b.rowInfo.map((r) => r.rolloutId)),
+        [["a", "b"], ["c"], ["d"]],
+      );
       assert.equal(packer.readyRows, 1); // "e" waits for more rows or the batch timeout
       const rest = await packer.pack({ flush: true });
-      assert.deepEqual(rest.map((b) => [b.rows, b.tokens]), [[1, 2]]);
+      assert.deepEqual(
+        rest.map((b) => [b.rows, b.tokens]),
+        [[1, 2]],
+      );
       const first = built[0]!;
       assert.deepEqual([...int32s(first.offsets)], [0, 4, 8]);
       const weights = float32s(first.lossWeights);
       // seq-mean-token-mean: 2 rows of 2 trained tokens each → 1/4 per trained token.
       assert.deepEqual([...weights], [0, 0.25, 0, 0.25, 0, 0.25, 0, 0.25]);
       assert.equal(first.trainedTokens, 4);
-      assert.deepEqual(store.batchIds(), [...built, ...rest].map((b) => b.batchId));
+      assert.deepEqual(
+        store.batchIds(),
+        [...built, ...rest].map((b) => b.batchId),
+      );
       assert.equal(store.readyKeys().length, 0);
     } finally {
       await store.close();
@@ -198,20 +230,21 @@ describe("BatchPacker", () => {
 
 describe("buildBatch", () => {
   test("--normalize harness whitens each harness's trained tokens within the batch", async () => {
-    const row = (harness: string, adv: number[]): ReadyRow => readyRow({
-      rolloutId: harness + adv[0],
-      trajectoryId: "x",
-      groupKey: "group:g",
-      group: "g",
-      task: "t",
-      harness,
-      reward: 0,
-      segment: "main",
-      tokenIds: bytesOf(new Int32Array(adv.length)),
-      lossMask: bytesOf(Uint8Array.from(adv, (_, i) => (i === 0 ? 0 : 1))),
-      logprobs: bytesOf(new Float32Array(adv.length)),
-      advantages: bytesOf(Float32Array.from(adv)),
-    });
+    const row = (harness: string, adv: number[]): ReadyRow =>
+      readyRow({
+        rolloutId: harness + adv[0],
+        trajectoryId: "x",
+        groupKey: "group:g",
+        group: "g",
+        task: "t",
+        harness,
+        reward: 0,
+        segment: "main",
+        tokenIds: bytesOf(new Int32Array(adv.length)),
+        lossMask: bytesOf(Uint8Array.from(adv, (_, i) => (i === 0 ? 0 : 1))),
+        logprobs: bytesOf(new Float32Array(adv.length)),
+        advantages: bytesOf(Float32Array.from(adv)),
+      });
     const batch = await buildBatch(7, [row("a", [9, 1, 3]), row("b", [9, 100, 300]), row("a", [9, 5])], {
       normalize: "harness",
       lossAgg: "token-mean",
@@ -220,8 +253,13 @@ describe("buildBatch", () => {
     const adv = float32s(batch.advantages);
     const mask = uint8s(batch.lossMask);
     const offsets = int32s(batch.offsets);
-    for (const [harness, rows] of [["a", [0, 2]], ["b", [1]]] as const) {
-      const values = rows.flatMap((r) => [...adv.subarray(offsets[r]!, offsets[r + 1]!)].filter((_, i) => mask[offsets[r]! + i]));
+    for (const [harness, rows] of [
+      ["a", [0, 2]],
+      ["b", [1]],
+    ] as const) {
+      const values = rows.flatMap((r) =>
+        [...adv.subarray(offsets[r]!, offsets[r + 1]!)].filter((_, i) => mask[offsets[r]! + i]),
+      );
       const mean = values.reduce((x, y) => x + y, 0) / values.length;
       assert.ok(Math.abs(mean) < 1e-5, `harness ${harness} mean ${mean}`);
       if (values.length > 2) {
@@ -239,7 +277,13 @@ describe("consistencyFigures", () => {
     const rollout = Float32Array.of(-1, -2, -3, -0.5, -4, NaN, -1);
     const trainer = Float32Array.of(-1.1, -2, -2.9, -0.5, -4.2, -1, 99);
     const lossMask = Uint8Array.of(1, 1, 1, 1, 1, 1, 0);
-    const [all, a, b] = consistencyFigures({ offsets: Int32Array.of(0, 3, 7), lossMask, rollout, trainer, harness: ["a", "b"] });
+    const [all, a, b] = consistencyFigures({
+      offsets: Int32Array.of(0, 3, 7),
+      lossMask,
+      rollout,
+      trainer,
+      harness: ["a", "b"],
+    });
     assert.equal(all!.harness, "*");
     assert.equal(all!.tokens, 5); // NaN and mask-0 left out
     assert.equal(a!.tokens, 3);

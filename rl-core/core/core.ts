@@ -96,7 +96,7 @@ export interface CoreOptions {
 }
 
 function message(error: unknown): string {
-  return error instanceof Error ? error.stack ?? error.message : String(error);
+  return error instanceof Error ? (error.stack ?? error.message) : String(error);
 }
 
 export class Core {
@@ -126,7 +126,9 @@ export class Core {
   static async start(options: CoreOptions): Promise<Core> {
     const host = options.host ?? "127.0.0.1";
     if (!isLoopbackHost(host) && !options.token) {
-      throw new StartRefusal(`refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`);
+      throw new StartRefusal(
+        `refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`,
+      );
     }
     if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
     const creds = serverCredentials(host, options.tls, "the trainer service");
@@ -156,7 +158,11 @@ export class Core {
     this.#server = server;
     this.port = port;
     this.address = dialAddress(host, port);
-    this.#tracker = new GroupTracker({ defaultSize: options.groupSize ?? 0, timeoutMs: options.groupTimeoutMs ?? 120_000, names: store.allNames() });
+    this.#tracker = new GroupTracker({
+      defaultSize: options.groupSize ?? 0,
+      timeoutMs: options.groupTimeoutMs ?? 120_000,
+      names: store.allNames(),
+    });
     for (const p of store.allPending()) this.#tracker.add(p);
     const tokenBudget = options.tokenBudget ?? DEFAULT_TOKEN_BUDGET;
     this.#packer = new BatchPacker(store, {
@@ -203,7 +209,8 @@ export class Core {
 
   /** The metrics server, the gateway streams and the timer (the store and trainer service are open already). */
   async #open(metricsPort: number | null): Promise<void> {
-    if (metricsPort !== null) this.#httpServer = await startMetricsServer(this.metrics, this.#options.host ?? "127.0.0.1", metricsPort);
+    if (metricsPort !== null)
+      this.#httpServer = await startMetricsServer(this.metrics, this.#options.host ?? "127.0.0.1", metricsPort);
     const options = this.#options;
     const member = options.member ?? this.#store.memberName(() => `${hostname()}-${randomBytes(4).toString("hex")}`);
     for (const address of options.gateways.map(grpcTarget)) {
@@ -236,16 +243,20 @@ export class Core {
       onRollout: (m) => this.#onRollout(address, m),
       held: () => [
         ...this.#tracker.cursorsFrom(address),
-        ...[...this.#processing.values()].flatMap((g) => [...g.members.values()].filter((m) => m.gateway === address).map((m) => m.cursor)),
+        ...[...this.#processing.values()].flatMap((g) =>
+          [...g.members.values()].filter((m) => m.gateway === address).map((m) => m.cursor),
+        ),
       ],
       onRejected: async (cursors) => {
         // Given to another core meanwhile (e.g. this one came back after its leases were re-delivered): reported.
         const dropped = this.#tracker.remove(address, new Set(cursors));
         await this.#store.dropPending(dropped);
         this.#drop("rejected", dropped.length);
-        if (dropped.length) this.#log(`core: gateway ${address} gave ${dropped.length} rollouts held here to another core; dropped`);
+        if (dropped.length)
+          this.#log(`core: gateway ${address} gave ${dropped.length} rollouts held here to another core; dropped`);
       },
-      onConnection: (up, detail) => this.#log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
+      onConnection: (up, detail) =>
+        this.#log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
     });
   }
 
@@ -324,10 +335,20 @@ export class Core {
         this.#drop("error", ids.length);
       }
       if (by === "timeout" && g.size > g.members.size) {
-        this.#log(`core: group ${key} processed at its timeout with ${g.members.size} of ${g.size} rollouts; the next ${g.size - g.members.size} of '${g.name}' are trained as its late ones`);
+        this.#log(
+          `core: group ${key} processed at its timeout with ${g.members.size} of ${g.size} rollouts; the next ${g.size - g.members.size} of '${g.name}' are trained as its late ones`,
+        );
       }
-      const keys = await this.#store.commitGroup(key, ids, rows, taken.state ? { group: g.name, state: taken.state } : null);
-      this.#packer.add(keys, rows.map((r) => ({ tokens: r.tokenIds.byteLength / 4, rolloutId: r.rolloutId, groupKey: r.groupKey })));
+      const keys = await this.#store.commitGroup(
+        key,
+        ids,
+        rows,
+        taken.state ? { group: g.name, state: taken.state } : null,
+      );
+      this.#packer.add(
+        keys,
+        rows.map((r) => ({ tokens: r.tokenIds.byteLength / 4, rolloutId: r.rolloutId, groupKey: r.groupKey })),
+      );
       this.#counts.groupsDone++;
       this.metrics.groups.inc({ completed_by: by });
       this.#ackTo(g.members.values());

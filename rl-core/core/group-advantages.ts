@@ -14,7 +14,15 @@ import type { GroupContext, PendingRollout, ReadyRow, RowSignal } from "./core-s
 import { buildTreeSpec } from "./tree-spec.ts";
 
 export type CoreEstimator = Exclude<EstimatorName, "gae">;
-export const CORE_ESTIMATORS: readonly CoreEstimator[] = ["grpo", "dr-grpo", "rloo", "reinforce++-baseline", "reinforce++", "opo", "tree"];
+export const CORE_ESTIMATORS: readonly CoreEstimator[] = [
+  "grpo",
+  "dr-grpo",
+  "rloo",
+  "reinforce++-baseline",
+  "reinforce++",
+  "opo",
+  "tree",
+];
 export type OutcomeEstimator = "grpo" | "dr-grpo" | "rloo" | "reinforce++-baseline" | "opo";
 export const OUTCOME_ESTIMATORS: readonly string[] = ["grpo", "dr-grpo", "rloo", "reinforce++-baseline", "opo"];
 
@@ -104,7 +112,11 @@ function signalOf(rewards: readonly number[]): RowSignal {
  * (before any whitening over a training batch). The same computation serves the core's batches and advantages on
  * request (ComputeAdvantages over a served batch), so the two agree.
  */
-export async function rolloutValues(estimator: OutcomeEstimator, ctx: GroupContext, whitenScope: WhitenScope): Promise<Float64Array> {
+export async function rolloutValues(
+  estimator: OutcomeEstimator,
+  ctx: GroupContext,
+  whitenScope: WhitenScope,
+): Promise<Float64Array> {
   const n = ctx.rollouts.length;
   // One row per rollout, as long as its trained tokens: OPO's lengths and the whitening weights.
   const offsets = new Int32Array(n + 1);
@@ -117,7 +129,9 @@ export async function rolloutValues(estimator: OutcomeEstimator, ctx: GroupConte
   };
   const spec = estimator === "reinforce++-baseline" ? { estimator, whiten: whitenScope === "group" } : { estimator };
   const result = await computeAdvantagesAsync(batch, spec);
-  return Float64Array.from({ length: n }, (_, u) => (ctx.tokens[u]! > 0 ? result.advantages[offsets[u]!]! : result.rowAdvantages![u]!));
+  return Float64Array.from({ length: n }, (_, u) =>
+    ctx.tokens[u]! > 0 ? result.advantages[offsets[u]!]! : result.rowAdvantages![u]!,
+  );
 }
 
 /** Token advantages of a group's trajectories for the token-level estimators (tree, reinforce++). */
@@ -133,14 +147,24 @@ async function tokenLevelAdvantages(trajs: Traj[], lossMask: Uint8Array, options
   };
   if (options.estimator === "tree") {
     // One prefix tree per group: rollouts of one task share their prompt, and any sampled prefix they share.
-    const tree = buildTreeSpec(trajs.map((t) => t.tokenIds), new Int32Array(trajs.length));
+    const tree = buildTreeSpec(
+      trajs.map((t) => t.tokenIds),
+      new Int32Array(trajs.length),
+    );
     return (await computeAdvantagesAsync(batch, { estimator: "tree", tree })).advantages;
   }
-  const spec = { estimator: "reinforce++" as const, gamma: options.gamma ?? 1, whiten: options.whitenScope === "group" };
+  const spec = {
+    estimator: "reinforce++" as const,
+    gamma: options.gamma ?? 1,
+    whiten: options.whitenScope === "group",
+  };
   return (await computeAdvantagesAsync(batch, spec)).advantages;
 }
 
-export async function groupAdvantages(rollouts: readonly PendingRollout[], options: GroupOptions): Promise<GroupResult> {
+export async function groupAdvantages(
+  rollouts: readonly PendingRollout[],
+  options: GroupOptions,
+): Promise<GroupResult> {
   const dropped: GroupResult["dropped"] = [];
   let kept: PendingRollout[] = [];
   for (const r of rollouts) {
@@ -154,8 +178,15 @@ export async function groupAdvantages(rollouts: readonly PendingRollout[], optio
     kept = [];
   }
   const trajs = kept.flatMap((r, k) => trainedTrajectories(r, k));
-  const lossMask = concatTyped(Uint8Array, trajs.map((t) => t.lossMask));
-  const context: GroupContext = { rollouts: kept.map((r) => r.rolloutId), rewards: kept.map((r) => r.reward!), tokens: kept.map(() => 0) };
+  const lossMask = concatTyped(
+    Uint8Array,
+    trajs.map((t) => t.lossMask),
+  );
+  const context: GroupContext = {
+    rollouts: kept.map((r) => r.rolloutId),
+    rewards: kept.map((r) => r.reward!),
+    tokens: kept.map(() => 0),
+  };
   for (const t of trajs) for (const m of t.lossMask) context.tokens[t.keptIndex]! += m;
 
   let advantages: Float32Array;

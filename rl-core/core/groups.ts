@@ -84,10 +84,22 @@ export class GroupTracker {
     let assignment: Assignment;
     if (state.owed > 0) {
       state.owed--;
-      assignment = { key: generationKey(name, state.owedOf, true), generation: state.owedOf, late: true, size: state.owedSize, state };
+      assignment = {
+        key: generationKey(name, state.owedOf, true),
+        generation: state.owedOf,
+        late: true,
+        size: state.owedSize,
+        state,
+      };
     } else {
       if (!state.size) state.size = declaredSize || this.#defaultSize;
-      assignment = { key: generationKey(name, state.generation, false), generation: state.generation, late: false, size: state.size, state };
+      assignment = {
+        key: generationKey(name, state.generation, false),
+        generation: state.generation,
+        late: false,
+        size: state.size,
+        state,
+      };
     }
     this.#names.set(name, state);
     return assignment;
@@ -102,7 +114,15 @@ export class GroupTracker {
   add(p: PendingRollout): PendingGroup {
     let g = this.#groups.get(p.groupKey);
     if (!g) {
-      g = { key: p.groupKey, name: p.group, generation: p.generation, late: p.late, size: p.declaredSize, firstAt: p.receivedAt, members: new Map() };
+      g = {
+        key: p.groupKey,
+        name: p.group,
+        generation: p.generation,
+        late: p.late,
+        size: p.declaredSize,
+        firstAt: p.receivedAt,
+        members: new Map(),
+      };
       this.#groups.set(p.groupKey, g);
     }
     // A generation whose size was unknown takes the first one declared.
@@ -130,7 +150,8 @@ export class GroupTracker {
   /** Cursors of the pending rollouts that came from `gateway` (what the core holds unacked there). */
   cursorsFrom(gateway: string): number[] {
     const out: number[] = [];
-    for (const g of this.#groups.values()) for (const m of g.members.values()) if (m.gateway === gateway) out.push(m.cursor);
+    for (const g of this.#groups.values())
+      for (const m of g.members.values()) if (m.gateway === gateway) out.push(m.cursor);
     return out;
   }
 
@@ -160,7 +181,9 @@ export class GroupTracker {
     this.#groups.delete(key);
     for (const id of g.members.keys()) this.#byRollout.delete(id);
     if (!g.name) return { group: g, state: null };
-    const state = { ...(this.#names.get(g.name) ?? { generation: g.generation, size: 0, owed: 0, owedOf: 0, owedSize: 0 }) };
+    const state = {
+      ...(this.#names.get(g.name) ?? { generation: g.generation, size: 0, owed: 0, owedOf: 0, owedSize: 0 }),
+    };
     if (g.late) {
       // Late rollouts still missing then are not waited for: the name's next rollouts open its next generation.
       if (state.owedOf === g.generation) state.owed = 0;

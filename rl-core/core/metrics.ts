@@ -32,8 +32,16 @@ export class CoreMetrics {
     labelNames: ["completed_by"] as const,
     registers: [this.registry],
   });
-  readonly batches = new Counter({ name: "rlgate_core_batches_total", help: "Batches built", registers: [this.registry] });
-  readonly batchesAcked = new Counter({ name: "rlgate_core_batches_acked_total", help: "Batches acked by trainers", registers: [this.registry] });
+  readonly batches = new Counter({
+    name: "rlgate_core_batches_total",
+    help: "Batches built",
+    registers: [this.registry],
+  });
+  readonly batchesAcked = new Counter({
+    name: "rlgate_core_batches_acked_total",
+    help: "Batches acked by trainers",
+    registers: [this.registry],
+  });
   readonly tokensServed = new Counter({
     name: "rlgate_core_tokens_served_total",
     help: "Tokens of batches sent to trainers (re-deliveries included)",
@@ -64,9 +72,24 @@ export class CoreMetrics {
     registers: [this.registry],
   });
 
-  constructor(gauges: { groupsPending(): number; readyRows(): number; batchesReady(): number; gateways(): Array<[string, boolean]> }, processMetrics = false) {
+  constructor(
+    gauges: {
+      groupsPending(): number;
+      readyRows(): number;
+      batchesReady(): number;
+      gateways(): Array<[string, boolean]>;
+    },
+    processMetrics = false,
+  ) {
     const live = (name: string, help: string, read: () => number) =>
-      new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
     live("rlgate_core_groups_pending", "Groups waiting to complete", gauges.groupsPending);
     live("rlgate_core_trajectories_ready", "Trajectories with advantages waiting for a batch", gauges.readyRows);
     live("rlgate_core_batches_ready", "Batches not yet acked by a trainer", gauges.batchesReady);

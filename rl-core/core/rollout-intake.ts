@@ -15,7 +15,12 @@ export function parseMetadata(json: string): Record<string, unknown> {
   }
 }
 
-export function toPending(m: RolloutMessage, gateway: string, assignment: Assignment, trainSegments?: readonly string[]): PendingRollout {
+export function toPending(
+  m: RolloutMessage,
+  gateway: string,
+  assignment: Assignment,
+  trainSegments?: readonly string[],
+): PendingRollout {
   const t = m.trajectories;
   return {
     rolloutId: m.rolloutId,

@@ -7,7 +7,12 @@ export interface Row {
   mask: number[];
 }
 
-export function pending(id: string, reward: number | null, rows: Row[], extra: Partial<PendingRollout> = {}): PendingRollout {
+export function pending(
+  id: string,
+  reward: number | null,
+  rows: Row[],
+  extra: Partial<PendingRollout> = {},
+): PendingRollout {
   const offsets = new Int32Array(rows.length + 1);
   rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.ids.length));
   const ids = rows.flatMap((r) => r.ids);
@@ -43,7 +48,12 @@ export function pending(id: string, reward: number | null, rows: Row[], extra: P
 }
 
 /** A ready row with what packing and serving read besides its tokens. */
-export function readyRow(fields: Omit<ReadyRow, "generation" | "late" | "signal" | "context" | "calls" | "callIndex" | "finishReason" | "policyVersion">): ReadyRow {
+export function readyRow(
+  fields: Omit<
+    ReadyRow,
+    "generation" | "late" | "signal" | "context" | "calls" | "callIndex" | "finishReason" | "policyVersion"
+  >,
+): ReadyRow {
   return {
     generation: 1,
     late: false,
@@ -56,4 +66,3 @@ export function readyRow(fields: Omit<ReadyRow, "generation" | "late" | "signal"
     ...fields,
   };
 }
-

@@ -8,6 +8,7 @@ export function trainedRows(
   metadata: Record<string, unknown>,
   trainSegments: readonly string[] | undefined,
 ): Uint8Array {
-  if (trainSegments === undefined || (metadata["train_segments"] !== undefined && metadata["train_segments"] !== null)) return m.trained;
+  if (trainSegments === undefined || (metadata["train_segments"] !== undefined && metadata["train_segments"] !== null))
+    return m.trained;
   return Uint8Array.from(m.segments, (segment) => (trainSegments.includes(segment) ? 1 : 0));
 }

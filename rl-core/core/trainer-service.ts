@@ -2,7 +2,12 @@
 // leased to one stream until acked, and re-delivered if that stream ends first), logprob reports turned into
 // consistency figures, and advantages computed for trainers that bring their own values.
 import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
-import { computeAdvantagesAsync, type EstimatorSpec, type NormalizeBy, type RolloutBatch } from "../estimators/index.ts";
+import {
+  computeAdvantagesAsync,
+  type EstimatorSpec,
+  type NormalizeBy,
+  type RolloutBatch,
+} from "../estimators/index.ts";
 import { importanceWeightsAsync, klDivergenceAsync, KL_KINDS, type KlKind } from "../kernels/index.ts";
 import {
   bytesOf,
@@ -58,7 +63,9 @@ export interface TrainerServiceOptions {
 async function rowKl(batch: StoredBatch, policy: Float32Array, ref: Float32Array): Promise<RowKl[]> {
   const offsets = int32s(batch.offsets);
   const mask = uint8s(batch.lossMask);
-  const byKind = await Promise.all(KL_KINDS.map((kind) => klDivergenceAsync({ logp: policy, logpRef: ref, mask, kind })));
+  const byKind = await Promise.all(
+    KL_KINDS.map((kind) => klDivergenceAsync({ logp: policy, logpRef: ref, mask, kind })),
+  );
   const out: RowKl[] = [];
   for (let r = 0; r < batch.rows; r++) {
     const sums = [0, 0, 0];
@@ -78,9 +85,17 @@ async function rowKl(batch: StoredBatch, policy: Float32Array, ref: Float32Array
 function trainerLogprobs(bytes: Uint8Array, batch: StoredBatch, what: string): Float32Array {
   const values = float32s(bytes, what);
   const mask = uint8s(batch.lossMask);
-  if (values.length !== mask.length) throw new LinkError("RLGATE_BAD_REQUEST", `${what} has ${values.length} entries, the batch has ${mask.length} tokens`);
+  if (values.length !== mask.length)
+    throw new LinkError(
+      "RLGATE_BAD_REQUEST",
+      `${what} has ${values.length} entries, the batch has ${mask.length} tokens`,
+    );
   for (let t = 0; t < mask.length; t++) {
-    if (mask[t] && !Number.isFinite(values[t]!)) throw new LinkError("RLGATE_BAD_REQUEST", `${what}[${t}] is ${values[t]} on a trained token: logprobs must be finite`);
+    if (mask[t] && !Number.isFinite(values[t]!))
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        `${what}[${t}] is ${values[t]} on a trained token: logprobs must be finite`,
+      );
   }
   return values;
 }
@@ -188,16 +203,23 @@ export class TrainerService {
 
   #batch(id: number): StoredBatch {
     const batch = this.#options.source.get(id);
-    if (!batch) throw new LinkError("RLGATE_NOT_FOUND", `no batch ${id} (acked already? report logprobs before acking, or with ack: true)`);
+    if (!batch)
+      throw new LinkError(
+        "RLGATE_NOT_FOUND",
+        `no batch ${id} (acked already? report logprobs before acking, or with ack: true)`,
+      );
     return batch;
   }
 
-  readonly ackBatch = unaryHandler<AckBatchRequest, { acked: number }>(async (req) => ({ acked: await this.#ack(req.batchIds) }));
+  readonly ackBatch = unaryHandler<AckBatchRequest, { acked: number }>(async (req) => ({
+    acked: await this.#ack(req.batchIds),
+  }));
 
   readonly reportLogprobs = unaryHandler<LogprobReport, ConsistencyReport>(async (req) => {
     const batch = this.#batch(req.batchId);
     const kind = req.kind || "policy";
-    if (kind !== "policy" && kind !== "ref") throw new LinkError("RLGATE_BAD_REQUEST", `kind must be policy or ref, not '${kind}'`);
+    if (kind !== "policy" && kind !== "ref")
+      throw new LinkError("RLGATE_BAD_REQUEST", `kind must be policy or ref, not '${kind}'`);
     const trainer = trainerLogprobs(req.logprobs, batch, "logprobs");
     const rollout = float32s(batch.logprobs);
     const lossMask = uint8s(batch.lossMask);
@@ -216,7 +238,14 @@ export class TrainerService {
       });
       this.#options.onConsistency?.(harnesses);
       if (req.importanceCap > 0) {
-        importance = bytesOf(await importanceWeightsAsync({ logpOld: trainer, logpRollout: rollout, mask: lossMask, cap: req.importanceCap }));
+        importance = bytesOf(
+          await importanceWeightsAsync({
+            logpOld: trainer,
+            logpRollout: rollout,
+            mask: lossMask,
+            cap: req.importanceCap,
+          }),
+        );
       }
     }
     const kl = reported.ref ? await rowKl(batch, reported.policy ?? rollout, reported.ref) : [];
@@ -225,13 +254,22 @@ export class TrainerService {
   });
 
   /** -kl_coef * KL(policy || ref) per token, when asked and the batch has ref logprobs. */
-  async #klRewards(req: AdvantageRequest, served: StoredBatch | null, extra?: Float32Array): Promise<Float32Array | undefined> {
+  async #klRewards(
+    req: AdvantageRequest,
+    served: StoredBatch | null,
+    extra?: Float32Array,
+  ): Promise<Float32Array | undefined> {
     if (!(req.klCoef > 0)) return extra;
     if (!Number.isFinite(req.klCoef)) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef must be finite");
     const ref = served ? this.#reported.get(served.batchId)?.ref : undefined;
-    if (!served || !ref) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef needs a served batch whose ref logprobs were reported (ReportLogprobs kind ref)");
+    if (!served || !ref)
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        "kl_coef needs a served batch whose ref logprobs were reported (ReportLogprobs kind ref)",
+      );
     const kind = (req.klKind || "k1") as KlKind;
-    if (!KL_KINDS.includes(kind)) throw new LinkError("RLGATE_BAD_REQUEST", `kl_kind must be one of ${KL_KINDS.join(", ")}`);
+    if (!KL_KINDS.includes(kind))
+      throw new LinkError("RLGATE_BAD_REQUEST", `kl_kind must be one of ${KL_KINDS.join(", ")}`);
     const policy = this.#reported.get(served.batchId)?.policy ?? float32s(served.logprobs);
     const kl = await klDivergenceAsync({ logp: policy, logpRef: ref, mask: uint8s(served.lossMask), kind });
     return kl.map((x, t) => (extra ? extra[t]! : 0) - req.klCoef * x);
@@ -251,19 +289,33 @@ export class TrainerService {
     }
     let spec: EstimatorSpec;
     const tokens = batch.lossMask.length;
-    const tokenRewards = await this.#klRewards(req, served, req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined);
+    const tokenRewards = await this.#klRewards(
+      req,
+      served,
+      req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined,
+    );
     if (tokenRewards && tokenRewards.length !== tokens) {
-      throw new LinkError("RLGATE_BAD_REQUEST", `token_rewards has ${tokenRewards.length} entries, the batch has ${tokens} tokens`);
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        `token_rewards has ${tokenRewards.length} entries, the batch has ${tokens} tokens`,
+      );
     }
     if (estimator === "gae") {
       const values = float32s(req.values, "values");
-      if (values.length !== tokens) throw new LinkError("RLGATE_BAD_REQUEST", `values has ${values.length} entries, the batch has ${tokens} tokens`);
+      if (values.length !== tokens)
+        throw new LinkError(
+          "RLGATE_BAD_REQUEST",
+          `values has ${values.length} entries, the batch has ${tokens} tokens`,
+        );
       const gae = gaeParams(req);
       spec = { estimator: "gae", values, tokenRewards, ...gae, normalize };
     } else if (estimator === "reinforce++") {
       spec = { estimator, gamma: req.gamma ?? 1, tokenRewards, normalize };
     } else if (estimator === "tree") {
-      throw new LinkError("RLGATE_BAD_REQUEST", "the tree estimator runs in the core (--estimator tree), not on request");
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        "the tree estimator runs in the core (--estimator tree), not on request",
+      );
     } else {
       spec = { estimator, normalize } as EstimatorSpec;
     }
@@ -304,15 +356,25 @@ function gaeParams(req: AdvantageRequest): { gamma: number; lambda: number; whit
   const gae = req.gae;
   if (!gae) return { gamma: 1, lambda: 1, whiten: true };
   const missing = (["gamma", "lambda"] as const).filter((k) => gae[k] === undefined || gae[k] === null);
-  if (missing.length) throw new LinkError("RLGATE_BAD_REQUEST", `gae needs gamma and lambda together (missing ${missing.join(" and ")}); leave gae out for gamma = lambda = 1`);
+  if (missing.length)
+    throw new LinkError(
+      "RLGATE_BAD_REQUEST",
+      `gae needs gamma and lambda together (missing ${missing.join(" and ")}); leave gae out for gamma = lambda = 1`,
+    );
   for (const k of ["gamma", "lambda"] as const) {
-    if (!Number.isFinite(gae[k]) || gae[k]! < 0 || gae[k]! > 1) throw new LinkError("RLGATE_BAD_REQUEST", `gae.${k} must be in [0, 1], not ${gae[k]}`);
+    if (!Number.isFinite(gae[k]) || gae[k]! < 0 || gae[k]! > 1)
+      throw new LinkError("RLGATE_BAD_REQUEST", `gae.${k} must be in [0, 1], not ${gae[k]}`);
   }
   return { gamma: gae.gamma!, lambda: gae.lambda!, whiten: gae.whiten ?? true };
 }
 
 /** Outcome advantages over a served batch, each row's group whole (see computeAdvantages). */
-export async function servedOutcomeAdvantages(served: StoredBatch, estimator: OutcomeEstimator, scope: WhitenScope, normalize: NormalizeBy): Promise<Float32Array> {
+export async function servedOutcomeAdvantages(
+  served: StoredBatch,
+  estimator: OutcomeEstimator,
+  scope: WhitenScope,
+  normalize: NormalizeBy,
+): Promise<Float32Array> {
   const value = new Map<string, number>();
   const contexts = new Map(served.rowInfo.map((r) => [r.groupKey, r.context]));
   for (const ctx of contexts.values()) {
@@ -348,10 +410,12 @@ function advantageBatch(req: AdvantageRequest, served: StoredBatch | null): Roll
   if (problem) throw new LinkError("RLGATE_BAD_REQUEST", problem);
   const perRow = (name: string, values: number[]) => {
     if (values.length === 0) return undefined;
-    if (values.length !== rows) throw new LinkError("RLGATE_BAD_REQUEST", `${name} has ${values.length} entries for ${rows} rows`);
+    if (values.length !== rows)
+      throw new LinkError("RLGATE_BAD_REQUEST", `${name} has ${values.length} entries for ${rows} rows`);
     return Int32Array.from(values);
   };
-  if (req.rewards.length !== rows) throw new LinkError("RLGATE_BAD_REQUEST", `rewards has ${req.rewards.length} entries for ${rows} rows`);
+  if (req.rewards.length !== rows)
+    throw new LinkError("RLGATE_BAD_REQUEST", `rewards has ${req.rewards.length} entries for ${rows} rows`);
   return {
     offsets,
     lossMask,

@@ -17,7 +17,13 @@ export interface PreparedBatch {
   numGroups: number;
 }
 
-function expectRowArray(estimator: string, name: string, value: unknown, ctor: abstract new (...args: never[]) => ArrayLike<number>, rows: number): void {
+function expectRowArray(
+  estimator: string,
+  name: string,
+  value: unknown,
+  ctor: abstract new (...args: never[]) => ArrayLike<number>,
+  rows: number,
+): void {
   if (value === undefined) return;
   if (!(value instanceof ctor) || (value as ArrayLike<number>).length !== rows) {
     throw new EstimatorError(estimator, `${name} must be a ${ctor.name} with one entry per row (${rows})`);
@@ -51,7 +57,10 @@ export function prepareBatch(estimator: string, batch: RolloutBatch, needsGroups
       continue;
     }
     if (!Number.isFinite(batch.rewards[r]!)) {
-      throw new EstimatorError(estimator, `row ${r} has reward ${batch.rewards[r]}; drop it (infra_error) or give a number`);
+      throw new EstimatorError(
+        estimator,
+        `row ${r} has reward ${batch.rewards[r]}; drop it (infra_error) or give a number`,
+      );
     }
   }
 
@@ -94,7 +103,10 @@ export function segmentIds(
   const needTask = by === "task" || by === "task-harness";
   const needHarness = by === "harness" || by === "task-harness";
   if ((needTask && !batch.taskIds) || (needHarness && !batch.harnessIds)) {
-    throw new EstimatorError(estimator, `normalize "${by}" needs ${needTask ? "taskIds" : ""}${needTask && needHarness ? " and " : ""}${needHarness ? "harnessIds" : ""}`);
+    throw new EstimatorError(
+      estimator,
+      `normalize "${by}" needs ${needTask ? "taskIds" : ""}${needTask && needHarness ? " and " : ""}${needHarness ? "harnessIds" : ""}`,
+    );
   }
   const rowSegment = new Int32Array(kept.length).fill(-1);
   const dense = new Map<string, number>();

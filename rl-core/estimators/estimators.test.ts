@@ -4,7 +4,13 @@ import { describe, test } from "node:test";
 
 import { randomBatch } from "../kernels/random-batch.ts";
 import { assertClose, availableBackends } from "../kernels/test-support.ts";
-import { computeAdvantages, computeAdvantagesAsync, EstimatorError, normalizeAdvantages, type RolloutBatch } from "./index.ts";
+import {
+  computeAdvantages,
+  computeAdvantagesAsync,
+  EstimatorError,
+  normalizeAdvantages,
+  type RolloutBatch,
+} from "./index.ts";
 
 const i32 = (...x: number[]) => Int32Array.from(x);
 const f32 = (...x: number[]) => Float32Array.from(x);
@@ -38,7 +44,8 @@ function tokensOf(rowAdvantages: number[]): number[] {
 const STD_A = Math.sqrt(1 / 3); // unbiased std of 1, 0, 0, 1
 
 for (const kernels of availableBackends()) {
-  const run = (batch: RolloutBatch, spec: Parameters<typeof computeAdvantages>[1]) => computeAdvantages(batch, spec, { kernels });
+  const run = (batch: RolloutBatch, spec: Parameters<typeof computeAdvantages>[1]) =>
+    computeAdvantages(batch, spec, { kernels });
 
   describe(`estimators (${kernels.backend})`, () => {
     test("GRPO: (r - mean) / (std + 1e-6); singleton 0; equal rewards 0; infra_error dropped", () => {
@@ -57,7 +64,11 @@ for (const kernels of availableBackends()) {
     });
 
     test("Dr.GRPO: r - mean, no std", () => {
-      assertClose(run(outcomeBatch(), { estimator: "dr-grpo" }).advantages, tokensOf([0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0]), "tokens");
+      assertClose(
+        run(outcomeBatch(), { estimator: "dr-grpo" }).advantages,
+        tokensOf([0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0]),
+        "tokens",
+      );
     });
 
     test("RLOO: r minus the mean of the others", () => {
@@ -88,10 +99,18 @@ for (const kernels of availableBackends()) {
         // Row 5 is alone in its group, rows 6-7 have equal rewards: no signal, and normalizing gives them none.
         assert.deepEqual([...out.advantages.subarray(15, 24)], [0, 0, 0, 0, 0, 0, 0, 0, 0], `${by}: no signal stays 0`);
         assert.deepEqual([...out.noSignal!], [0, 0, 0, 0, 0, 1, 1, 1]);
-        const seg = (r: number) => (by === "batch" ? "*" : by === "task" ? `${batch.taskIds![r]}` : by === "harness" ? `${batch.harnessIds![r]}` : `${batch.taskIds![r]}/${batch.harnessIds![r]}`);
+        const seg = (r: number) =>
+          by === "batch"
+            ? "*"
+            : by === "task"
+              ? `${batch.taskIds![r]}`
+              : by === "harness"
+                ? `${batch.harnessIds![r]}`
+                : `${batch.taskIds![r]}/${batch.harnessIds![r]}`;
         const groups = new Map<string, number[]>();
         for (let r = 0; r < 5; r++) {
-          for (let t = 3 * r; t < 3 * r + 3; t++) if (out.lossMask[t]) groups.set(seg(r), [...(groups.get(seg(r)) ?? []), out.advantages[t]!]);
+          for (let t = 3 * r; t < 3 * r + 3; t++)
+            if (out.lossMask[t]) groups.set(seg(r), [...(groups.get(seg(r)) ?? []), out.advantages[t]!]);
         }
         for (const [key, xs] of groups) {
           const mean = xs.reduce((s, v) => s + v) / xs.length;
@@ -102,7 +121,11 @@ for (const kernels of availableBackends()) {
       }
       const plain = run(batch, { estimator: "dr-grpo" }).advantages;
       const noSignal = u8(0, 0, 0, 0, 0, 1, 1, 1);
-      assertClose(normalizeAdvantages({ ...batch, noSignal }, plain, "task", { kernels }), run(batch, { estimator: "dr-grpo", normalize: "task" }).advantages, "normalizeAdvantages");
+      assertClose(
+        normalizeAdvantages({ ...batch, noSignal }, plain, "task", { kernels }),
+        run(batch, { estimator: "dr-grpo", normalize: "task" }).advantages,
+        "normalizeAdvantages",
+      );
     });
 
     test("outcome whitening on row values equals maskedWhiten over the broadcast tokens (random ragged batch)", () => {
@@ -122,9 +145,21 @@ for (const kernels of availableBackends()) {
         for (const g of batch.groupIds!) size.set(g, (size.get(g) ?? 0) + 1);
         const segment = Int32Array.from(batch.groupIds!, (g) => (size.get(g) === 1 ? -1 : 0));
         let tokens = kernels.broadcastRows({ offsets: b.offsets, rowValues: out.rowAdvantages!, mask: b.mask });
-        tokens = kernels.maskedWhiten({ offsets: b.offsets, x: tokens, mask: b.mask, rowSegment: segment, numSegments: 1 });
+        tokens = kernels.maskedWhiten({
+          offsets: b.offsets,
+          x: tokens,
+          mask: b.mask,
+          rowSegment: segment,
+          numSegments: 1,
+        });
         // normalize leaves rows without a baseline at 0 (noSignal): here the groups of one.
-        if (normalize !== "none") tokens = normalizeAdvantages({ ...batch, noSignal: Uint8Array.from(segment, (s) => (s < 0 ? 1 : 0)) }, tokens, normalize, { kernels });
+        if (normalize !== "none")
+          tokens = normalizeAdvantages(
+            { ...batch, noSignal: Uint8Array.from(segment, (s) => (s < 0 ? 1 : 0)) },
+            tokens,
+            normalize,
+            { kernels },
+          );
         assertClose(out.advantages, tokens, `reinforce++-baseline, normalize ${normalize}`);
       }
     });
@@ -139,7 +174,14 @@ for (const kernels of availableBackends()) {
       const m = (0.5 + 0.6 + 0.8) / 3;
       const s = Math.sqrt(((0.5 - m) ** 2 + (0.6 - m) ** 2 + (0.8 - m) ** 2) / 2 + 1e-8);
       assertClose(whitened.advantages, [(0.5 - m) / s, (0.6 - m) / s, 0, (0.8 - m) / s, 0, 0], "whitened");
-      const discounted = run(batch, { estimator: "gae", values, tokenRewards: f32(0, 0, 0, 0.5, 0, 0), gamma: 0.5, lambda: 0.5, whiten: false });
+      const discounted = run(batch, {
+        estimator: "gae",
+        values,
+        tokenRewards: f32(0, 0, 0, 0.5, 0, 0),
+        gamma: 0.5,
+        lambda: 0.5,
+        whiten: false,
+      });
       // r_3 = 0.5 + 1; delta_3 = 1.5 - 0.2; delta_1 = 0.5*0.2 - 0.4; delta_0 = 0.5*0.4 - 0.5.
       const a3 = 1.3;
       const a1 = -0.3 + 0.25 * a3;
@@ -147,7 +189,12 @@ for (const kernels of availableBackends()) {
     });
 
     test("GAE: an infra_error row is dropped", () => {
-      const batch: RolloutBatch = { offsets: i32(0, 2, 4), lossMask: u8(1, 1, 1, 1), rewards: f64(1, NaN), dropped: u8(0, 1) };
+      const batch: RolloutBatch = {
+        offsets: i32(0, 2, 4),
+        lossMask: u8(1, 1, 1, 1),
+        rewards: f64(1, NaN),
+        dropped: u8(0, 1),
+      };
       const out = run(batch, { estimator: "gae", values: f32(0, 0, 3, 3), whiten: false });
       assertClose(out.advantages, [1, 1, 0, 0], "advantages");
       assert.deepEqual([...out.lossMask], [1, 1, 0, 0]);
@@ -161,7 +208,11 @@ for (const kernels of availableBackends()) {
         rewards: f64(1, 0, 1),
         groupIds: i32(0, 0, 0),
       };
-      const tree = { parent: i32(-1, 0, 0, 1, 1), tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2), rowLeaf: i32(3, 4, 2) };
+      const tree = {
+        parent: i32(-1, 0, 0, 1, 1),
+        tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2),
+        rowLeaf: i32(3, 4, 2),
+      };
       const out = run(batch, { estimator: "tree", tree });
       const root = 2 / 3;
       const a1 = (0.5 - root + (0.5 - root)) / Math.SQRT2;
@@ -186,7 +237,12 @@ for (const kernels of availableBackends()) {
     });
 
     test("tree: rows of two groups under one root are refused", () => {
-      const batch: RolloutBatch = { offsets: i32(0, 1, 2), lossMask: u8(1, 1), rewards: f64(1, 0), groupIds: i32(0, 1) };
+      const batch: RolloutBatch = {
+        offsets: i32(0, 1, 2),
+        lossMask: u8(1, 1),
+        rewards: f64(1, 0),
+        groupIds: i32(0, 1),
+      };
       const tree = { parent: i32(-1, 0, 0), tokenNode: i32(1, 2), rowLeaf: i32(1, 2) };
       assert.throws(() => run(batch, { estimator: "tree", tree }), EstimatorError);
     });
@@ -195,16 +251,35 @@ for (const kernels of availableBackends()) {
       const empty: RolloutBatch = { offsets: i32(0), lossMask: u8(), rewards: f64(), groupIds: i32() };
       for (const estimator of ["grpo", "dr-grpo", "rloo", "reinforce++-baseline", "opo"] as const) {
         assert.equal(run(empty, { estimator }).advantages.length, 0, estimator);
-        assert.equal((await computeAdvantagesAsync(empty, { estimator, normalize: "batch" }, { kernels })).advantages.length, 0);
+        assert.equal(
+          (await computeAdvantagesAsync(empty, { estimator, normalize: "batch" }, { kernels })).advantages.length,
+          0,
+        );
       }
       assert.equal(run(empty, { estimator: "gae", values: f32() }).advantages.length, 0);
-      assert.equal(run(empty, { estimator: "tree", tree: { parent: i32(), tokenNode: i32(), rowLeaf: i32() } }).advantages.length, 0);
+      assert.equal(
+        run(empty, { estimator: "tree", tree: { parent: i32(), tokenNode: i32(), rowLeaf: i32() } }).advantages.length,
+        0,
+      );
 
-      const masked: RolloutBatch = { offsets: i32(0, 2, 4), lossMask: u8(0, 0, 0, 0), rewards: f64(1, 0), groupIds: i32(0, 0) };
+      const masked: RolloutBatch = {
+        offsets: i32(0, 2, 4),
+        lossMask: u8(0, 0, 0, 0),
+        rewards: f64(1, 0),
+        groupIds: i32(0, 0),
+      };
       for (const estimator of ["grpo", "rloo", "reinforce++-baseline", "opo"] as const) {
-        assertClose(run(masked, { estimator, normalize: "batch" }).advantages, [0, 0, 0, 0], `${estimator}, all masked`);
+        assertClose(
+          run(masked, { estimator, normalize: "batch" }).advantages,
+          [0, 0, 0, 0],
+          `${estimator}, all masked`,
+        );
       }
-      assertClose(run(masked, { estimator: "gae", values: f32(1, 2, 3, 4) }).advantages, [0, 0, 0, 0], "gae, all masked");
+      assertClose(
+        run(masked, { estimator: "gae", values: f32(1, 2, 3, 4) }).advantages,
+        [0, 0, 0, 0],
+        "gae, all masked",
+      );
 
       assert.throws(() => run({ ...masked, groupIds: undefined }, { estimator: "grpo" }), EstimatorError);
       assert.throws(() => run({ ...masked, rewards: f64(1, NaN) }, { estimator: "grpo" }), /row 1 has reward NaN/);

@@ -13,12 +13,16 @@ export function* gaeSteps(batch: RolloutBatch, spec: GaeSpec): Steps<AdvantageRe
   if (!(spec.values instanceof Float32Array) || spec.values.length !== p.tokens) {
     throw new EstimatorError("gae", `values must be a Float32Array with one entry per token (${p.tokens})`);
   }
-  if (spec.tokenRewards !== undefined && (!(spec.tokenRewards instanceof Float32Array) || spec.tokenRewards.length !== p.tokens)) {
+  if (
+    spec.tokenRewards !== undefined &&
+    (!(spec.tokenRewards instanceof Float32Array) || spec.tokenRewards.length !== p.tokens)
+  ) {
     throw new EstimatorError("gae", `tokenRewards must be a Float32Array with one entry per token (${p.tokens})`);
   }
   const gamma = spec.gamma ?? 1;
   const lambda = spec.lambda ?? 1;
-  if (!Number.isFinite(gamma) || !Number.isFinite(lambda)) throw new EstimatorError("gae", "gamma and lambda must be finite");
+  if (!Number.isFinite(gamma) || !Number.isFinite(lambda))
+    throw new EstimatorError("gae", "gamma and lambda must be finite");
 
   // The outcome reward enters at the row's last trained token (the kernel's row rewards; a row with none has
   // nothing to credit). Dropped rows have an all-zero loss mask, so they are credited nothing either.

@@ -6,11 +6,22 @@ import { describe, test } from "node:test";
 import { kernelsFor } from "../kernels/index.ts";
 import { randomBatch, randomForest, seededRandom } from "../kernels/random-batch.ts";
 import { assertClose, nativeOrSkip } from "../kernels/test-support.ts";
-import { computeAdvantages, computeAdvantagesAsync, type EstimatorSpec, type RolloutBatch, type TreeSpec } from "./index.ts";
+import {
+  computeAdvantages,
+  computeAdvantagesAsync,
+  type EstimatorSpec,
+  type RolloutBatch,
+  type TreeSpec,
+} from "./index.ts";
 
 const reference = kernelsFor("reference")!;
 
-function outcomeBatch(seed: number, rows: number, minLen: number, maxLen: number): { batch: RolloutBatch; values: Float32Array; tokenRewards: Float32Array } {
+function outcomeBatch(
+  seed: number,
+  rows: number,
+  minLen: number,
+  maxLen: number,
+): { batch: RolloutBatch; values: Float32Array; tokenRewards: Float32Array } {
   const b = randomBatch(seed, { rows, minLen, maxLen, groupSize: 6, meanRun: 40, emptyRowRate: 0.05 });
   const rand = seededRandom(seed + 1);
   const dropped = Uint8Array.from({ length: rows }, () => (rand() < 0.1 ? 1 : 0));
@@ -76,7 +87,11 @@ function specsFor(seed: number, rows: number, minLen: number, maxLen: number): [
     ["gae", batch, { estimator: "gae", values, tokenRewards, gamma: 0.99, lambda: 0.95 }],
     ["gae (no whitening)", batch, { estimator: "gae", values, whiten: false }],
     ["tree", t.batch, { estimator: "tree", tree: t.tree }],
-    ["tree (unscaled, per task)", t.batch, { estimator: "tree", tree: t.tree, scaleBySqrtLeaves: false, normalize: "task" }],
+    [
+      "tree (unscaled, per task)",
+      t.batch,
+      { estimator: "tree", tree: t.tree, scaleBySqrtLeaves: false, normalize: "task" },
+    ],
   ];
 }
 
@@ -91,7 +106,10 @@ describe("estimators: native kernels vs reference kernels", () => {
       for (const [label, batch, spec] of specsFor(seed, rows, minLen, maxLen)) {
         const want = computeAdvantages(batch, spec, { kernels: reference });
         const got = computeAdvantages(batch, spec, { kernels: native });
-        assert.ok(want.advantages.some((x) => x !== 0), `${label}: a comparison of all-zero advantages proves nothing`);
+        assert.ok(
+          want.advantages.some((x) => x !== 0),
+          `${label}: a comparison of all-zero advantages proves nothing`,
+        );
         assertClose(got.advantages, want.advantages, `${label}: advantages`);
         if (want.returns) assertClose(got.returns!, want.returns, `${label}: returns`);
         assert.deepEqual(got.lossMask, want.lossMask, `${label}: lossMask`);

@@ -76,7 +76,11 @@ export function normalizeSegments(
 }
 
 /** Whitens existing token advantages by batch / task / harness (for trainers that bring their own). */
-export function* normalizeOnlySteps(batch: RolloutBatch, advantages: Float32Array, by: NormalizeBy): Steps<Float32Array> {
+export function* normalizeOnlySteps(
+  batch: RolloutBatch,
+  advantages: Float32Array,
+  by: NormalizeBy,
+): Steps<Float32Array> {
   const prepared = prepareBatch("normalize", batch, false);
   return yield* normalizeSteps("normalize", batch, prepared, advantages, by);
 }

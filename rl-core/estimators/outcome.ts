@@ -5,7 +5,10 @@ import { normalizeSegments, whitenRowValues } from "./normalize.ts";
 import { call, type Steps } from "./steps.ts";
 import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
 
-export type OutcomeSpec = Extract<EstimatorSpec, { estimator: "grpo" | "dr-grpo" | "rloo" | "reinforce++-baseline" | "opo" }>;
+export type OutcomeSpec = Extract<
+  EstimatorSpec,
+  { estimator: "grpo" | "dr-grpo" | "rloo" | "reinforce++-baseline" | "opo" }
+>;
 
 export const GRPO_EPS = 1e-6;
 
@@ -18,7 +21,7 @@ export function* outcomeSteps(batch: RolloutBatch, spec: OutcomeSpec): Steps<Adv
   // OPO's length-weighted baseline.
   const weights = name === "opo" ? Float64Array.from(counts) : null;
   const stats = yield* call("groupStats", { values: batch.rewards, groupIds, numGroups: p.numGroups, weights });
-  const eps = spec.estimator === "grpo" ? spec.eps ?? GRPO_EPS : GRPO_EPS;
+  const eps = spec.estimator === "grpo" ? (spec.eps ?? GRPO_EPS) : GRPO_EPS;
   const raw = spec.singleton === "raw";
   const rowAdvantages = new Float64Array(p.rows);
   // Rows their group gives no signal: no baseline (a group of one) or equal rewards (std 0).

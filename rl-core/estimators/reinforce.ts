@@ -13,8 +13,14 @@ export type ReinforceSpec = Extract<EstimatorSpec, { estimator: "reinforce++" }>
 
 export function* reinforceSteps(batch: RolloutBatch, spec: ReinforceSpec): Steps<AdvantageResult> {
   const p = prepareBatch("reinforce++", batch, false);
-  if (spec.tokenRewards !== undefined && (!(spec.tokenRewards instanceof Float32Array) || spec.tokenRewards.length !== p.tokens)) {
-    throw new EstimatorError("reinforce++", `tokenRewards must be a Float32Array with one entry per token (${p.tokens})`);
+  if (
+    spec.tokenRewards !== undefined &&
+    (!(spec.tokenRewards instanceof Float32Array) || spec.tokenRewards.length !== p.tokens)
+  ) {
+    throw new EstimatorError(
+      "reinforce++",
+      `tokenRewards must be a Float32Array with one entry per token (${p.tokens})`,
+    );
   }
   const gamma = spec.gamma ?? 1;
   if (!Number.isFinite(gamma)) throw new EstimatorError("reinforce++", "gamma must be finite");
@@ -28,7 +34,8 @@ export function* reinforceSteps(batch: RolloutBatch, spec: ReinforceSpec): Steps
     lambda: 1,
   });
   let advantages = out.advantages;
-  if (spec.whiten ?? true) advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask });
+  if (spec.whiten ?? true)
+    advantages = yield* call("maskedWhiten", { offsets: p.offsets, x: advantages, mask: p.lossMask });
   advantages = yield* normalizeSteps("reinforce++", batch, p, advantages, spec.normalize);
   return { advantages, lossMask: p.lossMask, rowAdvantages: null, returns: out.returns };
 }

@@ -25,8 +25,7 @@ export function* call<K extends KernelName>(
   return (yield { name, input, out }) as KernelOutput<K>;
 }
 
-const withOut = (options: ExecOptions | undefined, out: unknown) =>
-  out === undefined ? options : { ...options, out };
+const withOut = (options: ExecOptions | undefined, out: unknown) => (out === undefined ? options : { ...options, out });
 
 type AnyKernel = (input: unknown, options?: ExecOptions & { out?: unknown }) => unknown;
 

@@ -31,21 +31,86 @@ describe("CUDA kernels vs the TypeScript reference", () => {
         ["broadcastRows", (k) => k.broadcastRowsAsync({ offsets: b.offsets, rowValues, mask: b.mask })],
         ["gatherTokens", (k) => k.gatherTokensAsync({ values: nodeValues, index, mask: b.mask })],
         ["rowCounts", (k) => k.rowCountsAsync({ offsets: b.offsets, mask: b.mask })],
-        ["maskedGae.advantages", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 })).advantages],
-        ["maskedGae.returns", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, values: b.values, mask: b.mask, gamma: 1, lambda: 1 })).returns],
-        ["maskedGae(rowRewards)", async (k) => (await k.maskedGaeAsync({ offsets: b.offsets, rewards: b.tokenRewards, rowRewards: rowValues, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 })).advantages],
+        [
+          "maskedGae.advantages",
+          async (k) =>
+            (
+              await k.maskedGaeAsync({
+                offsets: b.offsets,
+                rewards: b.tokenRewards,
+                values: b.values,
+                mask: b.mask,
+                gamma: 0.99,
+                lambda: 0.95,
+              })
+            ).advantages,
+        ],
+        [
+          "maskedGae.returns",
+          async (k) =>
+            (
+              await k.maskedGaeAsync({
+                offsets: b.offsets,
+                rewards: b.tokenRewards,
+                values: b.values,
+                mask: b.mask,
+                gamma: 1,
+                lambda: 1,
+              })
+            ).returns,
+        ],
+        [
+          "maskedGae(rowRewards)",
+          async (k) =>
+            (
+              await k.maskedGaeAsync({
+                offsets: b.offsets,
+                rewards: b.tokenRewards,
+                rowRewards: rowValues,
+                values: b.values,
+                mask: b.mask,
+                gamma: 0.99,
+                lambda: 0.95,
+              })
+            ).advantages,
+        ],
         ["maskedWhiten", (k) => k.maskedWhitenAsync({ offsets: b.offsets, x: b.values, mask: b.mask })],
-        ["maskedWhiten(segments)", (k) => k.maskedWhitenAsync({ offsets: b.offsets, x: b.values, mask: b.mask, rowSegment: segments, numSegments: 3 })],
-        ["importanceWeights", (k) => k.importanceWeightsAsync({ logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.05 })],
-        ["klDivergence.k3", (k) => k.klDivergenceAsync({ logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind: "k3" })],
+        [
+          "maskedWhiten(segments)",
+          (k) =>
+            k.maskedWhitenAsync({
+              offsets: b.offsets,
+              x: b.values,
+              mask: b.mask,
+              rowSegment: segments,
+              numSegments: 3,
+            }),
+        ],
+        [
+          "importanceWeights",
+          (k) => k.importanceWeightsAsync({ logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.05 }),
+        ],
+        [
+          "klDivergence.k3",
+          (k) => k.klDivergenceAsync({ logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind: "k3" }),
+        ],
         ["klDivergence.k2", (k) => k.klDivergenceAsync({ logp: b.logpOld, logpRef: b.logpRef, kind: "k2" })],
       ];
-      for (const mode of ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] as LossAggMode[]) {
+      for (const mode of [
+        "token-mean",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum",
+        "seq-mean-token-sum-norm",
+      ] as LossAggMode[]) {
         cases.push([`lossWeights.${mode}`, (k) => k.lossWeightsAsync({ offsets: b.offsets, mask: b.mask, mode })]);
       }
       for (const [label, run] of cases) assertClose(await run(cuda), await run(reference), `cuda ${label}`);
       // The sync entry points take the same CUDA path.
-      assertClose(cuda.broadcastRows({ offsets: b.offsets, rowValues, mask: b.mask }), await cases[0]![1](reference), "sync broadcastRows");
+      assertClose(
+        cuda.broadcastRows({ offsets: b.offsets, rowValues, mask: b.mask }),
+        await cases[0]![1](reference),
+        "sync broadcastRows",
+      );
     });
   }
 
@@ -53,7 +118,15 @@ describe("CUDA kernels vs the TypeScript reference", () => {
     const cuda = cudaOrSkip(t);
     if (!cuda) return;
     const b = randomBatch(25, { rows: 40, minLen: 0, maxLen: 3000, emptyRowRate: 0.1, meanRun: 30 });
-    const gae = { offsets: b.offsets, rewards: b.tokenRewards, rowRewards: b.rowRewards, values: b.values, mask: b.mask, gamma: 0.99, lambda: 0.95 };
+    const gae = {
+      offsets: b.offsets,
+      rewards: b.tokenRewards,
+      rowRewards: b.rowRewards,
+      values: b.values,
+      mask: b.mask,
+      gamma: 0.99,
+      lambda: 0.95,
+    };
     const whiten = { offsets: b.offsets, x: b.values, mask: b.mask };
     const counts = { offsets: b.offsets, mask: b.mask };
     const runs = Array.from({ length: 8 }, () =>

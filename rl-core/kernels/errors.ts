@@ -19,7 +19,10 @@ export type KernelStatusCode = (typeof KernelStatus)[keyof typeof KernelStatus];
 
 const CODES: Record<number, { code: string; message: string }> = {
   1: { code: "RLGATE_KERNEL_BAD_ARGUMENT", message: "argument of the wrong type, length or value" },
-  2: { code: "RLGATE_KERNEL_BAD_OFFSETS", message: "row offsets must start at 0, never decrease and end at the token count" },
+  2: {
+    code: "RLGATE_KERNEL_BAD_OFFSETS",
+    message: "row offsets must start at 0, never decrease and end at the token count",
+  },
   3: { code: "RLGATE_KERNEL_BAD_INDEX", message: "a group, segment, node or leaf index is out of range" },
   4: { code: "RLGATE_KERNEL_BAD_TREE", message: "parent[i] must be -1 or less than i" },
   5: { code: "RLGATE_KERNEL_BAD_MODE", message: "unknown loss-aggregation mode or KL kind" },

@@ -19,7 +19,8 @@ export { referenceKernels } from "./reference.ts";
 
 /** The addon; RLGATE_NATIVE_ADDON points elsewhere (the CUDA emulation test loads a copy next to an emulated library). */
 export const NATIVE_ADDON_PATH =
-  process.env.RLGATE_NATIVE_ADDON || fileURLToPath(new URL("../../native/build/Release/rlgate_native.node", import.meta.url));
+  process.env.RLGATE_NATIVE_ADDON ||
+  fileURLToPath(new URL("../../native/build/Release/rlgate_native.node", import.meta.url));
 
 export interface NativeStatus {
   /** Whether the addon loaded. */
@@ -74,12 +75,12 @@ export const nativeStatus: Readonly<NativeStatus> = Object.freeze({
 
 const asyncThreads = positiveIntFromEnv("RLGATE_THREADS", nativeStatus.hardwareThreads);
 
-const cpuKernels = loaded.addon
-  ? nativeKernels(loaded.addon, { device: "cpu", cudaMinTokens: 0, asyncThreads })
-  : null;
+const cpuKernels = loaded.addon ? nativeKernels(loaded.addon, { device: "cpu", cudaMinTokens: 0, asyncThreads }) : null;
 // Every token kernel on the GPU, whatever its size: what the CUDA tests and the bench compare.
 const cudaOnlyKernels =
-  loaded.addon && cudaDevices > 0 ? nativeKernels(loaded.addon, { device: "cuda", cudaMinTokens: 0, asyncThreads }) : null;
+  loaded.addon && cudaDevices > 0
+    ? nativeKernels(loaded.addon, { device: "cuda", cudaMinTokens: 0, asyncThreads })
+    : null;
 
 export const backend: Backend = cudaOnlyKernels ? "native-cuda" : cpuKernels ? "native-cpu" : "reference";
 
@@ -91,7 +92,7 @@ export const kernels: Kernels =
         cudaMinTokens: positiveIntFromEnv("RLGATE_CUDA_MIN_TOKENS", 1 << 18),
         asyncThreads,
       })
-    : cpuKernels ?? referenceKernels;
+    : (cpuKernels ?? referenceKernels);
 
 /**
  * A specific backend, or null where it is unavailable here: "reference" always; "native-cpu" when the

@@ -3,7 +3,14 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { KERNEL_NAMES, KernelError, type KernelInput, type KernelName, type Kernels, type LossAggMode } from "./index.ts";
+import {
+  KERNEL_NAMES,
+  KernelError,
+  type KernelInput,
+  type KernelName,
+  type Kernels,
+  type LossAggMode,
+} from "./index.ts";
 import { randomBatch } from "./random-batch.ts";
 import { assertClose, availableBackends } from "./test-support.ts";
 
@@ -13,7 +20,11 @@ const f64 = (...x: number[]) => Float64Array.from(x);
 const u8 = (...x: number[]) => Uint8Array.from(x);
 
 function rejectsWith(k: Kernels, fn: () => unknown, code: string): void {
-  assert.throws(fn, (err: unknown) => err instanceof KernelError && err.code === code, `${k.backend}: expected ${code}`);
+  assert.throws(
+    fn,
+    (err: unknown) => err instanceof KernelError && err.code === code,
+    `${k.backend}: expected ${code}`,
+  );
 }
 
 for (const k of availableBackends()) {
@@ -35,12 +46,20 @@ for (const k of availableBackends()) {
 
     test("broadcastRows: row values on mask-1 tokens, empty rows, no mask", () => {
       const offsets = i32(0, 2, 2, 5);
-      assertClose(k.broadcastRows({ offsets, rowValues: f64(1.5, 9, -2), mask: u8(1, 0, 1, 1, 0) }), [1.5, 0, -2, -2, 0], "masked");
+      assertClose(
+        k.broadcastRows({ offsets, rowValues: f64(1.5, 9, -2), mask: u8(1, 0, 1, 1, 0) }),
+        [1.5, 0, -2, -2, 0],
+        "masked",
+      );
       assertClose(k.broadcastRows({ offsets, rowValues: f64(1.5, 9, -2) }), [1.5, 1.5, -2, -2, -2], "unmasked");
     });
 
     test("gatherTokens: index -1 and mask 0 give 0; out-of-range index throws", () => {
-      assertClose(k.gatherTokens({ values: f64(0.5, -1), index: i32(0, 1, -1, 1), mask: u8(1, 1, 1, 0) }), [0.5, -1, 0, 0], "gather");
+      assertClose(
+        k.gatherTokens({ values: f64(0.5, -1), index: i32(0, 1, -1, 1), mask: u8(1, 1, 1, 0) }),
+        [0.5, -1, 0, 0],
+        "gather",
+      );
       rejectsWith(k, () => k.gatherTokens({ values: f64(0.5), index: i32(0, 1) }), "RLGATE_KERNEL_BAD_INDEX");
     });
 
@@ -95,7 +114,11 @@ for (const k of availableBackends()) {
 
     test("maskedWhiten: unbiased, eps 1e-8, masked tokens zero, segments, shiftMean false", () => {
       const s = 1 / Math.sqrt(1 + 1e-8);
-      assertClose(k.maskedWhiten({ offsets: i32(0, 4), x: f32(1, 2, 3, 100), mask: u8(1, 1, 1, 0) }), [-s, 0, s, 0], "batch");
+      assertClose(
+        k.maskedWhiten({ offsets: i32(0, 4), x: f32(1, 2, 3, 100), mask: u8(1, 1, 1, 0) }),
+        [-s, 0, s, 0],
+        "batch",
+      );
       const seg = k.maskedWhiten({
         offsets: i32(0, 2, 4, 5, 6),
         x: f32(1, 3, 10, 20, 7, 8),
@@ -105,7 +128,14 @@ for (const k of availableBackends()) {
       });
       // segment 0: mean 2, var 2; segment 1: mean 15, var 50; row 2 left out; segment 2: one token -> 0.
       assertClose(seg, [-1 / Math.sqrt(2), 1 / Math.sqrt(2), -5 / Math.sqrt(50), 5 / Math.sqrt(50), 0, 0], "segments");
-      const keep = k.maskedWhiten({ offsets: i32(0, 2), x: f32(1, 3), mask: u8(1, 1), shiftMean: false, unbiased: false, eps: 0 });
+      const keep = k.maskedWhiten({
+        offsets: i32(0, 2),
+        x: f32(1, 3),
+        mask: u8(1, 1),
+        shiftMean: false,
+        unbiased: false,
+        eps: 0,
+      });
       assertClose(keep, [1, 3], "population variance, mean added back");
       assertClose(k.maskedWhiten({ offsets: i32(0, 2), x: f32(1, 3), mask: u8(0, 0) }), [0, 0], "all masked");
     });
@@ -118,12 +148,25 @@ for (const k of availableBackends()) {
       });
       assertClose(out.value, [2 / 3, 0.5, 1, 1, 0, 0], "value");
       assert.deepEqual([...out.leafCount], [3, 2, 1, 1, 1, 0]);
-      rejectsWith(k, () => k.treeNodeValues({ parent: i32(0), leafNode: i32(), leafReward: f64() }), "RLGATE_KERNEL_BAD_TREE");
-      rejectsWith(k, () => k.treeNodeValues({ parent: i32(-1), leafNode: i32(1), leafReward: f64(1) }), "RLGATE_KERNEL_BAD_INDEX");
+      rejectsWith(
+        k,
+        () => k.treeNodeValues({ parent: i32(0), leafNode: i32(), leafReward: f64() }),
+        "RLGATE_KERNEL_BAD_TREE",
+      );
+      rejectsWith(
+        k,
+        () => k.treeNodeValues({ parent: i32(-1), leafNode: i32(1), leafReward: f64(1) }),
+        "RLGATE_KERNEL_BAD_INDEX",
+      );
     });
 
     test("importanceWeights: min(exp(old - rollout), cap); mask 0 gives 0", () => {
-      const w = k.importanceWeights({ logpOld: f32(0, -1, 0, 5), logpRollout: f32(-1, 0, 0, 0), mask: u8(1, 1, 1, 0), cap: 2 });
+      const w = k.importanceWeights({
+        logpOld: f32(0, -1, 0, 5),
+        logpRollout: f32(-1, 0, 0, 0),
+        mask: u8(1, 1, 1, 0),
+        cap: 2,
+      });
       assertClose(w, [2, Math.exp(-1), 1, 0], "weights");
       const uncapped = k.importanceWeights({ logpOld: f32(0), logpRollout: f32(-1), cap: Infinity });
       assertClose(uncapped, [Math.E], "cap Infinity");
@@ -149,14 +192,22 @@ for (const k of availableBackends()) {
       assertClose(w("seq-mean-token-sum-norm", { maxLen: 10 }), [0.1, 0.1, 0.1, 0.1, 0, 0], "maxLen");
       assertClose(w("token-mean", { totalTokens: 8 }), [0.125, 0.125, 0.125, 0.125, 0, 0], "totalTokens");
       assertClose(w("seq-mean-token-sum", { totalSeqs: 4 }), [0.25, 0.25, 0.25, 0.25, 0, 0], "totalSeqs");
-      assertClose(k.lossWeights({ offsets, mask: u8(0, 0, 0, 0, 0, 0), mode: "token-mean" }), [0, 0, 0, 0, 0, 0], "all masked");
+      assertClose(
+        k.lossWeights({ offsets, mask: u8(0, 0, 0, 0, 0, 0), mode: "token-mean" }),
+        [0, 0, 0, 0, 0, 0],
+        "all masked",
+      );
     });
 
     test("lossWeights: sum(w * loss) equals the aggregated loss computed from its definition", () => {
       const offsets = i32(0, 4, 5, 9);
       const mask = u8(1, 0, 1, 1, 1, 0, 1, 1, 1);
       const loss = [0.3, 5, -1.2, 2, 0.7, 9, 1, 1.5, -0.5];
-      const rows = [[0, 4], [4, 5], [5, 9]] as const;
+      const rows = [
+        [0, 4],
+        [4, 5],
+        [5, 9],
+      ] as const;
       const sums = rows.map(([b, e]) => loss.slice(b, e).reduce((s, x, i) => s + (mask[b + i] ? x : 0), 0));
       const counts = rows.map(([b, e]) => [...mask.slice(b, e)].reduce((s, m) => s + m, 0));
       const expected: Record<LossAggMode, number> = {
@@ -177,7 +228,10 @@ for (const k of availableBackends()) {
       const none = { offsets, mask: u8() };
       assert.equal(k.broadcastRows({ offsets, rowValues: f64() }).length, 0);
       assert.equal(k.rowCounts(none).length, 0);
-      assert.equal(k.maskedGae({ offsets, rewards: f32(), values: f32(), mask: u8(), gamma: 1, lambda: 1 }).advantages.length, 0);
+      assert.equal(
+        k.maskedGae({ offsets, rewards: f32(), values: f32(), mask: u8(), gamma: 1, lambda: 1 }).advantages.length,
+        0,
+      );
       assert.equal(k.maskedWhiten({ offsets, x: f32(), mask: u8() }).length, 0);
       assert.equal(k.lossWeights({ ...none, mode: "seq-mean-token-mean" }).length, 0);
       assert.equal(k.groupStats({ values: f64(), groupIds: i32(), numGroups: 0 }).mean.length, 0);
@@ -190,12 +244,30 @@ for (const k of availableBackends()) {
       const b = randomBatch(5, { rows: 9, minLen: 0, maxLen: 60, meanRun: 4, emptyRowRate: 0.2 });
       const rows = b.offsets.length - 1;
       const inputs: { [K in KernelName]: KernelInput<K> } = {
-        groupStats: { values: b.rowRewards, groupIds: Int32Array.from(b.groupIds, (g, r) => (r === 3 ? -1 : g)), numGroups: b.numGroups + 1 },
+        groupStats: {
+          values: b.rowRewards,
+          groupIds: Int32Array.from(b.groupIds, (g, r) => (r === 3 ? -1 : g)),
+          numGroups: b.numGroups + 1,
+        },
         broadcastRows: { offsets: b.offsets, rowValues: b.rowRewards, mask: b.mask },
         gatherTokens: { values: f64(1, 2, 3), index: Int32Array.from(b.mask, (_, t) => (t % 4) - 1), mask: b.mask },
         rowCounts: { offsets: b.offsets, mask: b.mask },
-        maskedGae: { offsets: b.offsets, rewards: b.tokenRewards, rowRewards: b.rowRewards, values: b.values, mask: b.mask, gamma: 0.9, lambda: 0.8 },
-        maskedWhiten: { offsets: b.offsets, x: b.values, mask: b.mask, rowSegment: Int32Array.from({ length: rows }, (_, r) => (r % 3) - 1), numSegments: 2 },
+        maskedGae: {
+          offsets: b.offsets,
+          rewards: b.tokenRewards,
+          rowRewards: b.rowRewards,
+          values: b.values,
+          mask: b.mask,
+          gamma: 0.9,
+          lambda: 0.8,
+        },
+        maskedWhiten: {
+          offsets: b.offsets,
+          x: b.values,
+          mask: b.mask,
+          rowSegment: Int32Array.from({ length: rows }, (_, r) => (r % 3) - 1),
+          numSegments: 2,
+        },
         treeNodeValues: { parent: i32(-1, 0, 0, 1), leafNode: i32(3, 2, -1), leafReward: f64(1, 0, 5) },
         importanceWeights: { logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.02 },
         klDivergence: { logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind: "k3" },
@@ -216,7 +288,12 @@ for (const k of availableBackends()) {
         assert.equal(run(inputs[name], { out }), out, `${name} returns the given out`);
         assert.deepEqual(out, fresh, `${name} with a reused buffer`);
         const again = garbage(fresh);
-        assert.equal(await (k[`${name}Async`] as (i: unknown, o?: { out?: unknown }) => Promise<unknown>)(inputs[name], { out: again }), again);
+        assert.equal(
+          await (k[`${name}Async`] as (i: unknown, o?: { out?: unknown }) => Promise<unknown>)(inputs[name], {
+            out: again,
+          }),
+          again,
+        );
         assert.deepEqual(again, fresh, `${name}Async with a reused buffer`);
       }
       const w = inputs.maskedWhiten;
@@ -225,7 +302,10 @@ for (const k of availableBackends()) {
       const shared = new Float32Array(2 * b.values.length);
       rejectsWith(
         k,
-        () => k.maskedGae(inputs.maskedGae, { out: { advantages: shared.subarray(0, b.values.length), returns: shared.subarray(1, b.values.length + 1) } }),
+        () =>
+          k.maskedGae(inputs.maskedGae, {
+            out: { advantages: shared.subarray(0, b.values.length), returns: shared.subarray(1, b.values.length + 1) },
+          }),
         "RLGATE_KERNEL_BAD_ARGUMENT",
       );
     });
@@ -234,15 +314,27 @@ for (const k of availableBackends()) {
       rejectsWith(k, () => k.rowCounts({ offsets: i32(0, 3, 2), mask: u8(1, 1) }), "RLGATE_KERNEL_BAD_OFFSETS");
       rejectsWith(k, () => k.rowCounts({ offsets: i32(1, 2), mask: u8(1, 1) }), "RLGATE_KERNEL_BAD_OFFSETS");
       rejectsWith(k, () => k.rowCounts({ offsets: i32(0, 2), mask: u8(1) }), "RLGATE_KERNEL_BAD_ARGUMENT");
-      rejectsWith(k, () => k.rowCounts({ offsets: i32(0, 2), mask: f32(1, 1) as unknown as Uint8Array }), "RLGATE_KERNEL_BAD_ARGUMENT");
+      rejectsWith(
+        k,
+        () => k.rowCounts({ offsets: i32(0, 2), mask: f32(1, 1) as unknown as Uint8Array }),
+        "RLGATE_KERNEL_BAD_ARGUMENT",
+      );
       rejectsWith(k, () => k.groupStats({ values: f64(1), groupIds: i32(2), numGroups: 2 }), "RLGATE_KERNEL_BAD_INDEX");
-      rejectsWith(k, () => k.importanceWeights({ logpOld: f32(0), logpRollout: f32(0), cap: 0 }), "RLGATE_KERNEL_BAD_ARGUMENT");
+      rejectsWith(
+        k,
+        () => k.importanceWeights({ logpOld: f32(0), logpRollout: f32(0), cap: 0 }),
+        "RLGATE_KERNEL_BAD_ARGUMENT",
+      );
       rejectsWith(
         k,
         () => k.maskedWhiten({ offsets: i32(0, 1), x: f32(1), mask: u8(1), rowSegment: i32(1), numSegments: 1 }),
         "RLGATE_KERNEL_BAD_INDEX",
       );
-      rejectsWith(k, () => k.lossWeights({ offsets: i32(0), mask: u8(), mode: "sum" as LossAggMode }), "RLGATE_KERNEL_BAD_MODE");
+      rejectsWith(
+        k,
+        () => k.lossWeights({ offsets: i32(0), mask: u8(), mode: "sum" as LossAggMode }),
+        "RLGATE_KERNEL_BAD_MODE",
+      );
       await assert.rejects(
         k.rowCountsAsync({ offsets: i32(0, 3, 2), mask: u8(1, 1) }),
         (err: unknown) => err instanceof KernelError && err.code === "RLGATE_KERNEL_BAD_OFFSETS",

@@ -35,11 +35,18 @@ async function runAll(k: Kernels, b: RandomBatch, seed: number, mode: "sync" | "
   const gatherValues = Float64Array.from({ length: 97 }, () => rand() * 10 - 5);
   const index = Int32Array.from({ length: tokens }, () => Math.floor(rand() * 98) - 1);
   const forest = randomForest(seed, 300, 7);
-  const leafNode = Int32Array.from({ length: 120 }, () => (rand() < 0.1 ? -1 : forest.leaves[Math.floor(rand() * forest.leaves.length)]!));
+  const leafNode = Int32Array.from({ length: 120 }, () =>
+    rand() < 0.1 ? -1 : forest.leaves[Math.floor(rand() * forest.leaves.length)]!,
+  );
   const leafReward = Float64Array.from({ length: 120 }, () => rand());
   const stats = await run<{ count: Int32Array; mean: Float64Array; std: Float64Array; weightedMean: Float64Array }>(
     "groupStats",
-    { values: b.rowRewards, groupIds: b.groupIds, numGroups: b.numGroups, weights: Float64Array.from(b.rowRewards, (_, i) => 1 + (i % 5)) },
+    {
+      values: b.rowRewards,
+      groupIds: b.groupIds,
+      numGroups: b.numGroups,
+      weights: Float64Array.from(b.rowRewards, (_, i) => 1 + (i % 5)),
+    },
   );
   const gae = await run<{ advantages: Float32Array; returns: Float32Array }>("maskedGae", {
     offsets: b.offsets,
@@ -88,14 +95,27 @@ async function runAll(k: Kernels, b: RandomBatch, seed: number, mode: "sync" | "
     ["maskedWhiten", await run("maskedWhiten", { offsets: b.offsets, x: b.values, mask: b.mask })],
     [
       "maskedWhiten(segments)",
-      await run("maskedWhiten", { offsets: b.offsets, x: b.values, mask: b.mask, rowSegment, numSegments: 3, shiftMean: false }),
+      await run("maskedWhiten", {
+        offsets: b.offsets,
+        x: b.values,
+        mask: b.mask,
+        rowSegment,
+        numSegments: 3,
+        shiftMean: false,
+      }),
     ],
     ["treeNodeValues.value", tree.value],
     ["treeNodeValues.leafCount", tree.leafCount],
-    ["importanceWeights", await run("importanceWeights", { logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.05 })],
+    [
+      "importanceWeights",
+      await run("importanceWeights", { logpOld: b.logpOld, logpRollout: b.logpRollout, mask: b.mask, cap: 1.05 }),
+    ],
   ];
   for (const kind of ["k1", "k2", "k3"] as const) {
-    out.push([`klDivergence.${kind}`, await run("klDivergence", { logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind })]);
+    out.push([
+      `klDivergence.${kind}`,
+      await run("klDivergence", { logp: b.logpOld, logpRef: b.logpRef, mask: b.mask, kind }),
+    ]);
   }
   for (const mode of ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] as const) {
     out.push([`lossWeights.${mode}`, await run("lossWeights", { offsets: b.offsets, mask: b.mask, mode })]);
@@ -150,14 +170,25 @@ describe("native kernels vs the TypeScript reference", () => {
   for (const isa of ["avx2", "base"] as const) {
     test(`the ${isa} version of the CPU kernels matches the reference too (RLGATE_SIMD=${isa})`, (t) => {
       if (!nativeOrSkip(t)) return;
-      if (process.env.RLGATE_SIMD) return t.skip(`this process already runs with RLGATE_SIMD=${process.env.RLGATE_SIMD}`);
+      if (process.env.RLGATE_SIMD)
+        return t.skip(`this process already runs with RLGATE_SIMD=${process.env.RLGATE_SIMD}`);
       if (isa === "avx2" && nativeStatus.simd !== "avx512") return t.skip(`this CPU's best is ${nativeStatus.simd}`);
       const r = spawnSync(
         process.execPath,
-        ["--import", "tsx", "--test", "--test-reporter=tap", `--test-name-pattern=${CHILD_TESTS}`, fileURLToPath(import.meta.url)],
+        [
+          "--import",
+          "tsx",
+          "--test",
+          "--test-reporter=tap",
+          `--test-name-pattern=${CHILD_TESTS}`,
+          fileURLToPath(import.meta.url),
+        ],
         // Without NODE_TEST_CONTEXT, which the test runner sets and which would make the child report in its
         // internal format.
-        { env: { ...process.env, NODE_TEST_CONTEXT: undefined, RLGATE_SIMD: isa, RLGATE_REQUIRE_NATIVE: "1" }, encoding: "utf8" },
+        {
+          env: { ...process.env, NODE_TEST_CONTEXT: undefined, RLGATE_SIMD: isa, RLGATE_REQUIRE_NATIVE: "1" },
+          encoding: "utf8",
+        },
       );
       assert.equal(r.status, 0, `RLGATE_SIMD=${isa}:\n${r.stdout}\n${r.stderr}`);
       const passed = Number(/^# pass (\d+)/m.exec(r.stdout)?.[1] ?? 0);
@@ -169,7 +200,8 @@ describe("native kernels vs the TypeScript reference", () => {
     if (!nativeOrSkip(t)) return;
     const cap = process.env.RLGATE_SIMD;
     if (cap === "base") assert.equal(nativeStatus.simd, "base");
-    else if (cap === "avx2") assert.ok(nativeStatus.simd === "avx2" || nativeStatus.simd === "base", String(nativeStatus.simd));
+    else if (cap === "avx2")
+      assert.ok(nativeStatus.simd === "avx2" || nativeStatus.simd === "base", String(nativeStatus.simd));
     else assert.ok(["avx512", "avx2", "base"].includes(String(nativeStatus.simd)), String(nativeStatus.simd));
   });
 
@@ -194,7 +226,13 @@ describe("backend selection", () => {
   const probe = (env: Record<string, string>) => {
     const r = spawnSync(
       process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", `const m = await import(${JSON.stringify(indexUrl)}); console.log(JSON.stringify({ backend: m.backend, error: m.nativeStatus.error }));`],
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        `const m = await import(${JSON.stringify(indexUrl)}); console.log(JSON.stringify({ backend: m.backend, error: m.nativeStatus.error }));`,
+      ],
       { env: { ...process.env, ...env }, encoding: "utf8" },
     );
     assert.equal(r.status, 0, r.stderr);

@@ -48,7 +48,9 @@ function unzeroed(ctor: Ctor, length: number): Typed {
 export function allocateOutput<K extends KernelName>(name: K, input: KernelInput<K>): KernelOutput<K> {
   const s = (slots[name] as (i: unknown) => Slot[])(input);
   if (s.length === 1 && s[0]![0] === "") return unzeroed(s[0]![1], s[0]![2]) as KernelOutput<K>;
-  return Object.fromEntries(s.map(([key, ctor, length]) => [key, unzeroed(ctor, length)])) as unknown as KernelOutput<K>;
+  return Object.fromEntries(
+    s.map(([key, ctor, length]) => [key, unzeroed(ctor, length)]),
+  ) as unknown as KernelOutput<K>;
 }
 
 function overlaps(a: Typed, b: Typed): boolean {

@@ -35,7 +35,8 @@ export function groupStats({ values, groupIds, numGroups, weights }: GroupStatsI
   for (let r = 0; r < values.length; r++) {
     const id = groupIds[r]!;
     if (id === -1) continue;
-    if (id < -1 || id >= numGroups) throw new KernelError(KernelStatus.BAD_INDEX, "groupStats", `group id ${id} at row ${r}`);
+    if (id < -1 || id >= numGroups)
+      throw new KernelError(KernelStatus.BAD_INDEX, "groupStats", `group id ${id} at row ${r}`);
     const x = values[r]!;
     const w = weights ? weights[r]! : 1;
     sum[id] = sum[id]! + x;
@@ -89,7 +90,10 @@ export function rowCounts({ offsets, mask }: RowCountsInput, target?: Int32Array
   return out;
 }
 
-export function maskedGae({ offsets, rewards, rowRewards, values, mask, gamma, lambda }: GaeInput, out?: GaeOutput): GaeOutput {
+export function maskedGae(
+  { offsets, rewards, rowRewards, values, mask, gamma, lambda }: GaeInput,
+  out?: GaeOutput,
+): GaeOutput {
   const tokens = values.length;
   const advantages = out?.advantages ?? new Float32Array(tokens);
   const returns = out?.returns ?? new Float32Array(tokens);
@@ -125,7 +129,7 @@ export function maskedWhiten(input: WhitenInput, target?: Float32Array): Float32
   const unbiased = input.unbiased ?? true;
   const eps = input.eps ?? 1e-8;
   const rows = offsets.length - 1;
-  const nseg = rowSegment ? input.numSegments ?? 0 : 1;
+  const nseg = rowSegment ? (input.numSegments ?? 0) : 1;
   const segOf = (r: number) => (rowSegment ? rowSegment[r]! : 0);
   for (let r = 0; r < rows; r++) {
     const g = segOf(r);
@@ -189,7 +193,8 @@ export function treeNodeValues({ parent, leafNode, leafReward }: TreeValuesInput
   for (let k = 0; k < leafNode.length; k++) {
     const node = leafNode[k]!;
     if (node === -1) continue;
-    if (node < -1 || node >= n) throw new KernelError(KernelStatus.BAD_INDEX, "treeNodeValues", `leafNode[${k}] = ${node}`);
+    if (node < -1 || node >= n)
+      throw new KernelError(KernelStatus.BAD_INDEX, "treeNodeValues", `leafNode[${k}] = ${node}`);
     sum[node] = sum[node]! + leafReward[k]!;
     count[node] = count[node]! + 1;
   }
@@ -205,7 +210,10 @@ export function treeNodeValues({ parent, leafNode, leafReward }: TreeValuesInput
   return { value, leafCount: count };
 }
 
-export function importanceWeights({ logpOld, logpRollout, mask, cap }: ImportanceInput, target?: Float32Array): Float32Array {
+export function importanceWeights(
+  { logpOld, logpRollout, mask, cap }: ImportanceInput,
+  target?: Float32Array,
+): Float32Array {
   const out = target ?? new Float32Array(logpOld.length);
   for (let t = 0; t < out.length; t++) {
     out[t] = mask && !mask[t] ? 0 : Math.min(Math.exp(logpOld[t]! - logpRollout[t]!), cap);

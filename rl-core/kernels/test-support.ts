@@ -7,7 +7,12 @@ import { kernelsFor, nativeStatus, type Kernels } from "./index.ts";
 export const TOLERANCE = 1e-5;
 
 /** a === b or |a - b| <= tol * max(1, |b|) element-wise; NaN only matches NaN. */
-export function assertClose(actual: ArrayLike<number>, expected: ArrayLike<number>, label: string, tol = TOLERANCE): void {
+export function assertClose(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  label: string,
+  tol = TOLERANCE,
+): void {
   assert.equal(actual.length, expected.length, `${label}: length`);
   for (let i = 0; i < expected.length; i++) {
     const a = actual[i]!;

@@ -186,5 +186,8 @@ export const KERNEL_NAMES: readonly KernelName[] = [
 export type Kernels = { readonly backend: Backend } & {
   readonly [K in KernelName]: (input: KernelInput<K>, options?: KernelOptions<K>) => KernelOutput<K>;
 } & {
-  readonly [K in KernelName as `${K}Async`]: (input: KernelInput<K>, options?: KernelOptions<K>) => Promise<KernelOutput<K>>;
+  readonly [K in KernelName as `${K}Async`]: (
+    input: KernelInput<K>,
+    options?: KernelOptions<K>,
+  ) => Promise<KernelOutput<K>>;
 };

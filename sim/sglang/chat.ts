@@ -16,7 +16,8 @@ const STREAM_REFUSED: Record<string, string> = {
     "return_prompt_token_ids is not supported with streaming. Please set stream=false when using return_prompt_token_ids=true.",
   return_token_ids:
     "return_token_ids is not supported with streaming on /v1/chat/completions. Please set stream=false when using return_token_ids=true.",
-  return_meta_info: "return_meta_info is not supported with streaming. Please set stream=false when using return_meta_info=true.",
+  return_meta_info:
+    "return_meta_info is not supported with streaming. Please set stream=false when using return_meta_info=true.",
 };
 
 interface Head {
@@ -33,14 +34,23 @@ export function sglangChat({ body, ctx }: HandlerInput): Reply {
   // SGLang ignores stream_options on a non-streamed request (vLLM refuses it).
   const plan = planChat(req.stream ? req : { ...req, stream_options: null }, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
-  return req.stream ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK) : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK);
+  return req.stream
+    ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK)
+    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK);
 }
 
 function toolCallId(): string {
   return `call_${randomId().slice(0, 24)}`;
 }
 
-function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+function jsonReply(
+  req: ChatRequest,
+  head: Head,
+  promptIds: number[],
+  choices: Choice[],
+  toolParsing: boolean,
+  topK: number,
+): Reply {
   const ids = req["return_token_ids"] === true;
   const promptIdsWanted = ids || req["return_prompt_token_ids"] === true;
   const out = choices.map(({ gen, logprobs }, index) => {
@@ -53,7 +63,12 @@ function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: C
         content: parsed.content ?? "",
         reasoning_content: parsed.reasoning || null,
         tool_calls: parsed.toolCalls.length
-          ? parsed.toolCalls.map((call, k) => ({ id: toolCallId(), index: k, type: "function", function: { name: call.name, arguments: call.arguments } }))
+          ? parsed.toolCalls.map((call, k) => ({
+              id: toolCallId(),
+              index: k,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            }))
           : null,
       },
       logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK)) } : null,
@@ -68,7 +83,10 @@ function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: C
     ...head,
     object: "chat.completion",
     choices: out,
-    usage: sglangUsage(promptIds.length, choices.reduce((n, c) => n + c.gen.ids.length, 0)),
+    usage: sglangUsage(
+      promptIds.length,
+      choices.reduce((n, c) => n + c.gen.ids.length, 0),
+    ),
     metadata: { weight_version: "default" },
   };
   return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
@@ -98,12 +116,27 @@ function deltaFields(d: TokenDelta, callIds: string[]): Record<string, unknown> 
 
 // SGLang dumps every field of a chunk (nulls included); tokens that add no text send no chunk; each choice ends with
 // a separate finish chunk; the usage chunk follows when stream_options.include_usage is set.
-function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+function streamReply(
+  req: ChatRequest,
+  head: Head,
+  promptIds: number[],
+  choices: Choice[],
+  toolParsing: boolean,
+  topK: number,
+): Reply {
   const base = { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model };
   const chunk = (index: number, d: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-    JSON.stringify({ ...base, choices: [{ index, delta: d, logprobs: null, finish_reason: null, matched_stop: null, ...extra }], usage: null });
+    JSON.stringify({
+      ...base,
+      choices: [{ index, delta: d, logprobs: null, finish_reason: null, matched_stop: null, ...extra }],
+      usage: null,
+    });
   const steps: string[][] = [choices.map((_, i) => chunk(i, delta({ role: "assistant", content: "" })))];
-  const plans = choices.map(({ gen }) => ({ deltas: streamDeltas(gen, toolParsing), callIds: [] as string[], toolsStreamed: false }));
+  const plans = choices.map(({ gen }) => ({
+    deltas: streamDeltas(gen, toolParsing),
+    callIds: [] as string[],
+    toolsStreamed: false,
+  }));
   const longest = Math.max(...choices.map((c) => c.gen.ids.length));
   for (let t = 0; t < longest; t++) {
     const step = (steps[t + 1] ??= []);
@@ -113,7 +146,11 @@ function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices:
       const d = plan.deltas[t] ?? null;
       if (!d && !logprobs) return;
       if (d?.toolCalls) plan.toolsStreamed = true;
-      step.push(chunk(i, delta(d ? deltaFields(d, plan.callIds) : {}), { logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK)] } : null }));
+      step.push(
+        chunk(i, delta(d ? deltaFields(d, plan.callIds) : {}), {
+          logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK)] } : null,
+        }),
+      );
     });
   }
   const tail = choices.map(({ gen }, i) =>

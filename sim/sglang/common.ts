@@ -8,5 +8,11 @@ export function matchedStop(gen: Generation): number | string | null {
 }
 
 export function sglangUsage(prompt: number, completion: number) {
-  return { prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion, prompt_tokens_details: null, reasoning_tokens: 0 };
+  return {
+    prompt_tokens: prompt,
+    total_tokens: prompt + completion,
+    completion_tokens: completion,
+    prompt_tokens_details: null,
+    reasoning_tokens: 0,
+  };
 }

@@ -8,7 +8,15 @@ import { sglangChat } from "./chat.ts";
 import { sglangCompletions } from "./completions.ts";
 
 function models({ ctx }: HandlerInput): Reply {
-  const card = { id: ctx.model, object: "model", created: Math.floor(Date.now() / 1000), owned_by: "sglang", root: ctx.model, parent: null, max_model_len: ctx.maxModelLen };
+  const card = {
+    id: ctx.model,
+    object: "model",
+    created: Math.floor(Date.now() / 1000),
+    owned_by: "sglang",
+    root: ctx.model,
+    parent: null,
+    max_model_len: ctx.maxModelLen,
+  };
   return { kind: "json", status: 200, body: { object: "list", data: [card] } };
 }
 
@@ -30,6 +38,11 @@ export const sglangFlavor: SimFlavor = {
   name: "sglang",
   ...fastApiRoutes(ROUTES),
   isGeneration: (path) => GENERATION.has(path),
-  errorBody: (error: SimHttpError) => ({ object: "error", message: error.message, type: error.errorType, param: error.param, code: error.status }),
+  errorBody: (error: SimHttpError) => ({
+    object: "error",
+    message: error.message,
+    type: error.errorType,
+    param: error.param,
+    code: error.status,
+  }),
 };
-

@@ -10,14 +10,7 @@ import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
 import { TOKEN } from "../../tokenizer/token-text.ts";
-import {
-  chatLogprobEntry,
-  checkLogprobCount,
-  checkModel,
-  randomId,
-  requestSeed,
-  resolveMaxTokens,
-} from "./common.ts";
+import { chatLogprobEntry, checkLogprobCount, checkModel, randomId, requestSeed, resolveMaxTokens } from "./common.ts";
 import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
 
 export interface Choice {
@@ -69,7 +62,9 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
       stopTokenIds: req.stop_token_ids ?? undefined,
       includeStopStrInOutput: req.include_stop_str_in_output ?? false,
     });
-    const logprobs = req.logprobs ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK) : null;
+    const logprobs = req.logprobs
+      ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK)
+      : null;
     choices.push({ gen, logprobs });
   }
   return { req, promptIds, choices, toolParsing: tools !== undefined && req.tool_choice !== "none", topK };
@@ -91,7 +86,14 @@ interface Head {
   model: string;
 }
 
-function jsonReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+function jsonReply(
+  req: ChatRequest,
+  head: Head,
+  promptIds: number[],
+  choices: Choice[],
+  toolParsing: boolean,
+  topK: number,
+): Reply {
   const wantIds = req.return_token_ids === true;
   let completionTokens = 0;
   const out = choices.map(({ gen, logprobs }, index) => {
@@ -146,13 +148,24 @@ function deltaJson(delta: TokenDelta, callIds: string[]): Record<string, unknown
 
 // vLLM writes chunks with exclude_unset: fields it sets explicitly appear even when null (token_ids, logprobs,
 // prompt_token_ids on the first chunk), fields it never sets are absent.
-function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices: Choice[], toolParsing: boolean, topK: number): Reply {
+function streamReply(
+  req: ChatRequest,
+  head: Head,
+  promptIds: number[],
+  choices: Choice[],
+  toolParsing: boolean,
+  topK: number,
+): Reply {
   const wantIds = req.return_token_ids === true;
   const includeUsage = req.stream_options?.include_usage === true;
   const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
   const promptTokens = promptIds.length;
   const base = { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model };
-  const usage = (completion: number) => ({ prompt_tokens: promptTokens, total_tokens: promptTokens + completion, completion_tokens: completion });
+  const usage = (completion: number) => ({
+    prompt_tokens: promptTokens,
+    total_tokens: promptTokens + completion,
+    completion_tokens: completion,
+  });
 
   const steps: string[][] = [[]];
   for (let i = 0; i < choices.length; i++) {
@@ -165,7 +178,11 @@ function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices:
     steps[0]!.push(JSON.stringify(chunk));
   }
 
-  const plans = choices.map(({ gen }) => ({ deltas: streamDeltas(gen, toolParsing), callIds: [] as string[], toolsStreamed: false }));
+  const plans = choices.map(({ gen }) => ({
+    deltas: streamDeltas(gen, toolParsing),
+    callIds: [] as string[],
+    toolsStreamed: false,
+  }));
   const longest = Math.max(...choices.map((c) => c.gen.ids.length));
   for (let t = 0; t < longest; t++) {
     const step = (steps[t] ??= []);
@@ -178,7 +195,11 @@ function streamReply(req: ChatRequest, head: Head, promptIds: number[], choices:
       if (delta?.toolCalls) plan.toolsStreamed = true;
       // A token that adds no text is still sent when its id or logprob was asked for, so the chunks cover every token.
       if (!delta && !last && !wantIds && !logprobs) return;
-      const deltaBody = delta ? deltaJson(delta, plan.callIds) : last && gen.ids[t] === TOKEN.imEnd ? { content: "" } : {};
+      const deltaBody = delta
+        ? deltaJson(delta, plan.callIds)
+        : last && gen.ids[t] === TOKEN.imEnd
+          ? { content: "" }
+          : {};
       const choice: Record<string, unknown> = {
         index: i,
         delta: deltaBody,

@@ -80,7 +80,10 @@ function chatLogprob(id: number, logprob: number) {
 
 /** One entry of chat `logprobs.content`; `top_logprobs` lists the first k entries in vLLM's order. */
 export function chatLogprobEntry(lp: TokenLogprob, k: number) {
-  return { ...chatLogprob(lp.id, lp.logprob), top_logprobs: lp.top.slice(0, k).map((e) => chatLogprob(e.id, e.logprob)) };
+  return {
+    ...chatLogprob(lp.id, lp.logprob),
+    top_logprobs: lp.top.slice(0, k).map((e) => chatLogprob(e.id, e.logprob)),
+  };
 }
 
 /** Completions logprobs for a run of tokens; `offset` is the output text length before them (in characters). */

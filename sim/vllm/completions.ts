@@ -3,7 +3,13 @@
 import { viewFromPromptText } from "../conversation.ts";
 import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
-import { contextHash, promptLogprobs, sampledLogprobs, type PromptTokenLogprob, type TokenLogprob } from "../logprobs.ts";
+import {
+  contextHash,
+  promptLogprobs,
+  sampledLogprobs,
+  type PromptTokenLogprob,
+  type TokenLogprob,
+} from "../logprobs.ts";
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
@@ -33,7 +39,11 @@ export interface Choice {
 
 function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: number[] }[] {
   const list: (string | number[])[] =
-    typeof prompt === "string" ? [prompt] : prompt.length > 0 && typeof prompt[0] === "number" ? [prompt as number[]] : (prompt as (string | number[])[]);
+    typeof prompt === "string"
+      ? [prompt]
+      : prompt.length > 0 && typeof prompt[0] === "number"
+        ? [prompt as number[]]
+        : (prompt as (string | number[])[]);
   if (list.length === 0) throw badRequest("Either prompt or prompt_embeds must be provided and non-empty.");
   return list.map((p) => {
     if (typeof p === "string") return { text: p, ids: encodeCached(p) };
@@ -50,7 +60,9 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   if (req.prompt_logprobs != null) {
     if (req.stream) throw badRequest("`prompt_logprobs` are not available when `stream=True`.");
     if (req.prompt_logprobs > MAX_LOGPROBS) {
-      throw badRequest(`Requested prompt logprobs of ${req.prompt_logprobs}, which is greater than max allowed: ${MAX_LOGPROBS}`);
+      throw badRequest(
+        `Requested prompt logprobs of ${req.prompt_logprobs}, which is greater than max allowed: ${MAX_LOGPROBS}`,
+      );
     }
   }
   const seed = requestSeed(ctx, req.seed);
@@ -73,8 +85,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
         stopTokenIds: req.stop_token_ids ?? undefined,
         includeStopStrInOutput: req.include_stop_str_in_output ?? false,
       });
-      const logprobs =
-        req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
+      const logprobs = req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
       choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt });
     }
   }

@@ -64,16 +64,16 @@ export const completionRequest = z
 export type CompletionRequest = z.infer<typeof completionRequest>;
 
 export const tokenizeChatRequest = z
-    .object({
-      model: z.string().nullish(),
-      messages: z.array(message),
-      tools: z.array(z.object({}).passthrough()).nullish(),
-      add_generation_prompt: z.boolean().nullish(),
-      continue_final_message: z.boolean().nullish(),
-      chat_template_kwargs: z.record(z.unknown()).nullish(),
-      return_token_strs: z.boolean().nullish(),
-    })
-    .passthrough();
+  .object({
+    model: z.string().nullish(),
+    messages: z.array(message),
+    tools: z.array(z.object({}).passthrough()).nullish(),
+    add_generation_prompt: z.boolean().nullish(),
+    continue_final_message: z.boolean().nullish(),
+    chat_template_kwargs: z.record(z.unknown()).nullish(),
+    return_token_strs: z.boolean().nullish(),
+  })
+  .passthrough();
 
 export const tokenizeTextRequest = z
   .object({ model: z.string().nullish(), prompt: z.string(), return_token_strs: z.boolean().nullish() })

@@ -29,7 +29,14 @@ export function harnessDirs(prefix: string): HarnessDirs {
 
 /** The environment every harness run starts from: PATH, an isolated HOME and TMPDIR, no colours. */
 export function baseEnv(dirs: HarnessDirs, extra: Record<string, string>): NodeJS.ProcessEnv {
-  return { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: dirs.home, TMPDIR: dirs.tmp, TERM: "dumb", NO_COLOR: "1", ...extra };
+  return {
+    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+    HOME: dirs.home,
+    TMPDIR: dirs.tmp,
+    TERM: "dumb",
+    NO_COLOR: "1",
+    ...extra,
+  };
 }
 
 export interface CliRun {
@@ -49,9 +56,18 @@ export function killLiveRuns(): void {
 }
 
 /** Runs a CLI detached (its own process group, stdin closed) and kills the group when it overruns `timeoutMs`. */
-export function runCli(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<CliRun> {
+export function runCli(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number },
+): Promise<CliRun> {
   const started = Date.now();
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   liveRuns.add(child);
   let stdout = "";
   let stderr = "";
@@ -103,12 +119,20 @@ export async function finishAndReconstruct(gatewayUrl: string, rolloutId: string
 /** One line per captured call, for failure messages. */
 export function describeCalls(calls: readonly CallRecord[]): string {
   return calls
-    .map((c) => `#${c.seq} ${c.api} ${c.status} ${c.tokenSource} http=${c.httpStatus} ${c.error ?? ""}${c.warnings ? ` warnings=${c.warnings.length}` : ""}`)
+    .map(
+      (c) =>
+        `#${c.seq} ${c.api} ${c.status} ${c.tokenSource} http=${c.httpStatus} ${c.error ?? ""}${c.warnings ? ` warnings=${c.warnings.length}` : ""}`,
+    )
     .join("\n");
 }
 
 /** What a failed assertion shows of a run. */
-export function describeRun(name: string, run: CliRun | undefined, calls: readonly CallRecord[] | undefined, more = ""): string {
+export function describeRun(
+  name: string,
+  run: CliRun | undefined,
+  calls: readonly CallRecord[] | undefined,
+  more = "",
+): string {
   const tail = (s: string, n: number) => (s.length > n ? `…${s.slice(-n)}` : s);
   return [
     `${name} exit=${run?.code} signal=${run?.signal} timedOut=${run?.timedOut} after ${run?.ms} ms`,

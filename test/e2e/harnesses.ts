@@ -71,7 +71,10 @@ export const CLAUDE_CODE: Harness = {
   cli: join(modules, ".bin", "claude"),
   modelMap: `claude-*=${SERVED_MODEL}`,
   shell: (command) => ({ name: "Bash", arguments: { command, description: "Run a command" } }),
-  subAgent: (prompt) => ({ name: "Agent", arguments: { description: "Delegated step", prompt, subagent_type: "general-purpose" } }),
+  subAgent: (prompt) => ({
+    name: "Agent",
+    arguments: { description: "Delegated step", prompt, subagent_type: "general-purpose" },
+  }),
   launch(dirs, rollout, prompt) {
     // The non-essential-traffic switch also stops the title-generation call that would open every session.
     const env = baseEnv(dirs, {
@@ -84,7 +87,11 @@ export const CLAUDE_CODE: Harness = {
       DISABLE_AUTOUPDATER: "1",
       DISABLE_ERROR_REPORTING: "1",
     });
-    return { command: this.cli, args: ["-p", prompt, "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"], env };
+    return {
+      command: this.cli,
+      args: ["-p", prompt, "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+      env,
+    };
   },
 };
 
@@ -122,14 +129,33 @@ export const CODEX: Harness = {
     mkdirSync(codexHome, { recursive: true });
     writeFileSync(join(codexHome, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
     const env = baseEnv(dirs, { CODEX_HOME: codexHome, OPENAI_API_KEY: "sk-rlgate", RUST_LOG: "error" });
-    return { command: process.execPath, args: [this.cli, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt], env };
+    return {
+      command: process.execPath,
+      args: [this.cli, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt],
+      env,
+    };
   },
 };
 
 /** OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model. */
 export function opencodeConfig(baseUrl: string, model: string): string {
-  const provider = { npm: "@ai-sdk/openai-compatible", name: "rlgate", options: { baseURL: baseUrl, apiKey: "sk-rlgate" }, models: { [model]: { name: model } } };
-  return JSON.stringify({ $schema: "https://opencode.ai/config.json", provider: { rlgate: provider }, model: `rlgate/${model}`, autoupdate: false, share: "disabled" }, null, 2);
+  const provider = {
+    npm: "@ai-sdk/openai-compatible",
+    name: "rlgate",
+    options: { baseURL: baseUrl, apiKey: "sk-rlgate" },
+    models: { [model]: { name: model } },
+  };
+  return JSON.stringify(
+    {
+      $schema: "https://opencode.ai/config.json",
+      provider: { rlgate: provider },
+      model: `rlgate/${model}`,
+      autoupdate: false,
+      share: "disabled",
+    },
+    null,
+    2,
+  );
 }
 
 /** OpenCode asks for a title with this text in its opening user messages (a scripted thread answers it). */
@@ -172,16 +198,37 @@ export function piHarness(api: "anthropic-messages" | "openai-responses" | "open
       const agentDir = join(dirs.home, ".pi", "agent");
       mkdirSync(agentDir, { recursive: true });
       const baseUrl = api === "anthropic-messages" ? rollout.base_urls.anthropic : rollout.base_urls.openai;
-      const models = { providers: { rlgate: { baseUrl, api, apiKey: "sk-rlgate", models: [{ id: "pi-model", reasoning: true, contextWindow: 131_072, maxTokens: 4000 }] } } };
+      const models = {
+        providers: {
+          rlgate: {
+            baseUrl,
+            api,
+            apiKey: "sk-rlgate",
+            models: [{ id: "pi-model", reasoning: true, contextWindow: 131_072, maxTokens: 4000 }],
+          },
+        },
+      };
       writeFileSync(join(agentDir, "models.json"), JSON.stringify(models, null, 2));
       writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ enableInstallTelemetry: false }));
       const env = baseEnv(dirs, { PI_OFFLINE: "1", PI_TELEMETRY: "0", PI_SKIP_VERSION_CHECK: "1" });
-      return { command: process.execPath, args: [this.cli, "--provider", "rlgate", "--model", "pi-model", "--no-session", "-p", prompt], env };
+      return {
+        command: process.execPath,
+        args: [this.cli, "--provider", "rlgate", "--model", "pi-model", "--no-session", "-p", prompt],
+        env,
+      };
     },
   };
 }
 
-export const HARNESSES: Harness[] = [QWEN_CODE, CLAUDE_CODE, CODEX, OPENCODE, piHarness("anthropic-messages"), piHarness("openai-responses"), piHarness("openai-completions")];
+export const HARNESSES: Harness[] = [
+  QWEN_CODE,
+  CLAUDE_CODE,
+  CODEX,
+  OPENCODE,
+  piHarness("anthropic-messages"),
+  piHarness("openai-responses"),
+  piHarness("openai-completions"),
+];
 
 export function isInstalled(harness: Harness): boolean {
   return existsSync(harness.cli);

@@ -18,41 +18,54 @@ const scratch = tempDir("run-presets-probe");
 const unavailable = sandboxUnavailable(scratch);
 rmSync(scratch, { recursive: true, force: true });
 
-describe("rlgate run presets: pi in a sandbox", { skip: unavailable ? `sandboxes cannot start here: ${unavailable}` : false }, () => {
-  let stack: Stack;
-  let work: string;
+describe(
+  "rlgate run presets: pi in a sandbox",
+  { skip: unavailable ? `sandboxes cannot start here: ${unavailable}` : false },
+  () => {
+    let stack: Stack;
+    let work: string;
 
-  before(async () => {
-    stack = await startStack();
-    work = tempDir("run-presets-work");
-    chmodSync(work, 0o755);
-  });
-  after(async () => {
-    await stack.close();
-    rmSync(work, { recursive: true, force: true });
-  });
-
-  for (const preset of ["pi"]) {
-    test(`${preset}: the shell tool runs in the sandbox and every call reaches the gateway`, { skip: !existsSync(join(BIN, preset)) && `${preset} is not installed` }, async () => {
-      const [r] = await runTasks({
-        tasks: [loadTask(TASK)],
-        harness: resolveHarness(preset),
-        n: 1,
-        concurrency: 1,
-        timeoutSec: 120,
-        gatewayUrl: stack.gateway.url,
-        limits: DEFAULT_LIMITS,
-        workDir: work,
-      });
-      const meta = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${r!.rolloutId}`)).json()) as any).metadata;
-      const diag = JSON.stringify({ ...r, logs: meta.runner.logs }).slice(-3000);
-      assert.equal(r!.status, "ok", diag);
-      assert.equal(r!.harness, preset);
-      assert.equal(r!.reward, 0, "the sim's default policy does not fix the bug");
-      assert.ok(r!.calls >= 2, diag);
-      assert.match(meta.runner.logs.agent, /rlgate-sim/, diag);
-      const calls = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${r!.rolloutId}/calls`)).json()) as any).calls;
-      assert.ok(calls.every((c: any) => c.status === "ok" && c.token_source === "upstream"), diag);
+    before(async () => {
+      stack = await startStack();
+      work = tempDir("run-presets-work");
+      chmodSync(work, 0o755);
     });
-  }
-});
+    after(async () => {
+      await stack.close();
+      rmSync(work, { recursive: true, force: true });
+    });
+
+    for (const preset of ["pi"]) {
+      test(
+        `${preset}: the shell tool runs in the sandbox and every call reaches the gateway`,
+        { skip: !existsSync(join(BIN, preset)) && `${preset} is not installed` },
+        async () => {
+          const [r] = await runTasks({
+            tasks: [loadTask(TASK)],
+            harness: resolveHarness(preset),
+            n: 1,
+            concurrency: 1,
+            timeoutSec: 120,
+            gatewayUrl: stack.gateway.url,
+            limits: DEFAULT_LIMITS,
+            workDir: work,
+          });
+          const meta = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${r!.rolloutId}`)).json()) as any)
+            .metadata;
+          const diag = JSON.stringify({ ...r, logs: meta.runner.logs }).slice(-3000);
+          assert.equal(r!.status, "ok", diag);
+          assert.equal(r!.harness, preset);
+          assert.equal(r!.reward, 0, "the sim's default policy does not fix the bug");
+          assert.ok(r!.calls >= 2, diag);
+          assert.match(meta.runner.logs.agent, /rlgate-sim/, diag);
+          const calls = ((await (await fetch(`${stack.gateway.url}/api/rollouts/${r!.rolloutId}/calls`)).json()) as any)
+            .calls;
+          assert.ok(
+            calls.every((c: any) => c.status === "ok" && c.token_source === "upstream"),
+            diag,
+          );
+        },
+      );
+    }
+  },
+);

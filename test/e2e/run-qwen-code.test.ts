@@ -23,7 +23,11 @@ const QWEN_PRESENT = existsSync(join(ROOT, "node_modules", "@qwen-code", "qwen-c
 const scratch = tempDir("run-e2e-probe");
 const unavailable = sandboxUnavailable(scratch);
 rmSync(scratch, { recursive: true, force: true });
-const skip = !QWEN_PRESENT ? "qwen binary absent; run npm install" : unavailable ? `sandboxes cannot start here: ${unavailable}` : false;
+const skip = !QWEN_PRESENT
+  ? "qwen binary absent; run npm install"
+  : unavailable
+    ? `sandboxes cannot start here: ${unavailable}`
+    : false;
 
 describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", { skip }, () => {
   let sim: SimServer;
@@ -77,7 +81,14 @@ describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", 
   });
 
   test("the group goes to an RL core and comes back as one batch with its GRPO advantages", async () => {
-    core = await startCore({ gateways: [gateway.grpc!.address], port: 0, dataDir: dirs.core, batchTimeoutMs: 100, tokenBudget: 1_000_000, groupTimeoutMs: 60_000 });
+    core = await startCore({
+      gateways: [gateway.grpc!.address],
+      port: 0,
+      dataDir: dirs.core,
+      batchTimeoutMs: 100,
+      tokenBudget: 1_000_000,
+      groupTimeoutMs: 60_000,
+    });
     client = new TrainerClient(core.address, { deadlineMs: 30_000 });
     const ac = new AbortController();
     let batch: TrainingBatch | undefined;
@@ -98,7 +109,11 @@ describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", 
       seen.add(id);
       const expected = (byRollout.get(id)! - mean) / (std + GRPO_EPS);
       for (let t = batch.offsets[row]!; t < batch.offsets[row + 1]!; t++) {
-        if (batch.lossMask[t]) assert.ok(Math.abs(batch.advantages[t]! - expected) < 1e-4, `row ${row}: ${batch.advantages[t]} vs ${expected}`);
+        if (batch.lossMask[t])
+          assert.ok(
+            Math.abs(batch.advantages[t]! - expected) < 1e-4,
+            `row ${row}: ${batch.advantages[t]} vs ${expected}`,
+          );
       }
     }
     assert.deepEqual([...seen].sort(), [...byRollout.keys()].sort(), "all four rollouts of the group are in the batch");

@@ -52,21 +52,38 @@ function seeds(rng: Rng): Record<string, () => Record<string, unknown>> {
   return {
     "/v1/chat/completions": () => ({
       model: MODEL,
-      messages: [{ role: "system", content: "be brief" }, { role: "user", content: "hi" }],
+      messages: [
+        { role: "system", content: "be brief" },
+        { role: "user", content: "hi" },
+      ],
       max_tokens: 8,
       stream: stream(),
       ...(chance(rng, 0.2) ? { n: 2 } : {}),
       ...(chance(rng, 0.3)
-        ? { tools: [{ type: "function", function: { name: "run", parameters: { type: "object", properties: { c: { type: "string" } } } } }] }
+        ? {
+            tools: [
+              {
+                type: "function",
+                function: { name: "run", parameters: { type: "object", properties: { c: { type: "string" } } } },
+              },
+            ],
+          }
         : {}),
     }),
-    "/v1/completions": () => ({ model: MODEL, prompt: pick(rng, ["hello", ["a", "b"], [1, 2, 3]]), max_tokens: 8, stream: stream() }),
+    "/v1/completions": () => ({
+      model: MODEL,
+      prompt: pick(rng, ["hello", ["a", "b"], [1, 2, 3]]),
+      max_tokens: 8,
+      stream: stream(),
+    }),
     "/v1/responses": () => ({
       model: MODEL,
       input: pick(rng, ["hi", [{ role: "user", content: [{ type: "input_text", text: "hi" }] }]]),
       max_output_tokens: 16,
       stream: stream(),
-      ...(chance(rng, 0.3) ? { tools: [{ type: "function", name: "run", parameters: { type: "object", properties: {} } }] } : {}),
+      ...(chance(rng, 0.3)
+        ? { tools: [{ type: "function", name: "run", parameters: { type: "object", properties: {} } }] }
+        : {}),
     }),
     "/v1/messages": () => ({
       model: MODEL,
@@ -100,7 +117,20 @@ function slots(value: unknown, out: Array<{ holder: Record<string, unknown> | un
 /** A valid body bent at one or two random places, or replaced whole by something that is not one. */
 function mutatedBody(rng: Rng, seed: Record<string, unknown>): string {
   const roll = rng();
-  if (roll < 0.08) return pick(rng, ["", "{", "nul", "[]", "1", '"x"', "{}", '{"a":1,}', "\ufeff{}", nested(5_000), '{"a":' + nested(20_000) + "}"]);
+  if (roll < 0.08)
+    return pick(rng, [
+      "",
+      "{",
+      "nul",
+      "[]",
+      "1",
+      '"x"',
+      "{}",
+      '{"a":1,}',
+      "\ufeff{}",
+      nested(5_000),
+      '{"a":' + nested(20_000) + "}",
+    ]);
   if (roll < 0.2) return JSON.stringify(seed); // valid as it is
   const body = structuredClone(seed);
   for (let n = 1 + Math.floor(rng() * 2); n > 0; n--) {
@@ -114,17 +144,25 @@ function mutatedBody(rng: Rng, seed: Record<string, unknown>): string {
       (holder as Record<string | number, unknown>)[key] = pick(rng, HOSTILE_VALUES)(rng);
     }
   }
-  if (chance(rng, 0.1)) (body as Record<string, unknown>)[pick(rng, ["extra", "__proto__", "stream", "n", "max_tokens"])] = pick(rng, HOSTILE_VALUES)(rng);
+  if (chance(rng, 0.1))
+    (body as Record<string, unknown>)[pick(rng, ["extra", "__proto__", "stream", "n", "max_tokens"])] = pick(
+      rng,
+      HOSTILE_VALUES,
+    )(rng);
   return JSON.stringify(body);
 }
 
 function headersFor(rng: Rng, targets: FuzzTargets, rollout: { id: string; key: string }): Record<string, string> {
   const headers: Record<string, string> = {};
-  if (chance(rng, 0.9)) headers["content-type"] = pick(rng, ["application/json", "text/plain", "application/json; charset=latin1"]);
+  if (chance(rng, 0.9))
+    headers["content-type"] = pick(rng, ["application/json", "text/plain", "application/json; charset=latin1"]);
   const auth = rng();
-  if (auth < 0.3) headers["authorization"] = `${pick(rng, ["Bearer", "bearer", "BEARER", "Basic", "Token"])} ${pick(rng, [rollout.key, targets.finished.key, "rlk_unknown", "s3cret", ""])}`;
+  if (auth < 0.3)
+    headers["authorization"] =
+      `${pick(rng, ["Bearer", "bearer", "BEARER", "Basic", "Token"])} ${pick(rng, [rollout.key, targets.finished.key, "rlk_unknown", "s3cret", ""])}`;
   else if (auth < 0.4) headers["x-api-key"] = pick(rng, [rollout.key, "rlk_unknown", " rlk_ "]);
-  if (chance(rng, 0.15)) headers["x-rlgate-rollout"] = pick(rng, [rollout.id, targets.finished.id, "no-such", "../../etc", "%00"]);
+  if (chance(rng, 0.15))
+    headers["x-rlgate-rollout"] = pick(rng, [rollout.id, targets.finished.id, "no-such", "../../etc", "%00"]);
   if (chance(rng, 0.1)) headers["expect"] = pick(rng, ["100-continue", "200-ok"]);
   if (chance(rng, 0.15)) {
     const [name, value] = pick(rng, [
@@ -142,18 +180,40 @@ function headersFor(rng: Rng, targets: FuzzTargets, rollout: { id: string; key: 
   return headers;
 }
 
-const CAPTURED = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"];
+const CAPTURED = [
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/responses",
+  "/v1/messages",
+  "/v1/messages/count_tokens",
+];
 const METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"];
 
 function pathFor(rng: Rng, targets: FuzzTargets, rollout: { id: string }): { path: string; seed: string | null } {
   const roll = rng();
   if (roll < 0.55) {
     const route = pick(rng, CAPTURED);
-    const prefix = pick(rng, ["", `/r/${rollout.id}`, `/r/${rollout.id}`, `/r/${targets.finished.id}`, "/r/no-such", "/r/%ZZ"]);
+    const prefix = pick(rng, [
+      "",
+      `/r/${rollout.id}`,
+      `/r/${rollout.id}`,
+      `/r/${targets.finished.id}`,
+      "/r/no-such",
+      "/r/%ZZ",
+    ]);
     return { path: prefix + route, seed: route };
   }
   if (roll < 0.75) {
-    const id = pick(rng, [rollout.id, targets.finished.id, "no-such", "%E0%A4%A", "%", "%ZZ", "..%2F..", "a".repeat(300)]);
+    const id = pick(rng, [
+      rollout.id,
+      targets.finished.id,
+      "no-such",
+      "%E0%A4%A",
+      "%",
+      "%ZZ",
+      "..%2F..",
+      "a".repeat(300),
+    ]);
     const path = pick(rng, [
       "/api/rollouts",
       `/api/rollouts?limit=${pick(rng, ["2", "-5", "abc", "1e400", "0", ""])}&status=${pick(rng, ["open", "ok", "%"])}`,
@@ -167,12 +227,40 @@ function pathFor(rng: Rng, targets: FuzzTargets, rollout: { id: string }): { pat
       "/api",
       "/api/",
     ]);
-    return { path, seed: path.endsWith("/finish") ? "finish" : path.startsWith("/api/rollouts") ? "/api/rollouts" : null };
+    return {
+      path,
+      seed: path.endsWith("/finish") ? "finish" : path.startsWith("/api/rollouts") ? "/api/rollouts" : null,
+    };
   }
   if (roll < 0.9) {
-    return { path: pick(rng, ["/v1/models", `/r/${rollout.id}/v1/models`, "/tokenize", "/health", "/metrics", "/healthz", "/v2/x", "/v1/embeddings"]), seed: null };
+    return {
+      path: pick(rng, [
+        "/v1/models",
+        `/r/${rollout.id}/v1/models`,
+        "/tokenize",
+        "/health",
+        "/metrics",
+        "/healthz",
+        "/v2/x",
+        "/v1/embeddings",
+      ]),
+      seed: null,
+    };
   }
-  return { path: pick(rng, ["/", "/nope", "/r/", "/r//v1/chat/completions", "/%", "/r/x/%ZZ", "/ui", "//", "/v1/../api/calls"]), seed: null };
+  return {
+    path: pick(rng, [
+      "/",
+      "/nope",
+      "/r/",
+      "/r//v1/chat/completions",
+      "/%",
+      "/r/x/%ZZ",
+      "/ui",
+      "//",
+      "/v1/../api/calls",
+    ]),
+    seed: null,
+  };
 }
 
 /** Raw bytes: request lines and headers Node's parser may refuse, or that no URL parser takes. */
@@ -218,8 +306,20 @@ export function fuzzInput(seed: number, index: number, targets: FuzzTargets): Fu
   if (chance(rng, 0.1)) return { kind: "raw", bytes: rawInput(rng) };
   const rollout = pick(rng, targets.open);
   const { path, seed: seedName } = pathFor(rng, targets, rollout);
-  const method = seedName !== null && chance(rng, 0.85) ? (path.includes("/calls") || path.endsWith("/trajectories") ? "GET" : "POST") : pick(rng, METHODS);
+  const method =
+    seedName !== null && chance(rng, 0.85)
+      ? path.includes("/calls") || path.endsWith("/trajectories")
+        ? "GET"
+        : "POST"
+      : pick(rng, METHODS);
   const seedBody = seedName !== null ? seeds(rng)[seedName]?.() : undefined;
-  const body = method === "GET" || method === "HEAD" ? null : seedBody ? mutatedBody(rng, seedBody) : chance(rng, 0.5) ? mutatedBody(rng, { a: 1 }) : null;
+  const body =
+    method === "GET" || method === "HEAD"
+      ? null
+      : seedBody
+        ? mutatedBody(rng, seedBody)
+        : chance(rng, 0.5)
+          ? mutatedBody(rng, { a: 1 })
+          : null;
   return { kind: "http", method, path, headers: headersFor(rng, targets, rollout), body };
 }

@@ -56,11 +56,21 @@ function sendHttp(base: URL, input: Extract<FuzzInput, { kind: "http" }>, timeou
     const headers: Record<string, string | number> = { ...input.headers };
     if (body) headers["content-length"] = body.length;
     const req = httpRequest(
-      { host: base.hostname, port: base.port, method: input.method, path: input.path, headers, agent, timeout: timeoutMs },
+      {
+        host: base.hostname,
+        port: base.port,
+        method: input.method,
+        path: input.path,
+        headers,
+        agent,
+        timeout: timeoutMs,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
+        );
         res.on("error", reject);
       },
     );
@@ -76,7 +86,11 @@ function sendRaw(base: URL, bytes: Buffer, timeoutMs: number): Promise<string> {
     const chunks: Buffer[] = [];
     socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`socket still open after ${timeoutMs} ms`)));
     socket.on("data", (c: Buffer) => chunks.push(c));
-    socket.on("error", (error: NodeJS.ErrnoException) => (error.code === "ECONNRESET" || error.code === "EPIPE" ? resolve(Buffer.concat(chunks).toString("latin1")) : reject(error)));
+    socket.on("error", (error: NodeJS.ErrnoException) =>
+      error.code === "ECONNRESET" || error.code === "EPIPE"
+        ? resolve(Buffer.concat(chunks).toString("latin1"))
+        : reject(error),
+    );
     socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
   });
 }
@@ -99,11 +113,17 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
   } catch {
     json = undefined;
   }
-  const ours = isObject(json) && ((isObject(json["error"]) && String(json["error"]["code"] ?? "").startsWith("RLGATE_")) || json["type"] === "error");
-  if (answer.status >= 500 && (!fromUpstream || ours)) return `the gateway answered ${answer.status}: ${answer.body.slice(0, 300)}`;
+  const ours =
+    isObject(json) &&
+    ((isObject(json["error"]) && String(json["error"]["code"] ?? "").startsWith("RLGATE_")) ||
+      json["type"] === "error");
+  if (answer.status >= 500 && (!fromUpstream || ours))
+    return `the gateway answered ${answer.status}: ${answer.body.slice(0, 300)}`;
   if (answer.status < 400 || input.method === "HEAD") return null;
-  if (!isObject(json)) return fromUpstream ? null : `a ${answer.status} whose body is not a JSON object: ${answer.body.slice(0, 200)}`;
-  const anthropic = (routePath === "/v1/messages" || routePath.startsWith("/v1/messages/")) && !isPassthroughPath(routePath);
+  if (!isObject(json))
+    return fromUpstream ? null : `a ${answer.status} whose body is not a JSON object: ${answer.body.slice(0, 200)}`;
+  const anthropic =
+    (routePath === "/v1/messages" || routePath.startsWith("/v1/messages/")) && !isPassthroughPath(routePath);
   if (anthropic) {
     const e = json["error"];
     if (json["type"] !== "error" || !isObject(e) || typeof e["type"] !== "string" || typeof e["message"] !== "string") {
@@ -128,7 +148,8 @@ export function judgeRaw(answer: string): { status: string; why: string | null }
     text = text.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
     if (text === "") break;
     const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
-    if (!match) return { status: first ?? "raw:garbled", why: `not an HTTP answer: ${JSON.stringify(text.slice(0, 80))}` };
+    if (!match)
+      return { status: first ?? "raw:garbled", why: `not an HTTP answer: ${JSON.stringify(text.slice(0, 80))}` };
     const status = Number(match[1]);
     first ??= `raw:${status}`;
     const headEnd = text.indexOf("\r\n\r\n");
@@ -136,7 +157,10 @@ export function judgeRaw(answer: string): { status: string; why: string | null }
     if (headEnd < 0 || !Number.isFinite(length)) {
       // Success answers may be chunked (streams, /healthz); an error is always JSON of a stated length.
       if (status < 400) return { status: first, why: null };
-      return { status: first, why: `a ${status} without a JSON body of known length: ${JSON.stringify(text.slice(0, 200))}` };
+      return {
+        status: first,
+        why: `a ${status} without a JSON body of known length: ${JSON.stringify(text.slice(0, 200))}`,
+      };
     }
     const body = text.slice(headEnd + 4, headEnd + 4 + length);
     if (status >= 500) return { status: first, why: `the gateway answered ${status}: ${text.slice(0, 300)}` };
@@ -155,13 +179,21 @@ export function judgeRaw(answer: string): { status: string; why: string | null }
 
 async function createTargets(url: string, headers: Record<string, string>): Promise<FuzzTargets> {
   const create = async () => {
-    const res = await fetch(`${url}/api/rollouts`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: "{}" });
+    const res = await fetch(`${url}/api/rollouts`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: "{}",
+    });
     if (res.status !== 201) throw new Error(`create rollout: ${res.status}`);
     return (await res.json()) as { id: string; key: string };
   };
   const open = [await create(), await create(), await create()];
   const finished = await create();
-  await fetch(`${url}/api/rollouts/${finished.id}/finish`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: '{"reward":0}' });
+  await fetch(`${url}/api/rollouts/${finished.id}/finish`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: '{"reward":0}',
+  });
   return { open, finished };
 }
 
@@ -198,7 +230,10 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzFigures> {
 
   async function one(index: number): Promise<void> {
     const input = fuzzInput(options.seed, index, targets);
-    const shown = () => (input.kind === "raw" ? `raw ${JSON.stringify(input.bytes.toString("latin1").slice(0, 300))}` : `${input.method} ${input.path} ${JSON.stringify(input.headers)} ${(input.body ?? "").slice(0, 300)}`);
+    const shown = () =>
+      input.kind === "raw"
+        ? `raw ${JSON.stringify(input.bytes.toString("latin1").slice(0, 300))}`
+        : `${input.method} ${input.path} ${JSON.stringify(input.headers)} ${(input.body ?? "").slice(0, 300)}`;
     try {
       if (input.kind === "raw") {
         const verdict = judgeRaw(await sendRaw(base, input.bytes, timeoutMs));
@@ -209,7 +244,12 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzFigures> {
         count(String(answer.status));
         const why = judgeHttp(input, answer);
         if (why) figures.failures.push({ index, why, input: shown() });
-        else if (answer.status >= 500) figures.upstreamErrors.push({ index, why: `${answer.status} from the upstream: ${answer.body.slice(0, 200)}`, input: shown() });
+        else if (answer.status >= 500)
+          figures.upstreamErrors.push({
+            index,
+            why: `${answer.status} from the upstream: ${answer.body.slice(0, 200)}`,
+            input: shown(),
+          });
       }
     } catch (error) {
       count("no-answer");
@@ -231,7 +271,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzFigures> {
     };
     await Promise.all(Array.from({ length: options.concurrency ?? 8 }, worker));
     const health = await fetch(`${options.gateway.url}/healthz`);
-    if (health.status !== 200) figures.failures.push({ index: to, why: `/healthz answered ${health.status}`, input: "GET /healthz" });
+    if (health.status !== 200)
+      figures.failures.push({ index: to, why: `/healthz answered ${health.status}`, input: "GET /healthz" });
   }
 
   await batch(0, warmup);

@@ -17,8 +17,23 @@ export function newAcknowledged(): Acknowledged {
   return { calls: new Map(), finishes: new Set(), rollouts: new Set() };
 }
 
-export async function spawnGateway(upstream: string, dataDir: string, extra: string[] = []): Promise<{ proc: CliProcess; url: string }> {
-  const proc = spawnCli(["serve", "--upstream", upstream, "--port", "0", "--grpc-port", "0", "--data", dataDir, ...extra]);
+export async function spawnGateway(
+  upstream: string,
+  dataDir: string,
+  extra: string[] = [],
+): Promise<{ proc: CliProcess; url: string }> {
+  const proc = spawnCli([
+    "serve",
+    "--upstream",
+    upstream,
+    "--port",
+    "0",
+    "--grpc-port",
+    "0",
+    "--data",
+    dataDir,
+    ...extra,
+  ]);
   const match = await proc.waitFor(/listening on (http:\/\/\S+)/, 120_000); // a loaded machine starts tsx slowly
   return { proc, url: match[1]! };
 }
@@ -29,11 +44,21 @@ const JSON_HEADERS = { "content-type": "application/json" };
  * One client: rollouts of `callsPerRollout` calls each, until `stop()` says so. Errors (the gateway killed under it)
  * end nothing: what was cut is simply not acknowledged.
  */
-export async function client(url: () => string, index: number, ack: Acknowledged, stop: () => boolean, callsPerRollout = 6): Promise<void> {
+export async function client(
+  url: () => string,
+  index: number,
+  ack: Acknowledged,
+  stop: () => boolean,
+  callsPerRollout = 6,
+): Promise<void> {
   for (let r = 0; !stop(); r++) {
     let id: string;
     try {
-      const res = await fetch(`${url()}/api/rollouts`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify({ group: `c${index}` }) });
+      const res = await fetch(`${url()}/api/rollouts`, {
+        method: "POST",
+        headers: JSON_HEADERS,
+        body: JSON.stringify({ group: `c${index}` }),
+      });
       if (res.status !== 201) continue;
       id = ((await res.json()) as { id: string }).id;
       ack.rollouts.add(id);
@@ -47,7 +72,11 @@ export async function client(url: () => string, index: number, ack: Acknowledged
         const res = await fetch(`${url()}/r/${id}/v1/chat/completions`, {
           method: "POST",
           headers: JSON_HEADERS,
-          body: JSON.stringify({ messages: [{ role: "user", content: `client ${index} rollout ${r} call ${i}` }], stream, max_tokens: 24 }),
+          body: JSON.stringify({
+            messages: [{ role: "user", content: `client ${index} rollout ${r} call ${i}` }],
+            stream,
+            max_tokens: 24,
+          }),
         });
         const seq = Number(res.headers.get("x-rlgate-call"));
         const text = await res.text();
@@ -59,7 +88,11 @@ export async function client(url: () => string, index: number, ack: Acknowledged
     }
     if (stop()) return;
     try {
-      const res = await fetch(`${url()}/api/rollouts/${id}/finish`, { method: "POST", headers: JSON_HEADERS, body: '{"reward":1}' });
+      const res = await fetch(`${url()}/api/rollouts/${id}/finish`, {
+        method: "POST",
+        headers: JSON_HEADERS,
+        body: '{"reward":1}',
+      });
       await res.text();
       if (res.status === 200) ack.finishes.add(id);
     } catch {
@@ -84,12 +117,25 @@ export async function verify(url: string, ack: Acknowledged): Promise<Verified> 
   const out: Verified = { lostCalls: [], brokenCalls: [], lostFinishes: [] };
   for (const [rollout, seqs] of byRollout) {
     const res = await fetch(`${url}/api/rollouts/${rollout}/calls`);
-    const calls = res.status === 200 ? ((await res.json()) as { calls: Array<{ seq: number; status: string; prompt_token_ids: number[] | null; choices: Array<{ token_ids: number[] }> }> }).calls : [];
+    const calls =
+      res.status === 200
+        ? (
+            (await res.json()) as {
+              calls: Array<{
+                seq: number;
+                status: string;
+                prompt_token_ids: number[] | null;
+                choices: Array<{ token_ids: number[] }>;
+              }>;
+            }
+          ).calls
+        : [];
     const stored = new Map(calls.map((c) => [c.seq, c]));
     for (const seq of seqs) {
       const call = stored.get(seq);
       if (!call) out.lostCalls.push(seq);
-      else if (call.status !== "ok" || !call.prompt_token_ids?.length || !call.choices[0]?.token_ids.length) out.brokenCalls.push(seq);
+      else if (call.status !== "ok" || !call.prompt_token_ids?.length || !call.choices[0]?.token_ids.length)
+        out.brokenCalls.push(seq);
     }
   }
   for (const id of ack.finishes) {

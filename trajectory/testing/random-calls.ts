@@ -5,7 +5,6 @@ import { seededRandom } from "../../util/seeded-random.ts";
 import { QWEN3_CHAT_FORMAT } from "../chat-format.ts";
 import type { CallTokens } from "../types.ts";
 
-
 const { turnStart: IM_START, turnEnd: IM_END } = QWEN3_CHAT_FORMAT;
 const SYSTEM = 8948;
 const USER = 872;
@@ -18,7 +17,8 @@ export function randomCalls(seed: number): CallTokens[] {
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const tokens = (n: number): number[] => Array.from({ length: n }, () => 1 + int(4));
   const systemTurn = (): number[] => [IM_START, SYSTEM, ...tokens(1 + int(2)), IM_END];
-  const context = (): number[] => (rand() < 0.7 ? [IM_END, IM_START, USER, ...tokens(int(3)), IM_START] : tokens(int(3)));
+  const context = (): number[] =>
+    rand() < 0.7 ? [IM_END, IM_START, USER, ...tokens(int(3)), IM_START] : tokens(int(3));
 
   const sequences: number[][] = [];
   const prompts: number[][] = [];
@@ -50,7 +50,10 @@ export function randomCalls(seed: number): CallTokens[] {
 
     const n = rand() < 0.2 ? 2 + int(2) : 1;
     const sameCompletion = rand() < 0.3 ? tokens(int(4)) : null;
-    const completions = Array.from({ length: n }, () => sameCompletion ?? [...tokens(int(5)), ...(rand() < 0.5 ? [IM_END] : [])]);
+    const completions = Array.from(
+      { length: n },
+      () => sameCompletion ?? [...tokens(int(5)), ...(rand() < 0.5 ? [IM_END] : [])],
+    );
     const r = rand();
     const status = r < 0.08 ? "upstream_error" : r < 0.1 ? "client_aborted" : "ok";
     const t = rand();

@@ -12,7 +12,12 @@ const BREAK_TEXT = {
   compaction: "compaction: a new thread from a summary",
   branch: "branch: history edited",
 };
-const SEGMENT_TEXT = { main: "main agent", sub_agent: "sub-agent", compaction: "compaction", auxiliary: "auxiliary (side call)" };
+const SEGMENT_TEXT = {
+  main: "main agent",
+  sub_agent: "sub-agent",
+  compaction: "compaction",
+  auxiliary: "auxiliary (side call)",
+};
 const MAX_ROWS = 500;
 
 // ---------- state ----------
@@ -57,7 +62,7 @@ function svg(tag, attrs = {}, ...children) {
   return node;
 }
 const fmt = (v, d = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(d));
-const shortId = (id) => (id && id.length > 18 ? `${id.slice(0, 8)}…${id.slice(-6)}` : id ?? "—");
+const shortId = (id) => (id && id.length > 18 ? `${id.slice(0, 8)}…${id.slice(-6)}` : (id ?? "—"));
 const cssVar = (name) => getComputedStyle(document.documentElement).getPropertyValue(`--${name}`).trim() || "#888";
 function percentile(sorted, q) {
   if (!sorted.length) return NaN;
@@ -165,18 +170,22 @@ function onEventBlock(block) {
 
 function onCall(call) {
   state.callTimes.push(Date.now());
-  if (typeof call.timings?.overheadMs === "number") state.overheads.push({ at: Date.now(), ms: call.timings.overheadMs });
+  if (typeof call.timings?.overheadMs === "number")
+    state.overheads.push({ at: Date.now(), ms: call.timings.overheadMs });
   if (!call.rolloutId) return;
   let row = state.rollouts.get(call.rolloutId);
   if (!row) {
     // A rollout created before this page connected: fetch its record.
     row = { record: null, calls: 0, summary: null, stale: true };
     state.rollouts.set(call.rolloutId, row);
-    api(`/api/rollouts/${encodeURIComponent(call.rolloutId)}`).then((r) => {
-      row.record = r;
-      row.calls = Math.max(row.calls, r.calls);
-      renderRollouts();
-    }, () => {});
+    api(`/api/rollouts/${encodeURIComponent(call.rolloutId)}`).then(
+      (r) => {
+        row.record = r;
+        row.calls = Math.max(row.calls, r.calls);
+        renderRollouts();
+      },
+      () => {},
+    );
   }
   row.calls++;
   row.fresh = true;
@@ -206,13 +215,16 @@ function pump() {
     pending.delete(id);
     refreshing++;
     api(`/api/rollouts/${encodeURIComponent(id)}/trajectories`)
-      .then((rec) => {
-        const row = state.rollouts.get(id);
-        if (row) row.summary = { stats: rec.stats, flags: rec.flags, trajectories: rec.trajectories.length };
-        if (state.selected === id) showDetail(rec);
-        renderRollouts();
-        renderCharts();
-      }, () => {})
+      .then(
+        (rec) => {
+          const row = state.rollouts.get(id);
+          if (row) row.summary = { stats: rec.stats, flags: rec.flags, trajectories: rec.trajectories.length };
+          if (state.selected === id) showDetail(rec);
+          renderRollouts();
+          renderCharts();
+        },
+        () => {},
+      )
       .finally(() => {
         refreshing--;
         if (pending.size) setTimeout(pump, 50);
@@ -231,7 +243,8 @@ function rowMatches(row) {
   if (!text) return true;
   return [r.id, r.group, r.harness, r.task, r.status].some((v) => v && String(v).toLowerCase().includes(text));
 }
-for (const id of ["#filter", "#status-filter", "#flagged-only"]) $(id).addEventListener("input", () => renderRollouts());
+for (const id of ["#filter", "#status-filter", "#flagged-only"])
+  $(id).addEventListener("input", () => renderRollouts());
 
 let renderQueued = false;
 function renderRollouts() {
@@ -250,7 +263,11 @@ function renderRollouts() {
         const breaks = s ? Object.values(s.breaks).reduce((a, b) => a + b, 0) : null;
         const tr = el(
           "tr",
-          { "data-id": r.id, class: [state.selected === r.id ? "selected" : "", row.fresh ? "fresh" : ""].join(" ").trim(), onclick: () => select(r.id) },
+          {
+            "data-id": r.id,
+            class: [state.selected === r.id ? "selected" : "", row.fresh ? "fresh" : ""].join(" ").trim(),
+            onclick: () => select(r.id),
+          },
           el("td", { class: "id", title: r.id, text: shortId(r.id) }),
           el("td", { title: r.group || "", text: r.group ?? "—" }),
           el("td", { text: r.harness ?? "—" }),
@@ -258,9 +275,20 @@ function renderRollouts() {
           el("td", { class: "n", text: r.reward === null || r.reward === undefined ? "—" : fmt(r.reward, 2) }),
           el("td", { class: "n", text: String(row.calls) }),
           el("td", { class: "n", text: s ? String(row.summary.trajectories) : "…" }),
-          el("td", { class: `n ${breaks ? "warn" : ""}`, text: s ? String(breaks) : "…", title: s ? breakTitle(s.breaks) : "" }),
-          el("td", { class: `n ${s && s.amplification > 1.1 ? "warn" : ""}`, text: s ? (s.uniqueTokens ? fmt(s.amplification, 2) : "—") : "…" }),
-          el("td", { class: flags?.flagged ? "flag" : "", title: flags?.reasons?.join("; ") || "", text: flags ? (flags.flagged ? `⚑ ${flags.reasons[0] || "flagged"}` : "") : "" }),
+          el("td", {
+            class: `n ${breaks ? "warn" : ""}`,
+            text: s ? String(breaks) : "…",
+            title: s ? breakTitle(s.breaks) : "",
+          }),
+          el("td", {
+            class: `n ${s && s.amplification > 1.1 ? "warn" : ""}`,
+            text: s ? (s.uniqueTokens ? fmt(s.amplification, 2) : "—") : "…",
+          }),
+          el("td", {
+            class: flags?.flagged ? "flag" : "",
+            title: flags?.reasons?.join("; ") || "",
+            text: flags ? (flags.flagged ? `⚑ ${flags.reasons[0] || "flagged"}` : "") : "",
+          }),
         );
         row.fresh = false;
         return tr;
@@ -273,7 +301,12 @@ function renderRollouts() {
   });
 }
 function breakTitle(breaks) {
-  return Object.entries(breaks).filter(([, n]) => n).map(([k, n]) => `${n} × ${k}`).join(", ") || "no breaks";
+  return (
+    Object.entries(breaks)
+      .filter(([, n]) => n)
+      .map(([k, n]) => `${n} × ${k}`)
+      .join(", ") || "no breaks"
+  );
 }
 
 // ---------- one rollout ----------
@@ -290,7 +323,9 @@ async function select(id) {
   $("#detail-head").replaceChildren(el("p", { class: "empty", text: `loading ${id}…` }));
   $("#tokens-title").textContent = "tokens";
   $("#inspector-title").textContent = "call";
-  $("#tokens").replaceChildren(el("p", { class: "empty", text: "Click a leaf of the tree (or any call) to see its trajectory's tokens." }));
+  $("#tokens").replaceChildren(
+    el("p", { class: "empty", text: "Click a leaf of the tree (or any call) to see its trajectory's tokens." }),
+  );
   $("#inspector-body").replaceChildren(el("p", { class: "empty", text: "Click a call in the tree to inspect it." }));
   try {
     showDetail(await api(`/api/rollouts/${encodeURIComponent(id)}/trajectories`));
@@ -316,7 +351,13 @@ function showDetail(rec) {
       el("span", {}, "group ", el("b", { text: r.group ?? "—" })),
       el("span", {}, "harness ", el("b", { text: r.harness ?? "—" })),
       el("span", {}, "calls ", el("b", { text: String(s.calls) })),
-      el("span", {}, "trajectories ", el("b", { text: `${s.retainedTrajectories} trained` }), s.untrainedTrajectories ? ` + ${s.untrainedTrajectories} untrained` : ""),
+      el(
+        "span",
+        {},
+        "trajectories ",
+        el("b", { text: `${s.retainedTrajectories} trained` }),
+        s.untrainedTrajectories ? ` + ${s.untrainedTrajectories} untrained` : "",
+      ),
       el("span", {}, "dead leaves ", el("b", { text: String(s.deadLeaves) })),
       el("span", {}, "breaks ", el("b", { text: breaks })),
       el("span", {}, "tokens ", el("b", { text: `${s.uniqueTokens} unique, ${s.trainedTokens} trained` })),
@@ -325,7 +366,11 @@ function showDetail(rec) {
     ),
   );
   // Redraw the tree only when it changed: a redraw under the pointer would swallow a click in progress.
-  const shape = JSON.stringify([rec.calls, rec.trajectories.map((t) => [t.trajectoryId, t.tokenIds.length]), rec.stats]);
+  const shape = JSON.stringify([
+    rec.calls,
+    rec.trajectories.map((t) => [t.trajectoryId, t.tokenIds.length]),
+    rec.stats,
+  ]);
   if (shape === state.treeShape) return;
   state.treeShape = shape;
   drawTree(rec);
@@ -362,7 +407,15 @@ function drawTree(rec) {
         lane = nextLane++;
       }
       lanesTaken.add(lane);
-      const node = { key: `${call.callSeq}:${choice.index}`, call, choice, col, lane, parent, segment: segmentOf.get(call.attach.segmentId) };
+      const node = {
+        key: `${call.callSeq}:${choice.index}`,
+        call,
+        choice,
+        col,
+        lane,
+        parent,
+        segment: segmentOf.get(call.attach.segmentId),
+      };
       node.leaf = leafOf.get(node.key) || null;
       nodes.push(node);
       byKey.set(node.key, node);
@@ -384,44 +437,107 @@ function drawTree(rec) {
     if (!node.parent) continue;
     const kind = node.call.attach.kind;
     const isBreak = BREAK_KINDS.includes(kind);
-    const x1 = X(node.parent.col) + 74, y1 = Y(node.parent.lane) + 14;
-    const x2 = X(node.col), y2 = Y(node.lane) + 14;
+    const x1 = X(node.parent.col) + 74,
+      y1 = Y(node.parent.lane) + 14;
+    const x2 = X(node.col),
+      y2 = Y(node.lane) + 14;
     const mx = (x1 + x2) / 2;
     const colour = isBreak ? cssVar(kind) : "#b7bdc8";
-    edges.push(svg("path", { class: `edge ${isBreak ? "break" : ""}`, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, stroke: colour, "data-kind": kind }));
+    edges.push(
+      svg("path", {
+        class: `edge ${isBreak ? "break" : ""}`,
+        d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`,
+        stroke: colour,
+        "data-kind": kind,
+      }),
+    );
     if (isBreak) {
       const brk = rec.breaks.find((b) => b.callSeq === node.call.callSeq);
-      const label = svg("text", { class: "edge-label", x: x2 - 6, y: y2 - 6, "text-anchor": "end", fill: colour, "data-break": kind, text: `✂ ${kind}` });
-      label.append(svg("title", { text: `${BREAK_TEXT[kind]}${brk ? ` — at token ${brk.at}, ${brk.oldTokens} old vs ${brk.newTokens} new tokens` : ""}` }));
+      const label = svg("text", {
+        class: "edge-label",
+        x: x2 - 6,
+        y: y2 - 6,
+        "text-anchor": "end",
+        fill: colour,
+        "data-break": kind,
+        text: `✂ ${kind}`,
+      });
+      label.append(
+        svg("title", {
+          text: `${BREAK_TEXT[kind]}${brk ? ` — at token ${brk.at}, ${brk.oldTokens} old vs ${brk.newTokens} new tokens` : ""}`,
+        }),
+      );
       labels.push(label);
     }
   }
   const drawn = nodes.map((node) => {
-    const x = X(node.col), y = Y(node.lane);
+    const x = X(node.col),
+      y = Y(node.lane);
     const n = numberOf(node.call.callSeq);
     if (node.kind === "outside") {
-      const g = svg("g", { class: "node outside", "data-call": node.call.callSeq, transform: `translate(${x},${y})`, onclick: () => onNode(node) },
-        svg("rect", { width: 74, height: 28, rx: 6, fill: "#fff", stroke: cssVar("branch"), "stroke-dasharray": "3 3" }),
+      const g = svg(
+        "g",
+        {
+          class: "node outside",
+          "data-call": node.call.callSeq,
+          transform: `translate(${x},${y})`,
+          onclick: () => onNode(node),
+        },
+        svg("rect", {
+          width: 74,
+          height: 28,
+          rx: 6,
+          fill: "#fff",
+          stroke: cssVar("branch"),
+          "stroke-dasharray": "3 3",
+        }),
         svg("text", { x: 37, y: 18, "text-anchor": "middle", fill: cssVar("branch"), text: `#${n} ✕` }),
-        svg("text", { class: "under", x: 37, y: 40, "text-anchor": "middle", text: node.call.status !== "ok" ? node.call.status : node.call.tokenSource }),
+        svg("text", {
+          class: "under",
+          x: 37,
+          y: 40,
+          "text-anchor": "middle",
+          text: node.call.status !== "ok" ? node.call.status : node.call.tokenSource,
+        }),
       );
       return g;
     }
     const dead = node.choice.fate === "dead";
     const fill = dead ? cssVar("dead") : cssVar(node.segment?.kind || "main");
     const selected = state.selectedNode && state.selectedNode.key === node.key;
-    const g = svg("g", {
-      class: `node ${dead ? "dead" : ""} ${node.leaf ? "leaf" : ""} ${selected ? "selected" : ""}`,
-      "data-call": node.call.callSeq,
-      "data-choice": node.choice.index,
-      "data-fate": node.choice.fate,
-      "data-trajectory": node.leaf?.t.trajectoryId,
-      transform: `translate(${x},${y})`,
-      onclick: () => onNode(node),
-    },
-      svg("rect", { width: 74, height: 28, rx: 6, fill, stroke: node.leaf ? "#1d2330" : fill, "stroke-dasharray": dead ? "4 3" : null, "fill-opacity": dead ? 0.55 : 1 }),
-      svg("text", { x: 37, y: 18, "text-anchor": "middle", text: `#${n}${node.call.choices.length > 1 ? `.${node.choice.index}` : ""}${dead ? " ✝" : ""}` }),
-      svg("text", { class: "under", x: 37, y: 40, "text-anchor": "middle", text: `${node.choice.sampledTokens} tok${dead ? " · dead" : ""}` }),
+    const g = svg(
+      "g",
+      {
+        class: `node ${dead ? "dead" : ""} ${node.leaf ? "leaf" : ""} ${selected ? "selected" : ""}`,
+        "data-call": node.call.callSeq,
+        "data-choice": node.choice.index,
+        "data-fate": node.choice.fate,
+        "data-trajectory": node.leaf?.t.trajectoryId,
+        transform: `translate(${x},${y})`,
+        onclick: () => onNode(node),
+      },
+      svg("rect", {
+        width: 74,
+        height: 28,
+        rx: 6,
+        fill,
+        stroke: node.leaf ? "#1d2330" : fill,
+        "stroke-dasharray": dead ? "4 3" : null,
+        "fill-opacity": dead ? 0.55 : 1,
+      }),
+      svg("text", {
+        x: 37,
+        y: 18,
+        "text-anchor": "middle",
+        text: `#${n}${node.call.choices.length > 1 ? `.${node.choice.index}` : ""}${dead ? " ✝" : ""}`,
+      }),
+      svg("text", {
+        class: "under",
+        x: 37,
+        y: 40,
+        "text-anchor": "middle",
+        text: `${node.choice.sampledTokens} tok${dead ? " · dead" : ""}`,
+      }),
     );
     g.append(svg("title", { text: nodeTitle(node, n) }));
     if (node.leaf) g.append(svg("text", { class: "leaf-label", x: 78, y: 12, text: `T${node.leaf.n}` }));
@@ -432,8 +548,14 @@ function drawTree(rec) {
   const legend = [
     ...Object.entries(SEGMENT_TEXT).map(([k, text]) => legendKey(cssVar(k), text)),
     legendKey(cssVar("dead"), `dead leaf (${rec.stats.deadLeaves})`),
-    ...BREAK_KINDS.filter((k) => rec.stats.breaks[k]).map((k) => legendKey(cssVar(k), `✂ ${k} (${rec.stats.breaks[k]})`)),
-    el("span", { class: "key" }, "#k: the k-th call · T1, T2…: trajectories (leaves, dark outline) · click a box for its tokens and call"),
+    ...BREAK_KINDS.filter((k) => rec.stats.breaks[k]).map((k) =>
+      legendKey(cssVar(k), `✂ ${k} (${rec.stats.breaks[k]})`),
+    ),
+    el(
+      "span",
+      { class: "key" },
+      "#k: the k-th call · T1, T2…: trajectories (leaves, dark outline) · click a box for its tokens and call",
+    ),
   ];
   $("#tree-legend").replaceChildren(...legend);
 }
@@ -444,8 +566,15 @@ function legendKey(colour, text) {
 }
 function nodeTitle(node, n) {
   const a = node.call.attach;
-  const lines = [`call #${n} (seq ${node.call.callSeq}) choice ${node.choice.index}`, `${a.kind}: matched ${a.matchedTokens} of ${a.promptTokens} prompt tokens`, `${node.choice.sampledTokens} sampled tokens, ${node.choice.fate}`];
-  if (node.segment) lines.push(`segment ${node.segment.id} (${node.segment.kind}${node.segment.trained ? ", trained" : ", not trained"})`);
+  const lines = [
+    `call #${n} (seq ${node.call.callSeq}) choice ${node.choice.index}`,
+    `${a.kind}: matched ${a.matchedTokens} of ${a.promptTokens} prompt tokens`,
+    `${node.choice.sampledTokens} sampled tokens, ${node.choice.fate}`,
+  ];
+  if (node.segment)
+    lines.push(
+      `segment ${node.segment.id} (${node.segment.kind}${node.segment.trained ? ", trained" : ", not trained"})`,
+    );
   if (node.leaf) lines.push(`trajectory T${node.leaf.n}: ${node.leaf.t.trajectoryId}`);
   return lines.join("\n");
 }
@@ -458,7 +587,16 @@ function onNode(node) {
   drawTree(rec);
   inspect(node.call.callSeq);
   if (t) showTokens(t, node.call.callSeq);
-  else $("#tokens").replaceChildren(el("p", { class: "empty", text: node.choice?.fate === "dead" ? "A dead leaf: a later call retried the same prompt, so this answer is not trained and is in no trajectory." : "This call's tokens are in no trajectory." }));
+  else
+    $("#tokens").replaceChildren(
+      el("p", {
+        class: "empty",
+        text:
+          node.choice?.fate === "dead"
+            ? "A dead leaf: a later call retried the same prompt, so this answer is not trained and is in no trajectory."
+            : "This call's tokens are in no trajectory.",
+      }),
+    );
 }
 
 // ---------- tokens ----------
@@ -466,7 +604,11 @@ async function ensureTexts(ids) {
   const missing = [...new Set(ids)].filter((id) => !state.texts.has(id));
   for (let i = 0; i < missing.length; i += 50_000) {
     const chunk = missing.slice(i, i + 50_000);
-    const { texts } = await api("/api/decode", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ids: chunk }) });
+    const { texts } = await api("/api/decode", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ids: chunk }),
+    });
     for (const id of chunk) state.texts.set(id, texts[id] ?? "");
   }
 }
@@ -482,13 +624,18 @@ async function showTokens(t, focusCall) {
   state.trajectoryId = t.trajectoryId;
   const n = state.detail.trajectories.indexOf(t) + 1;
   const trained = t.lossMask.reduce((a, b) => a + b, 0);
-  $("#tokens-title").textContent = `trajectory T${n} · ${t.segment}${t.trained ? "" : " (not trained)"} · ${t.tokenIds.length} tokens, ${trained} trained · reward ${t.reward ?? "—"}`;
+  $("#tokens-title").textContent =
+    `trajectory T${n} · ${t.segment}${t.trained ? "" : " (not trained)"} · ${t.tokenIds.length} tokens, ${trained} trained · reward ${t.reward ?? "—"}`;
   $("#tokens-title").setAttribute("data-trajectory", t.trajectoryId);
   await ensureTexts(t.tokenIds);
   if (state.trajectoryId !== t.trajectoryId) return; // another one was picked meanwhile
   const kindAt = new Array(t.tokenIds.length).fill(null);
   const callAt = new Array(t.tokenIds.length).fill(null);
-  for (const span of t.spans) for (let i = span.start; i < span.end; i++) { kindAt[i] = span.kind; callAt[i] = span.callSeq; }
+  for (const span of t.spans)
+    for (let i = span.start; i < span.end; i++) {
+      kindAt[i] = span.kind;
+      callAt[i] = span.callSeq;
+    }
   const order = state.detail.calls.map((c) => c.callSeq);
   const out = [];
   let i = 0;
@@ -499,7 +646,8 @@ async function showTokens(t, focusCall) {
       while (j < t.tokenIds.length && !kindAt[j]) j++;
       if (j - i > CONTEXT_RUN) {
         pushTokens(out, t, i, i + 40, kindAt, callAt, order);
-        const from = i + 40, to = j - 80;
+        const from = i + 40,
+          to = j - 80;
         const gap = el("span", { class: "gap", title: "click to show", text: ` … ${to - from} context tokens … ` });
         gap.addEventListener("click", () => {
           const frag = [];
@@ -530,25 +678,48 @@ function pushTokens(out, t, from, to, kindAt, callAt, order) {
     const id = t.tokenIds[i];
     const kind = kindAt[i];
     const text = state.texts.get(id) ?? "";
-    const span = el("span", { class: `tok ${kind ? `sampled ${kind}` : "ctx"}`, "data-i": i, "data-id": id, "data-mask": t.lossMask[i] });
+    const span = el("span", {
+      class: `tok ${kind ? `sampled ${kind}` : "ctx"}`,
+      "data-i": i,
+      "data-id": id,
+      "data-mask": t.lossMask[i],
+    });
     if (kind) span.setAttribute("data-call", callAt[i]);
     span.textContent = text;
     const lp = t.logprobs[i];
     if (kind && state.colour === "logprob" && lp !== null) span.style.background = logprobColour(lp);
-    else if (kind && state.colour === "mask") span.style.background = t.lossMask[i] ? `${cssVar("trained")}66` : cssVar(kind === "untrusted" ? "untrusted" : "shared");
+    else if (kind && state.colour === "mask")
+      span.style.background = t.lossMask[i]
+        ? `${cssVar("trained")}66`
+        : cssVar(kind === "untrusted" ? "untrusted" : "shared");
     span.dataset.tip = [
       `${JSON.stringify(text)}  id ${id}  position ${i}`,
-      kind ? `sampled by call #${order.indexOf(callAt[i]) + 1}: ${kind === "trained" ? "trained (mask 1)" : kind === "shared" ? "trained in another trajectory (mask 0)" : "ids not trusted (mask 0)"}` : "context (mask 0)",
+      kind
+        ? `sampled by call #${order.indexOf(callAt[i]) + 1}: ${kind === "trained" ? "trained (mask 1)" : kind === "shared" ? "trained in another trajectory (mask 0)" : "ids not trusted (mask 0)"}`
+        : "context (mask 0)",
       kind ? `logprob ${lp === null ? "—" : lp.toFixed(4)}${lp === null ? "" : `  p ${Math.exp(lp).toFixed(3)}`}` : "",
-    ].filter(Boolean).join("\n");
+    ]
+      .filter(Boolean)
+      .join("\n");
     out.push(span);
   }
 }
 
 function renderTokenLegend() {
-  const items = state.colour === "logprob"
-    ? [legendKey(logprobColour(0), "p ≈ 1"), legendKey(logprobColour(Math.log(0.5)), "p 0.5"), legendKey(logprobColour(-6), "p ≈ 0"), el("span", { class: "key" }, "grey text: context (mask 0) · hover a token for its text, id and logprob")]
-    : [legendKey(`${cssVar("trained")}66`, "trained here (mask 1)"), legendKey(cssVar("shared"), "sampled, trained in another trajectory (mask 0)"), legendKey(cssVar("untrusted"), "ids not trusted (mask 0)"), el("span", { class: "key" }, "no colour: context")];
+  const items =
+    state.colour === "logprob"
+      ? [
+          legendKey(logprobColour(0), "p ≈ 1"),
+          legendKey(logprobColour(Math.log(0.5)), "p 0.5"),
+          legendKey(logprobColour(-6), "p ≈ 0"),
+          el("span", { class: "key" }, "grey text: context (mask 0) · hover a token for its text, id and logprob"),
+        ]
+      : [
+          legendKey(`${cssVar("trained")}66`, "trained here (mask 1)"),
+          legendKey(cssVar("shared"), "sampled, trained in another trajectory (mask 0)"),
+          legendKey(cssVar("untrusted"), "ids not trusted (mask 0)"),
+          el("span", { class: "key" }, "no colour: context"),
+        ];
   $("#tokens-legend").replaceChildren(...items);
 }
 for (const radio of document.querySelectorAll("input[name=colour]")) {
@@ -602,29 +773,44 @@ async function inspect(seq) {
   if (call.tokenSource !== "upstream") warnings.push(`token ids ${call.tokenSource}: not trained`);
   if (call.tokenIssue) warnings.push(call.tokenIssue);
   // History repair: earlier assistant turns rlgate put back as the model sampled them, so the prompt re-renders them.
-  for (const r of call.repairs || []) warnings.push(`history repaired: message ${r.turn} (${r.kind}) put back as call #${order.indexOf(r.callSeq) + 1} sampled it`);
-  for (const key of ["warnings", "fallback"]) if (call[key] && (!Array.isArray(call[key]) || call[key].length)) warnings.push(`${key}: ${JSON.stringify(call[key])}`);
+  for (const r of call.repairs || [])
+    warnings.push(
+      `history repaired: message ${r.turn} (${r.kind}) put back as call #${order.indexOf(r.callSeq) + 1} sampled it`,
+    );
+  for (const key of ["warnings", "fallback"])
+    if (call[key] && (!Array.isArray(call[key]) || call[key].length))
+      warnings.push(`${key}: ${JSON.stringify(call[key])}`);
   const added = diffKeys(call.requestReceived, call.requestForwarded);
   const sampled = call.choices.reduce((n, c) => n + c.tokenIds.length, 0);
-  $("#inspector-body").replaceChildren(...[
-    el(
-      "dl",
-      {},
-      el("dt", { text: "api" }), el("dd", { text: `${call.api} ${call.stream ? "(stream)" : ""} → HTTP ${call.httpStatus ?? "—"}` }),
-      el("dt", { text: "model" }), el("dd", { text: call.model ?? "—" }),
-      el("dt", { text: "status" }), el("dd", { class: call.status === "ok" ? "" : "flag", text: call.status }),
-      el("dt", { text: "tokens" }), el("dd", { text: `${call.promptTokenIds?.length ?? 0} prompt, ${sampled} sampled (${call.tokenSource})` }),
-      el("dt", { text: "finish" }), el("dd", { text: call.choices.map((c) => c.finishReason ?? "—").join(", ") || "—" }),
-      el("dt", { text: "time" }), el("dd", { text: `${total} ms total · first token ${t.firstToken ? `${t.firstToken - t.start} ms` : "—"} · rlgate overhead ${fmt(t.overheadMs, 3)} ms` }),
-    ),
-    bar,
-    warnings.length ? el("div", { class: "warnings" }, ...warnings.map((w) => el("div", { text: `⚠ ${w}` }))) : null,
-    added.length ? el("p", { class: "empty", text: `added by rlgate when forwarding: ${added.join(", ")}` }) : null,
-    jsonBlock("request as received", call.requestReceived, true),
-    jsonBlock("request as forwarded", call.requestForwarded, false),
-    jsonBlock("response as delivered", call.response, true),
-    call.upstreamResponse ? jsonBlock("upstream's response (translated call)", call.upstreamResponse, false) : null,
-  ].filter(Boolean));
+  $("#inspector-body").replaceChildren(
+    ...[
+      el(
+        "dl",
+        {},
+        el("dt", { text: "api" }),
+        el("dd", { text: `${call.api} ${call.stream ? "(stream)" : ""} → HTTP ${call.httpStatus ?? "—"}` }),
+        el("dt", { text: "model" }),
+        el("dd", { text: call.model ?? "—" }),
+        el("dt", { text: "status" }),
+        el("dd", { class: call.status === "ok" ? "" : "flag", text: call.status }),
+        el("dt", { text: "tokens" }),
+        el("dd", { text: `${call.promptTokenIds?.length ?? 0} prompt, ${sampled} sampled (${call.tokenSource})` }),
+        el("dt", { text: "finish" }),
+        el("dd", { text: call.choices.map((c) => c.finishReason ?? "—").join(", ") || "—" }),
+        el("dt", { text: "time" }),
+        el("dd", {
+          text: `${total} ms total · first token ${t.firstToken ? `${t.firstToken - t.start} ms` : "—"} · rlgate overhead ${fmt(t.overheadMs, 3)} ms`,
+        }),
+      ),
+      bar,
+      warnings.length ? el("div", { class: "warnings" }, ...warnings.map((w) => el("div", { text: `⚠ ${w}` }))) : null,
+      added.length ? el("p", { class: "empty", text: `added by rlgate when forwarding: ${added.join(", ")}` }) : null,
+      jsonBlock("request as received", call.requestReceived, true),
+      jsonBlock("request as forwarded", call.requestForwarded, false),
+      jsonBlock("response as delivered", call.response, true),
+      call.upstreamResponse ? jsonBlock("upstream's response (translated call)", call.upstreamResponse, false) : null,
+    ].filter(Boolean),
+  );
 }
 function diffKeys(a, b) {
   if (!a || !b || typeof a !== "object" || typeof b !== "object") return [];
@@ -632,7 +818,14 @@ function diffKeys(a, b) {
 }
 function jsonBlock(title, value, open) {
   const text = JSON.stringify(value, null, 2) ?? "null";
-  return el("details", { open }, el("summary", { text: `${title} · ${text.length.toLocaleString()} chars` }), el("pre", { text: text.length > 200_000 ? `${text.slice(0, 200_000)}\n… (${text.length - 200_000} more characters)` : text }));
+  return el(
+    "details",
+    { open },
+    el("summary", { text: `${title} · ${text.length.toLocaleString()} chars` }),
+    el("pre", {
+      text: text.length > 200_000 ? `${text.slice(0, 200_000)}\n… (${text.length - 200_000} more characters)` : text,
+    }),
+  );
 }
 
 // ---------- charts ----------
@@ -652,7 +845,13 @@ function bars(svgEl, values, colours, maxY, label, title) {
   const w = 272 / Math.max(values.length, 1);
   values.forEach((v, i) => {
     const h = maxY > 0 ? (70 * v) / maxY : 0;
-    const rect = svg("rect", { x: 24 + i * w + 1, y: 80 - h, width: Math.max(1, w - 2), height: h, fill: colours[i] || cssVar("main") });
+    const rect = svg("rect", {
+      x: 24 + i * w + 1,
+      y: 80 - h,
+      width: Math.max(1, w - 2),
+      height: h,
+      fill: colours[i] || cssVar("main"),
+    });
     rect.append(svg("title", { text: title(i, v) }));
     svgEl.append(rect);
   });
@@ -672,13 +871,24 @@ function renderCharts() {
     if (age >= 0 && age < 60) buckets[59 - age]++;
   }
   state.callTimes = state.callTimes.filter((t) => now - t < 60_000);
-  bars($("#chart-calls"), buckets, [], Math.max(1, ...buckets), (v) => String(v), (i, v) => `${59 - i} s ago: ${v} calls`);
+  bars(
+    $("#chart-calls"),
+    buckets,
+    [],
+    Math.max(1, ...buckets),
+    (v) => String(v),
+    (i, v) => `${59 - i} s ago: ${v} calls`,
+  );
   // overhead p50/p99 over a sliding 30 s window, sampled every 2 s for the last 2 minutes
   state.overheads = state.overheads.filter((o) => now - o.at < 150_000);
-  const p50 = [], p99 = [];
+  const p50 = [],
+    p99 = [];
   for (let k = 59; k >= 0; k--) {
     const end = now - k * 2000;
-    const window = state.overheads.filter((o) => o.at <= end && o.at > end - 30_000).map((o) => o.ms).sort((a, b) => a - b);
+    const window = state.overheads
+      .filter((o) => o.at <= end && o.at > end - 30_000)
+      .map((o) => o.ms)
+      .sort((a, b) => a - b);
     p50.push(window.length ? percentile(window, 50) : 0);
     p99.push(window.length ? percentile(window, 99) : 0);
   }
@@ -689,18 +899,37 @@ function renderCharts() {
   line(oh, p99, cssVar("reserialization"), maxO);
   if (!state.overheads.length) oh.append(svg("text", { x: 160, y: 48, "text-anchor": "middle", text: "no calls yet" }));
   // breaks and amplification of the latest finished rollouts
-  const finished = [...state.rollouts.values()].filter((r) => r.summary && r.record && r.record.status !== "open").sort((a, b) => (a.record.finishedAt || 0) - (b.record.finishedAt || 0)).slice(-40);
+  const finished = [...state.rollouts.values()]
+    .filter((r) => r.summary && r.record && r.record.status !== "open")
+    .sort((a, b) => (a.record.finishedAt || 0) - (b.record.finishedAt || 0))
+    .slice(-40);
   const breakCounts = finished.map((r) => Object.values(r.summary.stats.breaks).reduce((a, b) => a + b, 0));
   const dominant = finished.map((r) => {
     const [kind] = Object.entries(r.summary.stats.breaks).sort((a, b) => b[1] - a[1])[0] || [];
     return kind ? cssVar(kind) : cssVar("main");
   });
-  bars($("#chart-breaks"), breakCounts, dominant, Math.max(1, ...breakCounts), (v) => String(v), (i, v) => `${finished[i].record.id}: ${v} breaks (${breakTitle(finished[i].summary.stats.breaks)})`);
+  bars(
+    $("#chart-breaks"),
+    breakCounts,
+    dominant,
+    Math.max(1, ...breakCounts),
+    (v) => String(v),
+    (i, v) => `${finished[i].record.id}: ${v} breaks (${breakTitle(finished[i].summary.stats.breaks)})`,
+  );
   const amps = finished.map((r) => r.summary.stats.amplification || 0);
   const maxA = Math.max(1.2, ...amps);
-  bars($("#chart-amp"), amps, amps.map((a) => (a > 1.1 ? cssVar("reserialization") : cssVar("compaction"))), maxA, (v) => v.toFixed(1), (i, v) => `${finished[i].record.id}: ${v.toFixed(3)}`);
+  bars(
+    $("#chart-amp"),
+    amps,
+    amps.map((a) => (a > 1.1 ? cssVar("reserialization") : cssVar("compaction"))),
+    maxA,
+    (v) => v.toFixed(1),
+    (i, v) => `${finished[i].record.id}: ${v.toFixed(3)}`,
+  );
   const y = 80 - (70 * 1.1) / maxA;
-  $("#chart-amp").append(svg("line", { x1: 24, y1: y, x2: 296, y2: y, stroke: cssVar("branch"), "stroke-dasharray": "3 3" }));
+  $("#chart-amp").append(
+    svg("line", { x1: 24, y1: y, x2: 296, y2: y, stroke: cssVar("branch"), "stroke-dasharray": "3 3" }),
+  );
 }
 
 // ---------- start ----------

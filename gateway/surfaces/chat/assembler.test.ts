@@ -4,9 +4,26 @@ import { ChatStreamAssembler, captureChatResponse } from "./assembler.ts";
 
 test("streamed deltas assemble into one message with concatenated token ids per choice", () => {
   const a = new ChatStreamAssembler();
-  a.add({ id: "c1", created: 1, model: "m", prompt_token_ids: [1, 2, 3], choices: [{ index: 0, delta: { role: "assistant", content: "" } }] });
-  a.add({ choices: [{ index: 0, delta: { reasoning_content: "think" }, token_ids: [10, 11], logprobs: { content: [{ logprob: -0.5 }, { logprob: -0.25 }] } }] });
-  a.add({ choices: [{ index: 1, delta: { content: "B" }, token_ids: [20], logprobs: { content: [{ logprob: -1 }] } }] });
+  a.add({
+    id: "c1",
+    created: 1,
+    model: "m",
+    prompt_token_ids: [1, 2, 3],
+    choices: [{ index: 0, delta: { role: "assistant", content: "" } }],
+  });
+  a.add({
+    choices: [
+      {
+        index: 0,
+        delta: { reasoning_content: "think" },
+        token_ids: [10, 11],
+        logprobs: { content: [{ logprob: -0.5 }, { logprob: -0.25 }] },
+      },
+    ],
+  });
+  a.add({
+    choices: [{ index: 1, delta: { content: "B" }, token_ids: [20], logprobs: { content: [{ logprob: -1 }] } }],
+  });
   a.add({
     choices: [
       {
@@ -17,8 +34,22 @@ test("streamed deltas assemble into one message with concatenated token ids per 
       },
     ],
   });
-  a.add({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: 'md": 1}' } }] }, token_ids: [13, 14], logprobs: { content: [{ logprob: -2 }, { logprob: -3 }] }, finish_reason: "tool_calls" }] });
-  a.add({ choices: [{ index: 1, delta: {}, token_ids: [21], logprobs: { content: [{ logprob: -4 }] }, finish_reason: "stop" }] });
+  a.add({
+    choices: [
+      {
+        index: 0,
+        delta: { tool_calls: [{ index: 0, function: { arguments: 'md": 1}' } }] },
+        token_ids: [13, 14],
+        logprobs: { content: [{ logprob: -2 }, { logprob: -3 }] },
+        finish_reason: "tool_calls",
+      },
+    ],
+  });
+  a.add({
+    choices: [
+      { index: 1, delta: {}, token_ids: [21], logprobs: { content: [{ logprob: -4 }] }, finish_reason: "stop" },
+    ],
+  });
   a.add({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 7 } });
 
   assert.deepEqual(a.promptTokenIds, [1, 2, 3]);
@@ -29,7 +60,9 @@ test("streamed deltas assemble into one message with concatenated token ids per 
   const message = (a.assembled() as any).choices[0].message;
   assert.equal(message.reasoning_content, "think");
   assert.equal(message.content, null);
-  assert.deepEqual(message.tool_calls, [{ id: "t1", type: "function", function: { name: "sh", arguments: '{"cmd": 1}' } }]);
+  assert.deepEqual(message.tool_calls, [
+    { id: "t1", type: "function", function: { name: "sh", arguments: '{"cmd": 1}' } },
+  ]);
   assert.deepEqual((a.assembled() as any).usage, { prompt_tokens: 3, completion_tokens: 7 });
 });
 

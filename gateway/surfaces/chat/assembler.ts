@@ -63,7 +63,8 @@ export class ChatStreamAssembler implements StreamAssembler {
       const delta = choice["delta"];
       if (typeof delta === "object" && delta !== null) carried = this.#addDelta(state, delta as Json) || carried;
       if (typeof choice["finish_reason"] === "string") state.finishReason = choice["finish_reason"];
-      if (choice["stop_reason"] !== undefined && choice["stop_reason"] !== null) state.stopReason = choice["stop_reason"];
+      if (choice["stop_reason"] !== undefined && choice["stop_reason"] !== null)
+        state.stopReason = choice["stop_reason"];
     }
     if (carried) this.#sawTokens = true;
     return carried;
@@ -155,7 +156,11 @@ export class ChatStreamAssembler implements StreamAssembler {
             reasoning_content: s.reasoning,
             tool_calls: [...s.toolCalls.entries()]
               .sort(([a], [b]) => a - b)
-              .map(([, c]) => ({ id: c.id, type: c.type ?? "function", function: { name: c.name, arguments: c.arguments } })),
+              .map(([, c]) => ({
+                id: c.id,
+                type: c.type ?? "function",
+                function: { name: c.name, arguments: c.arguments },
+              })),
           },
           logprobs: s.logprobsSeen ? { content: s.logprobEntries } : null,
           finish_reason: s.finishReason,

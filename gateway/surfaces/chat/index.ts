@@ -18,7 +18,10 @@ export async function handleChatCompletions(ctx: GatewayContext, call: HarnessCa
   const stream = request["stream"] === true;
   const model = typeof request.model === "string" ? request.model : null;
   const { chat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, request));
-  await runChatCall(ctx, call, { api: "chat.completions", stream, model, chat, maxTokensCap: cap }, ({ ex, codec, prepared }) =>
-    relayNative(ex, codec, prepared, request),
+  await runChatCall(
+    ctx,
+    call,
+    { api: "chat.completions", stream, model, chat, maxTokensCap: cap },
+    ({ ex, codec, prepared }) => relayNative(ex, codec, prepared, request),
   );
 }

@@ -30,7 +30,15 @@ export class CompletionStreamAssembler implements StreamAssembler {
       const index = typeof choice["index"] === "number" ? choice["index"] : position;
       let state = this.#choices.get(index);
       if (!state) {
-        state = { index, text: "", promptTokenIds: null, tokenIds: [], logprobs: null, finishReason: null, stopReason: null };
+        state = {
+          index,
+          text: "",
+          promptTokenIds: null,
+          tokenIds: [],
+          logprobs: null,
+          finishReason: null,
+          stopReason: null,
+        };
         this.#choices.set(index, state);
       }
       const prompt = numberArray(choice["prompt_token_ids"]);

@@ -7,5 +7,10 @@ import { parseCompletionRequest } from "./request.ts";
 
 export async function handleCompletions(ctx: GatewayContext, call: HarnessCall): Promise<void> {
   const request = parseCompletionRequest(call.body);
-  await handleNative(ctx, call, { api: "completions", upstreamPath: "/v1/completions", codec: ctx.flavor.completions }, request);
+  await handleNative(
+    ctx,
+    call,
+    { api: "completions", upstreamPath: "/v1/completions", codec: ctx.flavor.completions },
+    request,
+  );
 }

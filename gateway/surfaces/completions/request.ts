@@ -31,9 +31,13 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   const request = body as Record<string, unknown>;
   if (request["prompt"] === undefined) throw invalid("prompt", "'prompt' is required");
   if (!isPrompt(request["prompt"])) {
-    throw invalid("prompt", "expected a string, an array of strings, an array of token ids, or an array of such arrays");
+    throw invalid(
+      "prompt",
+      "expected a string, an array of strings, an array of token ids, or an array of such arrays",
+    );
   }
-  if (request["model"] !== undefined && typeof request["model"] !== "string") throw invalid("model", "expected a string");
+  if (request["model"] !== undefined && typeof request["model"] !== "string")
+    throw invalid("model", "expected a string");
   const stream = request["stream"];
   if (stream != null && typeof stream !== "boolean") throw invalid("stream", "expected a boolean");
   const logprobs = request["logprobs"];

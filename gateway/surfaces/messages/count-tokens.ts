@@ -28,19 +28,34 @@ async function countUpstream(ctx: GatewayContext, call: HarnessCall, chat: Json)
   let res;
   let text: string;
   try {
-    res = await forward(ctx, { path: "/tokenize", headers, dropAuthorization: call.attribution.usedRolloutKey }, JSON.stringify(body));
+    res = await forward(
+      ctx,
+      { path: "/tokenize", headers, dropAuthorization: call.attribution.usedRolloutKey },
+      JSON.stringify(body),
+    );
     text = (await res.readAll()).toString("utf8");
   } catch (error) {
-    throw new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${(error as Error).message}`, { cause: error });
+    throw new GatewayError(
+      "RLGATE_UPSTREAM_UNREACHABLE",
+      `the upstream could not be reached: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   if (res.statusCode === 404 || res.statusCode === 405) return null;
   const parsed = parseJsonObject(text);
-  if (res.statusCode === 200 && typeof parsed?.["count"] === "number") return { count: parsed["count"], by: "upstream" };
-  return { error: upstreamErrorBody("anthropic", res.statusCode === 200 ? 502 : res.statusCode, parsed ?? text), status: res.statusCode === 200 ? 502 : res.statusCode };
+  if (res.statusCode === 200 && typeof parsed?.["count"] === "number")
+    return { count: parsed["count"], by: "upstream" };
+  return {
+    error: upstreamErrorBody("anthropic", res.statusCode === 200 ? 502 : res.statusCode, parsed ?? text),
+    status: res.statusCode === 200 ? 502 : res.statusCode,
+  };
 }
 
 function countLocally(chat: Json): Counted {
-  const ids = renderChatIds(chat["messages"] as ChatMessage[], { tools: chat["tools"] as unknown[] | undefined, enableThinking: thinkingOf(chat) });
+  const ids = renderChatIds(chat["messages"] as ChatMessage[], {
+    tools: chat["tools"] as unknown[] | undefined,
+    enableThinking: thinkingOf(chat),
+  });
   return { count: ids.length, by: "local-qwen3" };
 }
 
@@ -49,7 +64,10 @@ export async function handleCountTokens(ctx: GatewayContext, call: HarnessCall):
   const chat = withServedModel(ctx.modelMap, toChatRequest({ ...request, stream: false }));
   const counted = (ctx.flavor.name === "vllm" ? await countUpstream(ctx, call, chat) : null) ?? countLocally(chat);
   const body = "error" in counted ? counted.error : JSON.stringify({ input_tokens: counted.count });
-  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+  const headers: Record<string, string | number> = {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+  };
   if ("by" in counted) headers["x-rlgate-token-count"] = counted.by;
   call.res.writeHead("error" in counted ? counted.status : 200, headers);
   call.res.end(body);

@@ -6,7 +6,14 @@
 //   otherwise end_turn. Reasoning becomes thinking blocks; their signature is a fixed marker (rlgate cannot sign),
 //   which clients echo back and rlgate ignores.
 import type { TranslationEncoder } from "../../relay/translated.ts";
-import { ChatBlockSplitter, argumentsObject, randomHex, sseFrame, type BlockEvent, type ChatEnd } from "../../translate/blocks.ts";
+import {
+  ChatBlockSplitter,
+  argumentsObject,
+  randomHex,
+  sseFrame,
+  type BlockEvent,
+  type ChatEnd,
+} from "../../translate/blocks.ts";
 import type { Json } from "../../upstream/fields.ts";
 
 export const THINKING_SIGNATURE = "rlgate-unsigned";
@@ -74,25 +81,45 @@ export class MessagesEncoder implements TranslationEncoder {
         this.#sawTool = true;
       }
       this.#content.push(block);
-      return sseFrame("content_block_start", { type: "content_block_start", index: index + 1, content_block: { ...block } });
+      return sseFrame("content_block_start", {
+        type: "content_block_start",
+        index: index + 1,
+        content_block: { ...block },
+      });
     }
     const block = this.#content[index]!;
     if (event.type === "delta") {
       if (event.kind === "reasoning") {
         block["thinking"] = String(block["thinking"]) + event.text;
-        return sseFrame("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: event.text } });
+        return sseFrame("content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "thinking_delta", thinking: event.text },
+        });
       }
       if (event.kind === "text") {
         block["text"] = String(block["text"]) + event.text;
-        return sseFrame("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: event.text } });
+        return sseFrame("content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "text_delta", text: event.text },
+        });
       }
       this.#toolArgs += event.text;
-      return sseFrame("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: event.text } });
+      return sseFrame("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "input_json_delta", partial_json: event.text },
+      });
     }
     let frames = "";
     if (event.kind === "reasoning") {
       block["signature"] = THINKING_SIGNATURE;
-      frames += sseFrame("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: THINKING_SIGNATURE } });
+      frames += sseFrame("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "signature_delta", signature: THINKING_SIGNATURE },
+      });
     }
     if (event.kind === "tool") block["input"] = argumentsObject(this.#toolArgs);
     return frames + sseFrame("content_block_stop", { type: "content_block_stop", index });
@@ -119,6 +146,9 @@ export class MessagesEncoder implements TranslationEncoder {
   }
 
   failureFrame(message: string): string {
-    return sseFrame("error", { type: "error", error: { type: "api_error", message: `upstream failed mid-answer: ${message}` } });
+    return sseFrame("error", {
+      type: "error",
+      error: { type: "api_error", message: `upstream failed mid-answer: ${message}` },
+    });
   }
 }

@@ -21,7 +21,15 @@ export async function handleMessages(ctx: GatewayContext, call: HarnessCall): Pr
   const stream = request.stream === true;
   const warnings: string[] = [];
   const { chat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, toChatRequest(request, warnings)));
-  const spec = { api: "messages" as const, stream, model: request.model, chat, omitHeader: isAnthropicHeader, warnings, maxTokensCap: cap };
+  const spec = {
+    api: "messages" as const,
+    stream,
+    model: request.model,
+    chat,
+    omitHeader: isAnthropicHeader,
+    warnings,
+    maxTokensCap: cap,
+  };
   await runChatCall(ctx, call, spec, ({ ex }) =>
     relayTranslated(ex, { encoder: new MessagesEncoder(request.model), errorShape: "anthropic", stream }),
   );

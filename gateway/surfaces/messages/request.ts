@@ -28,7 +28,8 @@ function invalid(param: string, message: string): GatewayError {
 /** `countOnly`: a count_tokens request, which has no max_tokens. */
 export function parseMessagesRequest(body: unknown, options: { countOnly?: boolean } = {}): MessagesRequest {
   if (!isObject(body)) throw new GatewayError("RLGATE_BAD_REQUEST", "request body must be a JSON object");
-  if (typeof body["model"] !== "string" || !body["model"]) throw invalid("model", "Field required (a model name string)");
+  if (typeof body["model"] !== "string" || !body["model"])
+    throw invalid("model", "Field required (a model name string)");
   const maxTokens = body["max_tokens"];
   if (!options.countOnly && (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1)) {
     throw invalid("max_tokens", "Field required (an integer ≥ 1)");
@@ -39,14 +40,18 @@ export function parseMessagesRequest(body: unknown, options: { countOnly?: boole
     if (!isObject(message)) throw invalid(`messages.${i}`, "each message must be an object");
     // Claude Code 2.1 also sends `system` messages between the turns (e.g. the list of agent types).
     if (message["role"] !== "user" && message["role"] !== "assistant" && message["role"] !== "system") {
-      throw invalid(`messages.${i}.role`, `expected 'user', 'assistant' or 'system', got ${JSON.stringify(message["role"])}`);
+      throw invalid(
+        `messages.${i}.role`,
+        `expected 'user', 'assistant' or 'system', got ${JSON.stringify(message["role"])}`,
+      );
     }
     const content = message["content"];
     if (typeof content !== "string" && !(Array.isArray(content) && content.every(isObject))) {
       throw invalid(`messages.${i}.content`, "expected a string or an array of content blocks");
     }
   });
-  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") throw invalid("stream", "expected a boolean");
+  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean")
+    throw invalid("stream", "expected a boolean");
   return body as MessagesRequest;
 }
 
@@ -59,7 +64,12 @@ function blocksOf(content: unknown): Json[] {
 function imagePart(block: Json, where: string): ChatPart {
   const source = block["source"];
   if (isObject(source) && source["type"] === "base64" && typeof source["data"] === "string") {
-    return { type: "image_url", image_url: { url: `data:${textField(source["media_type"], `${where}.source.media_type`, "image/png")};base64,${source["data"]}` } };
+    return {
+      type: "image_url",
+      image_url: {
+        url: `data:${textField(source["media_type"], `${where}.source.media_type`, "image/png")};base64,${source["data"]}`,
+      },
+    };
   }
   if (isObject(source) && source["type"] === "url" && typeof source["url"] === "string") {
     return { type: "image_url", image_url: { url: source["url"] } };
@@ -100,8 +110,12 @@ function toolResultContent(block: Json, where: string, warnings: string[]): stri
   if (!Array.isArray(content)) throw invalid(where, "tool_result content must be a string or an array of blocks");
   const parts: ChatPart[] = [];
   content.filter(isObject).forEach((part, k) => {
-    if (part["type"] === "text") parts.push({ type: "text", text: textField(part["text"], `${where}.content.${k}.text`) });
-    else warnings.push(`${where}.content.${k}: '${shown(part["type"])}' block inside tool_result dropped (tool messages carry text)`);
+    if (part["type"] === "text")
+      parts.push({ type: "text", text: textField(part["text"], `${where}.content.${k}.text`) });
+    else
+      warnings.push(
+        `${where}.content.${k}: '${shown(part["type"])}' block inside tool_result dropped (tool messages carry text)`,
+      );
   });
   return parts.length ? contentOf(parts) : "";
 }
@@ -112,7 +126,11 @@ function userMessages(message: Json, i: number, warnings: string[]): Json[] {
   blocksOf(message["content"]).forEach((block, k) => {
     const where = `messages.${i}.content.${k}`;
     if (block["type"] === "tool_result") {
-      out.push({ role: "tool", tool_call_id: textField(block["tool_use_id"], `${where}.tool_use_id`), content: toolResultContent(block, where, warnings) });
+      out.push({
+        role: "tool",
+        tool_call_id: textField(block["tool_use_id"], `${where}.tool_use_id`),
+        content: toolResultContent(block, where, warnings),
+      });
     } else {
       const part = userPart(block, where, warnings);
       if (part) parts.push(part);
@@ -140,12 +158,17 @@ function assistantMessage(message: Json, i: number, warnings: string[]): Json {
         toolCalls.push({
           id: textField(block["id"], `messages.${i}.content.${k}.id`),
           type: "function",
-          function: { name: textField(block["name"], `messages.${i}.content.${k}.name`), arguments: JSON.stringify(block["input"] ?? {}) },
+          function: {
+            name: textField(block["name"], `messages.${i}.content.${k}.name`),
+            arguments: JSON.stringify(block["input"] ?? {}),
+          },
         });
         break;
       default:
         // server_tool_use, web_search_tool_result and the like: the upstream's model never made them.
-        warnings.push(`messages.${i}.content.${k}: assistant '${shown(block["type"])}' block dropped: a chat-completions upstream's model cannot be shown it`);
+        warnings.push(
+          `messages.${i}.content.${k}: assistant '${shown(block["type"])}' block dropped: a chat-completions upstream's model cannot be shown it`,
+        );
     }
   });
   const out: Json = { role: "assistant", content: text };
@@ -159,7 +182,8 @@ function systemMessage(system: unknown, where = "system"): Json | null {
   if (typeof system === "string") return system ? { role: "system", content: system } : null;
   if (!Array.isArray(system)) throw invalid(where, "expected a string or an array of text blocks");
   const parts = system.map((block, k) => {
-    if (!isObject(block) || block["type"] !== "text") throw invalid(`${where}.${k}`, "system blocks must be text blocks");
+    if (!isObject(block) || block["type"] !== "text")
+      throw invalid(`${where}.${k}`, "system blocks must be text blocks");
     return { type: "text", text: textField(block["text"], `${where}.${k}.text`) };
   });
   return parts.length ? { role: "system", content: contentOf(parts) } : null;
@@ -172,7 +196,9 @@ function chatTools(tools: unknown, warnings: string[]): Json[] | undefined {
   tools.forEach((tool, k) => {
     if (!isObject(tool) || typeof tool["name"] !== "string") throw invalid(`tools.${k}`, "each tool needs a name");
     if (tool["type"] !== undefined && tool["type"] !== null && tool["type"] !== "custom") {
-      warnings.push(`tools.${k}: '${shown(tool["type"])}' tool '${tool["name"]}' dropped: a chat-completions upstream cannot run it (declare it as a custom tool with an input_schema)`);
+      warnings.push(
+        `tools.${k}: '${shown(tool["type"])}' tool '${tool["name"]}' dropped: a chat-completions upstream cannot run it (declare it as a custom tool with an input_schema)`,
+      );
       return;
     }
     const fn: Json = { name: tool["name"], parameters: tool["input_schema"] ?? { type: "object", properties: {} } };
@@ -207,9 +233,14 @@ function chatToolChoice(choice: unknown, out: Json): void {
 function ignoredServerFeatures(request: MessagesRequest, warnings: string[]): void {
   const management = request["context_management"];
   const edits = isObject(management) && Array.isArray(management["edits"]) ? management["edits"].filter(isObject) : [];
-  if (edits.length) warnings.push(`context_management: edits not applied (${edits.map((e) => shown(e["type"])).join(", ")}): the upstream sees the whole history`);
-  if (Array.isArray(request["mcp_servers"]) && request["mcp_servers"].length) warnings.push("mcp_servers: dropped: a chat-completions upstream cannot call remote MCP servers");
-  if (request["container"] != null) warnings.push("container: dropped: a chat-completions upstream has no code-execution container");
+  if (edits.length)
+    warnings.push(
+      `context_management: edits not applied (${edits.map((e) => shown(e["type"])).join(", ")}): the upstream sees the whole history`,
+    );
+  if (Array.isArray(request["mcp_servers"]) && request["mcp_servers"].length)
+    warnings.push("mcp_servers: dropped: a chat-completions upstream cannot call remote MCP servers");
+  if (request["container"] != null)
+    warnings.push("container: dropped: a chat-completions upstream has no code-execution container");
 }
 
 /**

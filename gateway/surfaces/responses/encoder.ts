@@ -96,14 +96,27 @@ export class ResponsesEncoder implements TranslationEncoder {
           ? { id: `rs_${randomHex(48)}`, type: "reasoning", summary: [], content: [] }
           : event.kind === "text"
             ? { id: `msg_${randomHex(48)}`, type: "message", status: "in_progress", role: "assistant", content: [] }
-            : outputItemOf({ id: `fc_${randomHex(48)}`, call_id: event.id, status: "in_progress" }, event.name, "", this.#tools);
+            : outputItemOf(
+                { id: `fc_${randomHex(48)}`, call_id: event.id, status: "in_progress" },
+                event.name,
+                "",
+                this.#tools,
+              );
       this.#output.push(item);
       const output_index = this.#output.length - 1;
       let frames = this.#frame("response.output_item.added", { output_index, item: structuredClone(item) });
       if (event.kind !== "tool") {
-        const part = event.kind === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] };
+        const part =
+          event.kind === "reasoning"
+            ? { type: "reasoning_text", text: "" }
+            : { type: "output_text", text: "", annotations: [], logprobs: [] };
         (item["content"] as Json[]).push(part);
-        frames += this.#frame("response.content_part.added", { item_id: item["id"], output_index, content_index: 0, part: { ...part } });
+        frames += this.#frame("response.content_part.added", {
+          item_id: item["id"],
+          output_index,
+          content_index: 0,
+          part: { ...part },
+        });
       }
       return frames;
     }
@@ -123,26 +136,43 @@ export class ResponsesEncoder implements TranslationEncoder {
         return this.#frame("response.function_call_arguments.delta", { ...where, delta: event.text });
       }
       part["text"] = String(part["text"]) + event.text;
-      if (event.kind === "reasoning") return this.#frame("response.reasoning_text.delta", { ...where, content_index: 0, delta: event.text });
+      if (event.kind === "reasoning")
+        return this.#frame("response.reasoning_text.delta", { ...where, content_index: 0, delta: event.text });
       return this.#frame("response.output_text.delta", { ...where, content_index: 0, delta: event.text, logprobs: [] });
     }
     let frames = "";
     if (part === null && item["type"] !== "function_call") {
-      const done = outputItemOf({ id: String(item["id"]), call_id: String(item["call_id"]), status: "completed" }, this.#toolFunction, this.#pendingArgs, this.#tools);
+      const done = outputItemOf(
+        { id: String(item["id"]), call_id: String(item["call_id"]), status: "completed" },
+        this.#toolFunction,
+        this.#pendingArgs,
+        this.#tools,
+      );
       this.#pendingArgs = "";
       this.#output[output_index] = done;
-      if (done["type"] === "custom_tool_call") frames += this.#frame("response.custom_tool_call_input.done", { ...where, input: done["input"] });
+      if (done["type"] === "custom_tool_call")
+        frames += this.#frame("response.custom_tool_call_input.done", { ...where, input: done["input"] });
       return frames + this.#frame("response.output_item.done", { output_index, item: structuredClone(done) });
     }
     if (part === null) {
-      frames += this.#frame("response.function_call_arguments.done", { ...where, name: item["name"], arguments: item["arguments"] });
+      frames += this.#frame("response.function_call_arguments.done", {
+        ...where,
+        name: item["name"],
+        arguments: item["arguments"],
+      });
       item["status"] = "completed";
     } else {
       const done = event.kind === "reasoning" ? "response.reasoning_text.done" : "response.output_text.done";
-      frames += this.#frame(done, { ...where, content_index: 0, text: part["text"], ...(event.kind === "text" ? { logprobs: [] } : {}) });
+      frames += this.#frame(done, {
+        ...where,
+        content_index: 0,
+        text: part["text"],
+        ...(event.kind === "text" ? { logprobs: [] } : {}),
+      });
       frames += this.#frame("response.content_part.done", { ...where, content_index: 0, part: { ...part } });
       if (event.kind === "text") item["status"] = "completed";
-      if (event.kind === "reasoning" && this.#encryptReasoning) item["encrypted_content"] = encodeReasoning(String(part["text"]));
+      if (event.kind === "reasoning" && this.#encryptReasoning)
+        item["encrypted_content"] = encodeReasoning(String(part["text"]));
     }
     return frames + this.#frame("response.output_item.done", { output_index, item: structuredClone(item) });
   }

@@ -33,14 +33,22 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
   const stream = request.stream === true;
   const encoder = new ResponsesEncoder(request, tools);
   const { chat: upstreamChat, cap } = await capMaxTokens(ctx, withServedModel(ctx.modelMap, chat));
-  const spec = { api: "responses" as const, stream, model: request.model, chat: upstreamChat, warnings, maxTokensCap: cap };
+  const spec = {
+    api: "responses" as const,
+    stream,
+    model: request.model,
+    chat: upstreamChat,
+    warnings,
+    maxTokensCap: cap,
+  };
   await runChatCall(ctx, call, spec, ({ ex }) =>
     relayTranslated(ex, {
       encoder,
       errorShape: "openai",
       stream,
       onComplete(delivered) {
-        if (request["store"] !== false) history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"], { tools })]);
+        if (request["store"] !== false)
+          history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"], { tools })]);
       },
     }),
   );

@@ -30,7 +30,12 @@ test("reasoning, assistant text and function calls in a row become one assistant
     },
     { role: "tool", tool_call_id: "c1", content: "one" },
     { role: "tool", tool_call_id: "c2", content: "two" },
-    { role: "assistant", content: "", reasoning_content: "again", tool_calls: [{ id: "c3", type: "function", function: { name: "sh", arguments: "{}" } }] },
+    {
+      role: "assistant",
+      content: "",
+      reasoning_content: "again",
+      tool_calls: [{ id: "c3", type: "function", function: { name: "sh", arguments: "{}" } }],
+    },
   ]);
 });
 
@@ -48,7 +53,10 @@ test("instructions lead, the previous conversation follows, and the request's op
   });
   const { chat, conversation, warnings } = toChatRequest(request, [{ role: "user", content: "before" }]);
   assert.deepEqual(warnings, []);
-  assert.deepEqual(conversation, [{ role: "user", content: "before" }, { role: "user", content: "next" }]);
+  assert.deepEqual(conversation, [
+    { role: "user", content: "before" },
+    { role: "user", content: "next" },
+  ]);
   assert.deepEqual(chat, {
     model: "m",
     messages: [{ role: "system", content: "be brief" }, ...conversation],
@@ -64,7 +72,10 @@ test("instructions lead, the previous conversation follows, and the request's op
 
 test("items that cannot be carried at all are refused by name", () => {
   const refused = (body: Record<string, unknown>, pattern: RegExp) =>
-    assert.throws(() => toChatRequest(parseResponsesRequest({ model: "m", ...body }), []), (e: unknown) => e instanceof GatewayError && pattern.test(e.message));
+    assert.throws(
+      () => toChatRequest(parseResponsesRequest({ model: "m", ...body }), []),
+      (e: unknown) => e instanceof GatewayError && pattern.test(e.message),
+    );
   refused({ input: [{ type: "item_reference", id: "x" }] }, /item_reference/);
   refused({ input: [{ role: "user", content: [{ type: "input_file", file_id: "f" }] }] }, /input_file/);
   assert.throws(() => parseResponsesRequest({ input: "x" }), /model/);

@@ -32,7 +32,8 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
   if (input !== undefined && typeof input !== "string" && !(Array.isArray(input) && input.every(isObject))) {
     throw invalid("input", "expected a string or an array of input items");
   }
-  if (body["instructions"] != null && typeof body["instructions"] !== "string") throw invalid("instructions", "expected a string");
+  if (body["instructions"] != null && typeof body["instructions"] !== "string")
+    throw invalid("instructions", "expected a string");
   if (body["stream"] != null && typeof body["stream"] !== "boolean") throw invalid("stream", "expected a boolean");
   const previous = body["previous_response_id"];
   if (previous != null && typeof previous !== "string") throw invalid("previous_response_id", "expected a string");
@@ -53,7 +54,11 @@ function decodeReasoning(value: unknown): string | null {
 
 function texts(parts: unknown, types: readonly string[]): string[] {
   if (!Array.isArray(parts)) return [];
-  return parts.filter((p) => isObject(p) && typeof p["type"] === "string" && types.includes(p["type"]) && typeof p["text"] === "string").map((p) => (p as Json)["text"] as string);
+  return parts
+    .filter(
+      (p) => isObject(p) && typeof p["type"] === "string" && types.includes(p["type"]) && typeof p["text"] === "string",
+    )
+    .map((p) => (p as Json)["text"] as string);
 }
 
 function userContent(content: unknown, where: string): string | Json[] {
@@ -70,7 +75,10 @@ function userContent(content: unknown, where: string): string | Json[] {
         if (typeof part["image_url"] === "string") return { type: "image_url", image_url: { url: part["image_url"] } };
         throw invalid(`${where}.${k}`, "input_image parts need an image_url (file ids cannot be resolved by rlgate)");
       default:
-        throw invalid(`${where}.${k}`, `content parts of type '${shown(part["type"])}' cannot be passed to a chat-completions upstream`);
+        throw invalid(
+          `${where}.${k}`,
+          `content parts of type '${shown(part["type"])}' cannot be passed to a chat-completions upstream`,
+        );
     }
   });
   const [only] = parts;
@@ -80,7 +88,10 @@ function userContent(content: unknown, where: string): string | Json[] {
 function toolOutput(output: unknown, where: string, warnings: string[]): string {
   if (typeof output === "string") return output;
   if (isObject(output) && typeof output["content"] === "string") return output["content"];
-  if (Array.isArray(output) && output.some((p) => isObject(p) && p["type"] !== "input_text" && p["type"] !== "output_text" && p["type"] !== "text")) {
+  if (
+    Array.isArray(output) &&
+    output.some((p) => isObject(p) && p["type"] !== "input_text" && p["type"] !== "output_text" && p["type"] !== "text")
+  ) {
     warnings.push(`${where}.output: parts other than text dropped (tool messages carry text)`);
   }
   return texts(output, ["input_text", "output_text", "text"]).join("\n");
@@ -136,14 +147,18 @@ export function inputMessages(input: unknown, options: InputOptions = {}): Json[
         const role = item["role"];
         if (role === "assistant") {
           if (assistant?.["tool_calls"]) flush();
-          const text = typeof item["content"] === "string" ? item["content"] : texts(item["content"], ["output_text", "input_text", "text", "refusal"]).join("");
+          const text =
+            typeof item["content"] === "string"
+              ? item["content"]
+              : texts(item["content"], ["output_text", "input_text", "text", "refusal"]).join("");
           const message = open();
           message["content"] = String(message["content"]) + text;
           return;
         }
         flush();
         if (role === "user") messages.push({ role: "user", content: userContent(item["content"], `${at}.content`) });
-        else if (role === "system" || role === "developer") messages.push({ role: "system", content: userContent(item["content"], `${at}.content`) });
+        else if (role === "system" || role === "developer")
+          messages.push({ role: "system", content: userContent(item["content"], `${at}.content`) });
         else throw invalid(`${at}.role`, `expected user, assistant, system or developer, got ${JSON.stringify(role)}`);
         return;
       }
@@ -169,14 +184,21 @@ export function inputMessages(input: unknown, options: InputOptions = {}): Json[
       case "custom_tool_call_output":
       case "local_shell_call_output":
         flush();
-        messages.push({ role: "tool", tool_call_id: textField(item["call_id"], `${at}.call_id`), content: toolOutput(item["output"], at, warnings) });
+        messages.push({
+          role: "tool",
+          tool_call_id: textField(item["call_id"], `${at}.call_id`),
+          content: toolOutput(item["output"], at, warnings),
+        });
         return;
       default:
         if (typeof type === "string" && HOSTED_ITEMS.has(type)) {
           warnings.push(`${at}: '${type}' item dropped: a chat-completions upstream's model cannot be shown it`);
           return;
         }
-        throw invalid(`${at}.type`, `input items of type '${shown(type)}' cannot be passed to a chat-completions upstream`);
+        throw invalid(
+          `${at}.type`,
+          `input items of type '${shown(type)}' cannot be passed to a chat-completions upstream`,
+        );
     }
   });
   flush();
@@ -185,7 +207,11 @@ export function inputMessages(input: unknown, options: InputOptions = {}): Json[
 
 function chatToolChoice(choice: unknown, map: ResponsesToolMap): unknown {
   if (choice == null || choice === "auto" || choice === "none" || choice === "required") return choice ?? undefined;
-  if (isObject(choice) && (choice["type"] === "function" || choice["type"] === "custom") && typeof choice["name"] === "string") {
+  if (
+    isObject(choice) &&
+    (choice["type"] === "function" || choice["type"] === "custom") &&
+    typeof choice["name"] === "string"
+  ) {
     const namespace = typeof choice["namespace"] === "string" ? choice["namespace"] : null;
     return { type: "function", function: { name: map.functionName(choice["name"], namespace) } };
   }
@@ -198,7 +224,10 @@ function responseFormat(text: unknown): Json | undefined {
   if (!isObject(text) || !isObject(text["format"])) return undefined;
   const format = text["format"];
   if (format["type"] === "json_schema") {
-    return { type: "json_schema", json_schema: { name: format["name"] ?? "response", schema: format["schema"], strict: format["strict"] ?? null } };
+    return {
+      type: "json_schema",
+      json_schema: { name: format["name"] ?? "response", schema: format["schema"], strict: format["strict"] ?? null },
+    };
   }
   if (format["type"] === "json_object") return { type: "json_object" };
   return undefined;
@@ -222,9 +251,10 @@ export function toChatRequest(request: ResponsesRequest, history: readonly Json[
   const warnings: string[] = [];
   const { tools, map } = chatTools(request["tools"], warnings);
   const conversation = [...history, ...inputMessages(request["input"], { tools: map, warnings })];
-  const messages = typeof request["instructions"] === "string" && request["instructions"]
-    ? [{ role: "system", content: request["instructions"] }, ...conversation]
-    : conversation;
+  const messages =
+    typeof request["instructions"] === "string" && request["instructions"]
+      ? [{ role: "system", content: request["instructions"] }, ...conversation]
+      : conversation;
   const chat: Json = { model: request.model, messages };
   if (request.stream === true) {
     chat["stream"] = true;

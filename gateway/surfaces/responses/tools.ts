@@ -29,7 +29,11 @@ const LOCAL_SHELL = "local_shell";
 const LOCAL_SHELL_PARAMETERS: Json = {
   type: "object",
   properties: {
-    command: { type: "array", items: { type: "string" }, description: "The command and its arguments, e.g. [\"bash\", \"-lc\", \"ls\"]." },
+    command: {
+      type: "array",
+      items: { type: "string" },
+      description: 'The command and its arguments, e.g. ["bash", "-lc", "ls"].',
+    },
     workdir: { type: "string", description: "Working directory." },
     timeout_ms: { type: "integer", description: "Time limit in milliseconds." },
   },
@@ -38,7 +42,10 @@ const LOCAL_SHELL_PARAMETERS: Json = {
 
 function customParameters(tool: Json): Json {
   const format = isObject(tool["format"]) ? tool["format"] : null;
-  const grammar = format && format["type"] === "grammar" && typeof format["definition"] === "string" ? ` It follows this ${shown(format["syntax"] ?? "")} grammar:\n${format["definition"]}` : "";
+  const grammar =
+    format && format["type"] === "grammar" && typeof format["definition"] === "string"
+      ? ` It follows this ${shown(format["syntax"] ?? "")} grammar:\n${format["definition"]}`
+      : "";
   return {
     type: "object",
     properties: { input: { type: "string", description: `The tool's whole input, as free text.${grammar}` } },
@@ -61,7 +68,9 @@ export class ResponsesToolMap {
 
   /** The function name for a harness-side tool; unknown tools keep their name (a history from other tools). */
   functionName(name: string, namespace: string | null = null): string {
-    return this.#byOriginal.get(key(name, namespace)) ?? (namespace ? `${namespace}${NAMESPACE_SEPARATOR}${name}` : name);
+    return (
+      this.#byOriginal.get(key(name, namespace)) ?? (namespace ? `${namespace}${NAMESPACE_SEPARATOR}${name}` : name)
+    );
   }
 
   /** What a function the model called maps back to; a plain function when it is not one of the request's tools. */
@@ -97,34 +106,58 @@ export function chatTools(tools: unknown, warnings: string[]): { tools: Json[] |
   const out: Json[] = [];
   tools.forEach((tool, k) => {
     if (!isObject(tool)) throw invalid(`tools.${k}`, "each tool must be an object");
-    if (typeof tool["type"] !== "string") throw invalid(`tools.${k}.type`, `expected a string, got ${shown(tool["type"])}`);
+    if (typeof tool["type"] !== "string")
+      throw invalid(`tools.${k}.type`, `expected a string, got ${shown(tool["type"])}`);
     const type = tool["type"];
     switch (type) {
       case "function": {
         if (typeof tool["name"] !== "string") throw invalid(`tools.${k}.name`, "function tools need a name");
-        out.push(chatFunction(map.add(tool["name"], { kind: "function", name: tool["name"], namespace: null }), tool, tool["parameters"]));
+        out.push(
+          chatFunction(
+            map.add(tool["name"], { kind: "function", name: tool["name"], namespace: null }),
+            tool,
+            tool["parameters"],
+          ),
+        );
         return;
       }
       case "namespace": {
         const namespace = tool["name"];
-        if (typeof namespace !== "string" || !Array.isArray(tool["tools"])) throw invalid(`tools.${k}`, "namespace tools need a name and tools");
+        if (typeof namespace !== "string" || !Array.isArray(tool["tools"]))
+          throw invalid(`tools.${k}`, "namespace tools need a name and tools");
         (tool["tools"] as unknown[]).forEach((member, j) => {
           if (!isObject(member) || member["type"] !== "function" || typeof member["name"] !== "string") {
             warnings.push(`tools.${k}.tools.${j}: a namespace member that is not a function tool was dropped`);
             return;
           }
-          const fn = map.add(`${namespace}${NAMESPACE_SEPARATOR}${member["name"]}`, { kind: "function", name: member["name"], namespace });
+          const fn = map.add(`${namespace}${NAMESPACE_SEPARATOR}${member["name"]}`, {
+            kind: "function",
+            name: member["name"],
+            namespace,
+          });
           out.push(chatFunction(fn, member, member["parameters"]));
         });
         return;
       }
       case "custom": {
         if (typeof tool["name"] !== "string") throw invalid(`tools.${k}.name`, "custom tools need a name");
-        out.push(chatFunction(map.add(tool["name"], { kind: "custom", name: tool["name"], namespace: null }), tool, customParameters(tool)));
+        out.push(
+          chatFunction(
+            map.add(tool["name"], { kind: "custom", name: tool["name"], namespace: null }),
+            tool,
+            customParameters(tool),
+          ),
+        );
         return;
       }
       case "local_shell":
-        out.push(chatFunction(map.add(LOCAL_SHELL, { kind: "local_shell", name: LOCAL_SHELL, namespace: null }), { description: "Runs a command on the local machine and returns its output." }, LOCAL_SHELL_PARAMETERS));
+        out.push(
+          chatFunction(
+            map.add(LOCAL_SHELL, { kind: "local_shell", name: LOCAL_SHELL, namespace: null }),
+            { description: "Runs a command on the local machine and returns its output." },
+            LOCAL_SHELL_PARAMETERS,
+          ),
+        );
         return;
       default:
         warnings.push(`tools.${k}: hosted tool '${type}' dropped: a chat-completions upstream cannot run it`);
@@ -139,7 +172,10 @@ export function toolCallOf(item: Json, map: ResponsesToolMap, at: string): Json 
   const call = (name: string, args: string): Json => ({ id, type: "function", function: { name, arguments: args } });
   switch (item["type"]) {
     case "custom_tool_call":
-      return call(map.functionName(textField(item["name"], `${at}.name`)), JSON.stringify({ input: textField(item["input"], `${at}.input`) }));
+      return call(
+        map.functionName(textField(item["name"], `${at}.name`)),
+        JSON.stringify({ input: textField(item["input"], `${at}.input`) }),
+      );
     case "local_shell_call": {
       const action = isObject(item["action"]) ? item["action"] : {};
       const args: Json = { command: Array.isArray(action["command"]) ? action["command"] : [] };
@@ -149,7 +185,10 @@ export function toolCallOf(item: Json, map: ResponsesToolMap, at: string): Json 
     }
     default: {
       const namespace = typeof item["namespace"] === "string" ? item["namespace"] : null;
-      return call(map.functionName(textField(item["name"], `${at}.name`), namespace), typeof item["arguments"] === "string" ? item["arguments"] : "{}");
+      return call(
+        map.functionName(textField(item["name"], `${at}.name`), namespace),
+        typeof item["arguments"] === "string" ? item["arguments"] : "{}",
+      );
     }
   }
 }
@@ -169,16 +208,32 @@ function argumentsObject(text: string): Json | null {
  * namespace), a custom_tool_call (the `input` argument as its text; the raw arguments when the model wrote no such
  * object) or a local_shell_call.
  */
-export function outputItemOf(base: { id: string; call_id: string; status: string }, functionName: string, args: string, map: ResponsesToolMap): Json {
+export function outputItemOf(
+  base: { id: string; call_id: string; status: string },
+  functionName: string,
+  args: string,
+  map: ResponsesToolMap,
+): Json {
   const tool = map.lookup(functionName);
   if (tool.kind === "custom") {
     const parsed = argumentsObject(args);
     const input = parsed && typeof parsed["input"] === "string" ? parsed["input"] : args;
-    return { id: base.id.replace(/^fc_/, "ctc_"), type: "custom_tool_call", status: base.status, call_id: base.call_id, name: tool.name, input };
+    return {
+      id: base.id.replace(/^fc_/, "ctc_"),
+      type: "custom_tool_call",
+      status: base.status,
+      call_id: base.call_id,
+      name: tool.name,
+      input,
+    };
   }
   if (tool.kind === "local_shell") {
     const parsed = argumentsObject(args) ?? {};
-    const command = Array.isArray(parsed["command"]) ? parsed["command"].map(String) : typeof parsed["command"] === "string" ? ["bash", "-lc", parsed["command"]] : [];
+    const command = Array.isArray(parsed["command"])
+      ? parsed["command"].map(String)
+      : typeof parsed["command"] === "string"
+        ? ["bash", "-lc", parsed["command"]]
+        : [];
     const action: Json = {
       type: "exec",
       command,
@@ -187,9 +242,22 @@ export function outputItemOf(base: { id: string; call_id: string; status: string
       env: null,
       user: null,
     };
-    return { id: base.id.replace(/^fc_/, "lsh_"), type: "local_shell_call", status: base.status, call_id: base.call_id, action };
+    return {
+      id: base.id.replace(/^fc_/, "lsh_"),
+      type: "local_shell_call",
+      status: base.status,
+      call_id: base.call_id,
+      action,
+    };
   }
-  const item: Json = { id: base.id, type: "function_call", status: base.status, arguments: args, call_id: base.call_id, name: tool.name };
+  const item: Json = {
+    id: base.id,
+    type: "function_call",
+    status: base.status,
+    arguments: args,
+    call_id: base.call_id,
+    name: tool.name,
+  };
   if (tool.namespace !== null) item["namespace"] = tool.namespace;
   return item;
 }
