@@ -67,6 +67,24 @@ describe("segments and --train-segments", () => {
     assert.equal(rec.stats.retained_trajectories, 1);
   });
 
+  test("in tokens prompt mode too: the title call is auxiliary, the agent main (tools counted from the harness's request)", async () => {
+    const tokens = await startStack({ gateway: { prompts: "tokens" } });
+    try {
+      const rec = await session(tokens);
+      assert.deepEqual(
+        rec.segments.map((s: any) => [s.kind, s.trained]),
+        [
+          ["auxiliary", false],
+          ["main", true],
+        ],
+      );
+      assert.deepEqual(rec.breaks, []);
+      assert.equal(rec.stats.retained_trajectories, 1);
+    } finally {
+      await tokens.close();
+    }
+  });
+
   test("a rollout's metadata train_segments decides which segments train", async () => {
     const rec = await session(stack, { train_segments: ["main", "auxiliary"] });
     assert.ok(rec.trajectories.every((t: any) => t.trained));

@@ -191,6 +191,7 @@ export async function runChatCall(
     upstreamPath: "/v1/completions",
     forwarded: prepared.forwarded,
     prompt: plan.record,
+    toolCount: Array.isArray(tools) ? tools.length : 0,
     chatCodec: vllmFlavor.chat,
     translateAnswer: (upstream, recorder) => {
       recorder.notePrompt({ thread: plan.record.thread ?? recorder.seq });

@@ -51,6 +51,11 @@ export interface ExchangeSpec {
   omitHeader?: (name: string) => boolean;
   /** How the prompt was made (token prompt mode), recorded on the call. */
   prompt?: PromptRecord;
+  /**
+   * How many tools the harness offered, recorded on the call (segment rules read it: a side call offers none). Read
+   * from the forwarded chat request when not given; a token prompt carries its tools inside the prompt ids.
+   */
+  toolCount?: number;
   /** Reads the upstream's answer as another API (token prompt mode: a completion read as a chat completion). */
   translateAnswer?: (upstream: UpstreamCall, recorder: CallRecorder) => UpstreamAnswer;
   /** The codec of the chat answer the relays read (default: the upstream flavour's chat codec). */
@@ -231,6 +236,7 @@ export async function openExchange(
   const forwarded = repaired?.forwarded ?? spec.forwarded;
   const payload = forwardedPayload(forwarded, call.body, requestReceived);
   const tools = forwarded["tools"];
+  const toolCount = spec.toolCount ?? (chat ? (Array.isArray(tools) ? tools.length : 0) : undefined);
   const recorder = new CallRecorder(
     ctx.store,
     ctx.metrics,
@@ -242,7 +248,7 @@ export async function openExchange(
       model: spec.model,
       requestReceived,
       requestForwarded: payload.record,
-      ...(chat ? { tools: Array.isArray(tools) ? tools.length : 0 } : {}),
+      ...(toolCount === undefined ? {} : { tools: toolCount }),
       ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
       policyVersion: policyVersionOf(ctx, call),
       sampling: samplingOf(spec.forwarded),
