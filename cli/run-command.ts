@@ -1,5 +1,6 @@
 // `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
 // tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
+import { DEFAULT_SIM_MAX_MODEL_LEN } from "./serve-command.ts";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -101,7 +102,11 @@ export function runCommand(): Command {
       let ownData: string | null = null;
       let gatewayUrl: string = opts.gateway;
       if (!gatewayUrl) {
-        sim = await startSim({ port: 0, script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined });
+        sim = await startSim({
+          port: 0,
+          maxModelLen: DEFAULT_SIM_MAX_MODEL_LEN,
+          script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined,
+        });
         ownData = opts.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
         gateway = await startGateway({
           upstream: sim.url,

@@ -12,8 +12,8 @@ import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
 
-/** Qwen3's native context is 32k; served with YaRN, 128k — what harness defaults expect of a coding model. */
-const DEFAULT_SIM_MAX_MODEL_LEN = 131_072;
+/** The built-in sim's context: room for agent harnesses' default max_tokens (32k) on top of a 20–30k-token prompt. */
+export const DEFAULT_SIM_MAX_MODEL_LEN = 131_072;
 
 function capSetting(value: string): MaxTokensCapSetting {
   try {
