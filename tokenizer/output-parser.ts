@@ -170,6 +170,28 @@ export function streamDeltas(
   });
 }
 
+/** A whole generation's assistant message as vLLM writes it in a chat completion (reasoning left out when not wanted). */
+export function chatMessageJson(
+  parsed: ParsedOutput,
+  newCallId: () => string,
+  includeReasoning: boolean,
+): Record<string, unknown> {
+  return {
+    role: "assistant",
+    content: parsed.content,
+    refusal: null,
+    annotations: null,
+    audio: null,
+    function_call: null,
+    tool_calls: parsed.toolCalls.map((call) => ({
+      id: newCallId(),
+      type: "function",
+      function: { name: call.name, arguments: call.arguments },
+    })),
+    reasoning_content: includeReasoning ? parsed.reasoning : null,
+  };
+}
+
 /** A token's delta as vLLM writes it in a chat chunk; `callIds` holds the ids given to this choice's tool calls. */
 export function chatDeltaJson(delta: TokenDelta, callIds: string[], newCallId: () => string): Record<string, unknown> {
   const out: Record<string, unknown> = {};

@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import {
   chatDeltaJson,
+  chatMessageJson,
   parseChatOutput,
   streamDeltas,
   ThinkState,
@@ -71,20 +72,7 @@ export function chatFromCompletion(
     promptIds ??= numberArray(raw["prompt_token_ids"]);
     const ids = numberArray(raw["token_ids"]) ?? [];
     const parsed = parseChatOutput(typeof raw["text"] === "string" ? raw["text"] : "", settings.toolParsing);
-    const message: Json = {
-      role: "assistant",
-      content: parsed.content,
-      refusal: null,
-      annotations: null,
-      audio: null,
-      function_call: null,
-      tool_calls: parsed.toolCalls.map((call) => ({
-        id: newCallId(),
-        type: "function",
-        function: { name: call.name, arguments: call.arguments },
-      })),
-      reasoning_content: settings.includeReasoning ? parsed.reasoning : null,
-    };
+    const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
     answers.push({ index, message, tokenIds: ids });
     const finish = raw["finish_reason"];
     return {

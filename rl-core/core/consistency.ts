@@ -1,5 +1,6 @@
 // Training–inference agreement: the logprobs a trainer recomputes for a batch's sampled tokens against the
 // inference server's, per harness and for the whole batch ("*"). Only mask-1 tokens where both are finite count.
+import { percentile } from "../../util/agreement.ts";
 import { klDivergence } from "../kernels/index.ts";
 import { LinkError, type Consistency } from "../../protocol/index.ts";
 
@@ -12,15 +13,6 @@ export interface ConsistencyInput {
   trainer: Float32Array;
   /** Per row. */
   harness: readonly string[];
-}
-
-/** numpy.percentile's default (linear interpolation) over sorted values. */
-export function percentile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return NaN;
-  const at = (q / 100) * (sorted.length - 1);
-  const lo = Math.floor(at);
-  const hi = Math.min(sorted.length - 1, lo + 1);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
 }
 
 function figures(harness: string, tokens: number[], input: ConsistencyInput, k3: Float32Array): Consistency {

@@ -5,7 +5,13 @@ import { viewFromChat } from "../conversation.ts";
 import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
-import { chatDeltaJson, parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
+import {
+  chatDeltaJson,
+  chatMessageJson,
+  parseChatOutput,
+  streamDeltas,
+  type TokenDelta,
+} from "../../tokenizer/output-parser.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
@@ -101,20 +107,7 @@ function jsonReply(
     const parsed = parseChatOutput(gen.text, toolParsing);
     return {
       index,
-      message: {
-        role: "assistant",
-        content: parsed.content,
-        refusal: null,
-        annotations: null,
-        audio: null,
-        function_call: null,
-        tool_calls: parsed.toolCalls.map((call) => ({
-          id: `chatcmpl-tool-${randomId()}`,
-          type: "function",
-          function: { name: call.name, arguments: call.arguments },
-        })),
-        reasoning_content: req.include_reasoning === false ? null : parsed.reasoning,
-      },
+      message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false),
       logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK)) } : null,
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : gen.finishReason,
       stop_reason: gen.stopReason,
