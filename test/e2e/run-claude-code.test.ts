@@ -3,7 +3,7 @@
 // rollouts 0 and 1 and to overwrite the test file in 2 and 3 (which grading reverts). Rewards 1, 1, 0, 0; every call
 // captured with upstream token ids; one trajectory per rollout.
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { DEFAULT_SIM_MAX_MODEL_LEN } from "../../cli/serve-command.ts";
@@ -11,21 +11,14 @@ import { startGateway, type Gateway } from "../../gateway/index.ts";
 import { resolveHarness } from "../../runner/harnesses.ts";
 import type { RolloutResult } from "../../runner/rollout.ts";
 import { runTasks } from "../../runner/run.ts";
-import { DEFAULT_LIMITS, sandboxUnavailable } from "../../runner/sandbox.ts";
+import { DEFAULT_LIMITS } from "../../runner/sandbox.ts";
 import { loadTask } from "../../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../../sim/index.ts";
 import { ROOT, tempDir } from "../helpers.ts";
+import { rolloutDiagnosis, sandboxSkip } from "./runner-support.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
-const CLAUDE_PRESENT = existsSync(join(ROOT, "node_modules", ".bin", "claude"));
-const scratch = tempDir("run-claude-probe");
-const unavailable = sandboxUnavailable(scratch);
-rmSync(scratch, { recursive: true, force: true });
-const skip = !CLAUDE_PRESENT
-  ? "claude binary absent; run npm install"
-  : unavailable
-    ? `sandboxes cannot start here: ${unavailable}`
-    : false;
+const skip = sandboxSkip("claude", join(ROOT, "node_modules", ".bin", "claude"));
 
 describe("rlgate run: Claude Code in sandboxes, graded", { skip }, () => {
   let sim: SimServer;
@@ -59,10 +52,7 @@ describe("rlgate run: Claude Code in sandboxes, graded", { skip }, () => {
     for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
   });
 
-  async function diag(r: RolloutResult): Promise<string> {
-    const meta = ((await (await fetch(`${gateway.url}/api/rollouts/${r.rolloutId}`)).json()) as any).metadata;
-    return JSON.stringify({ ...r, logs: meta?.runner?.logs }, null, 1).slice(-4000);
-  }
+  const diag = (r: RolloutResult) => rolloutDiagnosis(gateway.url, r);
 
   test("rollouts 0 and 1 fix the bug (reward 1), 2 and 3 tamper with the tests (reward 0); every call captured", async () => {
     assert.equal(results.length, 4);

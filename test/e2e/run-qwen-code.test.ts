@@ -3,7 +3,7 @@
 // test file in 2 and 3 (which grading reverts). Rewards 1, 1, 0, 0; trajectories built; the group reaches an RL core
 // and comes back as one batch with GRPO advantages.
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { TrainerClient, type TrainingBatch } from "../../clients/ts/index.ts";
@@ -13,21 +13,14 @@ import { GRPO_EPS } from "../../rl-core/estimators/index.ts";
 import { resolveHarness } from "../../runner/harnesses.ts";
 import type { RolloutResult } from "../../runner/rollout.ts";
 import { runTasks } from "../../runner/run.ts";
-import { DEFAULT_LIMITS, sandboxUnavailable } from "../../runner/sandbox.ts";
+import { DEFAULT_LIMITS } from "../../runner/sandbox.ts";
 import { loadTask } from "../../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../../sim/index.ts";
 import { ROOT, tempDir } from "../helpers.ts";
+import { rolloutDiagnosis, sandboxSkip } from "./runner-support.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
-const QWEN_PRESENT = existsSync(join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js"));
-const scratch = tempDir("run-e2e-probe");
-const unavailable = sandboxUnavailable(scratch);
-rmSync(scratch, { recursive: true, force: true });
-const skip = !QWEN_PRESENT
-  ? "qwen binary absent; run npm install"
-  : unavailable
-    ? `sandboxes cannot start here: ${unavailable}`
-    : false;
+const skip = sandboxSkip("qwen", join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js"));
 
 describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", { skip }, () => {
   let sim: SimServer;
@@ -62,10 +55,7 @@ describe("rlgate run: Qwen Code in sandboxes, graded, delivered to an RL core", 
     for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
   });
 
-  async function diag(r: RolloutResult): Promise<string> {
-    const meta = ((await (await fetch(`${gateway.url}/api/rollouts/${r.rolloutId}`)).json()) as any).metadata;
-    return JSON.stringify({ ...r, logs: meta?.runner?.logs }, null, 1).slice(-4000);
-  }
+  const diag = (r: RolloutResult) => rolloutDiagnosis(gateway.url, r);
 
   test("rollouts 0 and 1 fix the bug (reward 1), 2 and 3 tamper with the tests (reward 0); every call captured", async () => {
     assert.equal(results.length, 4);
