@@ -64,6 +64,45 @@ function newRolloutKey(): string {
   return ROLLOUT_KEY_PREFIX + randomBytes(24).toString("base64url");
 }
 
+type CreateInput = z.infer<typeof createSchema>;
+
+async function createRollout(ctx: GatewayContext, id: string, input: CreateInput): Promise<RolloutRecord> {
+  try {
+    rolloutTrainSegments(input.metadata);
+  } catch (error) {
+    throw new GatewayError("RLGATE_BAD_REQUEST", `metadata.train_segments: ${(error as Error).message}`, {
+      param: "metadata.train_segments",
+    });
+  }
+  const rollout: RolloutRecord = {
+    id,
+    key: newRolloutKey(),
+    group: input.group ?? null,
+    task: input.task ?? null,
+    harness: input.harness ?? null,
+    metadata: input.metadata ?? {},
+    policyVersion:
+      input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
+    status: "open",
+    reward: null,
+    createdAt: Date.now(),
+    finishedAt: null,
+  };
+  await ctx.store.putRollout(rollout);
+  return rollout;
+}
+
+/** Whether a repeated create asks for the rollout that exists (same group, task, harness and metadata, still open). */
+function sameCreation(existing: RolloutRecord, input: CreateInput): boolean {
+  return (
+    existing.status === "open" &&
+    existing.group === (input.group ?? null) &&
+    existing.task === (input.task ?? null) &&
+    existing.harness === (input.harness ?? null) &&
+    JSON.stringify(existing.metadata) === JSON.stringify(input.metadata ?? {})
+  );
+}
+
 function baseUrls(ctx: GatewayContext, req: IncomingMessage, id: string): { openai: string; anthropic: string } {
   const origin = ctx.config.publicUrl?.replace(/\/+$/, "") ?? `http://${req.headers.host ?? "127.0.0.1"}`;
   return { openai: `${origin}/r/${id}/v1`, anthropic: `${origin}/r/${id}` };
@@ -138,31 +177,9 @@ export async function handleControlApi(
   if (parts[1] === "rollouts" && parts.length === 2) {
     if (method === "POST") {
       const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
-      try {
-        rolloutTrainSegments(input.metadata);
-      } catch (error) {
-        throw new GatewayError("RLGATE_BAD_REQUEST", `metadata.train_segments: ${(error as Error).message}`, {
-          param: "metadata.train_segments",
-        });
-      }
       const id = input.id ?? newRolloutId();
       if (ctx.store.getRollout(id)) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
-      const rollout: RolloutRecord = {
-        id,
-        key: newRolloutKey(),
-        group: input.group ?? null,
-        task: input.task ?? null,
-        harness: input.harness ?? null,
-        metadata: input.metadata ?? {},
-        policyVersion:
-          input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
-        status: "open",
-        reward: null,
-        createdAt: Date.now(),
-        finishedAt: null,
-      };
-      await ctx.store.putRollout(rollout);
-      return sendJson(res, 201, rolloutView(ctx, req, rollout, true));
+      return sendJson(res, 201, rolloutView(ctx, req, await createRollout(ctx, id, input), true));
     }
     if (method === "GET") {
       const limit = limitParam(url);
@@ -177,6 +194,24 @@ export async function handleControlApi(
 
   if (parts[1] === "rollouts" && parts.length >= 3) {
     const id = parts[2]!;
+    // Create with an id the caller chose, named in the path so that a balancer hashing on the rollout id sends the
+    // create to the same gateway as the rollout's calls (/r/{id}/...). A repeated PUT of the same rollout (a retry
+    // whose answer was lost) answers it again rather than failing.
+    if (parts.length === 3 && method === "PUT") {
+      const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
+      if (input.id !== undefined && input.id !== id) {
+        throw new GatewayError("RLGATE_BAD_REQUEST", `id: '${input.id}' differs from the path's '${id}'`, { param: "id" });
+      }
+      validate(createSchema, { id });
+      const existing = ctx.store.getRollout(id);
+      if (existing) {
+        if (!sameCreation(existing, input)) {
+          throw new GatewayError("RLGATE_CONFLICT", `rollout '${id}' already exists with other settings`);
+        }
+        return sendJson(res, 200, rolloutView(ctx, req, existing, true));
+      }
+      return sendJson(res, 201, rolloutView(ctx, req, await createRollout(ctx, id, input), true));
+    }
     if (parts.length === 3 && method === "GET") {
       return sendJson(res, 200, rolloutView(ctx, req, requireRollout(ctx, id), true));
     }

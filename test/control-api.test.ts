@@ -39,6 +39,36 @@ describe("control API and attribution", () => {
     assert.equal(read.createdAt, undefined);
   });
 
+  test("PUT /api/rollouts/{id} creates with the caller's id (balancers hash on it); a retried PUT answers it again", async () => {
+    const put = (id: string, body: unknown) =>
+      fetch(`${stack.gateway.url}/api/rollouts/${id}`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const first = await put("job-7.sample-3", { group: "job-7", harness: "codex" });
+    assert.equal(first.status, 201);
+    const created = (await first.json()) as any;
+    assert.equal(created.id, "job-7.sample-3");
+    assert.equal(created.base_urls.openai, `${stack.gateway.url}/r/job-7.sample-3/v1`);
+    // The same create again (its answer was lost on the way): the same rollout, key included.
+    const again = await put("job-7.sample-3", { group: "job-7", harness: "codex" });
+    assert.equal(again.status, 200);
+    assert.equal(((await again.json()) as any).key, created.key);
+    // Another rollout under a taken id, a body naming another id, a bad id: each refused in one sentence.
+    const other = await put("job-7.sample-3", { group: "job-8" });
+    assert.equal(other.status, 409);
+    assert.match(((await other.json()) as any).error.message, /already exists with other settings/);
+    const mismatch = await put("job-7.sample-4", { id: "job-7.sample-5" });
+    assert.equal(mismatch.status, 400);
+    assert.match(((await mismatch.json()) as any).error.message, /differs from the path/);
+    const bad = await put("a%20b", {});
+    assert.equal(bad.status, 400);
+    // Finished, the id stays taken.
+    await postJson(`${stack.gateway.url}/api/rollouts/job-7.sample-3/finish`, { reward: 1 });
+    assert.equal((await put("job-7.sample-3", { group: "job-7", harness: "codex" })).status, 409);
+  });
+
   test("snake_case everywhere: rollouts, calls, trajectories, finish summaries; metadata and bodies verbatim", async () => {
     const rollout = await createRollout(stack.gateway.url, {
       group: "g-case",
