@@ -200,7 +200,9 @@ export async function handleControlApi(
     if (parts.length === 3 && method === "PUT") {
       const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
       if (input.id !== undefined && input.id !== id) {
-        throw new GatewayError("RLGATE_BAD_REQUEST", `id: '${input.id}' differs from the path's '${id}'`, { param: "id" });
+        throw new GatewayError("RLGATE_BAD_REQUEST", `id: '${input.id}' differs from the path's '${id}'`, {
+          param: "id",
+        });
       }
       validate(createSchema, { id });
       const existing = ctx.store.getRollout(id);
