@@ -4,22 +4,15 @@
 // main agent runs `Bash` again and answers. The test checks the files the commands wrote, the captured calls (main
 // and sub-agent threads, upstream token ids) and the rollout's segments: a main thread and a sub-agent under it.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
-import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
-import {
-  describeRun,
-  finishAndReconstruct,
-  harnessDirs,
-  killLiveRuns,
-  runCli,
-  type CliRun,
-  type HarnessDirs,
-} from "./harness-run.ts";
-import { CLAUDE_CODE, SERVED_MODEL } from "./harnesses.ts";
+import type { CreatedRollout, Stack } from "../helpers.ts";
+import { runHarnessSession, type HarnessSession } from "./harness-session.ts";
+import { describeRun, finishAndReconstruct, type CliRun, type HarnessDirs } from "./harness-run.ts";
+import { CLAUDE_CODE } from "./harnesses.ts";
 
 const CLAUDE_CLI = CLAUDE_CODE.cli;
 const CLAUDE_PRESENT = existsSync(CLAUDE_CLI);
@@ -61,6 +54,7 @@ describe(
   "Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent through Agent)",
   { skip: !CLAUDE_PRESENT && `claude absent (${CLAUDE_CLI}); run npm install` },
   () => {
+    let session: HarnessSession;
     let stack: Stack;
     let rollout: CreatedRollout;
     let dirs: HarnessDirs;
@@ -70,29 +64,18 @@ describe(
 
     before(
       async () => {
-        stack = await startStack({
-          sim: { script: SCRIPT, maxModelLen: 131_072 },
-          gateway: { modelMap: CLAUDE_CODE.modelMap },
+        session = await runHarnessSession(CLAUDE_CODE, {
+          script: SCRIPT,
+          task: "claude-code-e2e",
+          prompt: "Write step1 into a.txt through a sub-agent, then proof.txt.",
+          timeoutMs: CLAUDE_TIMEOUT_MS,
         });
-        rollout = await createRollout(stack.gateway.url, { task: "claude-code-e2e", harness: "claude-code" });
-        dirs = harnessDirs("claude-e2e");
-        const { command, args, env } = CLAUDE_CODE.launch(
-          dirs,
-          rollout,
-          "Write step1 into a.txt through a sub-agent, then proof.txt.",
-          SERVED_MODEL,
-        );
-        run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: CLAUDE_TIMEOUT_MS });
-        calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
+        ({ stack, rollout, dirs, run, calls } = session);
       },
       { timeout: CLAUDE_TIMEOUT_MS + 60_000 },
     );
 
-    after(async () => {
-      killLiveRuns();
-      await stack?.close();
-      if (dirs) rmSync(dirs.dir, { recursive: true, force: true });
-    });
+    after(() => session?.close());
 
     test("claude exits 0, the sub-agent's and the main agent's commands really ran, and it prints the answer as sampled", () => {
       assert.equal(run.timedOut, false, diag());

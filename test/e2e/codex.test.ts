@@ -5,18 +5,16 @@
 // `web_search` (dropped upstream, with a warning on the call). The scripted model writes text before a tool call and
 // runs `exec_command` twice; the test checks the files the commands wrote, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
-import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
+import type { CreatedRollout, Stack } from "../helpers.ts";
+import { runHarnessSession, type HarnessSession } from "./harness-session.ts";
 import {
   describeRun,
   finishAndReconstruct,
-  harnessDirs,
-  killLiveRuns,
-  runCli,
   type CliRun,
   type HarnessDirs,
   type Reconstruction,
@@ -46,6 +44,7 @@ describe(
   "Codex CLI through rlgate (exec, Responses)",
   { skip: !CODEX_PRESENT && `codex absent (${CODEX_CLI}); run npm install` },
   () => {
+    let session: HarnessSession;
     let stack: Stack;
     let rollout: CreatedRollout;
     let dirs: HarnessDirs;
@@ -56,29 +55,19 @@ describe(
 
     before(
       async () => {
-        stack = await startStack({
-          sim: { script: SCRIPT, maxModelLen: 131_072 },
-          gateway: { modelMap: CODEX.modelMap },
+        session = await runHarnessSession(CODEX, {
+          script: SCRIPT,
+          task: "codex-e2e",
+          prompt: "Write step1 into a.txt, then proof.txt with step1 step2.",
+          model: "gpt-5.1-codex",
+          timeoutMs: CODEX_TIMEOUT_MS,
         });
-        rollout = await createRollout(stack.gateway.url, { task: "codex-e2e", harness: "codex" });
-        dirs = harnessDirs("codex-e2e");
-        const { command, args, env } = CODEX.launch(
-          dirs,
-          rollout,
-          "Write step1 into a.txt, then proof.txt with step1 step2.",
-          "gpt-5.1-codex",
-        );
-        run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: CODEX_TIMEOUT_MS });
-        calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
+        ({ stack, rollout, dirs, run, calls } = session);
       },
       { timeout: CODEX_TIMEOUT_MS + 60_000 },
     );
 
-    after(async () => {
-      killLiveRuns();
-      await stack?.close();
-      if (dirs) rmSync(dirs.dir, { recursive: true, force: true });
-    });
+    after(() => session?.close());
 
     test("codex exits 0, both commands really ran in the workspace, and it prints the answer without blank lines", () => {
       assert.equal(run.timedOut, false, diag());

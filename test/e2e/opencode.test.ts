@@ -3,23 +3,21 @@
 // in its config file points at the rollout's base URL. OpenCode first asks for a title (a one-shot side call), then
 // its agent runs `bash` twice and answers. The test checks the files, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
-import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
+import type { CreatedRollout, Stack } from "../helpers.ts";
+import { runHarnessSession, type HarnessSession } from "./harness-session.ts";
 import {
   describeRun,
   finishAndReconstruct,
-  harnessDirs,
-  killLiveRuns,
-  runCli,
   type CliRun,
   type HarnessDirs,
   type Reconstruction,
 } from "./harness-run.ts";
-import { OPENCODE, OPENCODE_TITLE_THREAD, SERVED_MODEL } from "./harnesses.ts";
+import { OPENCODE, OPENCODE_TITLE_THREAD } from "./harnesses.ts";
 
 const OPENCODE_CLI = OPENCODE.cli;
 const OPENCODE_PRESENT = existsSync(OPENCODE_CLI);
@@ -50,6 +48,7 @@ describe(
   "OpenCode CLI through rlgate (run, chat completions)",
   { skip: !OPENCODE_PRESENT && `opencode absent (${OPENCODE_CLI}); run npm install` },
   () => {
+    let session: HarnessSession;
     let stack: Stack;
     let rollout: CreatedRollout;
     let dirs: HarnessDirs;
@@ -60,26 +59,18 @@ describe(
 
     before(
       async () => {
-        stack = await startStack({ sim: { script: SCRIPT, maxModelLen: 131_072 } });
-        rollout = await createRollout(stack.gateway.url, { task: "opencode-e2e", harness: "opencode" });
-        dirs = harnessDirs("opencode-e2e");
-        const { command, args, env } = OPENCODE.launch(
-          dirs,
-          rollout,
-          "Write step1 into a.txt, then proof.txt.",
-          SERVED_MODEL,
-        );
-        run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: OPENCODE_TIMEOUT_MS });
-        calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
+        session = await runHarnessSession(OPENCODE, {
+          script: SCRIPT,
+          task: "opencode-e2e",
+          prompt: "Write step1 into a.txt, then proof.txt.",
+          timeoutMs: OPENCODE_TIMEOUT_MS,
+        });
+        ({ stack, rollout, dirs, run, calls } = session);
       },
       { timeout: OPENCODE_TIMEOUT_MS + 60_000 },
     );
 
-    after(async () => {
-      killLiveRuns();
-      await stack?.close();
-      if (dirs) rmSync(dirs.dir, { recursive: true, force: true });
-    });
+    after(() => session?.close());
 
     test("opencode exits 0 and both bash commands really ran in the workspace", () => {
       assert.equal(run.timedOut, false, diag());
