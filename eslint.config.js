@@ -33,12 +33,7 @@ export default tseslint.config(
       "@typescript-eslint/no-non-null-assertion": "off",
     },
   },
-  {
-    // rl-core/core is being restructured (issue 15): its lmdb puts inside transactions are reported, not failed,
-    // until that lands (as in store/: mark them `void`).
-    files: ["rl-core/core/**/*.ts"],
-    rules: { "@typescript-eslint/no-floating-promises": "warn" },
-  },
+
   {
     files: ["**/*.mjs", "**/*.js", "**/*.cjs"],
     languageOptions: {

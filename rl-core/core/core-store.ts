@@ -7,7 +7,8 @@
 //   batches   packed batches, until a trainer acks them
 //   meta      the next batch id; the core's member name in consumer groups
 // A group's rows, its rollouts' `seen` marks and the removal of its pending rollouts commit in one transaction,
-// and so do a batch and the removal of its rows: a crash leaves either the before or the after.
+// and so do a batch and the removal of its rows: a crash leaves either the before or the after. Inside a transaction
+// callback a put or remove is written at once; its promise is the transaction's, awaited once (hence `void`).
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { BatchMessage, CallInfo, RowInfo } from "../../protocol/index.ts";
 import type { NameState } from "./groups.ts";
@@ -136,8 +137,8 @@ export class CoreStore {
   /** A received rollout and its group name's state, in one transaction. */
   async putPending(rollout: PendingRollout, name: NameState | null): Promise<void> {
     await this.#root.transaction(() => {
-      this.#pending.put(rollout.rolloutId, rollout);
-      if (name) this.#names.put(rollout.group, name);
+      void this.#pending.put(rollout.rolloutId, rollout);
+      if (name) void this.#names.put(rollout.group, name);
     });
   }
 
@@ -156,7 +157,7 @@ export class CoreStore {
   /** Forgets pending rollouts without marking them seen (the gateway gave them to another core). */
   async dropPending(rolloutIds: readonly string[]): Promise<void> {
     await this.#root.transaction(() => {
-      for (const id of rolloutIds) this.#pending.remove(id);
+      for (const id of rolloutIds) void this.#pending.remove(id);
     });
   }
 
@@ -165,8 +166,8 @@ export class CoreStore {
     const now = Date.now();
     return this.#root.transaction(() => {
       for (const id of rolloutIds) {
-        this.#seen.put(id, now);
-        this.#pending.remove(id);
+        void this.#seen.put(id, now);
+        void this.#pending.remove(id);
       }
     });
   }
@@ -183,11 +184,11 @@ export class CoreStore {
     await this.#root.transaction(() => {
       rows.forEach((row, i) => this.#ready.put(keys[i]!, row));
       for (const id of rolloutIds) {
-        this.#seen.put(id, now);
-        this.#pending.remove(id);
+        void this.#seen.put(id, now);
+        void this.#pending.remove(id);
       }
-      this.#groups.put(groupKey, now);
-      if (name) this.#names.put(name.group, name.state);
+      void this.#groups.put(groupKey, now);
+      if (name) void this.#names.put(name.group, name.state);
     });
     return keys;
   }
@@ -215,9 +216,9 @@ export class CoreStore {
 
   async commitBatch(batch: StoredBatch, readyKeys: readonly number[]): Promise<void> {
     await this.#root.transaction(() => {
-      this.#batches.put(batch.batchId, batch);
-      for (const k of readyKeys) this.#ready.remove(k);
-      this.#meta.put("nextBatch", Math.max(this.#nextBatch, batch.batchId + 1));
+      void this.#batches.put(batch.batchId, batch);
+      for (const k of readyKeys) void this.#ready.remove(k);
+      void this.#meta.put("nextBatch", Math.max(this.#nextBatch, batch.batchId + 1));
     });
   }
 
@@ -234,7 +235,7 @@ export class CoreStore {
     await this.#root.transaction(() => {
       for (const id of ids) {
         if (this.#batches.doesExist(id)) {
-          this.#batches.remove(id);
+          void this.#batches.remove(id);
           removed++;
         }
       }
