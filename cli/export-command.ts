@@ -1,8 +1,6 @@
-// `rlgate export`: selected rollouts' trajectories to JSONL (token ids, loss mask, logprobs, reward, group,
+// `rlgate export`: selected rollouts' trajectories to JSONL or Parquet (token ids, loss mask, logprobs, reward, group,
 // segment), with a progress bar and a summary.
-import { Command, Option } from "commander";
-import { createWriteStream, type WriteStream } from "node:fs";
-import { once } from "node:events";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { progressBar } from "./progress.ts";
@@ -17,23 +15,42 @@ import {
 } from "./replay-options.ts";
 import { table } from "./table.ts";
 
-async function write(out: NodeJS.WritableStream, text: string): Promise<void> {
-  if (!out.write(text)) await once(out, "drain");
+type Format = "jsonl" | "parquet";
+
+/** --format when given, else from the output's name (`.parquet`, `.pq`); JSONL otherwise. */
+export function exportFormat(format: Format | undefined, out: string | undefined): Format {
+  if (format) return format;
+  return out && /\.(parquet|pq)$/i.test(out) ? "parquet" : "jsonl";
 }
 
 export function exportCommand(): Command {
   const command = new Command("export")
-    .summary("selected rollouts' trajectories as JSONL rows a Python trainer reads")
+    .summary("selected rollouts' trajectories as JSONL or Parquet rows a Python trainer reads")
     .description(
-      "Reconstruct the selected finished rollouts and write one JSON object per trajectory and line: rollout_id, " +
-        "trajectory_id, group, task, harness, status, reward, segment, trained, flagged, token_ids, loss_mask, logprobs " +
-        "(0 on context, null where the upstream sent none), advantages (null: the RL core computes them), spans, breaks.\n\n" +
-        "Read it in Python: rows = [json.loads(l) for l in open('out.jsonl')]; numpy.asarray(row['token_ids'], 'int32').\n" +
-        "Parquet is not written yet: convert with pandas.read_json('out.jsonl', lines=True).to_parquet(...).",
+      "Reconstruct the selected finished rollouts and write one row per trajectory: rollout_id, trajectory_index, " +
+        "trajectory_id, group, task, harness, policy_version, status, reward, segment, segment_id, trained, flagged, " +
+        "flag_reasons, num_tokens, token_ids, loss_mask, logprobs (0 on context, null where the upstream sent none), " +
+        "advantages (null: the RL core computes them), spans, breaks.\n\n" +
+        "JSONL (the default): one JSON object per line, to a file or stdout.\n" +
+        "Parquet (--format parquet, or an -o name ending .parquet): token_ids list<int32>, loss_mask list<uint8>, " +
+        "logprobs and advantages list<float>, in row groups of --row-group-tokens tokens.\n\n" +
+        "Read it in Python: pandas.read_parquet('out.parquet') or pyarrow.parquet.read_table('out.parquet');\n" +
+        "rows = [json.loads(l) for l in open('out.jsonl')]; numpy.asarray(row['token_ids'], 'int32').",
     )
     .argument("[rollouts...]", "rollout ids (or select with --group / --since)")
-    .option("-o, --out <file>", "where to write (default: standard output)")
-    .addOption(new Option("--format <format>", "output format").choices(["jsonl"]).default("jsonl"))
+    .option("-o, --out <file>", "where to write (default: standard output; Parquet needs a file)")
+    .addOption(
+      new Option(
+        "--format <format>",
+        "output format (default: parquet for an -o name ending .parquet, else jsonl)",
+      ).choices(["jsonl", "parquet"]),
+    )
+    .option(
+      "--row-group-tokens <n>",
+      "Parquet: write a row group each time the buffered trajectories hold this many tokens (bounds memory)",
+      positiveInteger,
+      262_144,
+    )
     .option(
       "--train-segments <kinds>",
       TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"),
@@ -46,19 +63,26 @@ export function exportCommand(): Command {
   return command.action((ids: string[], opts: SourceCliOptions & Record<string, any>) =>
     runCommand(async () => {
       const selection = selectionOf(ids, opts);
+      const format = exportFormat(opts["format"], opts["out"]);
+      const out: string | null = opts["out"] ? resolve(opts["out"]) : null;
+      if (format === "parquet" && out === null) {
+        throw new InvalidArgumentError("Parquet is a binary file: name it with -o, e.g. -o rollouts.parquet");
+      }
       const { exportRows, addToTotals } = await import("../replay/export.ts");
       const source = await sourceOf(opts);
-      let file: WriteStream | null = null;
       try {
         const rollouts = await source.select(selection);
         if (rollouts.length === 0) throw new Error(`no finished rollout in ${source.where} matches the selection`);
-        if (opts["out"]) {
-          file = createWriteStream(resolve(opts["out"]));
-          await once(file, "open");
-        }
-        const out: NodeJS.WritableStream = file ?? process.stdout;
-        const totals = { rollouts: 0, trajectories: 0, tokens: 0, trainedTokens: 0, flaggedRollouts: 0, bytes: 0 };
+        const started = performance.now();
+        const sink =
+          format === "parquet"
+            ? await (
+                await import("../replay/export-parquet.ts")
+              ).ParquetSink.open(out!, { rowGroupTokens: opts["rowGroupTokens"], createdBy: "rlgate 0.1.0" })
+            : await (await import("../replay/export-jsonl.ts")).JsonlSink.open(out);
+        const totals = { rollouts: 0, trajectories: 0, tokens: 0, trainedTokens: 0, flaggedRollouts: 0 };
         const bar = progressBar("exporting", rollouts.length);
+        let bytes: number;
         try {
           for (const rollout of rollouts) {
             const rows = exportRows(rollout, await source.calls(rollout.id), {
@@ -66,23 +90,22 @@ export function exportCommand(): Command {
               maxLeaves: opts["maxLeaves"],
               trainedOnly: opts["trainedOnly"] === true,
             });
-            let text = "";
-            for (const r of rows) text += `${JSON.stringify(r)}\n`;
-            await write(out, text);
-            addToTotals(totals, rows, Buffer.byteLength(text));
+            await sink.write(rows);
+            addToTotals(totals, rows);
             bar.tick();
           }
+          ({ bytes } = await sink.finish());
+        } catch (error) {
+          await sink.abort();
+          throw error;
         } finally {
           bar.stop();
         }
-        if (file) {
-          file.end();
-          await once(file, "finish");
-        }
+        const seconds = (performance.now() - started) / 1000;
         // The summary goes to stderr so that stdout stays pure JSONL when no --out is given.
         console.error(
           table(
-            ["rollouts", "flagged", "trajectories", "tokens", "trained tokens", "bytes", "written to"],
+            ["rollouts", "flagged", "trajectories", "tokens", "trained tokens", "bytes", "seconds", "written to"],
             [
               [
                 totals.rollouts,
@@ -90,15 +113,15 @@ export function exportCommand(): Command {
                 totals.trajectories,
                 totals.tokens,
                 totals.trainedTokens,
-                totals.bytes,
-                opts["out"] ? resolve(opts["out"]) : "stdout",
+                bytes,
+                seconds.toFixed(2),
+                `${out ?? "stdout"} (${format})`,
               ],
             ],
           ),
         );
         return 0;
       } finally {
-        file?.destroy();
         await source.close();
       }
     }),

@@ -1,15 +1,19 @@
-// `rlgate export`: selected rollouts' trajectories as rows a Python trainer reads — one JSON object per trajectory
-// and line (JSONL), the columns named as a trainer names them.
+// `rlgate export`: selected rollouts' trajectories as rows a Python trainer reads — one per trajectory, the columns
+// named as a trainer names them. The same rows become JSONL lines (export-jsonl.ts) or Parquet rows (export-parquet.ts).
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { fromCallRecord, reconstructRollout, type SegmentKind, type Trajectory } from "../trajectory/index.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 
 export interface ExportRow {
   rollout_id: string;
+  /** Position of the trajectory in its rollout (0, 1, …), in the reconstruction's order. */
+  trajectory_index: number;
   trajectory_id: string;
   group: string | null;
   task: string | null;
   harness: string | null;
+  /** The rollout's policy version when its driver gave one (a call may name its own: see the calls). */
+  policy_version: string | null;
   /** The rollout's finish status (ok, infra_error, timeout, aborted). */
   status: string;
   reward: number | null;
@@ -20,6 +24,7 @@ export interface ExportRow {
   /** The reconstruction flagged the rollout: not to be trained on silently. */
   flagged: boolean;
   flag_reasons: string[];
+  num_tokens: number;
   token_ids: number[];
   /** 1 where the token is trained. */
   loss_mask: number[];
@@ -40,13 +45,20 @@ export interface ExportOptions {
   trainedOnly?: boolean;
 }
 
-function row(rollout: RolloutRecord, t: Trajectory, flags: { flagged: boolean; reasons: string[] }): ExportRow {
+function row(
+  rollout: RolloutRecord,
+  t: Trajectory,
+  index: number,
+  flags: { flagged: boolean; reasons: string[] },
+): ExportRow {
   return {
     rollout_id: rollout.id,
+    trajectory_index: index,
     trajectory_id: t.trajectoryId,
     group: rollout.group,
     task: rollout.task,
     harness: rollout.harness,
+    policy_version: rollout.policyVersion ?? null,
     status: rollout.status,
     reward: rollout.reward,
     segment: t.segment,
@@ -54,6 +66,7 @@ function row(rollout: RolloutRecord, t: Trajectory, flags: { flagged: boolean; r
     trained: t.trained,
     flagged: flags.flagged,
     flag_reasons: flags.reasons,
+    num_tokens: t.tokenIds.length,
     token_ids: Array.from(t.tokenIds),
     loss_mask: Array.from(t.lossMask),
     logprobs: Array.from(t.logprobs, (lp) => (Number.isNaN(lp) ? null : lp)),
@@ -82,9 +95,11 @@ export function exportRows(
     maxLeaves: options.maxLeaves,
   });
   const flags = { flagged: rec.flags.flagged, reasons: rec.flags.reasons };
+  // The index is the trajectory's place in the rollout, kept when --trained-only leaves some out.
   return rec.trajectories
-    .filter((t) => !options.trainedOnly || (t.trained && !rec.flags.flagged))
-    .map((t) => row(rollout, t, flags));
+    .map((t, i) => ({ t, i }))
+    .filter(({ t }) => !options.trainedOnly || (t.trained && !rec.flags.flagged))
+    .map(({ t, i }) => row(rollout, t, i, flags));
 }
 
 export interface ExportTotals {
@@ -93,10 +108,18 @@ export interface ExportTotals {
   tokens: number;
   trainedTokens: number;
   flaggedRollouts: number;
-  bytes: number;
 }
 
-export function addToTotals(totals: ExportTotals, rows: readonly ExportRow[], bytes: number): void {
+/** Where export rows go: a JSONL stream or a Parquet file. */
+export interface ExportSink {
+  write(rows: readonly ExportRow[]): Promise<void>;
+  /** Completes the output; the bytes written. */
+  finish(): Promise<{ bytes: number }>;
+  /** After a failure: leaves no half-written file behind where the format allows. */
+  abort(): Promise<void>;
+}
+
+export function addToTotals(totals: ExportTotals, rows: readonly ExportRow[]): void {
   totals.rollouts++;
   totals.trajectories += rows.length;
   if (rows.some((r) => r.flagged)) totals.flaggedRollouts++;
@@ -104,5 +127,4 @@ export function addToTotals(totals: ExportTotals, rows: readonly ExportRow[], by
     totals.tokens += r.token_ids.length;
     for (const m of r.loss_mask) totals.trainedTokens += m;
   }
-  totals.bytes += bytes;
 }
