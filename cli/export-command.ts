@@ -42,7 +42,7 @@ export function exportCommand(): Command {
     .addOption(
       new Option(
         "--format <format>",
-        "output format (default: parquet for an -o name ending .parquet, else jsonl)",
+        "output format (default: parquet for an -o name ending .parquet or .pq, else jsonl)",
       ).choices(["jsonl", "parquet"]),
     )
     .option(
