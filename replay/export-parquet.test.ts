@@ -1,13 +1,15 @@
 // The Parquet sink on rows the sim does not produce: logprobs the upstream did not send (null elements), float32
 // edge values, null scalars, flagged rows; and a failed export leaves no file behind.
 import assert from "node:assert/strict";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { duckdbRows, hyparquetRows } from "../test/parquet-readers.ts";
-import { tempDir } from "../test/helpers.ts";
 import type { ExportRow } from "./export.ts";
 import { ParquetSink } from "./export-parquet.ts";
+
+const tempDir = (prefix: string) => mkdtempSync(join(tmpdir(), `rlgate-${prefix}-`));
 
 function row(over: Partial<ExportRow>): ExportRow {
   const token_ids = over.token_ids ?? [151644, 872, 198, 0, 2147483647];
