@@ -22,14 +22,15 @@ export function coreCommand(): Command {
       "Run the RL core: read finished rollouts from gateways (at least once, resumable), group them, compute " +
         "token-level advantages, pack batches by a token budget and serve them to trainers (gRPC, proto/rlgate/v1/trainer.proto).",
     )
-    .requiredOption(
+    .option(
       "--gateway <addr[,addr...]>",
-      "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701)",
+      "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701); none: wait for `rlgate replay deliver --to-core`",
       (v: string) =>
         v
           .split(",")
           .map((s) => s.trim())
           .filter(Boolean),
+      [] as string[],
     )
     .option("--gateway-token <token>", "bearer token of the gateways (their --token)", process.env.RLGATE_TOKEN)
     .option("--host <host>", "address of the trainer service (beyond loopback a --token is required)", "127.0.0.1")
@@ -193,7 +194,9 @@ export function coreCommand(): Command {
       });
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: core.metrics.registry });
       console.log(`rlgate core: trainer service on grpc://${core.address}${opts.tlsCert ? " (TLS)" : ""}`);
-      console.log(`  gateways:   ${opts.gateway.join(", ")}`);
+      console.log(
+        `  gateways:   ${opts.gateway.length ? opts.gateway.join(", ") : "none (waiting for rlgate replay deliver --to-core)"}`,
+      );
       console.log(
         `  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`,
       );

@@ -19,7 +19,35 @@ export interface Heartbeat {
 export type SubscribeMessage =
   | { kind?: "subscribe"; subscribe: SubscribeRequest }
   | { kind?: "ack"; ack: { cursors: number[] } }
-  | { kind?: "heartbeat"; heartbeat: Heartbeat };
+  | { kind?: "heartbeat"; heartbeat: Heartbeat }
+  | { kind?: "agreement"; agreement: AgreementMessage };
+
+/** The figures of one trainer logprob report, sent by the core to its gateways (trajectories.proto Agreement). */
+export interface AgreementMessage {
+  atMs: number;
+  batchId: number;
+  member: string;
+  /** Same fields as Consistency: "*" first, then one per harness. */
+  harnesses: Consistency[];
+}
+
+export interface AddSourceRequest {
+  address: string;
+  consumerGroup: string;
+  namespace: string;
+  ttlMs: number;
+  token: string;
+}
+
+export interface SourceStatus {
+  address: string;
+  consumerGroup: string;
+  namespace: string;
+  added: boolean;
+  connected: boolean;
+  received: number;
+  removed: boolean;
+}
 
 export interface Subscribed {
   sessionId: string;

@@ -7,7 +7,7 @@ import { alignedBatchSerializer } from "./batch-codec.ts";
 import type { StreamMessage } from "./messages.ts";
 
 export const PROTO_ROOT = fileURLToPath(new URL("../proto", import.meta.url));
-export const PROTO_FILES = ["rlgate/v1/trajectories.proto", "rlgate/v1/trainer.proto"] as const;
+export const PROTO_FILES = ["rlgate/v1/trajectories.proto", "rlgate/v1/trainer.proto", "rlgate/v1/core.proto"] as const;
 
 const definition = loadSync([...PROTO_FILES], {
   includeDirs: [PROTO_ROOT],
@@ -19,11 +19,14 @@ const definition = loadSync([...PROTO_FILES], {
   oneofs: true,
 });
 const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-  rlgate: { v1: Record<"TrajectoryStream" | "Trainer", grpc.ServiceClientConstructor> };
+  rlgate: { v1: Record<"TrajectoryStream" | "Trainer" | "CoreSources", grpc.ServiceClientConstructor> };
 };
 
 export const TrajectoryStreamClient = pkg.rlgate.v1.TrajectoryStream;
 export const TrainerClient = pkg.rlgate.v1.Trainer;
+/** The core's sources (core.proto): `rlgate replay deliver --to-core` asks a running core to read its stream. */
+export const CoreSourcesClient = pkg.rlgate.v1.CoreSources;
+export const coreSourcesService: grpc.ServiceDefinition = CoreSourcesClient.service;
 const stream = TrajectoryStreamClient.service;
 
 /**

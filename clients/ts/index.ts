@@ -2,5 +2,6 @@
 // RL core's trainer service (what a trainer reads).
 export { TrajectoryConsumer, type TrajectoryConsumerOptions } from "./trajectory-consumer.ts";
 export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerClientOptions } from "./trainer-client.ts";
+export { CoreSourcesClient, type CoreSourcesClientOptions } from "./core-sources-client.ts";
 export { decodeBatch, type TrainingBatch } from "./batch.ts";
 export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../protocol/index.ts";

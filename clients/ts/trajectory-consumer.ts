@@ -17,6 +17,7 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   grpcTarget,
   TrajectoryStreamClient,
+  type AgreementMessage,
   type RolloutMessage,
   type StreamMessage,
   type SubscribeMessage,
@@ -92,6 +93,12 @@ export class TrajectoryConsumer {
     const call = this.#call;
     if (this.#connected && call && !call.writableEnded) call.write({ ack: { cursors: [...cursors] } });
     else this.#pendingAcks.push(...cursors);
+  }
+
+  /** Sends the gateway a trainer's agreement figures, for its live UI (best effort: dropped while not subscribed). */
+  report(agreement: AgreementMessage): void {
+    const call = this.#call;
+    if (this.#connected && call && !call.writableEnded) call.write({ agreement });
   }
 
   async #run(): Promise<void> {

@@ -24,8 +24,12 @@ import {
   serverOptions,
   shutdownServer,
   trainerService,
+  coreSourcesService,
+  LinkError,
+  type AgreementMessage,
   type CoreStatus,
   type RolloutMessage,
+  type SourceStatus,
   type TlsFiles,
 } from "../../protocol/index.ts";
 import { BatchPacker, type BatchUnit } from "./batch-packer.ts";
@@ -35,6 +39,7 @@ import { declaredGroupSize, GroupTracker, type PendingGroup } from "./groups.ts"
 import { CoreMetrics } from "./metrics.ts";
 import { startMetricsServer, type MetricsServer } from "./metrics-server.ts";
 import { parseMetadata, toPending } from "./rollout-intake.ts";
+import { sourceHandlers, type SourceRequest } from "./source-service.ts";
 import { StoreBatchSource } from "./store-batch-source.ts";
 import { TrainerService } from "./trainer-service.ts";
 
@@ -42,7 +47,7 @@ export const DEFAULT_CORE_PORT = 8702;
 export const DEFAULT_TOKEN_BUDGET = 65_536;
 
 export interface CoreOptions {
-  /** Gateways' gRPC addresses (host:port). */
+  /** Gateways' gRPC addresses (host:port); none: the core waits for sources (AddSource, core.proto). */
   gateways: readonly string[];
   /** Bearer token for the gateways (their --token). */
   gatewayToken?: string | null;
@@ -115,6 +120,9 @@ export class Core {
   readonly #server: Server;
   #httpServer: MetricsServer | null = null;
   readonly #consumers = new Map<string, TrajectoryConsumer>();
+  /** Streams added while running (core.proto AddSource), by address: also in #consumers. */
+  readonly #sources = new Map<string, SourceRequest & { expiresAt: number; received: number }>();
+  #member = "";
   readonly #counts = { received: 0, duplicate: 0, groupsDone: 0, late: 0, dropped: {} as Record<string, number> };
   /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
   readonly #processing = new Map<string, PendingGroup>();
@@ -130,7 +138,6 @@ export class Core {
         `refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`,
       );
     }
-    if (options.gateways.length === 0) throw new Error("at least one gateway address is needed (--gateway host:port)");
     const creds = serverCredentials(host, options.tls, "the trainer service");
     for (const address of options.gateways) channelCredentials(grpcTarget(address), options.gatewayTls); // bad TLS files fail here, before anything opens
     const opened: Array<() => Promise<void>> = [];
@@ -190,12 +197,16 @@ export class Core {
       source: this.#source,
       token: options.token ?? null,
       status: () => this.status(),
-      onConsistency: (figures) => this.metrics.observeConsistency(figures),
+      onConsistency: (figures, batchId) => {
+        this.metrics.observeConsistency(figures);
+        this.#reportAgreement({ atMs: Date.now(), batchId, member: this.#member, harnesses: figures });
+      },
       onAck: (n) => this.metrics.batchesAcked.inc(n),
       onServed: (batch) => this.metrics.tokensServed.inc(batch.tokens),
       whitenScope: options.whitenScope ?? "batch",
     });
     this.#server.addService(trainerService, this.#trainer.handlers());
+    this.#server.addService(coreSourcesService, sourceHandlers(this, options.token ?? null));
   }
 
   /** The /metrics URL; null without a metrics server. */
@@ -213,9 +224,10 @@ export class Core {
       this.#httpServer = await startMetricsServer(this.metrics, this.#options.host ?? "127.0.0.1", metricsPort);
     const options = this.#options;
     const member = options.member ?? this.#store.memberName(() => `${hostname()}-${randomBytes(4).toString("hex")}`);
+    this.#member = member;
     for (const address of options.gateways.map(grpcTarget)) {
       if (this.#consumers.has(address)) continue;
-      this.#consumers.set(address, this.#consumer(address, member));
+      this.#consumers.set(address, this.#consumer(address, { consumerGroup: options.consumerGroup }));
     }
     // Groups completed before a restart, then the streams.
     void this.#enqueue(async () => {
@@ -224,19 +236,25 @@ export class Core {
     });
     for (const c of this.#consumers.values()) c.start();
     this.#timer = setInterval(() => {
+      const now = Date.now();
+      for (const [address, source] of this.#sources) {
+        if (source.expiresAt > now) continue;
+        this.#log(`core: source ${address} was not renewed within ${source.ttlMs} ms; dropped`);
+        void this.removeSource(address);
+      }
       for (const { key, by } of this.#tracker.due(Date.now())) void this.#enqueue(() => this.#processGroup(key, by));
       void this.#enqueue(() => this.#pack());
     }, 200);
   }
 
-  #consumer(address: string, member: string): TrajectoryConsumer {
+  #consumer(address: string, how: { consumerGroup?: string; token?: string | null }): TrajectoryConsumer {
     const options = this.#options;
     return new TrajectoryConsumer({
       address,
-      token: options.gatewayToken,
+      token: how.token === undefined ? options.gatewayToken : how.token,
       tls: options.gatewayTls,
-      consumerGroup: options.consumerGroup,
-      member,
+      consumerGroup: how.consumerGroup,
+      member: this.#member,
       maxInFlight: options.maxInFlight,
       leaseTimeoutMs: options.leaseTimeoutMs,
       maxMessageBytes: options.maxMessageBytes,
@@ -258,6 +276,69 @@ export class Core {
       onConnection: (up, detail) =>
         this.#log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
     });
+  }
+
+  /**
+   * Reads another trajectory stream until it is not renewed within its ttl (AddSource, core.proto). Its rollout ids
+   * and group names take the namespace as a prefix (`<namespace>/<id>`), so they neither collide with a gateway's
+   * rollouts of the same ids (skipped as duplicates otherwise) nor join their groups. Calling it again renews it.
+   */
+  addSource(request: SourceRequest): SourceStatus {
+    if (this.#closed) throw new LinkError("RLGATE_UNAVAILABLE", "the core is shutting down");
+    const address = grpcTarget(request.address);
+    const existing = this.#sources.get(address);
+    if (!existing && this.#consumers.has(address))
+      throw new LinkError("RLGATE_BAD_REQUEST", `${address} is one of this core's gateways (--gateway) already`);
+    if (existing && (existing.namespace !== request.namespace || existing.consumerGroup !== request.consumerGroup))
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        `${address} is read already, as consumer group '${existing.consumerGroup}' in namespace '${existing.namespace}'`,
+      );
+    const expiresAt = Date.now() + request.ttlMs;
+    if (existing) {
+      Object.assign(existing, { expiresAt, ttlMs: request.ttlMs });
+      return this.#sourceStatus(address, false);
+    }
+    const consumer = this.#consumer(address, { consumerGroup: request.consumerGroup, token: request.token });
+    this.#sources.set(address, { ...request, address, expiresAt, received: 0 });
+    this.#consumers.set(address, consumer);
+    consumer.start();
+    this.#log(
+      `core: reading ${address} as consumer group '${request.consumerGroup}'` +
+        (request.namespace ? `, rollout ids and groups prefixed '${request.namespace}/'` : ""),
+    );
+    return this.#sourceStatus(address, true);
+  }
+
+  /** Stops reading a source; what it delivered stays (unacked rollouts come again if it is added again). */
+  async removeSource(address: string): Promise<SourceStatus> {
+    address = grpcTarget(address);
+    const source = this.#sources.get(address);
+    if (!source) return { ...this.#sourceStatus(address, false), removed: false };
+    const status = { ...this.#sourceStatus(address, false), removed: true };
+    this.#sources.delete(address);
+    const consumer = this.#consumers.get(address);
+    this.#consumers.delete(address);
+    await consumer?.close();
+    return status;
+  }
+
+  #sourceStatus(address: string, added: boolean): SourceStatus {
+    const source = this.#sources.get(address);
+    return {
+      address,
+      consumerGroup: source?.consumerGroup ?? "",
+      namespace: source?.namespace ?? "",
+      added,
+      connected: this.#consumers.get(address)?.connected ?? false,
+      received: source?.received ?? 0,
+      removed: false,
+    };
+  }
+
+  /** A trainer's figures go to every stream this core reads (each gateway's UI charts them). */
+  #reportAgreement(agreement: AgreementMessage): void {
+    for (const consumer of this.#consumers.values()) consumer.report(agreement);
   }
 
   #drop(reason: string, n = 1): void {
@@ -359,6 +440,14 @@ export class Core {
   }
 
   async #onRollout(gateway: string, m: RolloutMessage): Promise<void> {
+    const source = this.#sources.get(gateway);
+    if (source) {
+      source.received++;
+      if (source.namespace) {
+        const ns = source.namespace;
+        m = { ...m, rolloutId: `${ns}/${m.rolloutId}`, group: m.group ? `${ns}/${m.group}` : "" };
+      }
+    }
     this.#counts.received++;
     this.metrics.rollouts.inc({ status: m.status || "unknown" });
     if (this.#store.isSeen(m.rolloutId)) {
@@ -389,6 +478,7 @@ export class Core {
   async #stopParts(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    this.#sources.clear();
     await Promise.all([...this.#consumers.values()].map((c) => c.close()));
     await this.#chain;
     this.#trainer.notify();

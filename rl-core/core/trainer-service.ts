@@ -52,7 +52,7 @@ export interface TrainerServiceOptions {
   source: BatchSource;
   token: string | null;
   status(): CoreStatus;
-  onConsistency?(figures: Consistency[]): void;
+  onConsistency?(figures: Consistency[], batchId: number): void;
   onAck?(count: number): void;
   onServed?(batch: StoredBatch): void;
   /** The core's whitening scope (REINFORCE++, REINFORCE++-baseline), for advantages on request. Default batch. */
@@ -236,7 +236,7 @@ export class TrainerService {
         trainer,
         harness: batch.rowInfo.map((r) => r.harness),
       });
-      this.#options.onConsistency?.(harnesses);
+      this.#options.onConsistency?.(harnesses, req.batchId);
       if (req.importanceCap > 0) {
         importance = bytesOf(
           await importanceWeightsAsync({
