@@ -118,17 +118,24 @@ export function replayScoreCommand(): Command {
     .option("--threshold <x>", "report the first token whose |Δlogp| exceeds this", positiveNumber, 0.5)
     .option("--max-p99 <x>", "exit 3 when the overall p99 |Δlogp| exceeds this", positiveNumber)
     .option("--concurrency <n>", "completions scored at once", positiveInteger, 4)
-    .option("--json", "print the report as JSON (per completion, per rollout, per harness)");
+    .option("--json", "print the report as JSON (per completion, per rollout, per harness)")
+    .option(
+      "--no-record",
+      "do not keep the report where the rollouts came from (the gateway's or the store's replay runs, listed in /ui)",
+    );
   withSourceOptions(command);
   withSelectionOptions(command);
   return command.action((ids: string[], opts: SourceCliOptions & Record<string, any>) =>
     runCommand(async () => {
       const selection = selectionOf(ids, opts);
-      const [{ ReplayUpstream }, { scoreRollouts }, { qwen3Tokenizer }] = await Promise.all([
-        import("../replay/upstream.ts"),
-        import("../replay/score.ts"),
-        import("../tokenizer/qwen3.ts"),
-      ]);
+      const [{ ReplayUpstream }, { scoreRollouts }, { qwen3Tokenizer }, { replayRecord, selectionText }] =
+        await Promise.all([
+          import("../replay/upstream.ts"),
+          import("../replay/score.ts"),
+          import("../tokenizer/qwen3.ts"),
+          import("../replay/score-record.ts"),
+        ]);
+      const at = Date.now();
       const source = await sourceOf(opts);
       try {
         const rollouts = await source.select(selection);
@@ -144,7 +151,23 @@ export function replayScoreCommand(): Command {
           onProgress: () => bar.tick(),
         }).finally(() => bar.stop());
         console.log(opts["json"] ? JSON.stringify(report, null, 2) : formatScoreReport(report, opts["maxP99"]));
-        return scoreExitCode(report, opts["maxP99"]);
+        const exitCode = scoreExitCode(report, opts["maxP99"]);
+        if (opts["record"] !== false) {
+          const record = replayRecord(report, {
+            at,
+            source: source.where,
+            selection: selectionText(ids, opts.group, opts.since),
+            maxP99: opts["maxP99"],
+            exitCode,
+          });
+          // The verdict is the exit code; a report that could not be kept is said, not turned into a failure.
+          await source.recordReplay(record).then(
+            (id) => console.error(`replay run ${id} recorded in ${source.where} (listed in its /ui)`),
+            (error) =>
+              console.error(`rlgate: the report was not recorded in ${source.where}: ${(error as Error).message}`),
+          );
+        }
+        return exitCode;
       } finally {
         await source.close();
       }

@@ -62,7 +62,7 @@ function errorShapeOf(target: string | undefined): ErrorShape {
 
 export function createGatewayServer(ctx: GatewayContext): { server: Server; passthrough: Passthrough } {
   const passthrough = new Passthrough(ctx);
-  const ui = createUiRoutes({ events: ctx.store.events, token: ctx.config.controlToken });
+  const ui = createUiRoutes({ events: ctx.store.events, reports: ctx.store, token: ctx.config.controlToken });
   const lookup = {
     rolloutExists: (id: string) => ctx.store.getRollout(id) !== undefined,
     rolloutIdForKey: (key: string) => ctx.store.rolloutIdForKey(key),

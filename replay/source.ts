@@ -1,8 +1,9 @@
 // Where replay and export read captured rollouts from: a running gateway's control API, or a store directory
 // directly (LMDB allows readers beside a running gateway). Both answer the same records.
-import { fromSnakeCase } from "../util/json-case.ts";
+import { fromSnakeCase, toSnakeCase } from "../util/json-case.ts";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import type { ReplayRecord } from "../store/reports.ts";
 import type { Store } from "../store/store.ts";
 
 export interface Selection {
@@ -22,6 +23,11 @@ export interface RolloutSource {
   /** The selected rollouts, oldest first. */
   select(selection: Selection): Promise<RolloutRecord[]>;
   calls(rolloutId: string): Promise<CallRecord[]>;
+  /**
+   * Keeps a replay run's report where the rollouts came from (the store, or the gateway's control API), so the
+   * live UI lists it; resolves with its id.
+   */
+  recordReplay(record: Omit<ReplayRecord, "id">): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -62,6 +68,10 @@ class StoreSource implements RolloutSource {
   async calls(rolloutId: string): Promise<CallRecord[]> {
     return this.#store.listCalls(rolloutId);
   }
+
+  async recordReplay(record: Omit<ReplayRecord, "id">): Promise<number> {
+    return (await this.#store.putReplay(record)).id;
+  }
   #closed: Promise<void> | null = null;
   close(): Promise<void> {
     this.#closed ??= this.#store.close();
@@ -78,10 +88,19 @@ class GatewaySource implements RolloutSource {
     this.#headers = token ? { authorization: `Bearer ${token}` } : {};
     this.where = `the gateway at ${this.#url}`;
   }
-  async #get(path: string): Promise<unknown> {
+  async #get(path: string, post?: unknown): Promise<unknown> {
     let res: Response;
     try {
-      res = await fetch(`${this.#url}${path}`, { headers: this.#headers });
+      res = await fetch(
+        `${this.#url}${path}`,
+        post === undefined
+          ? { headers: this.#headers }
+          : {
+              method: "POST",
+              headers: { ...this.#headers, "content-type": "application/json" },
+              body: JSON.stringify(toSnakeCase(post)),
+            },
+      );
     } catch (error) {
       throw new SourceError(
         `cannot reach ${this.where} (${(error as Error).message}); start it, pass --gateway, or read a store with --data`,
@@ -116,6 +135,11 @@ class GatewaySource implements RolloutSource {
     };
     return calls;
   }
+
+  async recordReplay(record: Omit<ReplayRecord, "id">): Promise<number> {
+    return ((await this.#get("/api/replays", record)) as { id: number }).id;
+  }
+
   async close(): Promise<void> {}
 }
 

@@ -12,6 +12,14 @@ import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter } from "./call-committer.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
+import {
+  MAX_AGREEMENT_RECORDS,
+  MAX_REPLAY_RECORDS,
+  ReportLog,
+  type AgreementRecord,
+  type ReplayRecord,
+  type ReplaySummary,
+} from "./reports.ts";
 
 export type Durability = "commit" | "flush";
 
@@ -76,6 +84,8 @@ function nextStamp(last: number): number {
 export interface StoreEvents {
   rollout: [RolloutRecord];
   call: [CallRecord];
+  agreement: [AgreementRecord];
+  replay: [ReplaySummary];
 }
 
 export class Store {
@@ -100,6 +110,8 @@ export class Store {
   // Rollouts with a write in flight: read from the store (which shows the write once committed), never cached.
   readonly #rolloutWrites = new Map<string, number>();
   #lastSeq = 0;
+  readonly #reports: ReportLog;
+  #lastReportId = 0;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
@@ -124,6 +136,7 @@ export class Store {
     // gateway keeps a member's rollouts (and groups) for that member instead of guessing who held what.
     this.#consumerState = this.#root.openDB({ name: "consumer-state" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
+    this.#reports = new ReportLog(this.#root.openDB({ name: "reports" }));
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
     this.#committer = new CallCommitter(this.#root, this.#calls, (rolloutIds) => {
@@ -222,6 +235,35 @@ export class Store {
     for (const { key, value } of this.#finished.getRange({ start: cursor + 1, limit }))
       out.push({ cursor: key, rolloutId: value });
     return out;
+  }
+
+  /** Records a trainer's agreement figures (an RL core sent them); the UI charts them. */
+  putAgreement(record: Omit<AgreementRecord, "id">): Promise<AgreementRecord> {
+    const full = { ...record, id: (this.#lastReportId = nextStamp(this.#lastReportId)) };
+    const write = this.#settle(this.#reports.put("agreement", full, MAX_AGREEMENT_RECORDS));
+    return this.#announce("agreement", full, write).then(() => full);
+  }
+
+  /** The newest agreement records, oldest first. */
+  listAgreement(limit = 1000): AgreementRecord[] {
+    return this.#reports.list("agreement", limit);
+  }
+
+  /** Records a replay run's report; the UI lists it. */
+  putReplay(record: Omit<ReplayRecord, "id">): Promise<ReplayRecord> {
+    const full = { ...record, id: (this.#lastReportId = nextStamp(this.#lastReportId)) };
+    const { calls: _calls, ...summary } = full;
+    const write = this.#settle(this.#reports.put("replay", full, MAX_REPLAY_RECORDS));
+    return this.#announce("replay", summary, write).then(() => full);
+  }
+
+  /** The newest replay runs without their per-call figures, oldest first. */
+  listReplays(limit = 100): ReplaySummary[] {
+    return this.#reports.list<ReplayRecord>("replay", limit).map(({ calls: _calls, ...summary }) => summary);
+  }
+
+  getReplay(id: number): ReplayRecord | undefined {
+    return this.#reports.get("replay", id);
   }
 
   /** A trajectory consumer group's committed cursor into the finished log (0 when it has none yet). */

@@ -239,3 +239,34 @@ export const AGENT_SCRIPT = [
   { reasoning: "Count them.", tool_calls: [{ name: "run_shell_command", arguments: { command: "ls | wc -l" } }] },
   { reasoning: "Done.", content: "There are 2 files." },
 ];
+
+/** Reads server-sent events (event name and JSON data) from a response until `until` says enough, or the timeout. */
+export async function collectSse(
+  res: Response,
+  until: (events: Array<{ event: string; data: any }>) => boolean,
+  timeoutMs = 30_000,
+) {
+  const events: Array<{ event: string; data: any }> = [];
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const deadline = setTimeout(() => reader.cancel(), timeoutMs);
+  let buffer = "";
+  try {
+    while (!until(events)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event && data) events.push({ event, data: JSON.parse(data) });
+      }
+    }
+  } finally {
+    clearTimeout(deadline);
+    await reader.cancel().catch(() => {});
+  }
+  return events;
+}

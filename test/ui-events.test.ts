@@ -3,41 +3,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
-import { playAgent, startStack, type Stack } from "./helpers.ts";
+import { collectSse as collect, playAgent, startStack, type Stack } from "./helpers.ts";
 
 const TOKEN = "ui-events-token";
 const auth = { authorization: `Bearer ${TOKEN}` };
-
-/** Reads server-sent events from a response until `count` events named `name` arrived, or the timeout. */
-async function collect(
-  res: Response,
-  until: (events: Array<{ event: string; data: any }>) => boolean,
-  timeoutMs = 30_000,
-) {
-  const events: Array<{ event: string; data: any }> = [];
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  const deadline = setTimeout(() => reader.cancel(), timeoutMs);
-  let buffer = "";
-  try {
-    while (!until(events)) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1];
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (event && data) events.push({ event, data: JSON.parse(data) });
-      }
-    }
-  } finally {
-    clearTimeout(deadline);
-    await reader.cancel().catch(() => {});
-  }
-  return events;
-}
 
 describe("live UI routes", () => {
   let stack: Stack;

@@ -1,6 +1,7 @@
 // The live UI's routes on the gateway: the page and its assets under /ui (static, no data in them), the event stream
-// /api/events (server-sent events of committed calls and rollouts) and /api/decode (token ids → text, for the token
-// view). Data routes honour the control API's token like the rest of /api.
+// /api/events (server-sent events of committed calls, rollouts, agreement reports and replay runs), /api/decode
+// (token ids → text, for the token view) and the report routes (reports-route.ts). Data routes honour the control
+// API's token like the rest of /api.
 import { toSnakeCase } from "../util/json-case.ts";
 import { bearerMatches } from "../util/secrets.ts";
 import { readFileSync, readdirSync } from "node:fs";
@@ -8,6 +9,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import type { AgreementRecord, ReplaySummary } from "../store/reports.ts";
+import { handleReport, isReportPath, type UiReports } from "./reports-route.ts";
 import type { StoreEvents } from "../store/store.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 
@@ -19,6 +22,8 @@ export interface UiEventSource {
 
 export interface UiOptions {
   events: UiEventSource;
+  /** Agreement figures and replay runs (the store). */
+  reports: UiReports;
   /** The control API's token: /api/events and /api/decode need it when set. */
   token: string | null;
   /** Open event streams at most (each holds a socket); more are refused with 503. */
@@ -137,8 +142,12 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
     };
     const onCall = (call: CallRecord) => send("call", callEvent(call));
     const onRollout = (rollout: RolloutRecord) => send("rollout", rolloutEvent(rollout));
+    const onAgreement = (record: AgreementRecord) => send("agreement", record);
+    const onReplay = (record: ReplaySummary) => send("replay", record);
     options.events.on("call", onCall);
     options.events.on("rollout", onRollout);
+    options.events.on("agreement", onAgreement);
+    options.events.on("replay", onReplay);
     const heartbeat = setInterval(() => res.write(`: ${Date.now()}\n\n`), heartbeatMs);
     heartbeat.unref();
     res.once("close", () => {
@@ -146,6 +155,8 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
       clearInterval(heartbeat);
       options.events.off("call", onCall);
       options.events.off("rollout", onRollout);
+      options.events.off("agreement", onAgreement);
+      options.events.off("replay", onReplay);
     });
     req.resume();
   }
@@ -180,7 +191,12 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
     get clients() {
       return clients;
     },
-    matches: (path) => path === "/ui" || path.startsWith("/ui/") || path === "/api/events" || path === "/api/decode",
+    matches: (path) =>
+      path === "/ui" ||
+      path.startsWith("/ui/") ||
+      path === "/api/events" ||
+      path === "/api/decode" ||
+      isReportPath(path),
     async handle(req, res, url) {
       const path = url.pathname;
       if (path === "/ui") {
@@ -210,6 +226,14 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
         );
       if (path === "/api/events" && req.method === "GET") return events(req, res);
       if (path === "/api/decode" && req.method === "POST") return decode(req, res);
+      if (isReportPath(path))
+        return handleReport(
+          options.reports,
+          req,
+          url,
+          (status, value) => sendJson(res, status, value),
+          (status, code, message) => sendError(res, status, code, message),
+        );
       return sendError(res, 405, "RLGATE_BAD_REQUEST", `${req.method} ${path} is not served`);
     },
   };

@@ -12,6 +12,7 @@ import {
   isOpen,
   LinkError,
   send,
+  type AgreementMessage,
   type EncodedStreamMessage,
   type StreamMessage,
   type SubscribeMessage,
@@ -28,6 +29,7 @@ const MIN_LEASE_TIMEOUT_MS = 500;
 /** How often an idle session looks for newly finished rollouts. */
 const POLL_MS = 50;
 const SUBSCRIBE_TIMEOUT_MS = 10_000;
+const MAX_AGREEMENT_HARNESSES = 64;
 
 export interface TrajectoryStreamOptions {
   store: Store;
@@ -153,6 +155,8 @@ export class TrajectoryStreamService {
           resolve();
         } else if (message.kind === "ack" && group) {
           group.ack(message.ack.cursors);
+        } else if (message.kind === "agreement" && session) {
+          this.#agreement(message.agreement, session.member);
         } else if (message.kind === "subscribe") {
           end(new LinkError("RLGATE_BAD_REQUEST", "subscribe sent twice on one call"));
         } else if (!session && message.kind !== "heartbeat") {
@@ -267,6 +271,26 @@ export class TrajectoryStreamService {
         return { rollout: bareRolloutMessage(lease.cursor, lease.rollout, [`reconstruction failed: ${reason}`]) };
       }
     }
+  }
+
+  /** A trainer's agreement figures from a core: kept for the live UI (bounded; a bad one is dropped, said once). */
+  #agreement(a: AgreementMessage, member: string): void {
+    const finite = (x: number) => (Number.isFinite(x) ? x : null);
+    const harnesses = a.harnesses.slice(0, MAX_AGREEMENT_HARNESSES).map((h) => ({
+      harness: h.harness.slice(0, 200),
+      tokens: h.tokens,
+      pearson: finite(h.pearson),
+      k3Kl: finite(h.k3Kl),
+      absDiffMean: finite(h.absDiffMean),
+      absDiffP50: finite(h.absDiffP50),
+      absDiffP99: finite(h.absDiffP99),
+      absDiffMax: finite(h.absDiffMax),
+    }));
+    if (harnesses.length === 0) return;
+    const at = Number.isFinite(a.atMs) && a.atMs > 0 ? a.atMs : Date.now();
+    this.#options.store
+      .putAgreement({ at, batchId: a.batchId, core: (a.member || member).slice(0, 200), harnesses })
+      .catch((error) => this.#log.warn({ err: error }, "agreement figures not stored"));
   }
 
   status() {

@@ -166,6 +166,7 @@ function onEventBlock(block) {
   const value = camel(JSON.parse(data));
   if (event === "call") onCall(value);
   else if (event === "rollout") onRollout(value);
+  else if (event === "agreement" || event === "replay") globalThis.rlgateReports?.event(event, value);
 }
 
 function onCall(call) {
@@ -945,6 +946,7 @@ async function start() {
     for (const r of rollouts.slice(0, 60)) markStale(r.id);
     renderRollouts();
     renderCharts();
+    globalThis.rlgateReports?.load();
   } catch (error) {
     if (error instanceof Unauthorized) {
       setConnected(false, "needs token");
