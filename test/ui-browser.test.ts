@@ -1,12 +1,16 @@
 // The live UI in real headless Chromium: a rollout appears while a harness session runs, opening it draws its prefix
 // tree with breaks marked, clicking a branch shows that trajectory's tokens, a retried call shows as a dead leaf, and
-// the page asks for the control token when the gateway has one. Screenshots go to .scratch/ui-screenshots/.
+// the page asks for the control token when the gateway has one; a trainer's logprob report shows as a point of the
+// agreement charts, and a replay score run in the replay table. Screenshots go to .scratch/ui-screenshots/.
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Browser, chromiumAvailable, CHROMIUM, type Page } from "./browser.ts";
-import { playAgent, postJson, ROOT, startStack, TOOLS, type Stack } from "./helpers.ts";
+import { TrainerClient } from "../clients/ts/index.ts";
+import { startCore } from "../rl-core/core/index.ts";
+import { startSim } from "../sim/index.ts";
+import { playAgent, postJson, ROOT, runCli, startStack, tempDir, TOOLS, type Stack } from "./helpers.ts";
 
 const TOKEN = "ui-browser-token";
 const SHOTS = join(ROOT, ".scratch", "ui-screenshots");
@@ -27,7 +31,10 @@ describe("live UI in headless Chromium", () => {
     assert.ok(chromiumAvailable(), `${CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)`);
     mkdirSync(SHOTS, { recursive: true });
     // History repair off: the harness below drops its reasoning, and the re-serialization breaks are what is drawn.
-    stack = await startStack({ sim: { seed: 7 }, gateway: { controlToken: TOKEN, repairHistory: false } });
+    stack = await startStack({
+      sim: { seed: 7 },
+      gateway: { controlToken: TOKEN, repairHistory: false, grpcPort: 0 },
+    });
     browser = await Browser.launch();
     page = await browser.newPage(1600, 1000);
   });
@@ -176,6 +183,95 @@ describe("live UI in headless Chromium", () => {
     await page.click("#tree .node[data-fate=dead]");
     await page.waitFor("document.querySelector('#tokens').textContent.includes('A dead leaf')");
     await page.screenshot(join(SHOTS, "4-dead-leaf.png"));
+    assert.deepEqual(page.errors, []);
+  });
+
+  test("a trainer's logprob report shows as points of the agreement charts; a replay score run in the replay table", async () => {
+    assert.equal(
+      await page.evaluate("document.querySelector('#agreement-empty').hidden"),
+      false,
+      "before any report the panel says how figures get there",
+    );
+    // Two harnesses in one group, then a core and a trainer that reports its logprobs three times, drifting more.
+    for (const harness of ["qwen-code", "claude-code"]) {
+      const rollout = await createRollout(stack.gateway.url, {
+        group: "g-agree",
+        harness,
+        metadata: { group_size: 2 },
+      });
+      await playAgent(rollout.base_urls.openai, 2, true, { authorization: `Bearer ${rollout.key}` });
+      await postJson(
+        `${stack.gateway.url}/api/rollouts/${rollout.id}/finish`,
+        { reward: harness === "qwen-code" ? 1 : 0 },
+        auth,
+      );
+    }
+    const core = await startCore({
+      gateways: [stack.gateway.grpc!.address],
+      gatewayToken: TOKEN,
+      port: 0,
+      dataDir: tempDir("core-ui"),
+      batchTimeoutMs: 100,
+    });
+    const trainer = new TrainerClient(core.address);
+    try {
+      const ac = new AbortController();
+      let batch;
+      for await (const b of trainer.batches({ signal: ac.signal })) {
+        batch = b;
+        ac.abort();
+      }
+      for (const [i, drift] of [0.02, 0.05, 0.12].entries()) {
+        const mine = batch!.logprobs.map((lp, t) => lp - (drift * ((t * 7919) % 13)) / 13);
+        await trainer.reportLogprobs(batch!.batchId, mine, { ack: i === 2 });
+        // One point per harness and one for all of them, per report.
+        await page.waitFor(`document.querySelectorAll('#chart-pearson .agreement-point').length === ${3 * (i + 1)}`);
+      }
+    } finally {
+      trainer.close();
+      await core.close();
+    }
+    assert.equal(await page.evaluate("document.querySelector('#agreement-empty').hidden"), true);
+    const legend = await page.evaluate<string>("document.querySelector('#agreement-legend').textContent");
+    assert.equal(legend, "all harnessesclaude-codeqwen-code");
+    const latest = await page.evaluate<string>("document.querySelector('#agreement-latest').textContent");
+    assert.match(
+      latest,
+      /^latest report, all harnesses \(.*, batch \d+, \d+ tokens\): r 0\.\d{4} · p99 \|Δlogp\| 0\.\d+/,
+    );
+    assert.equal(await page.evaluate("document.querySelectorAll('#chart-p99 .agreement-point').length"), 9);
+    assert.equal(await page.evaluate("document.querySelectorAll('#chart-k3 polyline').length"), 3);
+
+    // A replay run against a noisier server: its row appears, and the drift chart draws one bar per completion.
+    const noisy = await startSim({ port: 0, seed: 7, logprobNoise: 0.3 });
+    try {
+      const run = await runCli([
+        "replay",
+        "score",
+        "--group",
+        "g-agree",
+        "--upstream",
+        noisy.url,
+        "--gateway",
+        stack.gateway.url,
+        "--token",
+        TOKEN,
+        "--max-p99",
+        "0.05",
+        "--json",
+      ]);
+      assert.equal(run.code, 3, run.stderr);
+      const completions = JSON.parse(run.stdout).completions.length;
+      await page.waitFor("document.querySelectorAll('#replay-table tbody tr').length === 1");
+      const row = await page.evaluate<string>("document.querySelector('#replay-table tbody tr').textContent");
+      assert.ok(row.includes(`${noisy.url.replace(/^http:\/\//, "")}2${completions}`), row);
+      assert.match(row, /drift > 0\.05/);
+      await page.waitFor(`document.querySelectorAll('#chart-drift .drift-bar').length === ${completions}`);
+    } finally {
+      await noisy.close();
+    }
+    await page.evaluate("window.scrollTo(0, 0)");
+    await page.screenshot(join(SHOTS, "5-agreement-and-replays.png"));
     assert.deepEqual(page.errors, []);
   });
 });

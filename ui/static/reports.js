@@ -14,6 +14,7 @@ const small = (v) =>
     : v !== 0 && Math.abs(v) < 0.01
       ? Number(v).toExponential(1)
       : Number(v).toFixed(Math.abs(v) >= 10 ? 1 : 3);
+const fixed4 = (v) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(4));
 const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour12: false });
 const when = (ms) => {
   const d = new Date(ms);
@@ -50,19 +51,32 @@ function reportEvent(event, value) {
 }
 
 // ---------- agreement ----------
-/** A y axis from lo to hi (labels left), a faint line at `guide` (a target), and the time range below. */
-function frame(svgEl, lo, hi, label, guide) {
-  const y = (v) => 80 - (hi > lo ? (70 * (v - lo)) / (hi - lo) : 35);
+/** The drawing width of a chart: its viewBox's. */
+const widthOf = (svgEl) => svgEl.viewBox.baseVal.width || 300;
+
+/** A y axis from lo to hi (labels left); returns the y of a value. */
+function frame(svgEl, lo, hi, label) {
   svgEl.replaceChildren(
-    svg("line", { x1: 30, y1: 80, x2: 296, y2: 80, stroke: "#d5d9e0" }),
+    svg("line", { x1: 30, y1: 80, x2: widthOf(svgEl) - 4, y2: 80, stroke: "#d5d9e0" }),
     svg("text", { x: 27, y: 13, "text-anchor": "end", text: label(hi) }),
     svg("text", { x: 27, y: 82, "text-anchor": "end", text: label(lo) }),
   );
-  if (guide !== undefined && guide > lo && guide < hi)
-    svgEl.append(
-      svg("line", { x1: 30, y1: y(guide), x2: 296, y2: y(guide), stroke: cssVar("branch"), "stroke-dasharray": "3 3" }),
-    );
-  return y;
+  return (v) => 80 - (hi > lo ? (70 * (Math.min(hi, Math.max(lo, v)) - lo)) / (hi - lo) : 35);
+}
+
+/** A dashed line at a target or gate, drawn over the data. */
+function guide(svgEl, y, value, text) {
+  const line = svg("line", {
+    x1: 30,
+    y1: y(value),
+    x2: widthOf(svgEl) - 4,
+    y2: y(value),
+    stroke: cssVar("branch"),
+    "stroke-dasharray": "3 3",
+    class: "guide",
+  });
+  line.append(svg("title", { text }));
+  svgEl.append(line);
 }
 
 function renderAgreement() {
@@ -73,21 +87,15 @@ function renderAgreement() {
   );
   const colour = new Map(harnesses.map((h, i) => [h, PALETTE[i % PALETTE.length]]));
   const legend = $("#agreement-legend");
-  legend.replaceChildren(
-    ...harnesses.map((h) =>
-      el("span", { class: "key" }, el("i", { class: "sw", style: `background:${colour.get(h)}` }), harnessName(h)),
-    ),
-  );
-  const last = points.at(-1)?.harnesses.find((h) => h.harness === "*");
-  if (last)
-    legend.append(
-      el("span", {
-        class: "latest",
-        text: ` · latest (${clock(points.at(-1).at)}, batch ${points.at(-1).batchId}): r ${small(last.pearson)}, p99 ${small(last.absDiffP99)}, k3 ${small(last.k3Kl)}`,
-      }),
-    );
+  legend.replaceChildren(...harnesses.map((h) => legendKey(colour.get(h), harnessName(h)))); // legendKey: app.js
+  const latest = points.at(-1);
+  const all = latest?.harnesses.find((h) => h.harness === "*");
+  $("#agreement-latest").textContent = all
+    ? `latest report, all harnesses (${clock(latest.at)}, batch ${latest.batchId}, ${all.tokens} tokens): ` +
+      `r ${fixed4(all.pearson)} · p99 |Δlogp| ${small(all.absDiffP99)} · k3 KL ${small(all.k3Kl)}`
+    : "";
   const t0 = points.length ? points[0].at : 0;
-  const t1 = points.length ? points.at(-1).at : 1;
+  const t1 = points.length ? latest.at : 1;
   const x = (t) => (t1 > t0 ? 30 + (266 * (t - t0)) / (t1 - t0) : 163);
   const series = (key) =>
     harnesses.map((h) => ({
@@ -96,42 +104,44 @@ function renderAgreement() {
         .map((p) => ({ p, f: p.harnesses.find((f) => f.harness === h) }))
         .filter(({ f }) => f && f[key] !== null && f[key] !== undefined),
     }));
-  const chart = (id, key, what, lo, hi, guide) => {
+  const chart = (id, key, what, lo, hi, label, target, axis = label) => {
     const svgEl = $(id);
-    const y = frame(svgEl, lo, hi, small, guide);
+    const y = frame(svgEl, lo, hi, axis);
     if (points.length) {
       svgEl.append(svg("text", { x: 30, y: 89, text: clock(t0) }));
       if (t1 > t0) svgEl.append(svg("text", { x: 296, y: 89, "text-anchor": "end", text: clock(t1) }));
     }
-    for (const s of series(key)) {
+    // Per harness first, thin; all harnesses last, on top.
+    for (const s of series(key).reverse()) {
       const c = colour.get(s.harness);
-      const xy = s.points.map(({ p, f }) => [x(p.at), y(Math.min(hi, Math.max(lo, f[key])))]);
+      const whole = s.harness === "*";
+      const xy = s.points.map(({ p, f }) => [x(p.at), y(f[key])]);
       if (xy.length > 1)
         svgEl.append(
           svg("polyline", {
             points: xy.map((q) => q.join(",")).join(" "),
             fill: "none",
             stroke: c,
-            "stroke-width": 1.5,
+            "stroke-width": whole ? 2 : 1.25,
           }),
         );
       s.points.forEach(({ p, f }, i) => {
-        const dot = svg("circle", { cx: xy[i][0], cy: xy[i][1], r: 2.5, fill: c, class: "agreement-point" });
+        const dot = svg("circle", { cx: xy[i][0], cy: xy[i][1], r: whole ? 3 : 2, fill: c, class: "agreement-point" });
         dot.append(
           svg("title", {
-            text: `${harnessName(s.harness)}: ${what} ${small(f[key])}\nbatch ${p.batchId} from ${p.core}, ${f.tokens} tokens, ${clock(p.at)}`,
+            text: `${harnessName(s.harness)}: ${what} ${label(f[key])}\nbatch ${p.batchId} from ${p.core}, ${f.tokens} tokens, ${clock(p.at)}`,
           }),
         );
         svgEl.append(dot);
       });
     }
+    if (target !== undefined && target > lo && target < hi) guide(svgEl, y, target, `${what} ${target}`);
     if (!points.length) svgEl.append(svg("text", { x: 163, y: 48, "text-anchor": "middle", text: "no report yet" }));
   };
   const values = (key) => points.flatMap((p) => p.harnesses.map((h) => h[key])).filter((v) => v !== null);
-  const r = values("pearson");
-  chart("#chart-pearson", "pearson", "r", Math.min(0.98, ...r), 1, 0.99);
-  chart("#chart-p99", "absDiffP99", "p99 |Δlogp|", 0, Math.max(0.05, ...values("absDiffP99")));
-  chart("#chart-k3", "k3Kl", "k3 KL", 0, Math.max(1e-3, ...values("k3Kl")));
+  chart("#chart-pearson", "pearson", "r", Math.min(0.98, ...values("pearson")), 1, fixed4, 0.99, (v) => v.toFixed(3));
+  chart("#chart-p99", "absDiffP99", "p99 |Δlogp|", 0, Math.max(0.05, ...values("absDiffP99")), small);
+  chart("#chart-k3", "k3Kl", "k3 KL", 0, Math.max(1e-3, ...values("k3Kl")), small);
 }
 
 // ---------- replay runs ----------
@@ -150,7 +160,8 @@ function renderReplays() {
         el("td", { text: when(run.at) }),
         el("td", { title: run.upstream, text: run.upstream.replace(/^https?:\/\//, "") }),
         el("td", { class: "n", text: String(run.rollouts) }),
-        el("td", { class: "n", text: small(run.overall.pearson) }),
+        el("td", { class: "n", text: String(run.completions) }),
+        el("td", { class: "n", text: fixed4(run.overall.pearson) }),
         el("td", { class: "n", text: small(run.overall.absDiffP99) }),
         el("td", { class: "n", text: small(run.overall.absDiffMax) }),
         el(
@@ -190,37 +201,37 @@ async function selectReplay(id) {
 
 function renderDrift() {
   const run = reports.drift;
-  const svgEl = $("#chart-drift");
-  const title = $("#drift-title");
   if (!run) return;
-  title.replaceChildren(
-    "per-call drift ",
-    el("span", {
-      class: "hint",
-      text: `p99 |Δlogp| of each scored completion, ${when(run.at)} vs ${run.upstream.replace(/^https?:\/\//, "")}; dashed: threshold ${run.threshold}`,
-    }),
+  const svgEl = $("#chart-drift");
+  // The dashed line is the gate the verdict used (--max-p99), else the threshold of the first drifted token.
+  const gate = run.maxP99 ?? run.threshold;
+  const gateText = run.maxP99 === null ? `--threshold ${run.threshold}` : `--max-p99 ${run.maxP99}`;
+  $("#drift-title").replaceChildren(
+    `per-call drift, run of ${when(run.at)} `,
+    el("span", { class: "hint", text: `p99 |Δlogp| per scored completion · dashed: ${gateText}` }),
   );
   const calls = run.calls;
-  const hi = Math.max(run.threshold * 1.2, 0.05, ...calls.map((c) => c.absDiffP99 ?? 0));
-  const y = frame(svgEl, 0, hi, small, run.threshold);
-  const w = 266 / Math.max(calls.length, 1);
+  const hi = Math.max(gate * 1.2, 0.05, ...calls.map((c) => c.absDiffP99 ?? 0));
+  const y = frame(svgEl, 0, hi, small);
+  const w = (widthOf(svgEl) - 34) / Math.max(calls.length, 1);
   calls.forEach((c, i) => {
     const v = c.absDiffP99 ?? 0;
     const bar = svg("rect", {
       x: 30 + i * w + (w > 3 ? 0.5 : 0),
-      y: y(Math.min(v, hi)),
+      y: y(v),
       width: Math.max(0.8, w - (w > 3 ? 1 : 0)),
-      height: 80 - y(Math.min(v, hi)),
-      fill: v > run.threshold ? cssVar("reserialization") : cssVar("compaction"),
+      height: 80 - y(v),
+      fill: v > gate ? cssVar("reserialization") : cssVar("compaction"),
       class: "drift-bar",
     });
     bar.append(
       svg("title", {
-        text: `${c.rolloutId} call ${c.callSeq}${c.choiceIndex ? `.${c.choiceIndex}` : ""} (${c.harness}): p99 |Δlogp| ${small(c.absDiffP99)}, max ${small(c.absDiffMax)}, r ${small(c.pearson)}, ${c.tokens} tokens`,
+        text: `${c.rolloutId} call ${c.callSeq}${c.choiceIndex ? `.${c.choiceIndex}` : ""} (${c.harness}): p99 |Δlogp| ${small(c.absDiffP99)}, max ${small(c.absDiffMax)}, r ${fixed4(c.pearson)}, ${c.tokens} tokens`,
       }),
     );
     svgEl.append(bar);
   });
+  guide(svgEl, y, gate, gateText);
   svgEl.append(svg("text", { x: 30, y: 89, text: `${calls.length} completions, in rollout and call order` }));
   if (!calls.length) svgEl.append(svg("text", { x: 163, y: 48, "text-anchor": "middle", text: "nothing scored" }));
 }
