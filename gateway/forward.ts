@@ -20,6 +20,10 @@ export interface ForwardTarget {
   headers: IncomingHttpHeaders;
   /** True when the harness authenticated with a rollout key, which must not travel upstream. */
   dropAuthorization: boolean;
+  /** The call's rollout: its calls stay on one replica (null or absent: the least busy replica). */
+  rolloutId?: string | null;
+  /** Hears which replica the call went to, and again when a refused connection sent it to another. */
+  onReplica?: (replica: string, retriedAfter: Error | null) => void;
 }
 
 /**
@@ -33,10 +37,12 @@ export function forward(
   call = new UpstreamCall(),
 ): Promise<UpstreamCall> {
   const { upstream } = ctx;
-  upstream.pool.dispatch(
+  const onReplica = target.onReplica;
+  upstream.dispatch(
+    target.rolloutId ?? null,
     {
       method: "POST",
-      path: upstream.basePath + target.path,
+      path: target.path,
       headers: upstreamRequestHeaders(target.headers, {
         dropAuthorization: target.dropAuthorization,
         apiKey: upstream.apiKey,
@@ -44,6 +50,7 @@ export function forward(
       body,
     },
     call,
+    onReplica && ((replica, after) => onReplica(replica.url, after)),
   );
   return call.head;
 }

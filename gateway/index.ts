@@ -10,7 +10,8 @@ import { GatewayMetrics } from "./metrics.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
-import { Upstream } from "./upstream/client.ts";
+import { Upstream, type Routing } from "./upstream/client.ts";
+import { parseUpstreamList, UpstreamListError } from "./upstream/upstream-list.ts";
 import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import { ModelMap } from "./upstream/model-map.ts";
@@ -22,8 +23,14 @@ import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
 
 export interface GatewayOptions {
-  /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`). */
-  upstream: string;
+  /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`), or of several replicas (`A,B` or a list). */
+  upstream?: string | readonly string[];
+  /** A file listing replica URLs (one a line, `#` comments), watched for changes; with or instead of `upstream`. */
+  upstreamsFile?: string;
+  /** How often each replica's /health is checked when there are several (default 5 s). */
+  healthIntervalMs?: number;
+  /** sticky (default): a rollout's calls stay on one replica; round-robin: a baseline for bench/replicas.ts. */
+  routing?: Routing;
   upstreamApiKey?: string;
   /** Which inference server the upstream is (default vllm): decides how token ids are requested and read. */
   upstreamFlavor?: FlavorName;
@@ -92,13 +99,24 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     typeof options.model === "string"
       ? loadModelChatFormat(options.model)
       : (options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null));
+  const log = options.log ?? silentLogger;
+  let upstream: Upstream;
+  try {
+    upstream = new Upstream({
+      urls: options.upstream === undefined ? [] : parseUpstreamList(options.upstream),
+      file: options.upstreamsFile,
+      apiKey: options.upstreamApiKey,
+      headersTimeoutMs: options.upstreamTimeoutMs,
+      bodyTimeoutMs: options.upstreamTimeoutMs,
+      healthIntervalMs: options.healthIntervalMs,
+      routing: options.routing,
+      log,
+    });
+  } catch (error) {
+    if (error instanceof UpstreamListError) throw new StartRefusal(error.message);
+    throw error;
+  }
   const store = new Store({ path: options.dataDir, durability: options.durability, promptIndex: new PromptIndex() });
-  const upstream = new Upstream({
-    url: options.upstream,
-    apiKey: options.upstreamApiKey,
-    headersTimeoutMs: options.upstreamTimeoutMs,
-    bodyTimeoutMs: options.upstreamTimeoutMs,
-  });
   const trajectorySettings: TrajectorySettings = { ...options.trajectories };
   if (format && !trajectorySettings.chatFormat) trajectorySettings.chatFormat = chatFormatOf(format);
   const context: GatewayContext = {
@@ -124,8 +142,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       options.repairHistory === false
         ? null
         : new HistoryRepair(store, trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
-    log: options.log ?? silentLogger,
+    log,
   };
+  context.metrics.observeReplicas(() => upstream.replicas);
   const { server, passthrough } = createGatewayServer(context);
   let grpc: GatewayGrpc | null = null;
 

@@ -1,6 +1,15 @@
 // Prometheus metrics for one gateway instance (its own registry, so several gateways can live in one process).
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { CallRecord } from "../store/records.ts";
+
+/** What /metrics shows of one upstream replica (gateway/upstream/replica.ts). */
+export interface ReplicaFigures {
+  readonly url: string;
+  readonly inFlight: number;
+  readonly requests: number;
+  readonly errors: number;
+  readonly healthy: boolean;
+}
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1];
@@ -57,6 +66,51 @@ export class GatewayMetrics {
     help: "Requests forwarded unchanged to the upstream (routes rlgate does not capture)",
     registers: [this.registry],
   });
+
+  // The replicas' figures are plain numbers kept by the upstream and read at scrape time: nothing on the call path.
+  #replicas: () => readonly ReplicaFigures[] = () => [];
+  readonly replicaInFlight: Gauge<"replica"> = new Gauge({
+    name: "rlgate_replica_in_flight",
+    help: "Requests in flight to each upstream replica",
+    labelNames: ["replica"] as const,
+    registers: [this.registry],
+    collect: (): void => this.#collectReplicas(this.replicaInFlight, (r) => r.inFlight),
+  });
+  readonly replicaHealthy: Gauge<"replica"> = new Gauge({
+    name: "rlgate_replica_healthy",
+    help: "1 while an upstream replica takes calls, 0 while it is ejected (failing requests or health checks)",
+    labelNames: ["replica"] as const,
+    registers: [this.registry],
+    collect: (): void => this.#collectReplicas(this.replicaHealthy, (r) => (r.healthy ? 1 : 0)),
+  });
+  readonly replicaRequests: Counter<"replica"> = new Counter({
+    name: "rlgate_replica_requests_total",
+    help: "Requests sent to each upstream replica (calls, passthrough, and a call's attempt on a replica that refused it)",
+    labelNames: ["replica"] as const,
+    registers: [this.registry],
+    collect: (): void => this.#collectReplicas(this.replicaRequests, (r) => r.requests),
+  });
+  readonly replicaErrors: Counter<"replica"> = new Counter({
+    name: "rlgate_replica_errors_total",
+    help: "Requests an upstream replica failed: refused connections, 5xx answers, broken bodies, timeouts",
+    labelNames: ["replica"] as const,
+    registers: [this.registry],
+    collect: (): void => this.#collectReplicas(this.replicaErrors, (r) => r.errors),
+  });
+
+  /** Where the replica figures come from (the gateway's upstream). */
+  observeReplicas(source: () => readonly ReplicaFigures[]): void {
+    this.#replicas = source;
+  }
+
+  #collectReplicas(metric: Gauge<"replica"> | Counter<"replica">, value: (r: ReplicaFigures) => number): void {
+    // Reset first: a replica removed from the list leaves /metrics.
+    metric.reset();
+    for (const replica of this.#replicas()) {
+      if (metric instanceof Gauge) metric.set({ replica: replica.url }, value(replica));
+      else metric.inc({ replica: replica.url }, value(replica));
+    }
+  }
 
   constructor(options: { processMetrics?: boolean } = {}) {
     // Under their standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes…): the dashboards and

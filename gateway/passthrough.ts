@@ -1,4 +1,5 @@
-// Routes rlgate does not capture (/v1/models, /v1/embeddings, /tokenize, ...) go to the upstream unchanged.
+// Routes rlgate does not capture (/v1/models, /v1/embeddings, /tokenize, ...) go to the upstream unchanged, each to
+// the replica with the fewest requests in flight.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import httpProxy from "http-proxy";
 import type { GatewayContext } from "./context.ts";
@@ -20,23 +21,12 @@ export class Passthrough {
   constructor(ctx: GatewayContext) {
     this.#ctx = ctx;
     this.#proxy = httpProxy.createProxyServer({
-      target: ctx.upstream.origin,
       changeOrigin: true,
       xfwd: false,
       proxyTimeout: ctx.upstream.headersTimeoutMs,
     });
-    this.#proxy.on("error", (error, _req, res) => {
-      const response = res as ServerResponse;
-      if (!response.headersSent && typeof response.writeHead === "function") {
-        const body = toOpenAIErrorBody(
-          new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${error.message}`),
-        );
-        response.writeHead(502, { "content-type": "application/json" });
-        response.end(body);
-      } else {
-        response.destroy?.();
-      }
-    });
+    // Each request has its own error handler (below); this one catches what http-proxy emits outside them.
+    this.#proxy.on("error", (_error, _req, res) => (res as ServerResponse).destroy?.());
   }
 
   forward(
@@ -46,12 +36,27 @@ export class Passthrough {
     query: string,
     dropAuthorization: boolean,
   ): void {
-    this.#ctx.metrics.passthrough.inc();
-    req.url = this.#ctx.upstream.basePath + routePath + query;
+    const { upstream, metrics } = this.#ctx;
+    metrics.passthrough.inc();
+    const replica = upstream.pick(null)!;
+    const done = upstream.track(replica);
+    req.url = replica.basePath + routePath + query;
     scrubPassthroughHeaders(req.headers, dropAuthorization);
-    if (req.headers["authorization"] === undefined && this.#ctx.upstream.apiKey)
-      req.headers["authorization"] = `Bearer ${this.#ctx.upstream.apiKey}`;
-    this.#proxy.web(req, res);
+    if (req.headers["authorization"] === undefined && upstream.apiKey)
+      req.headers["authorization"] = `Bearer ${upstream.apiKey}`;
+    res.once("close", () => done(res.statusCode >= 500 && res.headersSent ? `HTTP ${res.statusCode}` : null));
+    this.#proxy.web(req, res, { target: replica.origin }, (error) => {
+      done(error.message, error);
+      if (!res.headersSent && typeof res.writeHead === "function") {
+        const body = toOpenAIErrorBody(
+          new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${error.message}`),
+        );
+        res.writeHead(502, { "content-type": "application/json" });
+        res.end(body);
+      } else {
+        res.destroy?.();
+      }
+    });
   }
 
   close(): void {

@@ -161,6 +161,11 @@ export interface CallRecord {
   policyVersion?: string | null;
   /** Sampling parameters of the forwarded request (temperature, top_p, top_k). */
   sampling?: SamplingParams | null;
+  /**
+   * The upstream replica (its URL as configured) that served the call, or the last one tried when it failed; absent
+   * when the call never went upstream, and in calls recorded before it existed.
+   */
+  replica?: string;
 }
 
 /** One assistant turn of a forwarded chat request that history repair changed. */

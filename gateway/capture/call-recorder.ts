@@ -143,6 +143,8 @@ export class CallRecorder {
   #upstreamStart: number | null = null;
   #firstByte: number | null = null;
   #firstToken: number | null = null;
+  #replica: string | null = null;
+  #replicaWarnings: string[] = [];
   #overheadMs = 0;
   #segmentStart: number;
   #committed: Promise<void> | null = null;
@@ -206,6 +208,15 @@ export class CallRecorder {
     this.#firstToken ??= Date.now();
   }
 
+  /** The replica the call went to; again, with the failure, when a refused connection sent it to another one. */
+  servedBy(replica: string, retriedAfter: Error | null): void {
+    if (retriedAfter && this.#replica !== null)
+      this.#replicaWarnings.push(
+        `replica ${this.#replica} refused the connection (${retriedAfter.message}); sent to ${replica}`,
+      );
+    this.#replica = replica;
+  }
+
   /** Builds and commits the record. Idempotent: only the first outcome counts. */
   finish(outcome: CallOutcome): Promise<void> {
     if (this.#committed) return this.#committed;
@@ -227,7 +238,9 @@ export class CallRecorder {
       ...(outcome.upstreamResponse === undefined ? {} : { upstreamResponse: outcome.upstreamResponse }),
       promptTokenIds: outcome.promptTokenIds,
       choices: outcome.choices,
-      ...(this.#start.warnings?.length ? { warnings: this.#start.warnings } : {}),
+      ...(this.#start.warnings?.length || this.#replicaWarnings.length
+        ? { warnings: [...(this.#start.warnings ?? []), ...this.#replicaWarnings] }
+        : {}),
       ...(this.#start.maxTokensCap ? { maxTokensCap: this.#start.maxTokensCap } : {}),
       tokenSource: verdict.source,
       tokenIssue: verdict.issue,
@@ -244,6 +257,7 @@ export class CallRecorder {
       ...(this.#start.tools === undefined ? {} : { tools: this.#start.tools }),
       ...(this.#start.repairs?.length ? { repairs: this.#start.repairs } : {}),
       ...(this.#start.prompt ? { prompt: this.#start.prompt } : {}),
+      ...(this.#replica === null ? {} : { replica: this.#replica }),
     };
     this.#metrics.recordCall(record);
     this.#committed = this.#store.putCall(record);

@@ -9,9 +9,9 @@ const known = new WeakMap<object, Promise<number | null>>();
 async function fetchContextLength(ctx: GatewayContext): Promise<number | null> {
   const { upstream } = ctx;
   try {
-    const response = await upstream.pool.request({
+    const response = await upstream.request({
       method: "GET",
-      path: `${upstream.basePath}/v1/models`,
+      path: "/v1/models",
       headers: upstreamRequestHeaders({}, { dropAuthorization: true, apiKey: upstream.apiKey }),
     });
     const body = (await response.body.json()) as { data?: Array<{ max_model_len?: unknown }> };

@@ -280,7 +280,13 @@ export async function openExchange(
   try {
     upstream = await forward(
       ctx,
-      { path: spec.upstreamPath, headers, dropAuthorization: attribution.usedRolloutKey },
+      {
+        path: spec.upstreamPath,
+        headers,
+        dropAuthorization: attribution.usedRolloutKey,
+        rolloutId: attribution.rolloutId,
+        onReplica: (replica, retriedAfter) => recorder.servedBy(replica, retriedAfter),
+      },
       payload.bytes,
       upstreamCall,
     );

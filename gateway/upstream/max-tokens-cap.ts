@@ -26,12 +26,10 @@ const TEMPLATE_TOKENS = 1024;
 
 async function upstreamPost(ctx: GatewayContext, path: string, body: Json): Promise<Json | null> {
   try {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (ctx.upstream.apiKey) headers["authorization"] = `Bearer ${ctx.upstream.apiKey}`;
-    const res = await ctx.upstream.pool.request({
+    const res = await ctx.upstream.request({
       method: "POST",
-      path: ctx.upstream.basePath + path,
-      headers,
+      path,
+      headers: { "content-type": "application/json" },
       body: JSON.stringify(body),
     });
     const value: unknown = await res.body.json();
