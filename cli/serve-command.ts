@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
+import { DEFAULT_HEALTH_INTERVAL_MS, ROUTINGS } from "../gateway/upstream/client.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
@@ -31,9 +32,29 @@ export function serveCommand(): Command {
         "x-rlgate-rollout header) as their OpenAI base URL; create rollouts with POST /api/rollouts.",
     )
     .option(
-      "--upstream <url|sim>",
-      "inference server base URL (vLLM >= 0.10.2), or 'sim' for the built-in simulated vLLM",
+      "--upstream <url[,url…]|sim>",
+      "inference server base URL (vLLM >= 0.10.2), several replicas' URLs separated by commas (each rollout's calls stay on one replica; see docs/replicas.md), or 'sim' for the built-in simulated vLLM",
       process.env.RLGATE_UPSTREAM ?? "sim",
+    )
+    .option(
+      "--upstreams-file <file>",
+      "a file listing replica URLs, one a line (# comments), reloaded when it changes (an autoscaled fleet); a bad edit keeps the current list and is logged. With --upstream, both lists are used",
+      process.env.RLGATE_UPSTREAMS_FILE,
+    )
+    .option(
+      "--health-interval <duration>",
+      "how often each replica's GET /health is checked when there are several (2 failures eject it, 2 passes bring it back)",
+      duration,
+      DEFAULT_HEALTH_INTERVAL_MS,
+    )
+    .addOption(
+      new Option(
+        "--routing <routing>",
+        "for bench/replicas.ts: round-robin sends every call to the next replica, ignoring rollouts (the baseline sticky routing is measured against)",
+      )
+        .choices([...ROUTINGS])
+        .default("sticky")
+        .hideHelp(),
     )
     .option("--upstream-api-key <key>", "bearer token sent to the upstream", process.env.RLGATE_UPSTREAM_API_KEY)
     .addOption(
@@ -154,15 +175,20 @@ export function serveCommand(): Command {
       "lower a harness's max_tokens before it goes upstream: to N, or (auto) to the model's context length minus the prompt, so an over-eager default does not fail the call; recorded on the call when applied",
       capSetting,
     )
-    .action(async (opts) => {
+    .action(async (opts, command: Command) => {
       let sim: SimServer | null = null;
-      let upstream: string = opts.upstream;
+      // An upstreams file alone names the replicas: the default (the built-in sim) is not added to them.
+      const fileOnly = opts.upstreamsFile && command.getOptionValueSource("upstream") === "default";
+      let upstream: string | undefined = fileOnly ? undefined : opts.upstream;
       if (upstream === "sim") {
         sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor, maxModelLen: opts.simMaxModelLen });
         upstream = sim.url;
       }
       const gateway = await startGateway({
         upstream,
+        upstreamsFile: opts.upstreamsFile ? resolve(opts.upstreamsFile) : undefined,
+        healthIntervalMs: opts.healthInterval,
+        routing: opts.routing,
         upstreamApiKey: opts.upstreamApiKey,
         upstreamFlavor: opts.upstreamFlavor,
         modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
@@ -198,8 +224,12 @@ export function serveCommand(): Command {
       const u = gateway.url;
       console.log(`rlgate gateway listening on ${u}`);
       console.log(
-        `  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${upstream} (${opts.upstreamFlavor})`}`,
+        `  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${gateway.context.upstream.urls.join(", ")} (${opts.upstreamFlavor})`}`,
       );
+      if (gateway.context.upstream.urls.length > 1 || opts.upstreamsFile)
+        console.log(
+          `  replicas:      ${gateway.context.upstream.urls.length}, ${opts.routing === "sticky" ? "each rollout on one replica" : opts.routing}${opts.upstreamsFile ? `, following ${resolve(opts.upstreamsFile)}` : ""}`,
+        );
       console.log(`  store:         ${resolve(opts.data)}`);
       const modelName =
         gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");

@@ -28,6 +28,18 @@ export function simCommand(): Command {
     .option("--script <file>", "scripted policy: a JSON file of assistant turns")
     .option("--ttft-ms <duration>", "delay before the first token (e.g. 200ms, 1s)", duration, 0)
     .option("--inter-token-ms <duration>", "delay between streamed tokens (e.g. 20ms)", duration, 0)
+    .option(
+      "--prefill-us-per-token <us>",
+      "model automatic prefix caching: each prompt token this sim has not seen as a prefix (16-token blocks, LRU) adds this many microseconds to the time to first token (0 = off; e.g. 50)",
+      nonNegative,
+      0,
+    )
+    .option(
+      "--prefix-cache-tokens <n>",
+      "size of the modelled KV cache in tokens, with --prefill-us-per-token",
+      integer,
+      1 << 20,
+    )
     .option("--error-rate <p>", "probability that a generation request gets a 500", probability, 0)
     .option("--reset-rate <p>", "probability that a stream's connection is destroyed mid-stream", probability, 0)
     .option(
@@ -55,6 +67,8 @@ export function simCommand(): Command {
         script,
         ttftMs: opts.ttftMs,
         interTokenMs: opts.interTokenMs,
+        prefillUsPerToken: opts.prefillUsPerToken,
+        prefixCacheTokens: opts.prefixCacheTokens,
         errorRate: opts.errorRate,
         resetRate: opts.resetRate,
         logprobNoise: opts.logprobNoise,

@@ -3,7 +3,18 @@ import { RlgateError } from "../util/errors.ts";
 
 export type Reply = JsonReply | StreamReply;
 
-export interface JsonReply {
+/** What a generation read: each prompt's token ids (the prefix-cache model's input, prefix-cache.ts). */
+interface Prefill {
+  prompts?: readonly (readonly number[])[];
+}
+
+/** `reply` with the prompts it generated from. */
+export function withPrompts<R extends Reply>(reply: R, prompts: readonly (readonly number[])[]): R {
+  reply.prompts = prompts;
+  return reply;
+}
+
+export interface JsonReply extends Prefill {
   kind: "json";
   status: number;
   /** undefined: an empty body (vLLM's /health). */
@@ -12,7 +23,7 @@ export interface JsonReply {
   steps?: number;
 }
 
-export interface StreamReply {
+export interface StreamReply extends Prefill {
   kind: "stream";
   /** Server-sent event payloads (JSON text), grouped by engine step: one step is written at once. */
   steps: string[][];

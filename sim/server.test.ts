@@ -236,6 +236,39 @@ describe("knobs", () => {
     }
   });
 
+  test("prefillUsPerToken: the first token waits for the prompt tokens the sim has not cached", async () => {
+    const sim = await startSim({ port: 0, prefillUsPerToken: 1000 });
+    try {
+      const long = [{ role: "user", content: "tell me about prefix caching ".repeat(40) }];
+      const promptTokens = renderChatIds(long).length;
+      const started = Date.now();
+      const first = await postJson(`${sim.url}/v1/chat/completions`, { messages: long, max_tokens: 2 });
+      assert.equal(first.status, 200);
+      assert.ok(Date.now() - started >= promptTokens * 0.9, `a ${promptTokens}-token prompt at 1 ms/token`);
+      assert.deepEqual(sim.prefixCache, { cachedTokens: 0, prefilledTokens: promptTokens });
+      // The same conversation one turn on: its earlier prompt is a cached prefix, only the rest is prefilled.
+      const next = [...long, { role: "assistant", content: "ok" }, { role: "user", content: "and then?" }];
+      await postSse(`${sim.url}/v1/chat/completions`, { messages: next, max_tokens: 2, stream: true });
+      const nextTokens = renderChatIds(next).length;
+      const cached = Math.floor(promptTokens / 16) * 16;
+      assert.deepEqual(sim.prefixCache, {
+        cachedTokens: cached,
+        prefilledTokens: promptTokens + nextTokens - cached,
+      });
+    } finally {
+      await sim.close();
+    }
+  });
+
+  test("without prefillUsPerToken the prefix-cache model is off", async () => {
+    const sim = await startSim({ port: 0 });
+    try {
+      assert.equal(sim.prefixCache, null);
+    } finally {
+      await sim.close();
+    }
+  });
+
   test("errorRate draws from the seed: same seed, same sequence of failures", async () => {
     const statuses = async (seed: number) => {
       const sim = await startSim({ port: 0, seed, errorRate: 0.5 });

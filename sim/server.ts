@@ -9,6 +9,7 @@ import { mix, seededRandom } from "./hash.ts";
 import { SimHttpError, type Reply, type StreamReply } from "./reply.ts";
 import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
+import { PrefixCache, type PrefixCacheFigures } from "./prefix-cache.ts";
 
 export interface SimOptions {
   host?: string;
@@ -26,6 +27,13 @@ export interface SimOptions {
   flavor?: FlavorName;
   /** A jinja chat template replacing Qwen3's: prompts render differently (a server with a changed template). */
   chatTemplate?: string;
+  /**
+   * The prefix-cache model (prefix-cache.ts): microseconds of prefill per prompt token this sim has not cached, added
+   * to the time to first token. 0 or unset: off, every prompt costs the same.
+   */
+  prefillUsPerToken?: number;
+  /** The model's KV cache in tokens (default 1,048,576): how much prefix it keeps before evicting. */
+  prefixCacheTokens?: number;
 }
 
 export interface SimStats {
@@ -64,11 +72,14 @@ export interface SimServer {
   readonly requests: readonly SimRequestRecord[];
   /** Emits "request" when one arrives, "response" when one completes, "aborted" when a client goes away (a record each). */
   readonly events: EventEmitter;
+  /** Prompt tokens read from the prefix cache and prefilled; null when the model is off (`prefillUsPerToken`). */
+  readonly prefixCache: Readonly<PrefixCacheFigures> | null;
 }
 
 const DEFAULT_MODEL = "Qwen/Qwen3-8B";
 const DEFAULT_MAX_MODEL_LEN = 40960;
 const MAX_RECORDS = 1000;
+const DEFAULT_PREFIX_CACHE_TOKENS = 1 << 20;
 /** Larger bodies are not kept in `requests` (gateway tests send bodies of 100 MB). */
 const MAX_RECORDED_BODY = 1 << 20;
 /** A reset stream is cut after this many engine steps (the role chunk and the first tokens). */
@@ -102,6 +113,17 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   const errorRate = rate(options.errorRate, "errorRate");
   const resetRate = rate(options.resetRate, "resetRate");
   const draw = seededRandom(mix(seed, 0xfa17));
+  const prefillUsPerToken = options.prefillUsPerToken ?? 0;
+  if (!(prefillUsPerToken >= 0)) throw new RangeError(`prefillUsPerToken must be >= 0, got ${prefillUsPerToken}`);
+  const prefixCache =
+    prefillUsPerToken > 0 ? new PrefixCache(options.prefixCacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS) : null;
+  /** The prefill time of a generation's prompts: their tokens the cache did not hold. */
+  const prefillMs = (reply: Reply): number => {
+    if (!prefixCache || !reply.prompts) return 0;
+    let tokens = 0;
+    for (const prompt of reply.prompts) tokens += prefixCache.admit(prompt);
+    return (tokens * prefillUsPerToken) / 1000;
+  };
 
   // Load the tokenizer and compile the template now, so the first request is as fast as the rest.
   renderChatIds([{ role: "user", content: "warm up" }]);
@@ -231,9 +253,10 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       throw error;
     }
 
+    const prefill = generation ? prefillMs(reply) : 0;
     if (reply.kind === "json") {
       const steps = generation ? (reply.steps ?? 1) : 0;
-      const latency = generation ? timing.ttftMs + Math.max(0, steps - 1) * timing.interTokenMs : 0;
+      const latency = generation ? timing.ttftMs + prefill + Math.max(0, steps - 1) * timing.interTokenMs : 0;
       if (fault === "stall") return closed;
       await sleep(delayMs + latency, closed);
       if (res.destroyed) return;
@@ -245,7 +268,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         : fault === "stall" || fault === "stream-error"
           ? fault
           : undefined;
-    await writeStream(res, record, reply, delayMs, closed, cut);
+    await writeStream(res, record, reply, delayMs + prefill, closed, cut);
   }
 
   async function writeStream(
@@ -303,6 +326,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     stats,
     requests: records,
     events,
+    prefixCache: prefixCache?.figures ?? null,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -5,7 +5,7 @@
 // streams never carry ids. Model names are not checked: the response echoes the requested one ("default" if none).
 import type { HandlerInput } from "../flavor.ts";
 import { parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
-import { badRequest, type Reply } from "../reply.ts";
+import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
 import { chatLogprobEntry, randomId } from "../vllm/common.ts";
 import { chatRequest, parseBody, type ChatRequest } from "../vllm/requests.ts";
@@ -34,9 +34,10 @@ export function sglangChat({ body, ctx }: HandlerInput): Reply {
   // SGLang ignores stream_options on a non-streamed request (vLLM refuses it).
   const plan = planChat(req.stream ? req : { ...req, stream_options: null }, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
-  return req.stream
+  const reply = req.stream
     ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK)
     : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK);
+  return withPrompts(reply, [plan.promptIds]);
 }
 
 function toolCallId(): string {

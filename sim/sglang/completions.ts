@@ -2,9 +2,9 @@
 // adds choice-level `prompt_token_ids` / `token_ids` (absent when not asked for) — in streams too: prompt ids on
 // each choice's first chunk, each chunk's ids its delta. Model names are not checked.
 import type { HandlerInput } from "../flavor.ts";
-import type { Reply } from "../reply.ts";
+import { withPrompts, type Reply } from "../reply.ts";
 import { completionLogprobs, randomId } from "../vllm/common.ts";
-import { completionSteps, planCompletions, usageOf, type Choice } from "../vllm/completions.ts";
+import { completionSteps, planCompletions, promptsOf, usageOf, type Choice } from "../vllm/completions.ts";
 import { completionRequest, parseBody, type CompletionRequest } from "../vllm/requests.ts";
 import { matchedStop, sglangUsage } from "./common.ts";
 
@@ -19,7 +19,8 @@ export function sglangCompletions({ body, ctx }: HandlerInput): Reply {
   const choices = planCompletions(req.stream ? req : { ...req, stream_options: null }, ctx);
   const n = req.n ?? 1;
   const head = { id: randomId(), created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
-  return req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  const reply = req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  return withPrompts(reply, promptsOf(choices, n));
 }
 
 function usage(choices: Choice[], n: number) {

@@ -14,7 +14,7 @@ import {
 } from "../../tokenizer/output-parser.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
-import { badRequest, type Reply } from "../reply.ts";
+import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { TOKEN } from "../../tokenizer/token-text.ts";
 import { chatLogprobEntry, checkLogprobCount, checkModel, randomId, requestSeed, resolveMaxTokens } from "./common.ts";
 import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
@@ -81,9 +81,10 @@ export function chatCompletions({ body, ctx }: HandlerInput): Reply {
   checkModel(req.model, ctx);
   const { promptIds, choices, toolParsing, topK } = planChat(req, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
-  return req.stream
+  const reply = req.stream
     ? streamReply(req, head, promptIds, choices, toolParsing, topK)
     : jsonReply(req, head, promptIds, choices, toolParsing, topK);
+  return withPrompts(reply, [promptIds]);
 }
 
 interface Head {

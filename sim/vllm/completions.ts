@@ -12,7 +12,7 @@ import {
 } from "../logprobs.ts";
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
-import { badRequest, type Reply } from "../reply.ts";
+import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { TOKEN, VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
 import {
@@ -98,7 +98,13 @@ export function completions({ body, ctx }: HandlerInput): Reply {
   const choices = planCompletions(req, ctx);
   const n = req.n ?? 1;
   const head = { id: `cmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
-  return req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  const reply = req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  return withPrompts(reply, promptsOf(choices, n));
+}
+
+/** Each prompt of a completions request once (its n choices share it). */
+export function promptsOf(choices: readonly Choice[], n: number): number[][] {
+  return choices.filter((_, i) => i % n === 0).map((c) => c.promptIds);
 }
 
 interface Head {
