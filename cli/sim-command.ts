@@ -80,6 +80,9 @@ export function simCommand(): Command {
       const shutdown = () => {
         if (closing) return;
         closing = true;
+        const cache = sim.prefixCache;
+        if (cache)
+          console.log(`prefix cache: ${cache.cachedTokens} prompt tokens cached, ${cache.prefilledTokens} prefilled`);
         sim.close().then(
           () => process.exit(0),
           (error: unknown) => {
