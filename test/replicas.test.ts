@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { startSim } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
-import { AGENT_SCRIPT, postJson, rolloutCalls, tempDir, until } from "./helpers.ts";
+import { AGENT_SCRIPT, postJson, rolloutCalls, runCli, tempDir, until } from "./helpers.ts";
 import { Agent, startFleet, startSims, type Fleet } from "./replicas-helpers.ts";
 
 /** The replica that served each call of a rollout. */
@@ -245,6 +245,14 @@ describe("replicas", () => {
     } finally {
       await fleet.close();
     }
+  });
+
+  test("rlgate serve refuses an upstreams file it cannot use, with a sentence", async () => {
+    const dir = tempDir("upstreams-cli");
+    const result = await runCli(["serve", "--port", "0", "--upstreams-file", join(dir, "missing.txt"), "--data", dir]);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /rlgate: cannot read the upstreams file .*missing\.txt: ENOENT/);
+    assert.doesNotMatch(result.stderr, /\n\s+at /, "a sentence, not a stack trace");
   });
 
   test("a bad --upstream is refused with a sentence", async () => {
