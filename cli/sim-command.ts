@@ -30,7 +30,7 @@ export function simCommand(): Command {
     .option("--inter-token-ms <duration>", "delay between streamed tokens (e.g. 20ms)", duration, 0)
     .option(
       "--prefill-us-per-token <us>",
-      "model automatic prefix caching: each prompt token this sim has not seen as a prefix (16-token blocks, LRU) adds this many microseconds to the time to first token (0 = off; e.g. 50)",
+      "model automatic prefix caching: each prompt token this sim has not seen as a prefix (16-token blocks, LRU) adds this many microseconds of prefill before the first token, prefills of concurrent requests queueing as on one engine (0 = off; e.g. 100)",
       nonNegative,
       0,
     )

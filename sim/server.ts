@@ -29,7 +29,8 @@ export interface SimOptions {
   chatTemplate?: string;
   /**
    * The prefix-cache model (prefix-cache.ts): microseconds of prefill per prompt token this sim has not cached, added
-   * to the time to first token. 0 or unset: off, every prompt costs the same.
+   * to the time to first token. Prefills are one engine's work: a request's prefill waits for those before it, so
+   * uncached tokens also cost throughput. 0 or unset: off, every prompt costs the same.
    */
   prefillUsPerToken?: number;
   /** The model's KV cache in tokens (default 1,048,576): how much prefix it keeps before evicting. */
@@ -117,12 +118,16 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   if (!(prefillUsPerToken >= 0)) throw new RangeError(`prefillUsPerToken must be >= 0, got ${prefillUsPerToken}`);
   const prefixCache =
     prefillUsPerToken > 0 ? new PrefixCache(options.prefixCacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS) : null;
-  /** The prefill time of a generation's prompts: their tokens the cache did not hold. */
+  // The engine prefills one request after another (as a step's token budget is shared): prefills queue here.
+  let prefillBusyUntil = 0;
+  /** How long until a generation's first token: the prefill of its prompts' uncached tokens, after those queued. */
   const prefillMs = (reply: Reply): number => {
     if (!prefixCache || !reply.prompts) return 0;
     let tokens = 0;
     for (const prompt of reply.prompts) tokens += prefixCache.admit(prompt);
-    return (tokens * prefillUsPerToken) / 1000;
+    const now = performance.now();
+    prefillBusyUntil = Math.max(now, prefillBusyUntil) + (tokens * prefillUsPerToken) / 1000;
+    return prefillBusyUntil - now;
   };
 
   // Load the tokenizer and compile the template now, so the first request is as fast as the rest.
