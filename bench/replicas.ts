@@ -6,7 +6,11 @@
 // fresh sims, and print time to first token and throughput side by side. Each sim and the gateway run as processes of
 // their own, as in production (rendering and tokenizing long prompts costs the sims CPU).
 //
-//   npm run bench:replicas [-- --rollouts 48 --turns 8 --prefill-us 100 --tool-tokens 400]   (--quick: a short run)
+//   npm run bench:replicas [-- --rollouts 48 --turns 8 --prefill-us 400 --tool-tokens 400]   (--quick: a short run)
+//
+// 400 µs a prompt token is ~2,500 prefill tokens/s per replica: a large model on one GPU, or an engine busy decoding.
+// The engine is then the bottleneck, as in RL rollouts; at much lower values the sims' own CPU (rendering and
+// tokenizing every prompt) dominates on a small machine and hides what routing does to the cache.
 import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { progressBar } from "../cli/progress.ts";
@@ -20,13 +24,13 @@ const { values: args } = parseArgs({
     rollouts: { type: "string" },
     turns: { type: "string" },
     replicas: { type: "string", default: "3" },
-    "prefill-us": { type: "string", default: "100" },
+    "prefill-us": { type: "string", default: "400" },
     "tool-tokens": { type: "string", default: "400" },
     "system-tokens": { type: "string", default: "2000" },
   },
 });
-const ROLLOUTS = Number(args.rollouts ?? (args.quick ? 12 : 48));
-const TURNS = Number(args.turns ?? (args.quick ? 4 : 8));
+const ROLLOUTS = Number(args.rollouts ?? (args.quick ? 24 : 48));
+const TURNS = Number(args.turns ?? (args.quick ? 6 : 8));
 const REPLICAS = Number(args.replicas);
 const PREFILL_US = Number(args["prefill-us"]);
 const TOOL_TOKENS = Number(args["tool-tokens"]);
