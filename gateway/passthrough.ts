@@ -1,10 +1,13 @@
 // Routes rlgate does not capture (/v1/models, /v1/embeddings, /tokenize, ...) go to the upstream unchanged, each to
-// the replica with the fewest requests in flight.
+// the replica with the fewest requests in flight; a GET that a replica refused goes to another one.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import httpProxy from "http-proxy";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError, toOpenAIErrorBody } from "./errors.ts";
 import { scrubPassthroughHeaders } from "./headers.ts";
+import { Readable } from "node:stream";
+import type { Replica } from "./upstream/replica.ts";
+import { isConnectFailure } from "./upstream/replica-attempt.ts";
 
 /** Paths the upstream (vLLM, SGLang) serves that rlgate relays without capture. */
 const PASSTHROUGH =
@@ -38,15 +41,28 @@ export class Passthrough {
   ): void {
     const { upstream, metrics } = this.#ctx;
     metrics.passthrough.inc();
-    const replica = upstream.pick(null)!;
-    const done = upstream.track(replica);
-    req.url = replica.basePath + routePath + query;
     scrubPassthroughHeaders(req.headers, dropAuthorization);
     if (req.headers["authorization"] === undefined && upstream.apiKey)
       req.headers["authorization"] = `Bearer ${upstream.apiKey}`;
-    res.once("close", () => done(res.statusCode >= 500 && res.headersSent ? `HTTP ${res.statusCode}` : null));
-    this.#proxy.web(req, res, { target: replica.origin }, (error) => {
+    this.#send(req, res, routePath + query, upstream.pick(null)!, new Set());
+  }
+
+  #send(req: IncomingMessage, res: ServerResponse, route: string, replica: Replica, tried: Set<Replica>): void {
+    const { upstream } = this.#ctx;
+    tried.add(replica);
+    const done = upstream.track(replica);
+    req.url = replica.basePath + route;
+    const onClose = () => done(res.statusCode >= 500 && res.headersSent ? `HTTP ${res.statusCode}` : null);
+    res.once("close", onClose);
+    // A request without a body (GET /v1/models, the usual case) can be sent again: from an empty stream, as the
+    // harness's own request stream was read once already.
+    const bodyless = req.method === "GET" || req.method === "HEAD";
+    const options = { target: replica.origin, ...(tried.size > 1 ? { buffer: Readable.from([]) } : {}) };
+    this.#proxy.web(req, res, options, (error) => {
+      res.off("close", onClose);
       done(error.message, error);
+      const next = bodyless && isConnectFailure(error) && !res.headersSent ? upstream.pick(null, tried) : null;
+      if (next) return this.#send(req, res, route, next, tried);
       if (!res.headersSent && typeof res.writeHead === "function") {
         const body = toOpenAIErrorBody(
           new GatewayError("RLGATE_UPSTREAM_UNREACHABLE", `the upstream could not be reached: ${error.message}`),

@@ -144,6 +144,26 @@ describe("replicas", () => {
     }
   });
 
+  test("pass-through: a GET refused by a dead replica is answered by another, and ejects the dead one", async () => {
+    const fleet = await startFleet(await startSims(2), { healthIntervalMs: 60_000 });
+    try {
+      const [dead, alive] = fleet.sims;
+      await dead!.close();
+      await settle();
+      for (let i = 0; i < 4; i++) {
+        const res = await fetch(`${fleet.gateway.url}/v1/models`);
+        assert.equal(res.status, 200);
+        assert.equal(((await res.json()) as any).object, "list");
+      }
+      assert.equal(alive!.requests.filter((r) => r.path === "/v1/models").length, 4);
+      const text = await metricsText(fleet);
+      assert.equal(metric(text, "rlgate_replica_errors_total", dead!.url), 1, "tried once, then ejected");
+      assert.equal(metric(text, "rlgate_replica_healthy", dead!.url), 0);
+    } finally {
+      await fleet.close();
+    }
+  });
+
   test("a replica added to the upstreams file takes new rollouts; old ones move only to it", async () => {
     const sims = await startSims(3);
     const file = join(tempDir("upstreams"), "upstreams.txt");
@@ -177,6 +197,14 @@ describe("replicas", () => {
       );
       assert.match(String(logged["msg"]), /ftp:\/\/nowhere' is not an http\(s\) URL/);
       assert.equal(fleet.gateway.context.upstream.urls.length, 3);
+
+      // A replica removed from the file takes no more calls and leaves /metrics.
+      writeFileSync(file, `${sims[0]!.url}\n${sims[1]!.url}\n`);
+      await until(() => (fleet.gateway.context.upstream.urls.length === 2 ? true : undefined), 20_000, "the removal");
+      assert.doesNotMatch(await metricsText(fleet), new RegExp(`replica="${sims[2]!.url}"`));
+      const onRemoved = fresh.filter((_, i) => freshOn[i] === sims[2]!.url);
+      for (const agent of onRemoved) assert.equal(await agent.turn(), 200);
+      for (const agent of onRemoved) assert.notEqual((await replicasOf(fleet, agent)).at(-1), sims[2]!.url);
     } finally {
       await fleet.close();
     }
