@@ -8,12 +8,12 @@ import type { GatewayContext } from "../context.ts";
 import { harnessResponseHeaders } from "../headers.ts";
 import type { Json } from "../upstream/fields.ts";
 import { withServedModel } from "../upstream/model-map.ts";
+import { NativeStreamEvents } from "./native-events.ts";
 import { wantsEverything, type ApiCodec, type HarnessWants, type PreparedRequest } from "../upstream/flavor.ts";
 import {
   checkRolloutRequired,
   openExchange,
   parseJsonObject,
-  streamErrorMessage,
   streamIncomplete,
   upstreamErrorOutcome,
   type Exchange,
@@ -105,11 +105,8 @@ async function relayWhole(
 
 async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): Promise<void> {
   const { recorder, res } = ex;
-  const stripNeeded = !wantsEverything(wants);
-  const assembler = codec.newAssembler();
-  let held: Buffer | null = null;
-  let malformed: string | null = null;
-  let upstreamError: string | null = null;
+  const stream = new NativeStreamEvents(codec, wants, () => recorder.markFirstToken());
+  const { assembler } = stream;
 
   res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));
   // The head goes out with the first events when they arrive in the same read as the upstream's head (one write
@@ -121,36 +118,11 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   recorder.endWork();
 
   const { failure, rest } = await ex.pumpEvents((events) => {
-    const pieces: Buffer[] = [];
-    for (const event of events) {
-      if (event.data === null) {
-        pieces.push(event.raw);
-        continue;
-      }
-      if (event.data.trim() === DONE) {
-        held = event.raw;
-        continue;
-      }
-      const parsed = parseJsonObject(event.data);
-      if (parsed === null) {
-        malformed ??= `upstream sent an event that is not a JSON object: ${event.data.slice(0, 200)}`;
-        pieces.push(event.raw);
-        continue;
-      }
-      const errorMessage = streamErrorMessage(parsed);
-      if (errorMessage !== null) {
-        // Passed through as the upstream sent it: the harness speaks this API and reads the error itself.
-        upstreamError ??= errorMessage;
-        pieces.push(event.raw);
-        continue;
-      }
-      if (assembler.add(parsed)) recorder.markFirstToken();
-      if (!stripNeeded) pieces.push(event.raw);
-      else if (codec.stripChunk(parsed, wants)) pieces.push(Buffer.from(`data: ${JSON.stringify(parsed)}\n\n`));
-    }
-    if (pieces.length && !ex.harnessGone) {
+    // The events of one upstream read leave in one write (a read of a fast upstream holds many tokens).
+    const bytes = stream.relay(events);
+    if (bytes !== null && !ex.harnessGone) {
       wroteBody = true;
-      res.write(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
+      res.write(bytes);
     }
   });
 
@@ -165,12 +137,12 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   };
   if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
   // An error event, or a stream without a finish reason, is a failed call even when it ended with [DONE].
-  const error = upstreamError ?? malformed ?? streamIncomplete(base.choices);
+  const error = stream.upstreamError ?? stream.malformed ?? streamIncomplete(base.choices);
   recorder.endWork();
   await recorder.finish({ ...base, status: error === null ? "ok" : "upstream_error", error });
   if (ex.harnessGone) return;
   if (rest.length) res.write(rest);
-  res.end(held ?? undefined);
+  res.end(stream.held ?? undefined);
 }
 
 /**

@@ -48,8 +48,12 @@ export interface ApiCodec {
   /** Removes from a whole response what the harness did not ask for. */
   stripWhole(response: Json, wants: HarnessWants): void;
   newAssembler(): StreamAssembler;
-  /** Rewrites one streamed chunk for the harness; false when the harness would not have received it at all. */
-  stripChunk(chunk: Json, wants: HarnessWants): boolean;
+  /**
+   * The text of one streamed chunk as the harness receives it: `data` (the upstream's text of `chunk`, which was parsed
+   * from it) without what the harness did not ask for; null when the harness would not have received the chunk at all.
+   * `chunk` may be changed.
+   */
+  harnessChunk(data: string, chunk: Json, wants: HarnessWants): string | null;
   /** The chunks a stream of this whole response holds (used when the upstream was asked not to stream). */
   reemit?(response: Json, harnessRequest: Json): Json[];
 }

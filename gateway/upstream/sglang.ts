@@ -44,7 +44,8 @@ const chat: ApiCodec = {
   captureWhole: captureChatResponse,
   stripWhole: dropUnwanted,
   newAssembler: () => new ChatStreamAssembler(),
-  stripChunk: () => true,
+  // Reached only for a harness that asked for ids itself (a stream SGLang answers as it does directly): nothing to strip.
+  harnessChunk: (data) => data,
   reemit(response, harnessRequest) {
     const options = harnessRequest["stream_options"];
     return chatChunksFromResponse(response, { includeUsage: isObject(options) && options["include_usage"] === true });
@@ -61,9 +62,10 @@ const completions: ApiCodec = {
   captureWhole: captureCompletionResponse,
   stripWhole: dropUnwanted,
   newAssembler: () => new CompletionStreamAssembler(),
-  stripChunk(chunk, wants) {
+  // SGLang omits fields rather than writing null: the chunk is serialized again without them.
+  harnessChunk(_data, chunk, wants) {
     dropUnwanted(chunk, wants);
-    return true;
+    return JSON.stringify(chunk);
   },
 };
 

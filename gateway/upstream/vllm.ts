@@ -5,6 +5,7 @@ import { ChatStreamAssembler, captureChatResponse } from "../surfaces/chat/assem
 import { CompletionStreamAssembler, captureCompletionResponse } from "../surfaces/completions/assembler.ts";
 import { choicesOf, isObject, type Json } from "./fields.ts";
 import type { ApiCodec, HarnessWants, PreparedRequest, UpstreamFlavor } from "./flavor.ts";
+import { nullValues, type NullEdits } from "./json-splice.ts";
 
 export function prepareChatRequest(body: Json, harnessStream: boolean): PreparedRequest {
   const ids = body["return_token_ids"] === true;
@@ -55,15 +56,39 @@ export function isTokenOnlyChunk(chunk: Json): boolean {
   return true;
 }
 
+/** The keys `nullUnwanted` sets to null in `body`, with how many of each it meets (the text splice checks them). */
+function unwantedKeys(body: Json, wants: HarnessWants): NullEdits {
+  let prompt = !wants.promptTokenIds && "prompt_token_ids" in body ? 1 : 0;
+  let ids = 0;
+  let logprobs = 0;
+  for (const choice of choicesOf(body)) {
+    if (!wants.promptTokenIds && "prompt_token_ids" in choice) prompt++;
+    if (!wants.tokenIds && "token_ids" in choice) ids++;
+    if (!wants.logprobs && "logprobs" in choice) logprobs++;
+  }
+  const edits: Array<{ key: string; count: number }> = [];
+  if (!wants.promptTokenIds) edits.push({ key: "prompt_token_ids", count: prompt });
+  if (!wants.tokenIds) edits.push({ key: "token_ids", count: ids });
+  if (!wants.logprobs) edits.push({ key: "logprobs", count: logprobs });
+  return edits;
+}
+
+/** A chunk's text without the unwanted fields: spliced where the text allows it, else serialized again. */
+function harnessChunk(data: string, chunk: Json, wants: HarnessWants): string {
+  const spliced = nullValues(data, unwantedKeys(chunk, wants));
+  if (spliced !== null) return spliced;
+  nullUnwanted(chunk, wants);
+  return JSON.stringify(chunk);
+}
+
 const chat: ApiCodec = {
   prepare: prepareChatRequest,
   captureWhole: captureChatResponse,
   stripWhole: nullUnwanted,
   newAssembler: () => new ChatStreamAssembler(),
-  stripChunk(chunk, wants) {
-    if (!wants.tokenIds && isTokenOnlyChunk(chunk)) return false;
-    nullUnwanted(chunk, wants);
-    return true;
+  harnessChunk(data, chunk, wants) {
+    if (!wants.tokenIds && isTokenOnlyChunk(chunk)) return null;
+    return harnessChunk(data, chunk, wants);
   },
 };
 
@@ -72,10 +97,7 @@ const completions: ApiCodec = {
   captureWhole: captureCompletionResponse,
   stripWhole: nullUnwanted,
   newAssembler: () => new CompletionStreamAssembler(),
-  stripChunk(chunk, wants) {
-    nullUnwanted(chunk, wants);
-    return true;
-  },
+  harnessChunk,
 };
 
 export const vllmFlavor: UpstreamFlavor = { name: "vllm", chat, completions };

@@ -1,0 +1,73 @@
+// The harness's side of a stream the upstream sends in the harness's own API: each event is read once for capture
+// (the assembler) and given to the harness as the upstream wrote it, minus the fields rlgate asked for itself (the
+// codec splices them out of the event's text). The final `[DONE]` is held back: it goes out after the commit.
+import type { SseEvent } from "../sse-parser.ts";
+import type { ApiCodec, HarnessWants, StreamAssembler } from "../upstream/flavor.ts";
+import { wantsEverything } from "../upstream/flavor.ts";
+import { parseJsonObject, streamErrorMessage } from "./exchange.ts";
+import { WriteBatch } from "./write-batch.ts";
+
+const DONE = "[DONE]";
+/** `[DONE]` with room for whitespace around it: longer data is a chunk, and is not trimmed to be compared. */
+const MAX_DONE_LENGTH = 32;
+
+export class NativeStreamEvents {
+  readonly assembler: StreamAssembler;
+  /** The `[DONE]` event, held back until the call is committed. */
+  held: Buffer | null = null;
+  /** The first event that was not a JSON object (the call fails; the event is passed through). */
+  malformed: string | null = null;
+  /** The first error event (the call fails; the event is passed through for the harness to read). */
+  upstreamError: string | null = null;
+  readonly #codec: ApiCodec;
+  readonly #wants: HarnessWants;
+  readonly #stripNeeded: boolean;
+  readonly #onToken: () => void;
+  readonly #out = new WriteBatch();
+
+  /** `onToken` hears each event that carried sampled tokens or text. */
+  constructor(codec: ApiCodec, wants: HarnessWants, onToken: () => void) {
+    this.#codec = codec;
+    this.#wants = wants;
+    this.#stripNeeded = !wantsEverything(wants);
+    this.#onToken = onToken;
+    this.assembler = codec.newAssembler();
+  }
+
+  /** What the harness receives for `events` (those of one upstream read), in one piece; null for nothing. */
+  relay(events: readonly SseEvent[]): Buffer | string | null {
+    const out = this.#out;
+    for (const event of events) {
+      const data = event.data;
+      if (data === null) {
+        out.add(event.raw);
+        continue;
+      }
+      if (data.length <= MAX_DONE_LENGTH && data.trim() === DONE) {
+        this.held = event.raw;
+        continue;
+      }
+      const parsed = parseJsonObject(data);
+      if (parsed === null) {
+        this.malformed ??= `upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`;
+        out.add(event.raw);
+        continue;
+      }
+      const errorMessage = streamErrorMessage(parsed);
+      if (errorMessage !== null) {
+        // Passed through as the upstream sent it: the harness speaks this API and reads the error itself.
+        this.upstreamError ??= errorMessage;
+        out.add(event.raw);
+        continue;
+      }
+      if (this.assembler.add(parsed)) this.#onToken();
+      if (!this.#stripNeeded) {
+        out.add(event.raw);
+        continue;
+      }
+      const text = this.#codec.harnessChunk(data, parsed, this.#wants);
+      if (text !== null) out.add(`data: ${text}\n\n`);
+    }
+    return out.take();
+  }
+}
