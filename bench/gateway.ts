@@ -8,7 +8,7 @@
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
@@ -185,6 +185,50 @@ function fmt(n: number, digits = 2): string {
   return n.toFixed(digits).padStart(8);
 }
 
+function loadLine(): string {
+  return `load average ${loadavg()
+    .map((v) => v.toFixed(2))
+    .join(" / ")} (1 / 5 / 15 min)`;
+}
+
+interface CellFigures {
+  p50: number;
+  p99: number;
+  t50: number;
+  t99: number;
+  rps: number;
+  /** Both processes' CPU ms per call, formatted. */
+  cpu: string;
+  forwarderCpu: number | null;
+}
+
+/** Added p50 allowed over the bare forwarder's (with ids), and the CPU per call allowed as a multiple of its. */
+const ADDED_P50_TARGET_MS = 0.2;
+const CPU_RATIO_TARGET = 1.5;
+
+/**
+ * One section's figures against the targets: rlgate's p50 minus the bare forwarder's (both sending token-id requests,
+ * so the upstream's work is the same), and rlgate's CPU per call over the forwarder's (with ids, and without).
+ */
+function targetVerdicts(title: string, results: Map<string, CellFigures>): string[] {
+  const rlgate = results.get("rlgate")!;
+  const proxyIds = results.get("proxy+ids")!;
+  const proxy = results.get("http-proxy")!;
+  const verdict = (ok: boolean) => (ok ? "target met" : "target NOT met");
+  const addedP50 = rlgate.p50 - proxyIds.p50;
+  const name = title.split(" (")[0]!;
+  const lines = [
+    `${name.padEnd(40)} added p50 vs proxy+ids ${fmt(addedP50, 3)} ms (≤ +${ADDED_P50_TARGET_MS}: ${verdict(addedP50 <= ADDED_P50_TARGET_MS)})`,
+  ];
+  if (rlgate.forwarderCpu !== null && proxyIds.forwarderCpu !== null && proxy.forwarderCpu !== null) {
+    const ratio = rlgate.forwarderCpu / proxyIds.forwarderCpu;
+    lines.push(
+      `${"".padEnd(40)} cpu ms/call ${fmt(rlgate.forwarderCpu, 3)} vs proxy+ids ${fmt(proxyIds.forwarderCpu, 3).trim()} = ${ratio.toFixed(2)}x (≤ ${CPU_RATIO_TARGET}x: ${verdict(ratio <= CPU_RATIO_TARGET)}); vs http-proxy ${(rlgate.forwarderCpu / proxy.forwarderCpu).toFixed(2)}x`,
+    );
+  }
+  return lines;
+}
+
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "rlgate-bench-"));
   const children: ChildProcess[] = [];
@@ -235,23 +279,22 @@ async function main(): Promise<void> {
     console.log(
       "rlgate calls belong to a rollout (its /r/{id} base URL; one rollout per cell), captured and committed as in training",
     );
-    console.log("each process (sim, forwarder, gateway, load) is separate; figures in milliseconds\n");
+    console.log("each process (sim, forwarder, gateway, load) is separate; figures in milliseconds");
+    console.log(`${loadLine()} at the start (CPU figures are least disturbed on an idle machine)\n`);
     // A gateway runs for hours: every target is first warmed up with each kind of call (JIT-compiled, pools
     // connected), so the cells measure steady state rather than the compiler's work.
     for (const target of targets) {
       for (const section of sections)
         await run(target, sim.child.pid, 8, { ...section, warmup: 0, requests: INITIAL_WARMUP });
     }
+    const verdicts: string[] = [];
     for (const section of sections) {
       console.log(section.title);
       console.log(
         "conc  target        p50      p99   ttfb50   ttfb99     req/s   +p50 / +p99 vs direct   +p50 / +p99 vs direct+ids   rps vs proxy (+ids)   cpu ms/call: upstream  forwarder",
       );
       for (const concurrency of section.concurrencies) {
-        const results = new Map<
-          string,
-          { p50: number; p99: number; t50: number; t99: number; rps: number; cpu: string }
-        >();
+        const results = new Map<string, CellFigures>();
         for (const target of targets) {
           const { samples, rps, upstreamCpu, forwarderCpu } = await run(target, sim.child.pid, concurrency, section);
           const cpu = (v: number | null) => (v === null ? "       -" : fmt(v, 3));
@@ -264,6 +307,7 @@ async function main(): Promise<void> {
             t99: quantile(ttfbs, 0.99),
             rps,
             cpu: `${cpu(upstreamCpu)}  ${cpu(forwarderCpu)}`,
+            forwarderCpu,
           });
         }
         const direct = results.get("direct")!;
@@ -285,9 +329,16 @@ async function main(): Promise<void> {
             `${String(concurrency).padStart(4)}  ${name.padEnd(10)} ${fmt(r.p50)} ${fmt(r.p99)} ${fmt(r.t50)} ${fmt(r.t99)} ${fmt(r.rps, 0)}   ${vsDirect}    ${vsIds}  ${ratio.padStart(15)}         ${r.cpu}`,
           );
         }
+        if (concurrency === 1) verdicts.push(...targetVerdicts(section.title, results));
       }
       console.log("");
     }
+    console.log(`${loadLine()} at the end of the gateway cells\n`);
+    console.log(
+      "TARGETS AT CONCURRENCY 1 (issue 18: rlgate against the bare forwarder sending the same upstream requests)",
+    );
+    for (const line of verdicts) console.log(line);
+    console.log("");
     console.log(
       "targets (design): added p50 ≤ 0.5 ms, added p99 ≤ 1 ms, throughput ≥ the bare forwarder's (rps vs proxy ≥ 1.00x)",
     );
