@@ -1,8 +1,10 @@
 // bench:gateway — the same simulated vLLM (no artificial latency) reached three ways in one run: directly, through a
 // bare http-proxy forwarder, and through rlgate with durable capture on (calls attributed to a rollout by path, as in
 // training). Prints p50/p99 latency, requests/s and the differences, for non-streamed calls (full latency), streamed
-// calls (time to first byte and full latency) and agent-sized requests (a ~48 kB conversation). Then the `tokens` row:
-// what the tokens prompt mode adds per call on a 64k-token conversation (bench/tokens-prompt.ts).
+// calls (time to first byte and full latency) and agent-sized requests (a ~48 kB conversation), and at concurrency 1
+// each section against issue 18's targets. Then the stream-relay row: the relay work of one streamed call, in process
+// (bench/stream-relay.ts); and the `tokens` row: what the tokens prompt mode adds per call on a 64k-token
+// conversation (bench/tokens-prompt.ts).
 //
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
@@ -11,6 +13,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
+import { benchStreamRelay, printStreamRelayRow } from "./stream-relay.ts";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -358,6 +361,14 @@ async function main(): Promise<void> {
       "proxy+ids: the bare forwarder sending the same upstream requests as rlgate (the sim does the same work behind",
     );
     console.log("both); rlgate's rps vs it is in parentheses: the forwarders compared on equal upstream work.\n");
+    // The relay work of one streamed call alone (in process, so a busy machine does not blur it): the sim's answer to
+    // the request rlgate forwards, token ids and logprobs included.
+    const recorded = await fetch(`${sim.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: sections[1]!.bodyWithCaptureFields,
+    });
+    printStreamRelayRow(benchStreamRelay(Buffer.from(await recorded.arrayBuffer()), quick ? 500 : 10_000));
     printTokensRow(benchTokensPrompt(65_536, quick ? 5 : 20));
   } finally {
     for (const child of children) child.kill("SIGTERM");

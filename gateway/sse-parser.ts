@@ -48,12 +48,15 @@ function eventEnd(buffer: Buffer, from: number): number {
   return -1;
 }
 
-const DATA_SPACE = Buffer.from("data: ");
+/** True when the event starts with `data: ` (compared byte by byte: no view allocated per event). */
+function startsWithDataSpace(raw: Buffer): boolean {
+  return raw[0] === 0x64 && raw[1] === 0x61 && raw[2] === 0x74 && raw[3] === 0x61 && raw[4] === 0x3a && raw[5] === 0x20;
+}
 
 function dataOf(raw: Buffer): string | null {
   // Fast path for what inference servers send: one `data: ` line per event, ended by "\n\n".
   const firstLf = raw.indexOf(LF);
-  if (firstLf === raw.length - 2 && raw[firstLf - 1] !== CR && raw.subarray(0, 6).equals(DATA_SPACE)) {
+  if (firstLf === raw.length - 2 && raw[firstLf - 1] !== CR && startsWithDataSpace(raw)) {
     return raw.toString("utf8", 6, firstLf);
   }
   const text = raw.toString("utf8");

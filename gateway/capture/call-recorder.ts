@@ -93,6 +93,10 @@ export interface TokenVerdict {
   issue: string | null;
 }
 
+function missing(issue: string): TokenVerdict {
+  return { source: "missing", issue };
+}
+
 /**
  * Where the ids came from, and whether they can be trusted. Ids that disagree with the upstream's own counts (usage,
  * one logprob per token) are never silently trained on: e.g. vLLM 0.10.2 streams no ids for tokens without text.
@@ -101,7 +105,6 @@ export function judgeTokens(
   outcome: Pick<CallOutcome, "promptTokenIds" | "choices" | "status" | "usage">,
   limits?: TokenLimits,
 ): TokenVerdict {
-  const missing = (issue: string): TokenVerdict => ({ source: "missing", issue });
   const impossible = limits ? outOfRange(outcome, limits) : null;
   if (impossible !== null) return missing(impossible);
   if (outcome.promptTokenIds === null || outcome.promptTokenIds.length === 0) {

@@ -78,9 +78,14 @@ function policyVersionOf(ctx: GatewayContext, call: HarnessCall): string | null 
   return (rolloutId === null ? null : ctx.store.getRollout(rolloutId)?.policyVersion) ?? null;
 }
 
+function finiteNumber(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) ? v : undefined;
+}
+
 /** temperature, top_p, top_k of the body sent upstream, where it sets them (numbers only). */
 export function samplingOf(forwarded: Json): SamplingParams | null {
-  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+  // A named closure here would be renamed on every call under tsx (esbuild's keepNames): helpers live at module level.
+  const num = finiteNumber;
   const sampling: SamplingParams = {};
   const temperature = num(forwarded["temperature"]);
   const topP = num(forwarded["top_p"]);
@@ -182,28 +187,27 @@ export class Exchange {
   async pumpEvents(onEvents: (events: SseEvent[]) => void): Promise<{ failure: unknown; rest: Buffer }> {
     const parser = new SseParser();
     let waitingForDrain = false;
-    const onData = (chunk: Buffer): boolean => {
-      this.recorder.beginWork();
-      const events = parser.push(chunk);
-      if (events.length) onEvents(events);
-      this.recorder.endWork();
-      // A harness that reads slower than the upstream writes pauses the upstream instead of growing rlgate's buffers.
-      if (this.res.writableNeedDrain && !this.harnessGone) {
-        // Chunks the upstream had already sent still arrive while it pauses: one listener resumes it.
-        if (!waitingForDrain) {
-          waitingForDrain = true;
-          this.res.once("drain", () => {
-            waitingForDrain = false;
-            this.upstream.resume();
-          });
-        }
-        return false;
-      }
-      return true;
-    };
     let failure: unknown = null;
     try {
-      await this.upstream.pump(onData);
+      await this.upstream.pump((chunk: Buffer): boolean => {
+        this.recorder.beginWork();
+        const events = parser.push(chunk);
+        if (events.length) onEvents(events);
+        this.recorder.endWork();
+        // A harness that reads slower than the upstream writes pauses the upstream instead of growing rlgate's buffers.
+        if (this.res.writableNeedDrain && !this.harnessGone) {
+          // Chunks the upstream had already sent still arrive while it pauses: one listener resumes it.
+          if (!waitingForDrain) {
+            waitingForDrain = true;
+            this.res.once("drain", () => {
+              waitingForDrain = false;
+              this.upstream.resume();
+            });
+          }
+          return false;
+        }
+        return true;
+      });
     } catch (error) {
       failure = error;
     }

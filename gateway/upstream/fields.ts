@@ -18,11 +18,20 @@ export function numberArray(value: unknown): number[] | null {
 
 /** Chat `choices[].logprobs.content[].logprob` → numbers (null when the upstream sent none). */
 export function chatLogprobs(choice: Json): number[] | null {
+  const content = chatLogprobEntries(choice);
+  return content === null ? null : content.map(logprobOf);
+}
+
+/** Chat `choices[].logprobs.content` (null when the upstream sent none). */
+export function chatLogprobEntries(choice: Json): unknown[] | null {
   const logprobs = choice["logprobs"];
   if (!isObject(logprobs) || !Array.isArray(logprobs["content"])) return null;
-  return (logprobs["content"] as unknown[]).map((entry) =>
-    isObject(entry) && typeof entry["logprob"] === "number" ? entry["logprob"] : Number.NaN,
-  );
+  return logprobs["content"] as unknown[];
+}
+
+/** One chat logprob entry's `logprob` (NaN when it has none: such ids are never trained on). */
+export function logprobOf(entry: unknown): number {
+  return isObject(entry) && typeof entry["logprob"] === "number" ? entry["logprob"] : Number.NaN;
 }
 
 /** Completions `choices[].logprobs.token_logprobs` → numbers (null when the upstream sent none). */

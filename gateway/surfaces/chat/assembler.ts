@@ -2,7 +2,7 @@
 // logprobs from the chunks' deltas. vLLM sends prompt_token_ids on the first chunk only; each chunk's token_ids is
 // that chunk's delta, so the concatenation over chunks is the sampled sequence.
 import type { ChoiceCapture } from "../../../store/records.ts";
-import { chatLogprobs, choicesOf, numberArray } from "../../upstream/fields.ts";
+import { chatLogprobEntries, chatLogprobs, choicesOf, logprobOf, numberArray } from "../../upstream/fields.ts";
 import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
 
 type Json = Record<string, unknown>;
@@ -53,12 +53,13 @@ export class ChatStreamAssembler implements StreamAssembler {
         for (const id of ids) state.tokenIds.push(id);
         carried = true;
       }
-      const logprobs = chatLogprobs(choice);
-      if (logprobs) {
+      const entries = chatLogprobEntries(choice);
+      if (entries) {
         state.logprobsSeen = true;
-        for (const value of logprobs) state.logprobs.push(value);
-        const content = (choice["logprobs"] as Json)["content"] as unknown[];
-        for (const entry of content) state.logprobEntries.push(entry);
+        for (const entry of entries) {
+          state.logprobs.push(logprobOf(entry));
+          state.logprobEntries.push(entry);
+        }
       }
       const delta = choice["delta"];
       if (typeof delta === "object" && delta !== null) carried = this.#addDelta(state, delta as Json) || carried;

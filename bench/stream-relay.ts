@@ -1,0 +1,62 @@
+// The relay work of one streamed call, in process: the upstream's stream (a recorded sim answer with token ids and
+// logprobs) split into events, each parsed for capture and given to the harness without the fields it did not ask
+// for, then the call's assembled response. CPU time is this process's own, so the figure holds on a busy machine
+// where the cross-process cells of bench:gateway are noisy.
+//
+//   tsx bench/stream-relay.ts FILE.sse   (bench:gateway runs it on a stream fetched from its sim)
+import { readFileSync } from "node:fs";
+import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
+import { SseParser } from "../gateway/sse-parser.ts";
+import { vllmFlavor } from "../gateway/upstream/vllm.ts";
+
+export interface StreamRelayFigures {
+  events: number;
+  bytes: number;
+  /** CPU µs per call: the whole relay work, and splitting alone (what any SSE-aware forwarder pays). */
+  relayUs: number;
+  splitUs: number;
+}
+
+const NOTHING_ASKED = { promptTokenIds: false, tokenIds: false, logprobs: false };
+
+function cpuMicros(calls: number, run: () => void): number {
+  for (let i = 0; i < Math.min(calls, 2000); i++) run();
+  const before = process.cpuUsage();
+  for (let i = 0; i < calls; i++) run();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / calls;
+}
+
+/** `stream` relayed as one upstream read, the way a fast upstream's answer arrives. */
+export function benchStreamRelay(stream: Buffer, calls: number): StreamRelayFigures {
+  let sink = 0;
+  const relayUs = cpuMicros(calls, () => {
+    const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => {});
+    const out = events.relay(new SseParser().push(stream));
+    const response = events.assembler.assembled();
+    vllmFlavor.chat.stripWhole(response, NOTHING_ASKED);
+    sink += (out?.length ?? 0) + events.assembler.captures().length;
+  });
+  const splitUs = cpuMicros(calls, () => {
+    sink += new SseParser().push(stream).length;
+  });
+  if (sink < 0) throw new Error("unreachable");
+  return { events: new SseParser().push(stream).length, bytes: stream.length, relayUs, splitUs };
+}
+
+export function printStreamRelayRow(f: StreamRelayFigures): void {
+  console.log(`STREAM RELAY (in process: one streamed call's ${f.events} events, ${(f.bytes / 1000).toFixed(1)} kB)`);
+  console.log(
+    `  relay work ${f.relayUs.toFixed(1)} µs CPU per call (of which splitting into events ${f.splitUs.toFixed(1)})`,
+  );
+  console.log(
+    "relay work: events split, each parsed once for capture and given to the harness without the token fields it did",
+  );
+  console.log("not ask for, then the call's response assembled (bench/stream-relay.ts).\n");
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const file = process.argv[2];
+  if (!file) throw new Error("usage: tsx bench/stream-relay.ts <file.sse>");
+  printStreamRelayRow(benchStreamRelay(readFileSync(file), 10_000));
+}
