@@ -3,17 +3,16 @@
 // cost more than the parse (~40% of a streamed call's relay work), and rewrote what the upstream wrote (number
 // formats, escapes). Splicing the text keeps every byte the upstream sent but the values the harness did not ask for.
 //
-// The caller says how many keys of each name the edit must meet (counted on the parsed object). The scan reads the
-// text string token by string token (a key is a string token followed by `:`), at any depth; when the text holds a
-// different number of keys of a name (a duplicate key, the same name elsewhere in the object) or is not well formed,
-// the answer is null and the caller serializes as before: the fast path never guesses.
+// The caller says how many keys of each name the edit must meet (counted on the parsed object). The keys are found by
+// one regular-expression scan, at any depth; when the text holds a different number of keys of a name (a duplicate
+// key, the same name elsewhere in the object) or is not well formed, the answer is null and the caller serializes as
+// before: the fast path never guesses.
 
 /** The keys whose values become null, each with how many times it must occur in the text. */
 export type NullEdits = ReadonlyArray<{ key: string; count: number }>;
 
 const BACKSLASH = 0x5c;
 const QUOTE = 0x22;
-const COLON = 0x3a;
 const LF = 0x0a;
 
 /** Where a run of JSON whitespace starting at `i` ends. */
@@ -59,6 +58,21 @@ function skipValue(text: string, i: number): number {
   return depth === 0 && first !== 0x5b && first !== 0x7b ? text.length : -1;
 }
 
+/** One pattern per set of key names: a key token (`"name"`, then `:`), found by one native scan of the text. */
+const KEY_PATTERNS = new Map<string, RegExp>();
+
+function keyPattern(edits: NullEdits): RegExp {
+  const names = edits.map((edit) => edit.key);
+  const id = names.join("\0");
+  let pattern = KEY_PATTERNS.get(id);
+  if (!pattern) {
+    const alternatives = names.map((name) => name.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&")).join("|");
+    pattern = new RegExp(`"(${alternatives})"[ \\t\\r\\n]*:`, "g");
+    KEY_PATTERNS.set(id, pattern);
+  }
+  return pattern;
+}
+
 /**
  * `text` with the value of every listed key replaced by `null`; null when the text does not hold exactly `count` keys
  * of each name, or cannot be read that way (then nothing is guessed: the caller serializes the parsed object).
@@ -68,36 +82,23 @@ export function nullValues(text: string, edits: NullEdits): string | null {
   if (edits.length === 0) return text;
   if (text.indexOf("\n") >= 0) return null;
   const found = new Array<number>(edits.length).fill(0);
+  const pattern = keyPattern(edits);
   let out = "";
   let copied = 0;
-  // One pass from string token to string token (a single-character search), reading each as a key or a value.
-  for (let at = text.indexOf('"'); at >= 0;) {
-    const end = skipString(text, at);
-    if (end < 0) return null;
-    const colon = skipSpace(text, end);
-    const edit = text.charCodeAt(colon) === COLON ? editOf(text, at, end, edits) : -1;
-    if (edit < 0) {
-      at = text.indexOf('"', end);
-      continue;
-    }
+  pattern.lastIndex = 0;
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    // Inside a JSON string every quote is escaped, so `"name"` followed by `:` is a key token, unless its opening quote
+    // is itself escaped: the end of a longer key (`"a\"name":`), refused.
+    if (text.charCodeAt(match.index - 1) === BACKSLASH) return null;
+    const edit = edits.findIndex((e) => e.key === match[1]);
     if (++found[edit]! > edits[edit]!.count) return null;
-    const start = skipSpace(text, colon + 1);
-    const valueEnd = skipValue(text, start);
-    if (valueEnd < 0) return null;
+    const start = skipSpace(text, pattern.lastIndex);
+    const end = skipValue(text, start);
+    if (end < 0) return null;
     out += text.slice(copied, start) + "null";
-    copied = valueEnd;
-    at = text.indexOf('"', valueEnd);
+    copied = end;
+    pattern.lastIndex = end;
   }
   for (let k = 0; k < edits.length; k++) if (found[k] !== edits[k]!.count) return null;
   return copied === 0 ? text : out + text.slice(copied);
-}
-
-/** Which edit the string token text[at, end) names; -1 for none. */
-function editOf(text: string, at: number, end: number, edits: NullEdits): number {
-  const length = end - at - 2;
-  for (let k = 0; k < edits.length; k++) {
-    const key = edits[k]!.key;
-    if (key.length === length && text.startsWith(key, at + 1)) return k;
-  }
-  return -1;
 }
