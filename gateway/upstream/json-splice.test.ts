@@ -54,3 +54,8 @@ test("no edits, or keys the text does not hold and was not expected to, leave th
     text,
   );
 });
+
+test("a key whose value the text ends before is refused", () => {
+  assert.equal(nullValues('{"logprobs":null,"token_ids":', EDITS), null);
+  assert.equal(nullValues('{"logprobs":null,"token_ids":12', EDITS), null);
+});
