@@ -230,7 +230,11 @@ export async function handleControlApi(
         metadata: input.metadata ? { ...rollout.metadata, ...input.metadata } : rollout.metadata,
         finishedAt: Date.now(),
       };
-      await ctx.store.finishRollout(finished);
+      // Checked again inside the write: another worker (or request) may have finished it since it was read above.
+      if ((await ctx.store.finishOpenRollout(finished)) === null) {
+        const now = ctx.store.getRollout(id)?.status ?? "finished";
+        throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' is already finished (${now})`);
+      }
       // The finish is committed: a summary that cannot be made now is said so, not turned into a failed finish.
       const summary = await ctx.trajectories.summary(finished).then(
         (trajectories) => ({ trajectories }),

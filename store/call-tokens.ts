@@ -48,6 +48,8 @@ export interface PromptRef {
  */
 export interface PromptRefIndex {
   has(rolloutId: string): boolean;
+  /** Seqs of the calls in a rollout's index (undefined: none held), to tell whether other processes stored more. */
+  seen(rolloutId: string): ReadonlySet<number> | undefined;
   /** Installs an index rebuilt from a rollout's stored calls (after a restart or an eviction), given in call order. */
   rebuild(rolloutId: string, calls: readonly CallTokens[]): void;
   /** The storage reference for a call's prompt; the call is added to its rollout's index. */

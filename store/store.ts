@@ -55,6 +55,13 @@ export interface StoreOptions {
   durability?: Durability;
   /** Stores each prompt as a reference to its longest stored prefix plus its new tokens (see call-tokens.ts). */
   promptIndex?: PromptRefIndex;
+  /**
+   * Other processes write the same environment (`rlgate serve --workers N`): this one is worker `slot` of `slots`.
+   * Call numbers are then unique across them (each takes the stamps ≡ slot mod slots), an open rollout is read from
+   * the store on every look-up (another worker may have finished it), and what is cached per rollout is checked
+   * against the calls other workers stored (see `unseenCalls`).
+   */
+  shared?: { slot: number; slots: number };
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
@@ -75,6 +82,12 @@ const ROLLOUT_CACHE_SIZE = 4096;
  */
 function nextStamp(last: number): number {
   return Math.max(last + 1, Date.now() * 1000);
+}
+
+/** The next stamp ≡ slot (mod slots): processes writing one store never draw the same number. */
+export function nextSlotStamp(last: number, slot: number, slots: number): number {
+  const stamp = nextStamp(last);
+  return stamp + ((slot - (stamp % slots) + slots) % slots);
 }
 
 /**
@@ -112,9 +125,11 @@ export class Store {
   #lastSeq = 0;
   readonly #reports: ReportLog;
   #lastReportId = 0;
+  readonly #shared: { slot: number; slots: number } | null;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
+    this.#shared = options.shared ?? null;
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
     const commitOnly = this.#durability === "commit";
@@ -146,8 +161,19 @@ export class Store {
 
   /** Reserves the next call number (a stamp: see `nextStamp`). */
   nextCallSeq(): number {
-    this.#lastSeq = nextStamp(this.#lastSeq);
+    this.#lastSeq = this.#stamp(this.#lastSeq);
     return this.#lastSeq;
+  }
+
+  /** The next stamp after `last`; in a shared store, one that no other worker draws. */
+  #stamp(last: number): number {
+    const shared = this.#shared;
+    return shared ? nextSlotStamp(last, shared.slot, shared.slots) : nextStamp(last);
+  }
+
+  /** Whether other processes write this environment too (gateway workers). */
+  get shared(): boolean {
+    return this.#shared !== null;
   }
 
   async #settle(write: Promise<unknown>): Promise<void> {
@@ -180,16 +206,18 @@ export class Store {
   #announce<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0], write: Promise<void>): Promise<void> {
     if (this.events.listenerCount(event) === 0) return write;
     write.then(
-      () => {
-        try {
-          (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
-        } catch {
-          // the listener's failure, not the store's
-        }
-      },
+      () => this.#emit(event, record),
       () => {},
     );
     return write;
+  }
+
+  #emit<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0]): void {
+    try {
+      (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
+    } catch {
+      // the listener's failure, not the store's
+    }
   }
 
   /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
@@ -211,22 +239,39 @@ export class Store {
 
   /**
    * Records a rollout's end and appends it to the finished log, in one transaction. The log is what trajectory
-   * consumers read from a cursor (at least once, resumable): cursors increase across restarts.
+   * consumers read from a cursor (at least once, resumable): cursors increase across restarts, and in commit order
+   * across processes (the cursor is drawn inside the write transaction, which LMDB runs one at a time), so a reader
+   * that has seen a cursor has seen every lower one.
    */
   finishRollout(rollout: RolloutRecord): Promise<number> {
-    const cursor = nextStamp(this.#lastFinishCursor);
-    this.#lastFinishCursor = cursor;
+    return this.#finish(rollout, false) as Promise<number>;
+  }
+
+  /** `finishRollout`, unless the store holds the rollout as finished already: then nothing is written, null returned. */
+  finishOpenRollout(rollout: RolloutRecord): Promise<number | null> {
+    return this.#finish(rollout, true);
+  }
+
+  #finish(rollout: RolloutRecord, ifOpen: boolean): Promise<number | null> {
     this.#prompts?.forget(rollout.id);
+    let cursor: number | null = null;
     const write = this.#writeRollout(
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
+          if (ifOpen && this.#rollouts.get(rollout.id)?.status !== "open") return;
+          let next = nextStamp(this.#lastFinishCursor);
+          for (const last of this.#finished.getKeys({ reverse: true, limit: 1 })) next = Math.max(next, last + 1);
+          this.#lastFinishCursor = cursor = next;
           void this.#rollouts.put(rollout.id, rollout);
-          void this.#finished.put(cursor, rollout.id);
+          void this.#finished.put(next, rollout.id);
         }),
       ),
     );
-    return this.#announce("rollout", rollout, write).then(() => cursor);
+    return write.then(() => {
+      if (cursor !== null && this.events.listenerCount("rollout") > 0) this.#emit("rollout", rollout);
+      return cursor;
+    });
   }
 
   /** Finished rollouts after `cursor`, oldest first. */
@@ -239,7 +284,7 @@ export class Store {
 
   /** Records a trainer's agreement figures (an RL core sent them); the UI charts them. */
   putAgreement(record: Omit<AgreementRecord, "id">): Promise<AgreementRecord> {
-    const full = { ...record, id: (this.#lastReportId = nextStamp(this.#lastReportId)) };
+    const full = { ...record, id: (this.#lastReportId = this.#stamp(this.#lastReportId)) };
     const write = this.#settle(this.#reports.put("agreement", full, MAX_AGREEMENT_RECORDS));
     return this.#announce("agreement", full, write).then(() => full);
   }
@@ -251,7 +296,7 @@ export class Store {
 
   /** Records a replay run's report; the UI lists it. */
   putReplay(record: Omit<ReplayRecord, "id">): Promise<ReplayRecord> {
-    const full = { ...record, id: (this.#lastReportId = nextStamp(this.#lastReportId)) };
+    const full = { ...record, id: (this.#lastReportId = this.#stamp(this.#lastReportId)) };
     const { calls: _calls, ...summary } = full;
     const write = this.#settle(this.#reports.put("replay", full, MAX_REPLAY_RECORDS));
     return this.#announce("replay", summary, write).then(() => full);
@@ -309,14 +354,29 @@ export class Store {
     );
   }
 
-  /** A rollout's record (shared and frozen: write changes with putRollout / finishRollout). */
+  /**
+   * A rollout's record (shared and frozen: write changes with putRollout / finishRollout). In a shared store an open
+   * rollout is read afresh each time, from a new read snapshot: another worker may have finished it a moment ago.
+   */
   getRollout(id: string): RolloutRecord | undefined {
     const cached = this.#rolloutCache.get(id);
     if (cached) return cached;
+    if (this.#shared) this.#root.resetReadTxn();
     const stored = this.#rollouts.get(id);
-    if (!stored || this.#rolloutWrites.has(id)) return stored;
+    if (!stored || this.#rolloutWrites.has(id) || (this.#shared && stored.status === "open")) return stored;
     this.#cacheRollout(stored);
     return this.#rolloutCache.get(id);
+  }
+
+  /**
+   * Seqs of a rollout's stored calls that `seen` lacks, in call order: what another worker stored since a cache of this
+   * one was filled (read from a new snapshot; only keys are read).
+   */
+  unseenCalls(rolloutId: string, seen: ReadonlySet<number>): number[] {
+    this.#root.resetReadTxn();
+    const out: number[] = [];
+    for (const [, seq] of this.#calls.getKeys(callRange(rolloutId))) if (!seen.has(seq)) out.push(seq);
+    return out;
   }
 
   rolloutIdForKey(key: string): string | undefined {
@@ -351,7 +411,10 @@ export class Store {
     const rolloutId = call.rolloutId;
     if (rolloutId === null || !this.#prompts) return null;
     if (this.getRollout(rolloutId)?.status !== "open") return null;
-    if (!this.#prompts.has(rolloutId)) this.#prompts.rebuild(rolloutId, this.listCallTokens(rolloutId));
+    // In a shared store other workers add calls too: the index is rebuilt when the store holds calls it lacks.
+    const seen = this.#prompts.seen(rolloutId);
+    if (!seen || (this.#shared && this.unseenCalls(rolloutId, seen).length > 0))
+      this.#prompts.rebuild(rolloutId, this.listCallTokens(rolloutId));
     return this.#prompts.admit(rolloutId, call);
   }
 

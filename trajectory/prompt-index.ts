@@ -8,8 +8,14 @@ import type { CallRecord } from "../store/records.ts";
 import { fromCallRecord } from "./call-tokens.ts";
 import { RolloutTree } from "./rollout-tree.ts";
 
+/** A rollout's tree and the calls in it. */
+interface Indexed {
+  tree: RolloutTree;
+  seqs: Set<number>;
+}
+
 export class PromptIndex implements PromptRefIndex {
-  readonly #trees: LRUCache<string, RolloutTree>;
+  readonly #trees: LRUCache<string, Indexed>;
 
   constructor(capacity = 256) {
     this.#trees = new LRUCache({ max: capacity });
@@ -19,15 +25,24 @@ export class PromptIndex implements PromptRefIndex {
     return this.#trees.has(rolloutId);
   }
 
+  seen(rolloutId: string): ReadonlySet<number> | undefined {
+    return this.#trees.get(rolloutId)?.seqs;
+  }
+
   rebuild(rolloutId: string, calls: readonly CallTokens[]): void {
-    const tree = new RolloutTree();
-    for (const call of calls) tree.add(call);
-    this.#trees.set(rolloutId, tree);
+    const indexed: Indexed = { tree: new RolloutTree(), seqs: new Set() };
+    for (const call of calls) {
+      indexed.tree.add(call);
+      indexed.seqs.add(call.callSeq);
+    }
+    this.#trees.set(rolloutId, indexed);
   }
 
   admit(rolloutId: string, call: CallRecord): PromptRef | null {
-    let tree = this.#trees.get(rolloutId);
-    if (!tree) this.#trees.set(rolloutId, (tree = new RolloutTree()));
+    let indexed = this.#trees.get(rolloutId);
+    if (!indexed) this.#trees.set(rolloutId, (indexed = { tree: new RolloutTree(), seqs: new Set() }));
+    const tree = indexed.tree;
+    indexed.seqs.add(call.seq);
     let ref: PromptRef | null = null;
     if (call.promptTokenIds && call.promptTokenIds.length > 0) {
       const found = tree.locate(call.promptTokenIds);

@@ -45,6 +45,8 @@ export interface CompletedCall {
 export class RolloutThreads {
   readonly #byKey = new Map<string, ThreadNode>();
   readonly #bySeq = new Map<string, ThreadNode>();
+  /** Every call looked at (those that left nothing to continue too): what the store may hold beyond it is unseen. */
+  readonly seqs = new Set<number>();
 
   /** Whether any call was remembered. */
   get empty(): boolean {
@@ -60,6 +62,7 @@ export class RolloutThreads {
   }
 
   add(call: CompletedCall): void {
+    this.seqs.add(call.seq);
     const base = call.parent?.length ?? 0;
     const prompt: ThreadNode = {
       parent: call.parent,
@@ -90,22 +93,27 @@ function startsWith(ids: readonly number[], prefix: readonly number[]): boolean 
   return true;
 }
 
+/** Adds a stored call to a rollout's threads, when it is a token-mode call that completed. */
+function addRecord(threads: RolloutThreads, call: CallRecord): void {
+  if (threads.seqs.has(call.seq)) return;
+  threads.seqs.add(call.seq);
+  const prompt = call.prompt;
+  if (prompt?.mode !== "tokens" || call.status !== "ok" || !call.promptTokenIds || !prompt.continuation) return;
+  let parent = prompt.parent ? (threads.node(prompt.parent.seq, prompt.parent.choice) ?? null) : null;
+  if (parent && !startsWith(call.promptTokenIds, idsOf(parent))) parent = null;
+  threads.add({
+    seq: call.seq,
+    thread: prompt.thread ?? call.seq,
+    parent,
+    promptIds: call.promptTokenIds,
+    choices: call.choices.map((choice, i) => ({ tokenIds: choice.tokenIds, key: prompt.continuation![i] ?? "" })),
+  });
+}
+
 /** Rebuilds a rollout's threads from its stored token-mode calls that completed. */
 export function threadsFromRecords(calls: readonly CallRecord[]): RolloutThreads {
   const threads = new RolloutThreads();
-  for (const call of calls) {
-    const prompt = call.prompt;
-    if (prompt?.mode !== "tokens" || call.status !== "ok" || !call.promptTokenIds || !prompt.continuation) continue;
-    let parent = prompt.parent ? (threads.node(prompt.parent.seq, prompt.parent.choice) ?? null) : null;
-    if (parent && !startsWith(call.promptTokenIds, idsOf(parent))) parent = null;
-    threads.add({
-      seq: call.seq,
-      thread: prompt.thread ?? call.seq,
-      parent,
-      promptIds: call.promptTokenIds,
-      choices: call.choices.map((choice, i) => ({ tokenIds: choice.tokenIds, key: prompt.continuation![i] ?? "" })),
-    });
-  }
+  for (const call of calls) addRecord(threads, call);
   return threads;
 }
 
@@ -118,12 +126,21 @@ export class ThreadBook {
     this.#rollouts = new LRUCache({ max: maxRollouts });
   }
 
-  /** A rollout's threads, rebuilt from the store when they are not in memory. */
+  /**
+   * A rollout's threads, rebuilt from the store when they are not in memory. With gateway workers (a shared store),
+   * the calls other workers stored since are added first, so a call continues its thread whichever worker served the
+   * call before it.
+   */
   of(rolloutId: string): RolloutThreads {
     let threads = this.#rollouts.get(rolloutId);
     if (!threads) {
       threads = threadsFromRecords(this.#store.listCalls(rolloutId));
       this.#rollouts.set(rolloutId, threads);
+    } else if (this.#store.shared) {
+      for (const seq of this.#store.unseenCalls(rolloutId, threads.seqs)) {
+        const call = this.#store.getCall(rolloutId, seq);
+        if (call) addRecord(threads, call);
+      }
     }
     return threads;
   }

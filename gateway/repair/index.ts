@@ -39,7 +39,7 @@ export class HistoryRepair {
     if (record.rolloutId === null) return;
     const turns = this.#rollouts.get(record.rolloutId);
     if (turns === undefined) return; // read from the store, completely, when a request first needs them
-    for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+    this.#add(turns, record);
     this.#rollouts.set(record.rolloutId, turns); // its size changed
   }
 
@@ -71,13 +71,27 @@ export class HistoryRepair {
     return out === null ? { forwarded, repairs } : { forwarded: { ...forwarded, messages: out }, repairs };
   }
 
+  #add(turns: RolloutTurns, record: CallRecord): void {
+    if (turns.seqs.has(record.seq)) return; // read from the store before this worker's own record came by
+    turns.seqs.add(record.seq);
+    for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+  }
+
   #turns(rolloutId: string): RolloutTurns {
     let turns = this.#rollouts.get(rolloutId);
     if (turns === undefined) {
       turns = new RolloutTurns();
-      for (const record of this.#store.listCalls(rolloutId))
-        for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
+      for (const record of this.#store.listCalls(rolloutId)) this.#add(turns, record);
       this.#rollouts.set(rolloutId, turns);
+    } else if (this.#store.shared) {
+      // Gateway workers: the turns other workers recorded since are read from the store.
+      let added = false;
+      for (const seq of this.#store.unseenCalls(rolloutId, turns.seqs)) {
+        const record = this.#store.getCall(rolloutId, seq);
+        if (record) this.#add(turns, record);
+        added = true;
+      }
+      if (added) this.#rollouts.set(rolloutId, turns); // its size changed
     }
     return turns;
   }

@@ -112,6 +112,8 @@ export class RolloutTurns {
   readonly #byId = new Map<string, RecordedTurn>();
   readonly #byKey = new Map<string, RecordedTurn[]>();
   #chars = 0;
+  /** Every call whose turns were added (none, for most failed calls): what the store may hold beyond it is unseen. */
+  readonly seqs = new Set<number>();
 
   /** Rough memory held (characters of content, reasoning and arguments). */
   get size(): number {

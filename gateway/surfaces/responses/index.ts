@@ -1,6 +1,7 @@
 // POST /v1/responses: the Responses request is translated to a chat completion (with token ids and logprobs
 // requested), captured like any chat call, and its answer translated back to a Response, streamed event by event.
-// `previous_response_id` is served from the in-memory conversation history (history.ts).
+// `previous_response_id` is served from the conversation history (history.ts: recent ones in memory, others rebuilt
+// from the stored calls, so a chain can continue on any gateway worker).
 import type { GatewayContext } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import { runChatCall } from "../../prompts/index.ts";
@@ -11,7 +12,7 @@ import { capMaxTokens } from "../../upstream/max-tokens-cap.ts";
 import { withServedModel } from "../../upstream/model-map.ts";
 import { ResponsesEncoder } from "./encoder.ts";
 import { responseHistory } from "./history.ts";
-import { inputMessages, parseResponsesRequest, toChatRequest } from "./request.ts";
+import { parseResponsesRequest, toChatRequest } from "./request.ts";
 
 export async function handleResponses(ctx: GatewayContext, call: HarnessCall): Promise<void> {
   const request = parseResponsesRequest(call.body);
@@ -19,11 +20,11 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
   const history = responseHistory(ctx);
   let previous: readonly Json[] = [];
   if (request.previous_response_id) {
-    const found = history.get(request.previous_response_id);
+    const found = history.find(call.attribution.rolloutId, request.previous_response_id);
     if (!found) {
       throw new GatewayError(
         "RLGATE_BAD_REQUEST",
-        `Previous response with id '${request.previous_response_id}' not found (rlgate keeps recent responses in memory; it may have been created with store: false, evicted, or before a restart).`,
+        `Previous response with id '${request.previous_response_id}' not found (rlgate finds the responses of this rollout's stored calls; it may have been created with store: false, in another rollout, or have failed).`,
         { param: "previous_response_id" },
       );
     }
@@ -47,8 +48,7 @@ export async function handleResponses(ctx: GatewayContext, call: HarnessCall): P
       errorShape: "openai",
       stream,
       onComplete(delivered) {
-        if (request["store"] !== false)
-          history.set(encoder.id, [...conversation, ...inputMessages(delivered["output"], { tools })]);
+        history.remember(encoder.id, request, conversation, delivered["output"], tools);
       },
     }),
   );
