@@ -1,7 +1,8 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
 import { Command, InvalidArgumentError, Option } from "commander";
+import cluster from "node:cluster";
 import { resolve } from "node:path";
-import { startGateway, DEFAULT_BODY_LIMIT } from "../gateway/index.ts";
+import { startGateway, DEFAULT_BODY_LIMIT, type GatewayOptions } from "../gateway/index.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { DEFAULT_HEALTH_INTERVAL_MS, ROUTINGS } from "../gateway/upstream/client.ts";
@@ -12,6 +13,14 @@ import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-optio
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
+import {
+  defaultWorkers,
+  servePrimary,
+  serveWorker,
+  workerCount,
+  type ServeBanner,
+  type ServeOptions,
+} from "./serve-workers.ts";
 
 /** The built-in sim's context: room for agent harnesses' default max_tokens (32k) on top of a 20–30k-token prompt. */
 export const DEFAULT_SIM_MAX_MODEL_LEN = 131_072;
@@ -175,77 +184,37 @@ export function serveCommand(): Command {
       "lower a harness's max_tokens before it goes upstream: to N, or (auto) to the model's context length minus the prompt, so an over-eager default does not fail the call; recorded on the call when applied",
       capSetting,
     )
-    .action(async (opts, command: Command) => {
-      let sim: SimServer | null = null;
+    .option(
+      "--workers <n>",
+      "gateway processes sharing the port and the store (default: RLGATE_WORKERS or the machine's cores; 1: one process); the primary keeps the built-in sim, the trajectory stream and /metrics' sums (docs/deploy.md)",
+      workerCount,
+      defaultWorkers(),
+    )
+    .action(async (opts: ServeOptions, command: Command) => {
       // An upstreams file alone names the replicas: the default (the built-in sim) is not added to them.
-      const fileOnly = opts.upstreamsFile && command.getOptionValueSource("upstream") === "default";
+      const fileOnly = Boolean(opts.upstreamsFile) && command.getOptionValueSource("upstream") === "default";
+      if (cluster.isWorker) return serveWorker(opts, fileOnly, gatewayOptionsOf);
+      if (opts.workers > 1) return servePrimary(opts, fileOnly, { printBanner: printServeBanner });
+      let sim: SimServer | null = null;
       let upstream: string | undefined = fileOnly ? undefined : opts.upstream;
       if (upstream === "sim") {
         sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor, maxModelLen: opts.simMaxModelLen });
         upstream = sim.url;
       }
       const gateway = await startGateway({
-        upstream,
-        upstreamsFile: opts.upstreamsFile ? resolve(opts.upstreamsFile) : undefined,
-        healthIntervalMs: opts.healthInterval,
-        routing: opts.routing,
-        upstreamApiKey: opts.upstreamApiKey,
-        upstreamFlavor: opts.upstreamFlavor,
-        modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
-        host: opts.host,
-        port: opts.port,
+        ...gatewayOptionsOf(opts, upstream),
         grpcPort: opts.grpcPort ?? (opts.port === 0 ? 0 : DEFAULT_GRPC_PORT),
-        grpcTls: {
-          cert: opts.grpcTlsCert,
-          key: opts.grpcTlsKey,
-          ca: opts.grpcTlsClientCa,
-          insecure: opts.grpcInsecure,
-        },
-        grpcMemberTimeoutMs: opts.memberTimeout,
-        dataDir: resolve(opts.data),
-        durability: opts.durability,
-        requireRollout: opts.requireRollout,
-        bodyLimitBytes: opts.bodyLimit,
-        publicUrl: opts.publicUrl,
-        controlToken: opts.token,
-        requireKey: opts.requireKey,
-        metricsPublic: opts.metricsPublic,
-        vocabSize: opts.vocabSize,
-        upstreamTimeoutMs: opts.upstreamTimeout,
-        trajectories: { trainSegments: opts.trainSegments },
-        repairHistory: opts.repairHistory,
-        maxTokensCap: opts.maxTokensCap ?? null,
-        processMetrics: true,
-        prompts: opts.prompts,
-        model: opts.modelDir ? resolve(opts.modelDir) : undefined,
         log: createLogger().child({ component: "gateway" }),
       });
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
-      const u = gateway.url;
-      console.log(`rlgate gateway listening on ${u}`);
-      console.log(
-        `  upstream:      ${sim ? `${upstream} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${gateway.context.upstream.urls.join(", ")} (${opts.upstreamFlavor})`}`,
-      );
-      if (gateway.context.upstream.urls.length > 1 || opts.upstreamsFile)
-        console.log(
-          `  replicas:      ${gateway.context.upstream.urls.length}, ${opts.routing === "sticky" ? "each rollout on one replica" : opts.routing}${opts.upstreamsFile ? `, following ${resolve(opts.upstreamsFile)}` : ""}`,
-        );
-      console.log(`  store:         ${resolve(opts.data)}`);
-      const modelName =
-        gateway.context.tokenPrompts?.format.source ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
-      console.log(`  prompts:       ${opts.prompts}${opts.prompts === "tokens" ? ` (chat format: ${modelName})` : ""}`);
-      console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
-      console.log(
-        `  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`,
-      );
-      console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
-      console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
-      if (gateway.grpc) {
-        const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";
-        console.log(
-          `  trajectories:  grpc://${gateway.grpc.address}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${gateway.grpc.address}${tls})`,
-        );
-      }
+      printServeBanner(opts, {
+        url: gateway.url,
+        upstreams: sim ? [sim.url] : gateway.context.upstream.urls,
+        sim: sim !== null,
+        modelName: gateway.context.tokenPrompts?.format.source ?? null,
+        grpcAddress: gateway.grpc?.address ?? null,
+        workers: null,
+      });
       let closing = false;
       const shutdown = async () => {
         if (closing) return;
@@ -257,4 +226,72 @@ export function serveCommand(): Command {
       process.on("SIGINT", shutdown);
       process.on("SIGTERM", shutdown);
     });
+}
+
+/** What `rlgate serve`'s options make of a gateway (its gRPC port and logger are the caller's). */
+export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefined): GatewayOptions {
+  return {
+    upstream,
+    upstreamsFile: opts.upstreamsFile ? resolve(opts.upstreamsFile) : undefined,
+    healthIntervalMs: opts.healthInterval,
+    routing: opts.routing,
+    upstreamApiKey: opts.upstreamApiKey,
+    upstreamFlavor: opts.upstreamFlavor,
+    modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
+    host: opts.host,
+    port: opts.port,
+    grpcTls: {
+      cert: opts.grpcTlsCert,
+      key: opts.grpcTlsKey,
+      ca: opts.grpcTlsClientCa,
+      insecure: opts.grpcInsecure,
+    },
+    grpcMemberTimeoutMs: opts.memberTimeout,
+    dataDir: resolve(opts.data),
+    durability: opts.durability,
+    requireRollout: opts.requireRollout,
+    bodyLimitBytes: opts.bodyLimit,
+    publicUrl: opts.publicUrl,
+    controlToken: opts.token,
+    requireKey: opts.requireKey,
+    metricsPublic: opts.metricsPublic,
+    vocabSize: opts.vocabSize,
+    upstreamTimeoutMs: opts.upstreamTimeout,
+    trajectories: { trainSegments: opts.trainSegments },
+    repairHistory: opts.repairHistory,
+    maxTokensCap: opts.maxTokensCap ?? null,
+    processMetrics: true,
+    prompts: opts.prompts,
+    model: opts.modelDir ? resolve(opts.modelDir) : undefined,
+  };
+}
+
+/** The start-up banner, printed once (by the primary, with workers). */
+export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
+  const u = at.url;
+  console.log(`rlgate gateway listening on ${u}`);
+  console.log(
+    `  upstream:      ${at.sim ? `${at.upstreams[0]} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${at.upstreams.join(", ")} (${opts.upstreamFlavor})`}`,
+  );
+  if (at.upstreams.length > 1 || opts.upstreamsFile)
+    console.log(
+      `  replicas:      ${at.upstreams.length}, ${opts.routing === "sticky" ? "each rollout on one replica" : opts.routing}${opts.upstreamsFile ? `, following ${resolve(opts.upstreamsFile)}` : ""}`,
+    );
+  console.log(`  store:         ${resolve(opts.data)}`);
+  if (at.workers)
+    console.log(`  workers:       ${at.workers.length} (pids ${at.workers.join(", ")}), sharing the port`);
+  const modelName = at.modelName ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
+  console.log(`  prompts:       ${opts.prompts}${opts.prompts === "tokens" ? ` (chat format: ${modelName})` : ""}`);
+  console.log(`  harness base:  ${u}/v1  (unattributed)   or   ${u}/r/<rolloutId>/v1  (per rollout)`);
+  console.log(
+    `  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`,
+  );
+  console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
+  console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
+  if (at.grpcAddress) {
+    const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";
+    console.log(
+      `  trajectories:  grpc://${at.grpcAddress}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${at.grpcAddress}${tls})`,
+    );
+  }
 }

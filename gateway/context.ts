@@ -1,6 +1,7 @@
 // What every request handler of one gateway shares.
 import type { Store } from "../store/store.ts";
 import type { Logger } from "../util/log.ts";
+import type { ClusterLink } from "./cluster/worker-link.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { HistoryRepair } from "./repair/index.ts";
 import type { TokenPrompts } from "./prompts/index.ts";
@@ -49,4 +50,6 @@ export interface GatewayContext {
   repair: HistoryRepair | null;
   /** The process's logger (util/log.ts), made by the CLI. */
   log: Logger;
+  /** Set in a worker of `rlgate serve --workers N`: the other workers' UI events and metrics, through the primary. */
+  cluster?: ClusterLink;
 }

@@ -21,6 +21,7 @@ import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
+import type { WorkerLink } from "./cluster/worker-link.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`), or of several replicas (`A,B` or a list). */
@@ -74,6 +75,8 @@ export interface GatewayOptions {
   model?: string | ModelChatFormat;
   /** Lower harnesses' max_tokens: to N, or (auto) to the upstream's context length minus the prompt. */
   maxTokensCap?: MaxTokensCapSetting;
+  /** This gateway is worker `slot` of `slots` of `rlgate serve --workers N`, sharing the store (gateway/cluster/). */
+  worker?: { slot: number; slots: number; link: WorkerLink };
 }
 
 export interface Gateway {
@@ -87,6 +90,22 @@ export interface Gateway {
 
 export const DEFAULT_BODY_LIMIT = 100 * 1024 * 1024;
 
+/** The served model's chat format, when given or needed: the built-in Qwen3 tokenizer takes ~1 s to load. */
+export function chatFormatOption(options: Pick<GatewayOptions, "model" | "prompts">): ModelChatFormat | null {
+  if (typeof options.model === "string") return loadModelChatFormat(options.model);
+  return options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null);
+}
+
+/** How finished rollouts become trajectories: the options' settings, with the model's turn rules. */
+export function trajectorySettingsOf(
+  options: Pick<GatewayOptions, "trajectories">,
+  format: ModelChatFormat | null,
+): TrajectorySettings {
+  const settings: TrajectorySettings = { ...options.trajectories };
+  if (format && !settings.chatFormat) settings.chatFormat = chatFormatOf(format);
+  return settings;
+}
+
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = options.host ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !options.controlToken) {
@@ -94,11 +113,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       `refusing to listen on ${host} without a control token: the control API and every rollout would be open to the network (pass --token or set RLGATE_TOKEN)`,
     );
   }
-  // The model's files are read only when given or needed: the built-in Qwen3 tokenizer takes ~1 s to load.
-  const format =
-    typeof options.model === "string"
-      ? loadModelChatFormat(options.model)
-      : (options.model ?? (options.prompts === "tokens" ? qwen3ChatFormat() : null));
+  const format = chatFormatOption(options);
+  const { worker } = options;
   const log = options.log ?? silentLogger;
   let upstream: Upstream;
   try {
@@ -116,9 +132,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (error instanceof UpstreamListError) throw new StartRefusal(error.message);
     throw error;
   }
-  const store = new Store({ path: options.dataDir, durability: options.durability, promptIndex: new PromptIndex() });
-  const trajectorySettings: TrajectorySettings = { ...options.trajectories };
-  if (format && !trajectorySettings.chatFormat) trajectorySettings.chatFormat = chatFormatOf(format);
+  const store = new Store({
+    path: options.dataDir,
+    durability: options.durability,
+    promptIndex: new PromptIndex(),
+    shared: worker && { slot: worker.slot, slots: worker.slots },
+  });
+  const trajectorySettings = trajectorySettingsOf(options, format);
   const context: GatewayContext = {
     store,
     upstream,
@@ -143,8 +163,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? null
         : new HistoryRepair(store, trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
     log,
+    cluster: worker?.link,
   };
   context.metrics.observeReplicas(() => upstream.replicas);
+  worker?.link.attach(store, context.metrics.registry);
   const { server, passthrough } = createGatewayServer(context);
   let grpc: GatewayGrpc | null = null;
 

@@ -62,7 +62,12 @@ function errorShapeOf(target: string | undefined): ErrorShape {
 
 export function createGatewayServer(ctx: GatewayContext): { server: Server; passthrough: Passthrough } {
   const passthrough = new Passthrough(ctx);
-  const ui = createUiRoutes({ events: ctx.store.events, reports: ctx.store, token: ctx.config.controlToken });
+  const ui = createUiRoutes({
+    events: ctx.store.events,
+    relayed: ctx.cluster?.uiEvents,
+    reports: ctx.store,
+    token: ctx.config.controlToken,
+  });
   const lookup = {
     rolloutExists: (id: string) => ctx.store.getRollout(id) !== undefined,
     rolloutIdForKey: (key: string) => ctx.store.rolloutIdForKey(key),
@@ -78,8 +83,11 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (path === "/healthz") return sendText(res, 200, "ok\n");
     if (path === "/metrics") {
       if (!ctx.config.metricsPublic) checkControlToken(ctx, req, "/metrics");
-      const text = await ctx.metrics.registry.metrics();
-      res.writeHead(200, { "content-type": ctx.metrics.registry.contentType });
+      // A worker of `serve --workers N` answers with every worker's figures, summed by the primary.
+      const { text, contentType } = ctx.cluster
+        ? await ctx.cluster.metrics()
+        : { text: await ctx.metrics.registry.metrics(), contentType: ctx.metrics.registry.contentType };
+      res.writeHead(200, { "content-type": contentType });
       res.end(text);
       return;
     }

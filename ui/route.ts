@@ -20,10 +20,20 @@ export interface UiEventSource {
   off<E extends keyof StoreEvents>(event: E, listener: (...args: StoreEvents[E]) => void): unknown;
 }
 
+/** Events committed by other gateway workers (`rlgate serve --workers N`), already in the shape the browser gets. */
+export type RelayedUiEvent = "call" | "rollout" | "agreement" | "replay";
+
+export interface RelayedUiEvents {
+  on(listener: (event: RelayedUiEvent, data: unknown) => void): void;
+  off(listener: (event: RelayedUiEvent, data: unknown) => void): void;
+}
+
 export interface UiOptions {
   events: UiEventSource;
   /** Agreement figures and replay runs (the store). */
   reports: UiReports;
+  /** Other workers' events: a browser connected to any worker sees every worker's calls. */
+  relayed?: RelayedUiEvents;
   /** The control API's token: /api/events and /api/decode need it when set. */
   token: string | null;
   /** Open event streams at most (each holds a socket); more are refused with 503. */
@@ -148,6 +158,8 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
     options.events.on("rollout", onRollout);
     options.events.on("agreement", onAgreement);
     options.events.on("replay", onReplay);
+    const onRelayed = (event: RelayedUiEvent, data: unknown) => send(event, data);
+    options.relayed?.on(onRelayed);
     const heartbeat = setInterval(() => res.write(`: ${Date.now()}\n\n`), heartbeatMs);
     heartbeat.unref();
     res.once("close", () => {
@@ -157,6 +169,7 @@ export function createUiRoutes(options: UiOptions): UiRoutes {
       options.events.off("rollout", onRollout);
       options.events.off("agreement", onAgreement);
       options.events.off("replay", onReplay);
+      options.relayed?.off(onRelayed);
     });
     req.resume();
   }

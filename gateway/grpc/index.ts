@@ -10,7 +10,7 @@ import {
   trajectoryStreamService,
   type TlsFiles,
 } from "../../protocol/index.ts";
-import type { GatewayContext } from "../context.ts";
+import type { GatewayConfig, GatewayContext } from "../context.ts";
 import { TrajectoryStreamService } from "./trajectory-stream.ts";
 
 export { TrajectoryStreamService } from "./trajectory-stream.ts";
@@ -37,7 +37,12 @@ export interface GatewayGrpc {
   close(): Promise<void>;
 }
 
-export async function startGatewayGrpc(context: GatewayContext, options: GatewayGrpcOptions): Promise<GatewayGrpc> {
+/** What the stream needs of a gateway (the primary of `serve --workers N` has no more than this). */
+export type StreamContext = Pick<GatewayContext, "store" | "trajectories" | "log"> & {
+  config: Pick<GatewayConfig, "controlToken">;
+};
+
+export async function startGatewayGrpc(context: StreamContext, options: GatewayGrpcOptions): Promise<GatewayGrpc> {
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const creds = serverCredentials(options.host, options.tls, "the trajectory stream");
   const stream = new TrajectoryStreamService({
