@@ -24,6 +24,8 @@ interface Slot {
   startedAt: number;
   /** Consecutive deaths soon after a start: the next start waits longer. */
   quickDeaths: number;
+  /** Whether the worker in it replaces one that died. */
+  replacement: boolean;
   timer: NodeJS.Timeout | null;
 }
 
@@ -60,6 +62,7 @@ export class ClusterPrimary {
       ready: false,
       startedAt: 0,
       quickDeaths: 0,
+      replacement: false,
       timer: null,
     }));
     this.#restarts = new Counter({
@@ -159,6 +162,7 @@ export class ClusterPrimary {
       slot.timer = null;
       if (this.#closing) return;
       this.#restarts.inc();
+      slot.replacement = true;
       this.#fork(slot);
     }, delay);
   };
@@ -171,7 +175,7 @@ export class ClusterPrimary {
         if (slot) slot.ready = true;
         this.#address ??= { url: message.url, port: message.port };
         if (this.#uiWanted.size > 0) this.#send(worker, { type: "rlgate:ui-relay", on: true });
-        if (slot && slot.quickDeaths > 0)
+        if (slot?.replacement)
           this.#options.log(`gateway worker ${slot.index} (pid ${worker.process.pid}) listens again`);
         return;
       }
