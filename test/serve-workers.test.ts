@@ -268,7 +268,15 @@ describe("rlgate serve --workers", () => {
       const ack = newAcknowledged();
       let stop = false;
       try {
-        const clients = Array.from({ length: 6 }, (_, i) => client(() => gw.url, i, ack, () => stop, 3));
+        const clients = Array.from({ length: 6 }, (_, i) =>
+          client(
+            () => gw.url,
+            i,
+            ack,
+            () => stop,
+            3,
+          ),
+        );
         await until(() => (ack.calls.size >= 40 && ack.finishes.size >= 3) || undefined, 300_000, "load");
         process.kill(gw.pids[0]!, "SIGKILL");
         await gw.proc.waitFor(new RegExp(`worker 0 \\(pid ${gw.pids[0]}\\) exited \\(SIGKILL\\); starting a new one`));

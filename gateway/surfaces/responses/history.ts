@@ -24,7 +24,13 @@ export class ResponseHistory {
   }
 
   /** Remembers what a completed response leaves for `previous_response_id` (nothing with `store: false`). */
-  remember(id: string, request: ResponsesRequest, conversation: readonly Json[], output: unknown, tools: ToolMap): void {
+  remember(
+    id: string,
+    request: ResponsesRequest,
+    conversation: readonly Json[],
+    output: unknown,
+    tools: ToolMap,
+  ): void {
     if (request["store"] !== false) this.#recent.set(id, [...conversation, ...inputMessages(output, { tools })]);
   }
 
@@ -36,7 +42,7 @@ export class ResponseHistory {
     // knows or to the chain's start; the conversations are then rebuilt forwards.
     const chain: Array<{ id: string; call: CallRecord; request: ResponsesRequest }> = [];
     let previous: readonly Json[] = [];
-    for (let at: string | undefined = id; at !== undefined; ) {
+    for (let at: string | undefined = id; at !== undefined;) {
       const call = this.#storedCall(rolloutId, at);
       if (!call) return undefined;
       const request = parseResponsesRequest(plain(call.requestReceived));

@@ -1,0 +1,163 @@
+// bench:workers — what `rlgate serve --workers N` gives: the same simulated vLLM (no artificial latency) reached
+// through a bare http-proxy forwarder (asking for token ids, as rlgate does), `rlgate serve --workers 1` and
+// `--workers 2`, at concurrency 32, non-streamed and streamed, in one run. Prints requests/s, p50/p99 latency, CPU ms
+// per call (all of the forwarder's or gateway's processes) and throughput against the forwarder's.
+//
+//   npm run bench:workers               default run (~1–2 min)
+//   npm run bench:workers -- --quick    a few hundred requests, to check that the bench works
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { Pool } from "undici";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const quick = process.argv.includes("--quick");
+const CONCURRENCY = 32;
+const REQUESTS = quick ? 200 : 3000;
+const WARMUP = quick ? 50 : 600;
+
+const BODY = {
+  model: "Qwen/Qwen3-8B",
+  messages: [
+    { role: "system", content: "You are a coding agent." },
+    { role: "user", content: "What is in this directory?" },
+  ],
+  max_tokens: 64,
+};
+/** What rlgate adds to each request it forwards: the forwarder's upstream does the same work. */
+const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
+
+interface Started {
+  child: ChildProcess;
+  url: string;
+  /** Every process that serves (a gateway's primary and its workers). */
+  pids: number[];
+}
+
+/** Starts a process and waits for its "listening on" line (and a gateway's "workers: … (pids …)" line). */
+function start(args: string[], what: string, pidsLine = false): Promise<Started> {
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const check = () => {
+      const url = /listening on (http:\/\/[^\s/]+)/.exec(out)?.[1];
+      const workers = /workers:\s+\d+ \(pids ([\d, ]+)\)/.exec(out)?.[1];
+      const ready = pidsLine ? /trajectories:/.test(out) : url !== undefined;
+      if (!url || !ready) return;
+      const pids = [child.pid!, ...(workers ? workers.split(", ").map(Number) : [])];
+      resolve({ child, url, pids });
+    };
+    child.stdout!.on("data", (c: Buffer) => ((out += c.toString()), check()));
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    child.once("exit", (code) => reject(new Error(`${what} exited (${code}): ${out}`)));
+  });
+}
+
+/** CPU seconds (user + system) the processes have used so far (Linux /proc; null elsewhere). */
+function cpuSeconds(pids: number[]): number | null {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      return null;
+    }
+  }
+  return total;
+}
+
+async function newRollout(url: string): Promise<string> {
+  const res = await fetch(`${url}/api/rollouts`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  });
+  return `/r/${((await res.json()) as { id: string }).id}`;
+}
+
+interface Cell {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuPerCall: number | null;
+}
+
+async function measure(target: Started, path: string, body: string): Promise<Cell> {
+  const pool = new Pool(target.url, { connections: CONCURRENCY, pipelining: 1 });
+  const latencies: number[] = [];
+  let next = 0;
+  const loop = async (count: number, keep: boolean) => {
+    while (next < count) {
+      next++;
+      const t0 = performance.now();
+      const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
+      for await (const _chunk of res.body);
+      if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${target.url}`);
+      if (keep) latencies.push(performance.now() - t0);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(WARMUP, false)));
+  next = 0;
+  const cpuBefore = cpuSeconds(target.pids);
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(REQUESTS, true)));
+  const seconds = (performance.now() - t0) / 1000;
+  const cpuAfter = cpuSeconds(target.pids);
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!;
+  return {
+    rps: latencies.length / seconds,
+    p50: q(0.5),
+    p99: q(0.99),
+    cpuPerCall: cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / latencies.length,
+  };
+}
+
+async function main(): Promise<void> {
+  const dirs = [mkdtempSync(join(tmpdir(), "rlgate-bench-w1-")), mkdtempSync(join(tmpdir(), "rlgate-bench-w2-"))];
+  const children: ChildProcess[] = [];
+  try {
+    const sim = await start(["cli/index.ts", "sim", "--port", "0"], "sim");
+    children.push(sim.child);
+    const forwarder = await start(["bench/bare-forwarder.ts", sim.url], "bare forwarder");
+    children.push(forwarder.child);
+    const gateways: Array<[string, Started]> = [];
+    for (const [i, workers] of [1, 2].entries()) {
+      const args = ["cli/index.ts", "serve", "--workers", String(workers), "--upstream", sim.url, "--port", "0"];
+      const gateway = await start([...args, "--data", join(dirs[i]!, "data")], `rlgate --workers ${workers}`, true);
+      children.push(gateway.child);
+      gateways.push([`rlgate --workers ${workers}`, gateway]);
+    }
+    console.log(
+      `bench:workers — concurrency ${CONCURRENCY}, ${REQUESTS} requests per cell after ${WARMUP} warm-up; this machine: ${cpus().length} cores`,
+    );
+    console.log("sim upstream without artificial latency; the forwarder asks for token ids as rlgate does");
+    console.log("CPU/call: all processes of the forwarder or gateway (primary and workers); times in ms\n");
+    for (const stream of [false, true]) {
+      const plain = { ...BODY, stream };
+      console.log(stream ? "STREAMED" : "NON-STREAMED");
+      console.log("target                 req/s      p50      p99  CPU/call   ×forwarder");
+      const base = await measure(forwarder, "/v1/chat/completions", JSON.stringify({ ...plain, ...CAPTURE_FIELDS }));
+      const row = (name: string, c: Cell) =>
+        console.log(
+          `${name.padEnd(18)} ${c.rps.toFixed(0).padStart(9)} ${c.p50.toFixed(2).padStart(8)} ${c.p99.toFixed(2).padStart(8)} ${(c.cpuPerCall?.toFixed(3) ?? "n/a").padStart(9)} ${(c.rps / base.rps).toFixed(2).padStart(11)}`,
+        );
+      row("http-proxy+ids", base);
+      for (const [name, gateway] of gateways) {
+        const path = `${await newRollout(gateway.url)}/v1/chat/completions`;
+        row(name, await measure(gateway, path, JSON.stringify(plain)));
+      }
+      console.log("");
+    }
+  } finally {
+    for (const child of children) child.kill("SIGTERM");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
