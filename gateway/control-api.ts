@@ -66,7 +66,8 @@ function newRolloutKey(): string {
 
 type CreateInput = z.infer<typeof createSchema>;
 
-async function createRollout(ctx: GatewayContext, id: string, input: CreateInput): Promise<RolloutRecord> {
+/** The new rollout; null when one with this id was created meanwhile (by a concurrent request, on any worker). */
+async function createRollout(ctx: GatewayContext, id: string, input: CreateInput): Promise<RolloutRecord | null> {
   try {
     rolloutTrainSegments(input.metadata);
   } catch (error) {
@@ -88,8 +89,7 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
     createdAt: Date.now(),
     finishedAt: null,
   };
-  await ctx.store.putRollout(rollout);
-  return rollout;
+  return (await ctx.store.putNewRollout(rollout)) ? rollout : null;
 }
 
 /** Whether a repeated create asks for the rollout that exists (same group, task, harness and metadata, still open). */
@@ -178,8 +178,11 @@ export async function handleControlApi(
     if (method === "POST") {
       const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
       const id = input.id ?? newRolloutId();
-      if (ctx.store.getRollout(id)) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
-      return sendJson(res, 201, rolloutView(ctx, req, await createRollout(ctx, id, input), true));
+      const exists = () => new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
+      if (ctx.store.getRollout(id)) throw exists();
+      const created = await createRollout(ctx, id, input);
+      if (!created) throw exists();
+      return sendJson(res, 201, rolloutView(ctx, req, created, true));
     }
     if (method === "GET") {
       const limit = limitParam(url);
@@ -205,14 +208,18 @@ export async function handleControlApi(
         });
       }
       validate(createSchema, { id });
-      const existing = ctx.store.getRollout(id);
-      if (existing) {
+      const answerExisting = (existing: RolloutRecord) => {
         if (!sameCreation(existing, input)) {
           throw new GatewayError("RLGATE_CONFLICT", `rollout '${id}' already exists with other settings`);
         }
-        return sendJson(res, 200, rolloutView(ctx, req, existing, true));
-      }
-      return sendJson(res, 201, rolloutView(ctx, req, await createRollout(ctx, id, input), true));
+        sendJson(res, 200, rolloutView(ctx, req, existing, true));
+      };
+      const existing = ctx.store.getRollout(id);
+      if (existing) return answerExisting(existing);
+      const created = await createRollout(ctx, id, input);
+      if (created) return sendJson(res, 201, rolloutView(ctx, req, created, true));
+      // Created meanwhile by a concurrent request (a retry that reached another worker): answered as a repeated PUT.
+      return answerExisting(ctx.store.getRollout(id)!);
     }
     if (parts.length === 3 && method === "GET") {
       return sendJson(res, 200, rolloutView(ctx, req, requireRollout(ctx, id), true));

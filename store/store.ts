@@ -200,6 +200,28 @@ export class Store {
   }
 
   /**
+   * `putRollout` for a new rollout: false (nothing written) when the store holds one with its id already, created by
+   * a concurrent request (on another gateway worker) since the caller looked. Checked inside the write transaction.
+   */
+  async putNewRollout(rollout: RolloutRecord): Promise<boolean> {
+    let created = false;
+    await this.#writeRollout(
+      rollout.id,
+      this.#settle(
+        this.#root.transaction(() => {
+          if (this.#rollouts.doesExist(rollout.id)) return;
+          created = true;
+          void this.#rollouts.put(rollout.id, rollout);
+          void this.#keys.put(rollout.key, rollout.id);
+          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+        }),
+      ),
+    );
+    if (created && this.events.listenerCount("rollout") > 0) this.#emit("rollout", rollout);
+    return created;
+  }
+
+  /**
    * Emits `event` once `write` is committed, when someone listens, and hands `write` back unchanged: a listener never
    * delays or fails a write (a listener's own failure is dropped here, never turned into a failed capture).
    */

@@ -321,4 +321,31 @@ describe("control API and attribution", () => {
     assert.match(metrics, /rlgate_upstream_latency_seconds_count\{api="chat.completions"\} \d+/);
     assert.match(metrics, /rlgate_passthrough_requests_total [1-9]/);
   });
+
+  test("concurrent creates of one id and concurrent finishes: one wins, the others are answered, nothing overwritten", async () => {
+    const url = stack.gateway.url;
+    const send = (method: string, path: string, body: unknown) =>
+      fetch(`${url}${path}`, { method, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const puts = await Promise.all(
+      Array.from({ length: 6 }, () => send("PUT", "/api/rollouts/race-put", { group: "g" })),
+    );
+    const putBodies = (await Promise.all(puts.map((r) => r.json()))) as Array<{ key: string }>;
+    assert.deepEqual(
+      puts.map((r) => r.status).sort(),
+      [200, 200, 200, 200, 200, 201],
+      "one PUT creates, the others answer the same rollout",
+    );
+    assert.equal(new Set(putBodies.map((b) => b.key)).size, 1, "one rollout key: no create overwrote another");
+    const posts = await Promise.all(
+      Array.from({ length: 6 }, () => send("POST", "/api/rollouts", { id: "race-post", group: "g" })),
+    );
+    assert.deepEqual(posts.map((r) => r.status).sort(), [201, 400, 400, 400, 400, 400]);
+    const finishes = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => send("POST", "/api/rollouts/race-put/finish", { reward: i })),
+    );
+    assert.deepEqual(finishes.map((r) => r.status).sort(), [200, 400, 400, 400, 400, 400], "one finish");
+    const won = (await finishes.find((r) => r.status === 200)!.json()) as { reward: number };
+    const stored = (await (await fetch(`${url}/api/rollouts/race-put`)).json()) as { reward: number };
+    assert.equal(stored.reward, won.reward, "the stored reward is the answered finish's");
+  });
 });
