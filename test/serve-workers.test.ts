@@ -65,6 +65,28 @@ function sseEvents(text: string): any[] {
     .map((data) => JSON.parse(data));
 }
 
+/** The live UI's event stream on a connection of its own (so on some worker): the call numbers it announces. */
+function watchCalls(url: string): { seqs: Set<number>; close(): void } {
+  const seqs = new Set<number>();
+  let buffer = "";
+  const req = request(`${url}/api/events`, { agent: false }, (res) => {
+    res.setEncoding("utf8");
+    res.on("data", (chunk: string) => {
+      buffer += chunk;
+      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = block.split("\n").find((line) => line.startsWith("data: "));
+        if (block.startsWith("event: call") && data) seqs.add(JSON.parse(data.slice(6)).seq);
+      }
+    });
+    res.on("error", () => {});
+  });
+  req.on("error", () => {});
+  req.end();
+  return { seqs, close: () => req.destroy() };
+}
+
 async function createRollout(url: string, id: string, group: string): Promise<void> {
   const res = await post(`${url}/api/rollouts`, { id, group });
   assert.equal(res.status, 201, res.text);
@@ -208,9 +230,30 @@ describe("rlgate serve --workers", () => {
         const multi = await spawnWorkers(2, ["--upstream", sim.url, "--prompts", prompts, "--data", multiDir]);
         let single: Gateway | null = null;
         const streams: Collected[] = [];
+        const watchers: Array<{ close(): void }> = [];
         try {
           single = await startGateway({ upstream: sim.url, port: 0, grpcPort: 0, dataDir: singleDir, prompts });
+          // Browsers on two connections (so on both workers, one each): each sees every worker's calls.
+          const browsers = [watchCalls(multi.url), watchCalls(multi.url)];
+          watchers.push(...browsers);
+          // Relaying starts once the primary has heard of the browsers: probe calls until each saw both workers'.
+          await until(
+            async () => {
+              await post(`${multi.url}/v1/chat/completions`, { messages: [{ role: "user", content: "probe" }] });
+              return browsers.every((b) => new Set([...b.seqs].map((seq) => seq % 2)).size === 2) || undefined;
+            },
+            60_000,
+            "both browsers seeing both workers' calls",
+          );
           const [multiSeqs] = await Promise.all([runScript(multi.url), runScript(single.url)]);
+          const allSeqs = [...multiSeqs.values()].flat();
+          for (const [i, browser] of browsers.entries()) {
+            await until(
+              () => allSeqs.every((seq) => browser.seqs.has(seq)) || undefined,
+              60_000,
+              `every call on live UI stream ${i}`,
+            );
+          }
 
           // Call numbers are drawn per worker (≡ its slot mod 2): the records say which worker served each call.
           const hopped = [...multiSeqs.values()].filter((seqs) => new Set(seqs.map((s) => s % 2)).size === 2);
@@ -250,6 +293,7 @@ describe("rlgate serve --workers", () => {
           assert.equal(again.status, 400, again.text);
         } finally {
           for (const s of streams) await s.consumer.close();
+          for (const w of watchers) w.close();
           await single?.close();
           await multi.proc.kill("SIGTERM");
         }
