@@ -70,8 +70,9 @@ function forwardedBytes(stored: StoredCall): Uint8Array {
 export class CallDecoder {
   readonly #tokens: CallTokensDecoder;
 
-  constructor(lookup: (seq: number) => StoredCall | undefined) {
-    this.#tokens = new CallTokensDecoder(lookup);
+  /** `tokens`: a decoder that already holds calls of this rollout (their prompts are not decoded again). */
+  constructor(lookup: (seq: number) => StoredCall | undefined, tokens = new CallTokensDecoder(lookup)) {
+    this.#tokens = tokens;
   }
 
   decode(stored: StoredCall): CallRecord {

@@ -16,18 +16,43 @@ interface PendingCall {
   reject: (error: unknown) => void;
 }
 
+/** A rollout's calls in the order they were committed: [rolloutKey, index] → call seq (see Store.unseenCalls). */
+export type CallLog = Database<number, [string, number]>;
+
+/** The last index of a rollout's commit log (0: none), read in the transaction that appends to it. */
+export function lastLogIndex(log: CallLog, rolloutKey: string): number {
+  for (const [, index] of log.getKeys({
+    start: [rolloutKey, Number.MAX_SAFE_INTEGER],
+    end: [rolloutKey, 0],
+    reverse: true,
+    limit: 1,
+  }))
+    return index;
+  return 0;
+}
+
 export class CallCommitter {
   readonly #root: RootDatabase;
   readonly #calls: Database<StoredCall, CallKey>;
   readonly #onFailed: (rolloutIds: string[]) => void;
+  readonly #log: CallLog | null;
   #pending: PendingCall[] = [];
   #closed = false;
 
-  /** `onFailed` hears the rollouts of a batch whose commit failed (its calls are rejected, nothing is stored). */
-  constructor(root: RootDatabase, calls: Database<StoredCall, CallKey>, onFailed: (rolloutIds: string[]) => void) {
+  /**
+   * `onFailed` hears the rollouts of a batch whose commit failed (its calls are rejected, nothing is stored). With a
+   * `log` (a store shared by gateway workers) each call is also appended to its rollout's commit log.
+   */
+  constructor(
+    root: RootDatabase,
+    calls: Database<StoredCall, CallKey>,
+    onFailed: (rolloutIds: string[]) => void,
+    log: CallLog | null = null,
+  ) {
     this.#root = root;
     this.#calls = calls;
     this.#onFailed = onFailed;
+    this.#log = log;
   }
 
   /** Resolves once the call is committed (with the others of this turn of the event loop). */
@@ -53,6 +78,7 @@ export class CallCommitter {
     try {
       this.#root.transactionSync(() => {
         for (const call of batch) void this.#calls.put(call.key, call.stored); // applied now, committed with the transaction
+        if (this.#log) appendToLog(this.#log, batch);
       });
     } catch (error) {
       this.#onFailed([...new Set(batch.map((call) => call.key[0]))]);
@@ -60,5 +86,16 @@ export class CallCommitter {
       return;
     }
     for (const call of batch) call.resolve();
+  }
+}
+
+/** Appends a batch's calls to their rollouts' commit logs (inside the batch's transaction: indexes in commit order). */
+function appendToLog(log: CallLog, batch: readonly PendingCall[]): void {
+  const last = new Map<string, number>();
+  for (const { key } of batch) {
+    const [rolloutKey, seq] = key;
+    const index = (last.get(rolloutKey) ?? lastLogIndex(log, rolloutKey)) + 1;
+    last.set(rolloutKey, index);
+    void log.put([rolloutKey, index], seq);
   }
 }

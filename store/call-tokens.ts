@@ -46,12 +46,23 @@ export interface PromptRef {
  * new tokens. The store is given one (trajectory/prompt-index.ts builds it on the rollout's prefix tree); without one,
  * prompts are stored whole.
  */
+/**
+ * What a per-rollout cache has seen of the calls stored for its rollout: their seqs, and how far it has read the
+ * rollout's commit log (written by the workers of a shared store; see Store.unseenCalls).
+ */
+export interface SeenCalls {
+  readonly seqs: Set<number>;
+  mark: number;
+}
+
 export interface PromptRefIndex {
   has(rolloutId: string): boolean;
-  /** Seqs of the calls in a rollout's index (undefined: none held), to tell whether other processes stored more. */
-  seen(rolloutId: string): ReadonlySet<number> | undefined;
+  /** What a rollout's index holds of its stored calls (undefined: none held), for catching up (Store.unseenCalls). */
+  seen(rolloutId: string): SeenCalls | undefined;
+  /** Adds calls other processes stored since the index was filled (a shared store), in commit order. */
+  extend(rolloutId: string, calls: readonly CallTokens[]): void;
   /** Installs an index rebuilt from a rollout's stored calls (after a restart or an eviction), given in call order. */
-  rebuild(rolloutId: string, calls: readonly CallTokens[]): void;
+  rebuild(rolloutId: string, calls: readonly CallTokens[], mark: number): void;
   /** The storage reference for a call's prompt; the call is added to its rollout's index. */
   admit(rolloutId: string, call: CallRecord): PromptRef | null;
   forget(rolloutId: string): void;

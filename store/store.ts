@@ -7,10 +7,10 @@
 import { EventEmitter } from "node:events";
 import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
-import type { CallTokens, PromptRefIndex } from "./call-tokens.ts";
+import type { CallTokens, PromptRefIndex, SeenCalls } from "./call-tokens.ts";
 import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
-import { CallCommitter } from "./call-committer.ts";
+import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import {
   MAX_AGREEMENT_RECORDS,
@@ -59,7 +59,8 @@ export interface StoreOptions {
    * Other processes write the same environment (`rlgate serve --workers N`): this one is worker `slot` of `slots`.
    * Call numbers are then unique across them (each takes the stamps ≡ slot mod slots), an open rollout is read from
    * the store on every look-up (another worker may have finished it), and what is cached per rollout is checked
-   * against the calls other workers stored (see `unseenCalls`).
+   * against the calls other workers stored: each call is also appended to its rollout's commit log (see
+   * `unseenCalls`).
    */
   shared?: { slot: number; slots: number };
 }
@@ -110,6 +111,7 @@ export class Store {
   readonly #rolloutsByTime: Database<true, [number, string]>;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
+  readonly #callLog: CallLog;
   readonly #finished: Database<string, number>;
   readonly #cursors: Database<number, string>;
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
@@ -125,6 +127,11 @@ export class Store {
   #lastSeq = 0;
   readonly #reports: ReportLog;
   #lastReportId = 0;
+  /**
+   * Shared store: per open rollout, a decoder that keeps the calls it decoded, so catching up on another worker's
+   * call decodes only that call (a prompt refers to an earlier call's tokens, decoded already) instead of its chain.
+   */
+  readonly #catchUpDecoders = new LRUCache<string, CallTokensDecoder>({ max: 256 });
   readonly #shared: { slot: number; slots: number } | null;
 
   constructor(options: StoreOptions) {
@@ -154,9 +161,16 @@ export class Store {
     this.#reports = new ReportLog(this.#root.openDB({ name: "reports" }));
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
-    this.#committer = new CallCommitter(this.#root, this.#calls, (rolloutIds) => {
-      for (const id of rolloutIds) this.#prompts?.forget(id);
-    });
+    // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
+    this.#callLog = this.#root.openDB({ name: "call-log" });
+    this.#committer = new CallCommitter(
+      this.#root,
+      this.#calls,
+      (rolloutIds) => {
+        for (const id of rolloutIds) this.#prompts?.forget(id);
+      },
+      this.#shared ? this.#callLog : null,
+    );
   }
 
   /** Reserves the next call number (a stamp: see `nextStamp`). */
@@ -276,6 +290,7 @@ export class Store {
 
   #finish(rollout: RolloutRecord, ifOpen: boolean): Promise<number | null> {
     this.#prompts?.forget(rollout.id);
+    this.#catchUpDecoders.delete(rollout.id);
     let cursor: number | null = null;
     const write = this.#writeRollout(
       rollout.id,
@@ -391,13 +406,55 @@ export class Store {
   }
 
   /**
-   * Seqs of a rollout's stored calls that `seen` lacks, in call order: what another worker stored since a cache of this
-   * one was filled (read from a new snapshot; only keys are read).
+   * Where a rollout's commit log ends now: a cache filled from the store's calls after this reads the log on from it.
+   * Read from a new snapshot. 0 when the store is not shared (the log is written only then).
    */
-  unseenCalls(rolloutId: string, seen: ReadonlySet<number>): number[] {
+  callLogMark(rolloutId: string): number {
+    if (!this.#shared) return 0;
+    this.#root.resetReadTxn();
+    return lastLogIndex(this.#callLog, rolloutId);
+  }
+
+  /**
+   * Seqs of the calls other workers of a shared store committed for a rollout since `seen.mark` that `seen` lacks, in
+   * commit order; `seen.mark` moves past them. Reads only the log's new entries (usually none or one), from a new
+   * snapshot. None when the store is not shared: then every call went through this process.
+   */
+  unseenCalls(rolloutId: string, seen: SeenCalls): number[] {
+    if (!this.#shared) return [];
     this.#root.resetReadTxn();
     const out: number[] = [];
-    for (const [, seq] of this.#calls.getKeys(callRange(rolloutId))) if (!seen.has(seq)) out.push(seq);
+    for (const { key, value } of this.#callLog.getRange({
+      start: [rolloutId, seen.mark + 1],
+      end: [rolloutId, Number.MAX_SAFE_INTEGER],
+    })) {
+      seen.mark = key[1];
+      if (!seen.seqs.has(value)) out.push(value);
+    }
+    return out;
+  }
+
+  /** The calls of `unseenCalls`, decoded (their prompts continue what the rollout's earlier catch-ups decoded). */
+  unseenCallRecords(rolloutId: string, seen: SeenCalls): CallRecord[] {
+    const unseen = this.unseenCalls(rolloutId, seen);
+    if (unseen.length === 0) return [];
+    const decoder = new CallDecoder(this.#callLookup(rolloutId), this.#catchUpDecoder(rolloutId));
+    return unseen.flatMap((seq) => {
+      const stored = this.#calls.get([rolloutId, seq]);
+      return stored ? [decoder.decode(stored)] : [];
+    });
+  }
+
+  #catchUpDecoder(rolloutId: string): CallTokensDecoder {
+    let decoder = this.#catchUpDecoders.get(rolloutId);
+    if (!decoder) this.#catchUpDecoders.set(rolloutId, (decoder = new CallTokensDecoder(this.#callLookup(rolloutId))));
+    return decoder;
+  }
+
+  /** Seqs of a rollout's stored calls, in call order (keys only). */
+  callSeqs(rolloutId: string | null): number[] {
+    const out: number[] = [];
+    for (const [, seq] of this.#calls.getKeys(callRange(rolloutId ?? UNATTRIBUTED))) out.push(seq);
     return out;
   }
 
@@ -433,10 +490,22 @@ export class Store {
     const rolloutId = call.rolloutId;
     if (rolloutId === null || !this.#prompts) return null;
     if (this.getRollout(rolloutId)?.status !== "open") return null;
-    // In a shared store other workers add calls too: the index is rebuilt when the store holds calls it lacks.
     const seen = this.#prompts.seen(rolloutId);
-    if (!seen || (this.#shared && this.unseenCalls(rolloutId, seen).length > 0))
-      this.#prompts.rebuild(rolloutId, this.listCallTokens(rolloutId));
+    if (!seen) {
+      const mark = this.callLogMark(rolloutId); // before the listing: what is committed after it is caught up later
+      this.#prompts.rebuild(rolloutId, this.listCallTokens(rolloutId), mark);
+    } else if (this.#shared) {
+      // Other workers add calls too: the index takes theirs first, so prompts refer to the longest stored prefix.
+      const unseen = this.unseenCalls(rolloutId, seen);
+      if (unseen.length > 0) {
+        const decoder = this.#catchUpDecoder(rolloutId);
+        const calls = unseen.flatMap((seq) => {
+          const stored = this.#calls.get([rolloutId, seq]);
+          return stored ? [decoder.decode(stored)] : [];
+        });
+        this.#prompts.extend(rolloutId, calls);
+      }
+    }
     return this.#prompts.admit(rolloutId, call);
   }
 

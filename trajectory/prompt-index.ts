@@ -3,7 +3,7 @@
 // a rollout's stored token bytes grow with its unique tokens, not with the sum of its prompts.
 // One prefix tree per open rollout, in memory (12 bytes a unique token), rebuilt from the store after a restart.
 import { LRUCache } from "lru-cache";
-import type { CallTokens, PromptRef, PromptRefIndex } from "../store/call-tokens.ts";
+import type { CallTokens, PromptRef, PromptRefIndex, SeenCalls } from "../store/call-tokens.ts";
 import type { CallRecord } from "../store/records.ts";
 import { fromCallRecord } from "./call-tokens.ts";
 import { RolloutTree } from "./rollout-tree.ts";
@@ -11,7 +11,7 @@ import { RolloutTree } from "./rollout-tree.ts";
 /** A rollout's tree and the calls in it. */
 interface Indexed {
   tree: RolloutTree;
-  seqs: Set<number>;
+  seen: SeenCalls;
 }
 
 export class PromptIndex implements PromptRefIndex {
@@ -25,24 +25,32 @@ export class PromptIndex implements PromptRefIndex {
     return this.#trees.has(rolloutId);
   }
 
-  seen(rolloutId: string): ReadonlySet<number> | undefined {
-    return this.#trees.get(rolloutId)?.seqs;
+  seen(rolloutId: string): SeenCalls | undefined {
+    return this.#trees.get(rolloutId)?.seen;
   }
 
-  rebuild(rolloutId: string, calls: readonly CallTokens[]): void {
-    const indexed: Indexed = { tree: new RolloutTree(), seqs: new Set() };
-    for (const call of calls) {
-      indexed.tree.add(call);
-      indexed.seqs.add(call.callSeq);
-    }
+  rebuild(rolloutId: string, calls: readonly CallTokens[], mark: number): void {
+    const indexed: Indexed = { tree: new RolloutTree(), seen: { seqs: new Set(), mark } };
     this.#trees.set(rolloutId, indexed);
+    this.extend(rolloutId, calls);
+  }
+
+  extend(rolloutId: string, calls: readonly CallTokens[]): void {
+    const indexed = this.#trees.get(rolloutId);
+    if (!indexed) return;
+    for (const call of calls) {
+      if (indexed.seen.seqs.has(call.callSeq)) continue;
+      indexed.tree.add(call);
+      indexed.seen.seqs.add(call.callSeq);
+    }
   }
 
   admit(rolloutId: string, call: CallRecord): PromptRef | null {
     let indexed = this.#trees.get(rolloutId);
-    if (!indexed) this.#trees.set(rolloutId, (indexed = { tree: new RolloutTree(), seqs: new Set() }));
+    if (!indexed)
+      this.#trees.set(rolloutId, (indexed = { tree: new RolloutTree(), seen: { seqs: new Set(), mark: 0 } }));
     const tree = indexed.tree;
-    indexed.seqs.add(call.seq);
+    indexed.seen.seqs.add(call.seq);
     let ref: PromptRef | null = null;
     if (call.promptTokenIds && call.promptTokenIds.length > 0) {
       const found = tree.locate(call.promptTokenIds);

@@ -4,6 +4,7 @@
 // rebuilt from the store's call records when a rollout is not there (after a restart, or evicted).
 import { LRUCache } from "lru-cache";
 import type { CallRecord } from "../../store/records.ts";
+import type { SeenCalls } from "../../store/call-tokens.ts";
 import type { Store } from "../../store/store.ts";
 
 export interface ThreadNode {
@@ -45,8 +46,8 @@ export interface CompletedCall {
 export class RolloutThreads {
   readonly #byKey = new Map<string, ThreadNode>();
   readonly #bySeq = new Map<string, ThreadNode>();
-  /** Every call looked at (those that left nothing to continue too): what the store may hold beyond it is unseen. */
-  readonly seqs = new Set<number>();
+  /** Every call looked at (those that left nothing to continue too), and how far the commit log was read. */
+  readonly seen: SeenCalls = { seqs: new Set(), mark: 0 };
 
   /** Whether any call was remembered. */
   get empty(): boolean {
@@ -62,7 +63,7 @@ export class RolloutThreads {
   }
 
   add(call: CompletedCall): void {
-    this.seqs.add(call.seq);
+    this.seen.seqs.add(call.seq);
     const base = call.parent?.length ?? 0;
     const prompt: ThreadNode = {
       parent: call.parent,
@@ -95,8 +96,8 @@ function startsWith(ids: readonly number[], prefix: readonly number[]): boolean 
 
 /** Adds a stored call to a rollout's threads, when it is a token-mode call that completed. */
 function addRecord(threads: RolloutThreads, call: CallRecord): void {
-  if (threads.seqs.has(call.seq)) return;
-  threads.seqs.add(call.seq);
+  if (threads.seen.seqs.has(call.seq)) return;
+  threads.seen.seqs.add(call.seq);
   const prompt = call.prompt;
   if (prompt?.mode !== "tokens" || call.status !== "ok" || !call.promptTokenIds || !prompt.continuation) return;
   let parent = prompt.parent ? (threads.node(prompt.parent.seq, prompt.parent.choice) ?? null) : null;
@@ -134,13 +135,12 @@ export class ThreadBook {
   of(rolloutId: string): RolloutThreads {
     let threads = this.#rollouts.get(rolloutId);
     if (!threads) {
+      const mark = this.#store.callLogMark(rolloutId); // before the listing: later commits are caught up below
       threads = threadsFromRecords(this.#store.listCalls(rolloutId));
+      threads.seen.mark = mark;
       this.#rollouts.set(rolloutId, threads);
     } else if (this.#store.shared) {
-      for (const seq of this.#store.unseenCalls(rolloutId, threads.seqs)) {
-        const call = this.#store.getCall(rolloutId, seq);
-        if (call) addRecord(threads, call);
-      }
+      for (const call of this.#store.unseenCallRecords(rolloutId, threads.seen)) addRecord(threads, call);
     }
     return threads;
   }

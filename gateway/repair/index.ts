@@ -72,8 +72,8 @@ export class HistoryRepair {
   }
 
   #add(turns: RolloutTurns, record: CallRecord): void {
-    if (turns.seqs.has(record.seq)) return; // read from the store before this worker's own record came by
-    turns.seqs.add(record.seq);
+    if (turns.seen.seqs.has(record.seq)) return; // read from the store before this worker's own record came by
+    turns.seen.seqs.add(record.seq);
     for (const turn of recordedTurns(record, this.#format)) turns.add(turn);
   }
 
@@ -81,17 +81,14 @@ export class HistoryRepair {
     let turns = this.#rollouts.get(rolloutId);
     if (turns === undefined) {
       turns = new RolloutTurns();
+      turns.seen.mark = this.#store.callLogMark(rolloutId); // before the listing: later commits are caught up below
       for (const record of this.#store.listCalls(rolloutId)) this.#add(turns, record);
       this.#rollouts.set(rolloutId, turns);
     } else if (this.#store.shared) {
       // Gateway workers: the turns other workers recorded since are read from the store.
-      let added = false;
-      for (const seq of this.#store.unseenCalls(rolloutId, turns.seqs)) {
-        const record = this.#store.getCall(rolloutId, seq);
-        if (record) this.#add(turns, record);
-        added = true;
-      }
-      if (added) this.#rollouts.set(rolloutId, turns); // its size changed
+      const records = this.#store.unseenCallRecords(rolloutId, turns.seen);
+      for (const record of records) this.#add(turns, record);
+      if (records.length > 0) this.#rollouts.set(rolloutId, turns); // its size changed
     }
     return turns;
   }

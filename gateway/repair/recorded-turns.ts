@@ -1,6 +1,7 @@
 // What the upstream returned for each sampled assistant turn of a rollout, read from its call records, and how an
 // assistant message of a later request is matched to one: by tool-call ids first, then by content and tool calls
 // equal up to the changes harnesses make (surrounding whitespace, the spelling of tool-call arguments).
+import type { SeenCalls } from "../../store/call-tokens.ts";
 import { RawJson, SplicedJson, type CallRecord } from "../../store/records.ts";
 import type { ChatFormat } from "../../trajectory/chat-format.ts";
 import { choicesOf, isObject, type Json } from "../upstream/fields.ts";
@@ -112,8 +113,8 @@ export class RolloutTurns {
   readonly #byId = new Map<string, RecordedTurn>();
   readonly #byKey = new Map<string, RecordedTurn[]>();
   #chars = 0;
-  /** Every call whose turns were added (none, for most failed calls): what the store may hold beyond it is unseen. */
-  readonly seqs = new Set<number>();
+  /** Every call whose turns were added (none, for most failed calls), and how far the commit log was read. */
+  readonly seen: SeenCalls = { seqs: new Set(), mark: 0 };
 
   /** Rough memory held (characters of content, reasoning and arguments). */
   get size(): number {

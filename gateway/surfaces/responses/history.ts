@@ -69,7 +69,7 @@ export class ResponseHistory {
   /** The stored Responses call that delivered response `id` as ok, looked for from the rollout's newest call. */
   #storedCall(rolloutId: string | null, id: string): CallRecord | undefined {
     const { store } = this.#ctx;
-    const seqs = store.unseenCalls(rolloutId ?? "", new Set());
+    const seqs = store.callSeqs(rolloutId);
     for (let i = seqs.length - 1; i >= Math.max(0, seqs.length - MAX_SCANNED_CALLS); i--) {
       const call = store.getCall(rolloutId, seqs[i]!);
       if (call?.api !== "responses" || call.status !== "ok") continue;
