@@ -113,6 +113,8 @@ export class Store {
   readonly #calls: Database<StoredCall, [string, number]>;
   readonly #callLog: CallLog;
   readonly #finished: Database<string, number>;
+  /** Rollout id → its finish cursor: a cached open rollout is checked against it without reading the record. */
+  readonly #finishedIds: Database<number, string>;
   readonly #cursors: Database<number, string>;
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
   #lastFinishCursor = 0;
@@ -153,6 +155,7 @@ export class Store {
     }
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
+    this.#finishedIds = this.#root.openDB<number, string>({ name: "finished-ids" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
     // Leases, acks above the committed cursor and RL-group affinities of each consumer group: with them a restarted
     // gateway keeps a member's rollouts (and groups) for that member instead of guessing who held what.
@@ -302,6 +305,7 @@ export class Store {
           this.#lastFinishCursor = cursor = next;
           void this.#rollouts.put(rollout.id, rollout);
           void this.#finished.put(next, rollout.id);
+          void this.#finishedIds.put(rollout.id, next);
         }),
       ),
     );
@@ -393,14 +397,21 @@ export class Store {
 
   /**
    * A rollout's record (shared and frozen: write changes with putRollout / finishRollout). In a shared store an open
-   * rollout is read afresh each time, from a new read snapshot: another worker may have finished it a moment ago.
+   * rollout in the cache is checked each time, on a new read snapshot, against the finish marker another worker may
+   * have written a moment ago.
    */
   getRollout(id: string): RolloutRecord | undefined {
     const cached = this.#rolloutCache.get(id);
-    if (cached) return cached;
-    if (this.#shared) this.#root.resetReadTxn();
+    if (cached && !this.#shared) return cached;
+    if (cached) {
+      if (cached.status !== "open") return cached; // a finished rollout does not change
+      // Another worker may have finished it a moment ago: checked on a new read snapshot, by its finish marker.
+      this.#root.resetReadTxn();
+      if (!this.#finishedIds.doesExist(id)) return cached;
+      this.#rolloutCache.delete(id);
+    } else if (this.#shared) this.#root.resetReadTxn();
     const stored = this.#rollouts.get(id);
-    if (!stored || this.#rolloutWrites.has(id) || (this.#shared && stored.status === "open")) return stored;
+    if (!stored || this.#rolloutWrites.has(id)) return stored;
     this.#cacheRollout(stored);
     return this.#rolloutCache.get(id);
   }
