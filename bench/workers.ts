@@ -1,7 +1,8 @@
 // bench:workers — what `rlgate serve --workers N` gives: the same simulated vLLM (no artificial latency) reached
 // through a bare http-proxy forwarder (asking for token ids, as rlgate does), `rlgate serve --workers 1` and
 // `--workers 2`, at concurrency 32, non-streamed and streamed, in one run. Prints requests/s, p50/p99 latency, CPU ms
-// per call (all of the forwarder's or gateway's processes) and throughput against the forwarder's.
+// per call (all of the forwarder's or gateway's processes) and throughput against the forwarder's; each gateway twice:
+// all calls in one rollout over every connection (workers catch up on each other's calls), and a rollout per connection.
 //
 //   npm run bench:workers               default run (~1–2 min)
 //   npm run bench:workers -- --quick    a few hundred requests, to check that the bench works
@@ -9,7 +10,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { Pool } from "undici";
+import { Client, Pool } from "undici";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -85,28 +86,42 @@ interface Cell {
   cpuPerCall: number | null;
 }
 
-async function measure(target: Started, path: string, body: string): Promise<Cell> {
+/**
+ * `paths` one per concurrent client: one path shared by all (the calls of one rollout spread over every connection,
+ * so over every worker), or a path each on a connection of its own (each rollout stays on the worker its connection
+ * reached, as a harness with a kept-alive connection does).
+ */
+async function measure(target: Started, paths: string[], body: string): Promise<Cell> {
+  const sticky = paths.length > 1;
   const pool = new Pool(target.url, { connections: CONCURRENCY, pipelining: 1 });
+  const clients = sticky ? paths.map(() => new Client(target.url, { pipelining: 1 })) : [];
   const latencies: number[] = [];
   let next = 0;
-  const loop = async (count: number, keep: boolean) => {
+  const loop = async (i: number, count: number, keep: boolean) => {
+    const dispatcher = sticky ? clients[i]! : pool;
+    const path = paths[sticky ? i : 0]!;
     while (next < count) {
       next++;
       const t0 = performance.now();
-      const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
+      const res = await dispatcher.request({
+        method: "POST",
+        path,
+        headers: { "content-type": "application/json" },
+        body,
+      });
       for await (const _chunk of res.body);
       if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${target.url}`);
       if (keep) latencies.push(performance.now() - t0);
     }
   };
-  await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(WARMUP, false)));
+  await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => loop(i, WARMUP, false)));
   next = 0;
   const cpuBefore = cpuSeconds(target.pids);
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: CONCURRENCY }, () => loop(REQUESTS, true)));
+  await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => loop(i, REQUESTS, true)));
   const seconds = (performance.now() - t0) / 1000;
   const cpuAfter = cpuSeconds(target.pids);
-  await pool.close();
+  await Promise.all([pool.close(), ...clients.map((c) => c.close())]);
   latencies.sort((a, b) => a - b);
   const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!;
   return {
@@ -136,20 +151,28 @@ async function main(): Promise<void> {
       `bench:workers — concurrency ${CONCURRENCY}, ${REQUESTS} requests per cell after ${WARMUP} warm-up; this machine: ${cpus().length} cores`,
     );
     console.log("sim upstream without artificial latency; the forwarder asks for token ids as rlgate does");
-    console.log("CPU/call: all processes of the forwarder or gateway (primary and workers); times in ms\n");
+    console.log("CPU/call: all processes of the forwarder or gateway (primary and workers); times in ms");
+    console.log(
+      "1 rollout: every call in one rollout, spread over all connections (with workers: each call caught up by the others)",
+    );
+    console.log("sticky: a rollout per connection, as harnesses keep theirs alive (no call is caught up)\n");
     for (const stream of [false, true]) {
       const plain = { ...BODY, stream };
       console.log(stream ? "STREAMED" : "NON-STREAMED");
-      console.log("target                 req/s      p50      p99  CPU/call   ×forwarder");
-      const base = await measure(forwarder, "/v1/chat/completions", JSON.stringify({ ...plain, ...CAPTURE_FIELDS }));
+      console.log("target                              req/s      p50      p99  CPU/call   ×forwarder");
+      const base = await measure(forwarder, ["/v1/chat/completions"], JSON.stringify({ ...plain, ...CAPTURE_FIELDS }));
       const row = (name: string, c: Cell) =>
         console.log(
-          `${name.padEnd(18)} ${c.rps.toFixed(0).padStart(9)} ${c.p50.toFixed(2).padStart(8)} ${c.p99.toFixed(2).padStart(8)} ${(c.cpuPerCall?.toFixed(3) ?? "n/a").padStart(9)} ${(c.rps / base.rps).toFixed(2).padStart(11)}`,
+          `${name.padEnd(31)} ${c.rps.toFixed(0).padStart(9)} ${c.p50.toFixed(2).padStart(8)} ${c.p99.toFixed(2).padStart(8)} ${(c.cpuPerCall?.toFixed(3) ?? "n/a").padStart(9)} ${(c.rps / base.rps).toFixed(2).padStart(11)}`,
         );
       row("http-proxy+ids", base);
       for (const [name, gateway] of gateways) {
         const path = `${await newRollout(gateway.url)}/v1/chat/completions`;
-        row(name, await measure(gateway, path, JSON.stringify(plain)));
+        row(`${name}, 1 rollout`, await measure(gateway, [path], JSON.stringify(plain)));
+        const paths = await Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => `${await newRollout(gateway.url)}/v1/chat/completions`),
+        );
+        row(`${name}, sticky`, await measure(gateway, paths, JSON.stringify(plain)));
       }
       console.log("");
     }
