@@ -128,3 +128,58 @@ test("a consumer group's state is written in one transaction with its cursor and
     assert.deepEqual([...store.getConsumerState("ab").leases], [[7, "other"]]);
     assert.equal(store.getCursor("ab"), 0);
   }));
+
+test("two stores sharing one environment (gateway workers): distinct call numbers, commit-ordered finishes, one finish, catch-up", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-store-shared-"));
+  const a = new Store({ path: dir, promptIndex: new PromptIndex(), shared: { slot: 0, slots: 2 } });
+  const b = new Store({ path: dir, promptIndex: new PromptIndex(), shared: { slot: 1, slots: 2 } });
+  try {
+    const seqs = Array.from({ length: 2000 }, (_, i) => (i % 2 ? b : a).nextCallSeq());
+    assert.equal(new Set(seqs).size, seqs.length, "no call number drawn twice");
+    assert.ok(
+      seqs.every((seq, i) => seq % 2 === i % 2),
+      "each store draws its own slot's numbers",
+    );
+
+    const open: RolloutRecord = {
+      id: "r1",
+      key: "rlk_1",
+      group: null,
+      task: null,
+      harness: null,
+      metadata: {},
+      policyVersion: null,
+      status: "open",
+      reward: null,
+      createdAt: 1,
+      finishedAt: null,
+    };
+    assert.equal(await a.putNewRollout(open), true);
+    assert.equal(await b.putNewRollout({ ...open, key: "rlk_2" }), false, "created once");
+    assert.equal(b.getRollout("r1")?.status, "open"); // now cached in b as open
+
+    // Calls stored through a are seen by b's caches (the commit log), and nothing else.
+    const first = call(a, "r1", [1, 2, 3]);
+    await a.putCall(first);
+    const seen = { seqs: new Set<number>(), mark: b.callLogMark("r1") - 1 };
+    assert.deepEqual(b.unseenCalls("r1", seen), [first.seq]);
+    assert.deepEqual(b.unseenCalls("r1", seen), [], "read once");
+    assert.deepEqual(b.unseenCallRecords("r1", { seqs: new Set(), mark: 0 })[0]?.promptTokenIds, [1, 2, 3]);
+
+    const cursor = await a.finishOpenRollout({ ...open, status: "ok", reward: 1, finishedAt: 2 });
+    assert.ok(cursor !== null);
+    assert.equal(b.getRollout("r1")?.status, "ok", "b's cached open record gives way to a's finish");
+    assert.equal(await b.finishOpenRollout({ ...open, status: "ok", reward: 0, finishedAt: 3 }), null, "finished once");
+    await b.putRollout({ ...open, id: "r2", key: "rlk_3" });
+    const later = await b.finishRollout({ ...open, id: "r2", key: "rlk_3", status: "ok", reward: 1, finishedAt: 4 });
+    assert.ok(later > cursor!, "finish cursors increase across the stores, in commit order");
+    assert.deepEqual(
+      a.finishedAfter(0).map((f) => f.rolloutId),
+      ["r1", "r2"],
+    );
+  } finally {
+    await a.close();
+    await b.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -11,7 +11,7 @@ import type { CallTokens, PromptRefIndex, SeenCalls } from "./call-tokens.ts";
 import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
-import type { CallRecord, RolloutRecord } from "./records.ts";
+import { jsonFromBytes, type CallRecord, type RolloutRecord } from "./records.ts";
 import {
   MAX_AGREEMENT_RECORDS,
   MAX_REPLAY_RECORDS,
@@ -462,11 +462,29 @@ export class Store {
     return decoder;
   }
 
-  /** Seqs of a rollout's stored calls, in call order (keys only). */
-  callSeqs(rolloutId: string | null): number[] {
-    const out: number[] = [];
-    for (const [, seq] of this.#calls.getKeys(callRange(rolloutId ?? UNATTRIBUTED))) out.push(seq);
-    return out;
+  /**
+   * The newest of a rollout's calls (looking at `limit` at most) of surface `api` that completed ok and whose response
+   * (as delivered) `test` accepts; only those responses are parsed, only the one found is decoded whole.
+   */
+  findCall(
+    rolloutId: string | null,
+    api: CallRecord["api"],
+    test: (response: unknown) => boolean,
+    limit = 10_000,
+  ): CallRecord | undefined {
+    const key = rolloutId ?? UNATTRIBUTED;
+    const { start, end } = callRange(key);
+    for (const { value } of this.#calls.getRange({ start: end, end: start, reverse: true, limit })) {
+      if (value.api !== api || value.status !== "ok") continue;
+      let response: unknown;
+      try {
+        response = jsonFromBytes(value.response);
+      } catch {
+        continue;
+      }
+      if (test(response)) return this.#decoder(key).decode(value);
+    }
+    return undefined;
   }
 
   rolloutIdForKey(key: string): string | undefined {

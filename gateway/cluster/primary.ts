@@ -148,7 +148,8 @@ export class ClusterPrimary {
     const wasReady = slot.ready;
     slot.worker = null;
     slot.ready = false;
-    if (this.#closing || !wasReady) return; // a start failure is start()'s to report
+    // A first start's failure is start()'s to report; a replacement that dies before it listens is tried again.
+    if (this.#closing || (!wasReady && !slot.replacement)) return;
     const lived = Date.now() - slot.startedAt;
     slot.quickDeaths = lived < HEALTHY_AFTER_MS ? slot.quickDeaths + 1 : 0;
     const delay = slot.quickDeaths === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 500 * 2 ** (slot.quickDeaths - 1));

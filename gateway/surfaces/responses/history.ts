@@ -68,15 +68,12 @@ export class ResponseHistory {
 
   /** The stored Responses call that delivered response `id` as ok, looked for from the rollout's newest call. */
   #storedCall(rolloutId: string | null, id: string): CallRecord | undefined {
-    const { store } = this.#ctx;
-    const seqs = store.callSeqs(rolloutId);
-    for (let i = seqs.length - 1; i >= Math.max(0, seqs.length - MAX_SCANNED_CALLS); i--) {
-      const call = store.getCall(rolloutId, seqs[i]!);
-      if (call?.api !== "responses" || call.status !== "ok") continue;
-      const delivered = plain(call.response);
-      if (isObject(delivered) && delivered["id"] === id) return call;
-    }
-    return undefined;
+    return this.#ctx.store.findCall(
+      rolloutId,
+      "responses",
+      (response) => isObject(response) && response["id"] === id,
+      MAX_SCANNED_CALLS,
+    );
   }
 }
 
