@@ -169,6 +169,7 @@ test("two stores sharing one environment (gateway workers): distinct call number
     const cursor = await a.finishOpenRollout({ ...open, status: "ok", reward: 1, finishedAt: 2 });
     assert.ok(cursor !== null);
     assert.equal(b.getRollout("r1")?.status, "ok", "b's cached open record gives way to a's finish");
+    assert.equal(b.callLogMark("r1"), 0, "a finished rollout's commit log is removed");
     assert.equal(await b.finishOpenRollout({ ...open, status: "ok", reward: 0, finishedAt: 3 }), null, "finished once");
     await b.putRollout({ ...open, id: "r2", key: "rlk_3" });
     const later = await b.finishRollout({ ...open, id: "r2", key: "rlk_3", status: "ok", reward: 1, finishedAt: 4 });

@@ -306,6 +306,12 @@ export class Store {
           void this.#rollouts.put(rollout.id, rollout);
           void this.#finished.put(next, rollout.id);
           void this.#finishedIds.put(rollout.id, next);
+          // A finished rollout's caches are dropped: its commit log is no longer read.
+          for (const key of this.#callLog.getKeys({
+            start: [rollout.id, 0],
+            end: [rollout.id, Number.MAX_SAFE_INTEGER],
+          }))
+            void this.#callLog.remove(key);
         }),
       ),
     );
