@@ -167,6 +167,8 @@ export async function servePrimary(
       trajectories: trajectorySettingsOf({ trajectories: { trainSegments: opts.trainSegments } }, format),
       log: createLogger().child({ component: "gateway" }),
     });
+    const relay = primary;
+    stream.store.events.on("agreement", (record) => relay.relayUi("agreement", record));
     ui.printBanner(opts, {
       url: address.url,
       upstreams: sim ? [sim.url] : address.upstreams,

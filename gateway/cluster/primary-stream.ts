@@ -18,6 +18,8 @@ export interface PrimaryStreamOptions extends GatewayGrpcOptions {
 
 export interface PrimaryStream {
   grpc: GatewayGrpc;
+  /** The primary's store (its events: trainers' agreement figures, recorded by the stream). */
+  store: Store;
   close(): Promise<void>;
 }
 
@@ -37,6 +39,7 @@ export async function startPrimaryStream(options: PrimaryStreamOptions): Promise
     );
     return {
       grpc,
+      store,
       async close() {
         await grpc.close();
         await closeStoreSide();

@@ -3,7 +3,13 @@
 // carries what crosses workers: the live UI's events and /metrics requests. It serves no harness calls itself.
 import cluster, { type Worker } from "node:cluster";
 import { AggregatorRegistry, Counter, Gauge, type Registry } from "prom-client";
-import { isRlgateMessage, type MetricsJson, type PrimaryMessage, type WorkerMessage } from "./messages.ts";
+import {
+  isRlgateMessage,
+  type MetricsJson,
+  type PrimaryMessage,
+  type UiEventMessage,
+  type WorkerMessage,
+} from "./messages.ts";
 
 export interface ClusterPrimaryOptions {
   workers: number;
@@ -198,6 +204,11 @@ export class ClusterPrimary {
       }
     }
   };
+
+  /** An event of the primary's own (the trajectory stream records trainers' agreement figures) for the live UI. */
+  relayUi(event: UiEventMessage["event"], data: unknown): void {
+    for (const worker of this.#uiWanted) this.#send(worker, { type: "rlgate:ui-event", event, data });
+  }
 
   #send(worker: Worker, message: PrimaryMessage): void {
     if (worker.isConnected()) worker.send(message, (error: Error | null) => void error); // a worker gone meanwhile
