@@ -241,7 +241,7 @@ async function main(): Promise<void> {
     const bare = await spawnListening(["bench/bare-forwarder.ts", sim.url], "bare forwarder");
     children.push(bare.child);
     const gateway = await spawnListening(
-      ["cli/index.ts", "serve", "--upstream", sim.url, "--port", "0", "--data", dataDir],
+      ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", dataDir],
       "gateway",
     );
     children.push(gateway.child);

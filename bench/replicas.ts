@@ -120,6 +120,9 @@ async function run(routing: Routing): Promise<RunFigures> {
   const dataDir = tempDir("bench-replicas");
   const gateway = await spawnServer([
     "serve",
+    // One process: the comparison is of routing, not of workers sharing this machine's cores with the sims.
+    "--workers",
+    "1",
     "--port",
     "0",
     "--upstream",
