@@ -47,7 +47,7 @@ export class NativeStreamEvents {
         this.held = event.raw;
         continue;
       }
-      const parsed = parseJsonObject(data);
+      const parsed = this.#codec.scanChunk?.(data, this.#wants) ?? parseJsonObject(data);
       if (parsed === null) {
         this.malformed ??= `upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`;
         out.add(event.raw);

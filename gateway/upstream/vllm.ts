@@ -5,6 +5,7 @@ import { ChatStreamAssembler, captureChatResponse } from "../surfaces/chat/assem
 import { CompletionStreamAssembler, captureCompletionResponse } from "../surfaces/completions/assembler.ts";
 import { choicesOf, isObject, type Json } from "./fields.ts";
 import type { ApiCodec, HarnessWants, PreparedRequest, UpstreamFlavor } from "./flavor.ts";
+import { scanChatChunk } from "./chat-chunk-scan.ts";
 import { nullValues, type NullEdits } from "./json-splice.ts";
 
 export function prepareChatRequest(body: Json, harnessStream: boolean): PreparedRequest {
@@ -90,6 +91,8 @@ const chat: ApiCodec = {
     if (!wants.tokenIds && isTokenOnlyChunk(chunk)) return null;
     return harnessChunk(data, chunk, wants);
   },
+  // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
+  scanChunk: (data, wants) => (wants.logprobs ? null : scanChatChunk(data)),
 };
 
 const completions: ApiCodec = {

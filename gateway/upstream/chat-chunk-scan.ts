@@ -1,0 +1,144 @@
+// Reads a vLLM streamed chat chunk for capture without JSON.parse. Parsing every chunk was about half of a streamed
+// call's relay work, most of it building the logprob entries (token text, bytes, top alternatives) that capture drops
+// when the harness did not ask for logprobs: only each entry's `logprob` number is kept.
+//
+// The scan accepts only the exact compact layout vLLM writes (keys in its order, no whitespace, no tool calls, no
+// usage object, plain delta keys) and checks every byte of it against the JSON grammar; anything else is declined
+// (null) and the caller parses the text. What it returns equals JSON.parse's object except that each
+// `logprobs.content` entry holds only its `logprob` (the rest of the entry is never read when logprobs are not wanted).
+import type { Json } from "./fields.ts";
+
+/** A JSON string token: no raw control characters, only the escapes JSON allows. */
+const PLAIN = String.raw`[^"\\\u0000-\u001f]*`;
+const STR = String.raw`"${PLAIN}(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})${PLAIN})*"`;
+/** A JSON number (Number() of such text is what JSON.parse gives, -0 included). */
+const NUM = String.raw`-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?`;
+/** Non-negative integers that are exact doubles (15 digits at most). */
+const INT = String.raw`(?:0|[1-9]\d{0,14})`;
+const INTS = String.raw`\[(?:${INT}(?:,${INT})*)?\]`;
+const TOP = String.raw`\{"token":${STR},"logprob":${NUM},"bytes":(?:${INTS}|null)\}`;
+
+const HEAD = new RegExp(
+  String.raw`\{"id":(${STR}),"object":"chat\.completion\.chunk","created":(${INT}),"model":(${STR}),"choices":\[`,
+  "y",
+);
+const CHOICE_START = new RegExp(String.raw`\{"index":(${INT}),"delta":\{`, "y");
+/** A delta's keys: `role` and a text key, either alone, or none. */
+const DELTA = new RegExp(
+  String.raw`(?:"role":(${STR})(?:,"(content|reasoning_content)":(${STR}))?|"(content|reasoning_content)":(${STR}))?\},"logprobs":`,
+  "y",
+);
+const ENTRY = new RegExp(
+  String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[(?:${TOP}(?:,${TOP})*)?\]\}`,
+  "y",
+);
+const CHOICE_END = new RegExp(
+  String.raw`,"finish_reason":(null|${STR})(?:,"stop_reason":(null|${INT}|${STR}))?(?:,"token_ids":(${INTS}))?\}`,
+  "y",
+);
+const TAIL = new RegExp(String.raw`\](?:,"prompt_token_ids":(null|${INTS}))?(,"usage":null)?\}`, "y");
+
+function stringValue(token: string): string {
+  return token.indexOf("\\") < 0 ? token.slice(1, -1) : (JSON.parse(token) as string);
+}
+
+/** `[1,2,3]` (already checked against INTS) as numbers. */
+function intsValue(token: string): number[] {
+  const out: number[] = [];
+  let value = 0;
+  for (let i = 1; i < token.length; i++) {
+    const c = token.charCodeAt(i);
+    if (c >= 0x30 && c <= 0x39) value = value * 10 + (c - 0x30);
+    else if (i > 1) {
+      out.push(value);
+      value = 0;
+    }
+  }
+  return out;
+}
+
+function match(pattern: RegExp, text: string, at: number): RegExpExecArray | null {
+  pattern.lastIndex = at;
+  return pattern.exec(text);
+}
+
+/** The chunk's logprobs value starting at `at`: null, or `{"content":[...]}` with each entry's logprob kept. */
+function scanLogprobs(text: string, at: number): { value: Json | null; end: number } | null {
+  if (text.startsWith("null", at)) return { value: null, end: at + 4 };
+  if (!text.startsWith('{"content":[', at)) return null;
+  let i = at + 12;
+  const content: Json[] = [];
+  if (text.charCodeAt(i) !== 0x5d) {
+    for (;;) {
+      const entry = match(ENTRY, text, i);
+      if (entry === null) return null;
+      content.push({ logprob: Number(entry[1]) });
+      i = ENTRY.lastIndex;
+      if (text.charCodeAt(i) !== 0x2c) break;
+      i++;
+    }
+  }
+  if (!text.startsWith("]}", i)) return null;
+  return { value: { content }, end: i + 2 };
+}
+
+function scanChoice(text: string, at: number): { choice: Json; end: number } | null {
+  const start = match(CHOICE_START, text, at);
+  if (start === null) return null;
+  const delta = match(DELTA, text, CHOICE_START.lastIndex);
+  if (delta === null) return null;
+  const deltaValue: Json = {};
+  if (delta[1] !== undefined) deltaValue["role"] = stringValue(delta[1]);
+  if (delta[2] !== undefined) deltaValue[delta[2]] = stringValue(delta[3]!);
+  if (delta[4] !== undefined) deltaValue[delta[4]] = stringValue(delta[5]!);
+  const logprobs = scanLogprobs(text, DELTA.lastIndex);
+  if (logprobs === null) return null;
+  const end = match(CHOICE_END, text, logprobs.end);
+  if (end === null) return null;
+  const choice: Json = {
+    index: Number(start[1]),
+    delta: deltaValue,
+    logprobs: logprobs.value,
+    finish_reason: end[1] === "null" ? null : stringValue(end[1]!),
+  };
+  if (end[2] !== undefined) choice["stop_reason"] = end[2] === "null" ? null : scalar(end[2]);
+  if (end[3] !== undefined) choice["token_ids"] = intsValue(end[3]);
+  return { choice, end: CHOICE_END.lastIndex };
+}
+
+function scalar(token: string): string | number {
+  return token.charCodeAt(0) === 0x22 ? stringValue(token) : Number(token);
+}
+
+/**
+ * `text` (one streamed chat chunk) read for capture, or null when it is not in the layout this scan knows: then the
+ * caller parses it. Equal to JSON.parse(text) but for the logprob entries, each reduced to `{ logprob }`.
+ */
+export function scanChatChunk(text: string): Json | null {
+  const head = match(HEAD, text, 0);
+  if (head === null) return null;
+  const choices: Json[] = [];
+  let i = HEAD.lastIndex;
+  if (text.charCodeAt(i) !== 0x5d) {
+    for (;;) {
+      const scanned = scanChoice(text, i);
+      if (scanned === null) return null;
+      choices.push(scanned.choice);
+      i = scanned.end;
+      if (text.charCodeAt(i) !== 0x2c) break;
+      i++;
+    }
+  }
+  const tail = match(TAIL, text, i);
+  if (tail === null || TAIL.lastIndex !== text.length) return null;
+  const chunk: Json = {
+    id: stringValue(head[1]!),
+    object: "chat.completion.chunk",
+    created: Number(head[2]),
+    model: stringValue(head[3]!),
+    choices,
+  };
+  if (tail[1] !== undefined) chunk["prompt_token_ids"] = tail[1] === "null" ? null : intsValue(tail[1]);
+  if (tail[2] !== undefined) chunk["usage"] = null;
+  return chunk;
+}

@@ -1,0 +1,226 @@
+// The streamed chat chunk scan against JSON.parse: over the sim's real streams and many generated and mutated chunks,
+// the scan's object equals the parsed chunk (logprob entries reduced to their number, key order and -0 included) or
+// the scan declines. Then whole streams relayed with and without the scan give the harness and the record the same.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
+import { SseParser } from "../gateway/sse-parser.ts";
+import { scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
+import type { Json } from "../gateway/upstream/fields.ts";
+import type { ApiCodec, HarnessWants } from "../gateway/upstream/flavor.ts";
+import { vllmFlavor } from "../gateway/upstream/vllm.ts";
+import { startSim, type SimServer } from "../sim/index.ts";
+
+/** What the scan promises: the parsed chunk with each logprob entry reduced to `{ logprob }`. */
+function reduced(parsed: Json): Json {
+  const choices = Array.isArray(parsed["choices"]) ? (parsed["choices"] as Json[]) : [];
+  for (const choice of choices) {
+    const logprobs = choice["logprobs"] as Json | null;
+    if (logprobs && Array.isArray(logprobs["content"])) {
+      choice["logprobs"] = { content: (logprobs["content"] as Json[]).map((e) => ({ logprob: e["logprob"] })) };
+    }
+  }
+  return parsed;
+}
+
+/** Checks one text; returns whether the scan accepted it. */
+function check(text: string): boolean {
+  const scanned = scanChatChunk(text);
+  if (scanned === null) return false;
+  let parsed: Json;
+  try {
+    parsed = JSON.parse(text) as Json;
+  } catch {
+    assert.fail(`the scan accepted text JSON.parse refuses: ${text}`);
+  }
+  const expected = reduced(parsed);
+  assert.deepStrictEqual(scanned, expected, text);
+  assert.equal(JSON.stringify(scanned), JSON.stringify(expected), `key order: ${text}`);
+  return true;
+}
+
+/** A small deterministic generator (the failures must be reproducible). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const PIECES = [
+  "a",
+  "é",
+  "世界",
+  "🎉",
+  '"',
+  "\\",
+  "\n",
+  "\t",
+  "\u0000",
+  "\u001f",
+  "\u2028",
+  "]}",
+  "{[",
+  "/",
+  "\ud800",
+  " ",
+];
+/** A JSON string token, written the way JSON.stringify does or with escapes it does not use. */
+function stringToken(rand: () => number): string {
+  let value = "";
+  const n = Math.floor(rand() * 6);
+  for (let i = 0; i < n; i++) value += PIECES[Math.floor(rand() * PIECES.length)];
+  const token = JSON.stringify(value);
+  return rand() < 0.3 ? token.replace(/[a/]/g, (c) => (c === "a" ? "\\u0061" : "\\/")) : token;
+}
+const NUMBERS = ["-0.0", "-0", "0", "-9999.0", "1e-05", "-1.5E+2", "-0.47322380542755127", "-1e400", "12", "-3.0e-7"];
+function numberToken(rand: () => number): string {
+  return rand() < 0.5 ? NUMBERS[Math.floor(rand() * NUMBERS.length)]! : String(-rand() * 20);
+}
+function intsToken(rand: () => number): string {
+  const n = Math.floor(rand() * 4);
+  return `[${Array.from({ length: n }, () => Math.floor(rand() * 200_000)).join(",")}]`;
+}
+function entry(rand: () => number, top: boolean): string {
+  const base = `{"token":${stringToken(rand)},"logprob":${numberToken(rand)},"bytes":${rand() < 0.1 ? "null" : intsToken(rand)}`;
+  if (top) return `${base}}`;
+  const tops = Array.from({ length: Math.floor(rand() * 3) }, () => entry(rand, true)).join(",");
+  return `${base},"top_logprobs":[${tops}]}`;
+}
+function choice(rand: () => number, index: number): string {
+  const deltas = [
+    "{}",
+    `{"role":"assistant","content":""}`,
+    `{"content":${stringToken(rand)}}`,
+    `{"reasoning_content":${stringToken(rand)}}`,
+    `{"role":${stringToken(rand)},"reasoning_content":${stringToken(rand)}}`,
+    `{"tool_calls":[{"index":0,"function":{"arguments":${stringToken(rand)}}}]}`,
+  ];
+  const delta = deltas[Math.floor(rand() * deltas.length)];
+  const entries = Array.from({ length: 1 + Math.floor(rand() * 2) }, () => entry(rand, false)).join(",");
+  const logprobs = rand() < 0.2 ? "null" : rand() < 0.1 ? `{"content":[]}` : `{"content":[${entries}]}`;
+  const finish = rand() < 0.7 ? "null" : stringToken(rand);
+  let out = `{"index":${index},"delta":${delta},"logprobs":${logprobs},"finish_reason":${finish}`;
+  if (rand() < 0.4) out += `,"stop_reason":${rand() < 0.5 ? "null" : rand() < 0.5 ? "151645" : stringToken(rand)}`;
+  if (rand() < 0.8) out += `,"token_ids":${intsToken(rand)}`;
+  return `${out}}`;
+}
+function chunk(rand: () => number): string {
+  const choices = Array.from({ length: Math.floor(rand() * 3) }, (_, i) => choice(rand, i)).join(",");
+  let out = `{"id":${stringToken(rand)},"object":"chat.completion.chunk","created":${Math.floor(rand() * 2e9)},`;
+  out += `"model":${stringToken(rand)},"choices":[${choices}]`;
+  if (rand() < 0.3) out += `,"prompt_token_ids":${rand() < 0.2 ? "null" : intsToken(rand)}`;
+  if (rand() < 0.2) out += `,"usage":null`;
+  return `${out}}`;
+}
+/** One edit of a valid text: what a broken or unexpected upstream could send. */
+function mutate(text: string, rand: () => number): string {
+  const at = Math.floor(rand() * text.length);
+  const chars = ['"', "\\", ",", "}", "]", "{", "[", " ", "0", "-", "e", ".", ":", "\n", "x", "\u0001"];
+  const c = chars[Math.floor(rand() * chars.length)]!;
+  const kind = rand();
+  if (kind < 0.33) return text.slice(0, at) + text.slice(at + 1);
+  if (kind < 0.66) return text.slice(0, at) + c + text.slice(at);
+  return text.slice(0, at) + c + text.slice(at + 1);
+}
+
+test("generated chunks: the scan equals JSON.parse (entries reduced) or declines", () => {
+  const rand = rng(18);
+  let accepted = 0;
+  for (let i = 0; i < 20_000; i++) if (check(chunk(rand))) accepted++;
+  // Most generated chunks are in vLLM's layout; tool calls and the like are declined.
+  assert.ok(accepted > 10_000, `accepted ${accepted}`);
+});
+
+test("mutated chunks: never a result JSON.parse would not give", () => {
+  const rand = rng(19);
+  let refused = 0;
+  for (let i = 0; i < 30_000; i++) {
+    let text = chunk(rand);
+    for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
+    if (!check(text)) refused++;
+  }
+  assert.ok(refused > 0);
+});
+
+test("what the scan declines: whitespace, other keys, duplicate keys, usage, tool calls, errors", () => {
+  const ok = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}';
+  assert.ok(check(ok));
+  for (const text of [
+    ok.replace(",", ", "),
+    ok.replace('"choices":[]', '"choices":[],"system_fingerprint":"x"'),
+    ok.replace('"model":"m"', '"model":"m","model":"n"'),
+    ok.replace("[]}", '[],"usage":{"prompt_tokens":1}}'),
+    '{"error":{"message":"boom"}}',
+    ok.replace('"created":1', '"created":1.5'),
+    ok.replace('"created":1', '"created":12345678901234567'),
+    ok + " ",
+    ok.slice(0, -1),
+  ]) {
+    assert.equal(scanChatChunk(text), null, text);
+  }
+});
+
+describe("the sim's streams relayed with and without the scan", () => {
+  let sim: SimServer;
+  before(async () => {
+    sim = await startSim({ port: 0 });
+  });
+  after(async () => {
+    await sim.close();
+  });
+
+  const withoutScan: ApiCodec = { ...vllmFlavor.chat, scanChunk: undefined };
+  const SHELL = { type: "function", function: { name: "shell", parameters: { type: "object" } } };
+  const requests: Record<string, Json> = {
+    plain: {},
+    tools: { tools: [SHELL] },
+    top: { top_logprobs: 2 },
+    two: { n: 2 },
+    usage: { stream_options: { include_usage: true } },
+  };
+
+  function relay(codec: ApiCodec, stream: Buffer, size: number, wants: HarnessWants) {
+    const parser = new SseParser();
+    const events = new NativeStreamEvents(codec, wants, () => {});
+    let out = "";
+    for (let i = 0; i < stream.length; i += size) out += events.relay(parser.push(stream.subarray(i, i + size))) ?? "";
+    const response = events.assembler.assembled();
+    codec.stripWhole(response, wants);
+    return { out, response, captures: events.assembler.captures(), prompt: events.assembler.promptTokenIds };
+  }
+
+  for (const [name, extra] of Object.entries(requests)) {
+    test(name, async () => {
+      const body = {
+        model: "Qwen/Qwen3-8B",
+        messages: [{ role: "user", content: `What is in this directory? (${name})` }],
+        stream: true,
+        return_token_ids: true,
+        logprobs: true,
+        ...extra,
+      };
+      const res = await fetch(`${sim.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      const stream = Buffer.from(await res.arrayBuffer());
+      let scanned = 0;
+      for (const event of new SseParser().push(stream)) {
+        if (event.data !== null && event.data !== "[DONE]" && check(event.data)) scanned++;
+      }
+      assert.ok(scanned > 10, `scanned ${scanned}`);
+      for (const wants of [
+        { promptTokenIds: false, tokenIds: false, logprobs: false },
+        { promptTokenIds: true, tokenIds: true, logprobs: false },
+        { promptTokenIds: false, tokenIds: false, logprobs: true },
+      ]) {
+        for (const size of [stream.length, 1, 7, 100]) {
+          assert.deepStrictEqual(relay(vllmFlavor.chat, stream, size, wants), relay(withoutScan, stream, size, wants));
+        }
+      }
+    });
+  }
+});
