@@ -23,9 +23,16 @@ function reduced(parsed: Json): Json {
   return parsed;
 }
 
-/** Checks one text; returns whether the scan accepted it. */
-function check(text: string): boolean {
-  const scanned = scanChatChunk(text);
+const WANTS: HarnessWants[] = [
+  { promptTokenIds: false, tokenIds: false, logprobs: false },
+  { promptTokenIds: true, tokenIds: true, logprobs: false },
+  { promptTokenIds: true, tokenIds: false, logprobs: false },
+  { promptTokenIds: false, tokenIds: true, logprobs: false },
+];
+
+/** Checks one text through the vLLM codec's scan for `wants`; returns whether the scan accepted it. */
+function check(text: string, wants: HarnessWants = WANTS[0]!): boolean {
+  const scanned = vllmFlavor.chat.scanChunk!(text, wants);
   if (scanned === null) return false;
   let parsed: Json;
   try {
@@ -33,9 +40,11 @@ function check(text: string): boolean {
   } catch {
     assert.fail(`the scan accepted text JSON.parse refuses: ${text}`);
   }
+  // The harness's text first: harnessChunk may change the parsed object.
+  assert.equal(scanned.harnessText, vllmFlavor.chat.harnessChunk(text, structuredClone(parsed), wants), text);
   const expected = reduced(parsed);
-  assert.deepStrictEqual(scanned, expected, text);
-  assert.equal(JSON.stringify(scanned), JSON.stringify(expected), `key order: ${text}`);
+  assert.deepStrictEqual(scanned.chunk, expected, text);
+  assert.equal(JSON.stringify(scanned.chunk), JSON.stringify(expected), `key order: ${text}`);
   return true;
 }
 
@@ -128,7 +137,7 @@ function mutate(text: string, rand: () => number): string {
 test("generated chunks: the scan equals JSON.parse (entries reduced) or declines", () => {
   const rand = rng(18);
   let accepted = 0;
-  for (let i = 0; i < 20_000; i++) if (check(chunk(rand))) accepted++;
+  for (let i = 0; i < 20_000; i++) if (check(chunk(rand), WANTS[i % WANTS.length])) accepted++;
   // Most generated chunks are in vLLM's layout; tool calls and the like are declined.
   assert.ok(accepted > 10_000, `accepted ${accepted}`);
 });
@@ -139,7 +148,7 @@ test("mutated chunks: never a result JSON.parse would not give", () => {
   for (let i = 0; i < 30_000; i++) {
     let text = chunk(rand);
     for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
-    if (!check(text)) refused++;
+    if (!check(text, WANTS[i % WANTS.length])) refused++;
   }
   assert.ok(refused > 0);
 });
@@ -158,12 +167,17 @@ test("what the scan declines: whitespace, other keys, duplicate keys, usage, too
     ok + " ",
     ok.slice(0, -1),
   ]) {
-    assert.equal(scanChatChunk(text), null, text);
+    assert.equal(scanChatChunk(text, { tokenIds: true, promptTokenIds: true }), null, text);
   }
 });
 
 describe("the sim's streams relayed with and without the scan", () => {
   let sim: SimServer;
+  test("a harness that asked for logprobs gets them parsed: the scan is not used", () => {
+    const text = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}';
+    assert.equal(vllmFlavor.chat.scanChunk!(text, { promptTokenIds: false, tokenIds: false, logprobs: true }), null);
+    assert.notEqual(vllmFlavor.chat.scanChunk!(text, WANTS[0]!), null);
+  });
   before(async () => {
     sim = await startSim({ port: 0 });
   });
@@ -209,14 +223,10 @@ describe("the sim's streams relayed with and without the scan", () => {
       const stream = Buffer.from(await res.arrayBuffer());
       let scanned = 0;
       for (const event of new SseParser().push(stream)) {
-        if (event.data !== null && event.data !== "[DONE]" && check(event.data)) scanned++;
+        if (event.data !== null && event.data !== "[DONE]" && WANTS.every((w) => check(event.data!, w))) scanned++;
       }
       assert.ok(scanned > 10, `scanned ${scanned}`);
-      for (const wants of [
-        { promptTokenIds: false, tokenIds: false, logprobs: false },
-        { promptTokenIds: true, tokenIds: true, logprobs: false },
-        { promptTokenIds: false, tokenIds: false, logprobs: true },
-      ]) {
+      for (const wants of [...WANTS, { promptTokenIds: false, tokenIds: false, logprobs: true }]) {
         for (const size of [stream.length, 1, 7, 100]) {
           assert.deepStrictEqual(relay(vllmFlavor.chat, stream, size, wants), relay(withoutScan, stream, size, wants));
         }

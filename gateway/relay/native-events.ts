@@ -47,7 +47,8 @@ export class NativeStreamEvents {
         this.held = event.raw;
         continue;
       }
-      const parsed = this.#codec.scanChunk?.(data, this.#wants) ?? parseJsonObject(data);
+      const scanned = this.#codec.scanChunk?.(data, this.#wants) ?? null;
+      const parsed = scanned !== null ? scanned.chunk : parseJsonObject(data);
       if (parsed === null) {
         this.malformed ??= `upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`;
         out.add(event.raw);
@@ -65,7 +66,7 @@ export class NativeStreamEvents {
         out.add(event.raw);
         continue;
       }
-      const text = this.#codec.harnessChunk(data, parsed, this.#wants);
+      const text = scanned !== null ? scanned.harnessText : this.#codec.harnessChunk(data, parsed, this.#wants);
       if (text !== null) out.add(`data: ${text}\n\n`);
     }
     return out.take();

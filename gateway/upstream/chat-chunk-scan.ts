@@ -6,6 +6,8 @@
 // usage object, plain delta keys) and checks every byte of it against the JSON grammar; anything else is declined
 // (null) and the caller parses the text. What it returns equals JSON.parse's object except that each
 // `logprobs.content` entry holds only its `logprob` (the rest of the entry is never read when logprobs are not wanted).
+// Having found where each token field's value lies, it also gives the harness's text (those values spliced to null),
+// which spares the second scan `nullValues` would make.
 import type { Json } from "./fields.ts";
 
 /** A JSON string token: no raw control characters, only the escapes JSON allows. */
@@ -82,7 +84,10 @@ function scanLogprobs(text: string, at: number): { value: Json | null; end: numb
   return { value: { content }, end: i + 2 };
 }
 
-function scanChoice(text: string, at: number): { choice: Json; end: number } | null {
+/** Where the values to be given to the harness as `null` lie in the text: start, end pairs in order. */
+type Cuts = number[];
+
+function scanChoice(text: string, at: number, cuts: Cuts, nullIds: boolean): { choice: Json; end: number } | null {
   const start = match(CHOICE_START, text, at);
   if (start === null) return null;
   const delta = match(DELTA, text, CHOICE_START.lastIndex);
@@ -93,6 +98,7 @@ function scanChoice(text: string, at: number): { choice: Json; end: number } | n
   if (delta[4] !== undefined) deltaValue[delta[4]] = stringValue(delta[5]!);
   const logprobs = scanLogprobs(text, DELTA.lastIndex);
   if (logprobs === null) return null;
+  cuts.push(DELTA.lastIndex, logprobs.end);
   const end = match(CHOICE_END, text, logprobs.end);
   if (end === null) return null;
   const choice: Json = {
@@ -102,7 +108,11 @@ function scanChoice(text: string, at: number): { choice: Json; end: number } | n
     finish_reason: end[1] === "null" ? null : stringValue(end[1]!),
   };
   if (end[2] !== undefined) choice["stop_reason"] = end[2] === "null" ? null : scalar(end[2]);
-  if (end[3] !== undefined) choice["token_ids"] = intsValue(end[3]);
+  if (end[3] !== undefined) {
+    choice["token_ids"] = intsValue(end[3]);
+    // The token ids close the choice: their value ends just before its brace.
+    if (nullIds) cuts.push(CHOICE_END.lastIndex - 1 - end[3].length, CHOICE_END.lastIndex - 1);
+  }
   return { choice, end: CHOICE_END.lastIndex };
 }
 
@@ -110,18 +120,34 @@ function scalar(token: string): string | number {
   return token.charCodeAt(0) === 0x22 ? stringValue(token) : Number(token);
 }
 
+/** What the harness does not get besides the logprobs (which it did not ask for, or the scan would not be used). */
+export interface ScanNulls {
+  tokenIds: boolean;
+  promptTokenIds: boolean;
+}
+
+export interface ScannedChunk {
+  /** JSON.parse(text) but for the logprob entries, each reduced to `{ logprob }`. */
+  chunk: Json;
+  /** The text with the logprobs, and the ids `nulls` names, set to null (what `nullValues` gives). */
+  harnessText: string;
+}
+
+const PROMPT_KEY = ',"prompt_token_ids":';
+
 /**
  * `text` (one streamed chat chunk) read for capture, or null when it is not in the layout this scan knows: then the
- * caller parses it. Equal to JSON.parse(text) but for the logprob entries, each reduced to `{ logprob }`.
+ * caller parses it.
  */
-export function scanChatChunk(text: string): Json | null {
+export function scanChatChunk(text: string, nulls: ScanNulls): ScannedChunk | null {
   const head = match(HEAD, text, 0);
   if (head === null) return null;
   const choices: Json[] = [];
+  const cuts: Cuts = [];
   let i = HEAD.lastIndex;
   if (text.charCodeAt(i) !== 0x5d) {
     for (;;) {
-      const scanned = scanChoice(text, i);
+      const scanned = scanChoice(text, i, cuts, nulls.tokenIds);
       if (scanned === null) return null;
       choices.push(scanned.choice);
       i = scanned.end;
@@ -138,7 +164,21 @@ export function scanChatChunk(text: string): Json | null {
     model: stringValue(head[3]!),
     choices,
   };
-  if (tail[1] !== undefined) chunk["prompt_token_ids"] = tail[1] === "null" ? null : intsValue(tail[1]);
+  if (tail[1] !== undefined) {
+    chunk["prompt_token_ids"] = tail[1] === "null" ? null : intsValue(tail[1]);
+    const start = i + 1 + PROMPT_KEY.length;
+    if (nulls.promptTokenIds) cuts.push(start, start + tail[1].length);
+  }
   if (tail[2] !== undefined) chunk["usage"] = null;
-  return chunk;
+  return { chunk, harnessText: spliced(text, cuts) };
+}
+
+function spliced(text: string, cuts: Cuts): string {
+  let out = "";
+  let copied = 0;
+  for (let k = 0; k < cuts.length; k += 2) {
+    out += text.slice(copied, cuts[k]) + "null";
+    copied = cuts[k + 1]!;
+  }
+  return out + text.slice(copied);
 }

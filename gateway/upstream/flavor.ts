@@ -55,10 +55,11 @@ export interface ApiCodec {
    */
   harnessChunk(data: string, chunk: Json, wants: HarnessWants): string | null;
   /**
-   * A streamed chunk's text read for capture without JSON.parse, or null to parse it: equal to the parsed chunk but for
-   * what neither capture nor `harnessChunk` reads given `wants`. Any text the scan does not know exactly is declined.
+   * A streamed chunk's text read without JSON.parse, or null to parse it: `chunk` equals the parsed chunk but for what
+   * neither capture nor `harnessChunk` reads given `wants`, `harnessText` is what `harnessChunk` gives. Any text the
+   * scan does not know exactly is declined.
    */
-  scanChunk?(data: string, wants: HarnessWants): Json | null;
+  scanChunk?(data: string, wants: HarnessWants): { chunk: Json; harnessText: string | null } | null;
   /** The chunks a stream of this whole response holds (used when the upstream was asked not to stream). */
   reemit?(response: Json, harnessRequest: Json): Json[];
 }

@@ -92,7 +92,12 @@ const chat: ApiCodec = {
     return harnessChunk(data, chunk, wants);
   },
   // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
-  scanChunk: (data, wants) => (wants.logprobs ? null : scanChatChunk(data)),
+  scanChunk(data, wants) {
+    if (wants.logprobs) return null;
+    const scanned = scanChatChunk(data, { tokenIds: !wants.tokenIds, promptTokenIds: !wants.promptTokenIds });
+    if (scanned === null || wants.tokenIds || !isTokenOnlyChunk(scanned.chunk)) return scanned;
+    return { chunk: scanned.chunk, harnessText: null };
+  },
 };
 
 const completions: ApiCodec = {
