@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
-import { benchStreamRelay, printStreamRelayRow } from "./stream-relay.ts";
+import { benchStreamRelay, benchWholeRelay, printStreamRelayRow, printWholeRelayRow } from "./stream-relay.ts";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -369,6 +369,13 @@ async function main(): Promise<void> {
       body: sections[1]!.bodyWithCaptureFields,
     });
     printStreamRelayRow(benchStreamRelay(Buffer.from(await recorded.arrayBuffer()), quick ? 500 : 10_000));
+    const whole = await fetch(`${sim.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: sections[0]!.bodyWithCaptureFields,
+    });
+    const wholeBody = Buffer.from(await whole.arrayBuffer());
+    printWholeRelayRow(wholeBody.length, benchWholeRelay(wholeBody, quick ? 500 : 10_000));
     printTokensRow(benchTokensPrompt(65_536, quick ? 5 : 20));
   } finally {
     for (const child of children) child.kill("SIGTERM");
