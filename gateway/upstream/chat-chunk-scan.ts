@@ -2,8 +2,8 @@
 // call's relay work, most of it building the logprob entries (token text, bytes, top alternatives) that capture drops
 // when the harness did not ask for logprobs: only each entry's `logprob` number is kept.
 //
-// The scan accepts only the exact compact layout vLLM writes (keys in its order, no whitespace, no tool calls, no
-// usage object, plain delta keys) and checks every byte of it against the JSON grammar; anything else is declined
+// The scan accepts only the exact compact layout vLLM writes (keys in its order, no whitespace, no usage object, the
+// delta's text keys or its tool calls) and checks every byte of it against the JSON grammar; anything else is declined
 // (null) and the caller parses the text. What it returns equals JSON.parse's object except that each
 // `logprobs.content` entry holds only its `logprob` (the rest of the entry is never read when logprobs are not wanted).
 // Having found where each token field's value lies, it also gives the harness's text (those values spliced to null),
@@ -30,6 +30,12 @@ const DELTA = new RegExp(
   String.raw`(?:"role":(${STR})(?:,"(content|reasoning_content)":(${STR}))?|"(content|reasoning_content)":(${STR}))?\},"logprobs":`,
   "y",
 );
+/** One tool call's delta: the first names the call (id, type, name), the next ones carry its arguments. */
+const TOOL_CALL = new RegExp(
+  String.raw`\{(?:"id":(${STR}),"type":(${STR}),)?"index":(${INT}),"function":\{(?:"name":(${STR})(?:,"arguments":(${STR}))?|"arguments":(${STR}))?\}\}`,
+  "y",
+);
+const TOOL_CALLS_END = ']},"logprobs":';
 const ENTRY = new RegExp(
   String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[(?:${TOP}(?:,${TOP})*)?\]\}`,
   "y",
@@ -84,26 +90,58 @@ function scanLogprobs(text: string, at: number): { value: Json | null; end: numb
   return { value: { content }, end: i + 2 };
 }
 
+/** A delta's keys after its opening brace, up to the choice's logprobs value: text keys, or tool calls alone. */
+function scanDelta(text: string, at: number): { value: Json; end: number } | null {
+  const delta = match(DELTA, text, at);
+  if (delta !== null) {
+    const value: Json = {};
+    if (delta[1] !== undefined) value["role"] = stringValue(delta[1]);
+    if (delta[2] !== undefined) value[delta[2]] = stringValue(delta[3]!);
+    if (delta[4] !== undefined) value[delta[4]] = stringValue(delta[5]!);
+    return { value, end: DELTA.lastIndex };
+  }
+  if (!text.startsWith('"tool_calls":[', at)) return null;
+  const calls: Json[] = [];
+  let i = at + 14;
+  for (;;) {
+    const call = match(TOOL_CALL, text, i);
+    if (call === null) return null;
+    const value: Json = {};
+    if (call[1] !== undefined) {
+      value["id"] = stringValue(call[1]);
+      value["type"] = stringValue(call[2]!);
+    }
+    value["index"] = Number(call[3]);
+    const fn: Json = {};
+    if (call[4] !== undefined) fn["name"] = stringValue(call[4]);
+    if (call[5] !== undefined) fn["arguments"] = stringValue(call[5]);
+    if (call[6] !== undefined) fn["arguments"] = stringValue(call[6]);
+    value["function"] = fn;
+    calls.push(value);
+    i = TOOL_CALL.lastIndex;
+    if (text.charCodeAt(i) !== 0x2c) break;
+    i++;
+  }
+  if (!text.startsWith(TOOL_CALLS_END, i)) return null;
+  return { value: { tool_calls: calls }, end: i + TOOL_CALLS_END.length };
+}
+
 /** Where the values to be given to the harness as `null` lie in the text: start, end pairs in order. */
 type Cuts = number[];
 
 function scanChoice(text: string, at: number, cuts: Cuts, nullIds: boolean): { choice: Json; end: number } | null {
   const start = match(CHOICE_START, text, at);
   if (start === null) return null;
-  const delta = match(DELTA, text, CHOICE_START.lastIndex);
+  const delta = scanDelta(text, CHOICE_START.lastIndex);
   if (delta === null) return null;
-  const deltaValue: Json = {};
-  if (delta[1] !== undefined) deltaValue["role"] = stringValue(delta[1]);
-  if (delta[2] !== undefined) deltaValue[delta[2]] = stringValue(delta[3]!);
-  if (delta[4] !== undefined) deltaValue[delta[4]] = stringValue(delta[5]!);
-  const logprobs = scanLogprobs(text, DELTA.lastIndex);
+  const logprobs = scanLogprobs(text, delta.end);
   if (logprobs === null) return null;
-  cuts.push(DELTA.lastIndex, logprobs.end);
+  cuts.push(delta.end, logprobs.end);
   const end = match(CHOICE_END, text, logprobs.end);
   if (end === null) return null;
   const choice: Json = {
     index: Number(start[1]),
-    delta: deltaValue,
+    delta: delta.value,
     logprobs: logprobs.value,
     finish_reason: end[1] === "null" ? null : stringValue(end[1]!),
   };
