@@ -61,18 +61,30 @@ async function rolloutPrefix(gatewayUrl: string): Promise<string> {
   return `/r/${id}`;
 }
 
+/** Set when the bench stops its processes: their exits from then on are expected. */
+let stopping = false;
+
 function spawnListening(args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   return new Promise((resolve, reject) => {
     let out = "";
+    let listening = false;
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
-      if (match) resolve({ child, url: match[1]! });
+      if (match && !listening) {
+        listening = true;
+        resolve({ child, url: match[1]! });
+      }
     };
     child.stdout!.on("data", onData);
     child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("exit", (code) => reject(new Error(`${what} exited (${code}): ${out}`)));
+    child.once("exit", (code, signal) => {
+      const message = `${what} exited (${code ?? signal}): ${out.slice(-4000)}`;
+      if (!listening) reject(new Error(message));
+      // A process dying mid-run otherwise shows only as refused connections.
+      else if (!stopping) console.error(message);
+    });
   });
 }
 
@@ -378,6 +390,7 @@ async function main(): Promise<void> {
     printWholeRelayRow(wholeBody.length, benchWholeRelay(wholeBody, quick ? 500 : 10_000));
     printTokensRow(benchTokensPrompt(65_536, quick ? 5 : 20));
   } finally {
+    stopping = true;
     for (const child of children) child.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });
   }
