@@ -1,10 +1,13 @@
 // `rlgate doctor`: one line per part with ok / warn / fail / skip, exit 1 when a part fails.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createServer } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
-import { checkNode, checkPython, checkUpstream, formatChecks } from "./doctor-command.ts";
+import { checkNode, checkPython, checkUpstream, checkUpstreams, formatChecks } from "./doctor-command.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 let sim: SimServer;
@@ -37,6 +40,37 @@ describe("rlgate doctor", () => {
     const port = await closedPort();
     const check = await checkUpstream(`http://127.0.0.1:${port}`, 30_000);
     assert.deepEqual([check.level, check.detail], ["fail", `http://127.0.0.1:${port}/v1/models: ECONNREFUSED`]);
+  });
+
+  test("several replicas, from --upstream and an upstreams file: a line each; a bad list is one failed line", async () => {
+    const port = await closedPort();
+    const dir = mkdtempSync(join(tmpdir(), "rlgate-doctor-"));
+    try {
+      const file = join(dir, "upstreams.txt");
+      writeFileSync(file, `# replicas\n${sim.url}\nhttp://127.0.0.1:${port}  # drained\n`);
+      const checks = await checkUpstreams({ upstream: `${sim.url}, ${sim.url}/`, upstreamsFile: file }, 30_000);
+      assert.deepEqual(
+        checks.map((c) => [c.level, c.detail.split(":").slice(0, 3).join(":")]),
+        [
+          ["ok", `${sim.url}/v1/models`],
+          ["fail", `http://127.0.0.1:${port}/v1/models`],
+        ],
+      );
+      const bad = await checkUpstreams({ upstream: "vllm-host:8000" }, 1000);
+      assert.deepEqual(
+        bad.map((c) => c.level),
+        ["fail"],
+      );
+      assert.match(bad[0]!.detail, /not an http\(s\) URL|is not a URL/);
+      const missing = await checkUpstreams({ upstreamsFile: join(dir, "none.txt") }, 1000);
+      assert.match(missing[0]!.detail, /cannot read the upstreams file/);
+      assert.deepEqual(
+        (await checkUpstreams({}, 1000)).map((c) => c.level),
+        ["skip"],
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("an old Node fails, a Python that cannot import the client warns with the pip command", () => {

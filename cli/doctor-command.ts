@@ -2,6 +2,7 @@
 // client, an upstream's reachability), each ok / warn / fail with what to do. Exits 1 when a part fails.
 import { spawnSync } from "node:child_process";
 import { Command } from "commander";
+import { parseUpstreamList, readUpstreamsFile } from "../gateway/upstream/upstream-list.ts";
 import { duration } from "./option-parsers.ts";
 
 export type Level = "ok" | "warn" | "fail" | "skip";
@@ -105,6 +106,29 @@ export async function checkUpstream(url: string, timeoutMs: number): Promise<Che
   return { name: "upstream", level: "ok", detail: `${target}: ${models || "no models listed"}` };
 }
 
+/**
+ * Every replica of `--upstream A,B,…` and of an upstreams file, checked at once: a line each. A list that cannot be
+ * read is one failed line that says why.
+ */
+export async function checkUpstreams(
+  options: { upstream?: string; upstreamsFile?: string },
+  timeoutMs: number,
+): Promise<Check[]> {
+  let urls: string[];
+  try {
+    urls = [
+      ...new Set([
+        ...(options.upstream ? parseUpstreamList(options.upstream) : []),
+        ...(options.upstreamsFile ? readUpstreamsFile(options.upstreamsFile) : []),
+      ]),
+    ];
+  } catch (error) {
+    return [{ name: "upstream", level: "fail", detail: (error as Error).message }];
+  }
+  if (urls.length === 0) return [{ name: "upstream", level: "skip", detail: "not checked (--upstream URL)" }];
+  return Promise.all(urls.map((url) => checkUpstream(url, timeoutMs)));
+}
+
 export function formatChecks(checks: readonly Check[]): string {
   const width = Math.max(...checks.map((c) => c.name.length));
   return checks.map((c) => `${c.level.padEnd(4)}  ${c.name.padEnd(width)}  ${c.detail}`).join("\n");
@@ -118,9 +142,10 @@ export function doctorCommand(): Command {
         "kernels instead of the native ones) or fail (will not work), with what to do. Exits 1 when a part fails.",
     )
     .option(
-      "--upstream <url>",
-      "also check that an inference server answers GET /v1/models (e.g. http://vllm-host:8000)",
+      "--upstream <url[,url…]>",
+      "also check that inference servers answer GET /v1/models (e.g. http://vllm-host:8000; several replicas: a line each)",
     )
+    .option("--upstreams-file <file>", "also check every replica an upstreams file lists (as rlgate serve reads it)")
     .option("--python <path>", "the Python that runs your trainer", process.env.RLGATE_PYTHON ?? "python3")
     .option(
       "--timeout <duration>",
@@ -128,13 +153,9 @@ export function doctorCommand(): Command {
       duration,
       5000,
     )
-    .action(async (options: { upstream?: string; python: string; timeout: number }) => {
+    .action(async (options: { upstream?: string; upstreamsFile?: string; python: string; timeout: number }) => {
       const checks = [checkNode(), ...(await checkKernels()), checkPython(options.python)];
-      checks.push(
-        options.upstream
-          ? await checkUpstream(options.upstream, options.timeout)
-          : { name: "upstream", level: "skip", detail: "not checked (--upstream URL)" },
-      );
+      checks.push(...(await checkUpstreams(options, options.timeout)));
       console.log(formatChecks(checks));
       process.exitCode = checks.some((c) => c.level === "fail") ? 1 : 0;
     });
