@@ -178,10 +178,8 @@ export async function handleControlApi(
     if (method === "POST") {
       const input = validate(createSchema, parseJsonBody(await readBody(req, ctx.config.bodyLimitBytes)));
       const id = input.id ?? newRolloutId();
-      const exists = () => new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
-      if (ctx.store.getRollout(id)) throw exists();
       const created = await createRollout(ctx, id, input);
-      if (!created) throw exists();
+      if (!created) throw new GatewayError("RLGATE_BAD_REQUEST", `rollout '${id}' already exists`);
       return sendJson(res, 201, rolloutView(ctx, req, created, true));
     }
     if (method === "GET") {
@@ -208,18 +206,15 @@ export async function handleControlApi(
         });
       }
       validate(createSchema, { id });
-      const answerExisting = (existing: RolloutRecord) => {
-        if (!sameCreation(existing, input)) {
-          throw new GatewayError("RLGATE_CONFLICT", `rollout '${id}' already exists with other settings`);
-        }
-        sendJson(res, 200, rolloutView(ctx, req, existing, true));
-      };
-      const existing = ctx.store.getRollout(id);
-      if (existing) return answerExisting(existing);
       const created = await createRollout(ctx, id, input);
       if (created) return sendJson(res, 201, rolloutView(ctx, req, created, true));
-      // Created meanwhile by a concurrent request (a retry that reached another worker): answered as a repeated PUT.
-      return answerExisting(ctx.store.getRollout(id)!);
+      // The id is taken (earlier, or just now by a concurrent request on any worker): a repeat of the same create is
+      // answered with the rollout, anything else is a conflict.
+      const existing = ctx.store.getRollout(id)!;
+      if (!sameCreation(existing, input)) {
+        throw new GatewayError("RLGATE_CONFLICT", `rollout '${id}' already exists with other settings`);
+      }
+      return sendJson(res, 200, rolloutView(ctx, req, existing, true));
     }
     if (parts.length === 3 && method === "GET") {
       return sendJson(res, 200, rolloutView(ctx, req, requireRollout(ctx, id), true));
