@@ -462,6 +462,31 @@ export class Store {
     });
   }
 
+  /**
+   * A per-rollout state made from the rollout's stored calls, kept in `cache`: built from them when `cache` lacks it,
+   * and in a shared store (gateway workers) given first the calls other workers committed since, so it is current
+   * whichever worker served the call before. `add` is offered every record once or more (it skips seqs it has seen).
+   */
+  followCalls<T extends { seen: SeenCalls }>(
+    cache: LRUCache<string, T>,
+    rolloutId: string,
+    create: () => T,
+    add: (state: T, record: CallRecord) => void,
+  ): T {
+    let state = cache.get(rolloutId);
+    if (state === undefined) {
+      state = create();
+      state.seen.mark = this.callLogMark(rolloutId); // before the listing: later commits are caught up next time
+      for (const record of this.listCalls(rolloutId)) add(state, record);
+      cache.set(rolloutId, state);
+    } else if (this.#shared) {
+      const records = this.unseenCallRecords(rolloutId, state.seen);
+      for (const record of records) add(state, record);
+      if (records.length > 0) cache.set(rolloutId, state); // a cache that weighs its entries weighs it again
+    }
+    return state;
+  }
+
   #catchUpDecoder(rolloutId: string): CallTokensDecoder {
     let decoder = this.#catchUpDecoders.get(rolloutId);
     if (!decoder) this.#catchUpDecoders.set(rolloutId, (decoder = new CallTokensDecoder(this.#callLookup(rolloutId))));

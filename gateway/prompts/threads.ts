@@ -112,12 +112,6 @@ function addRecord(threads: RolloutThreads, call: CallRecord): void {
 }
 
 /** Rebuilds a rollout's threads from its stored token-mode calls that completed. */
-export function threadsFromRecords(calls: readonly CallRecord[]): RolloutThreads {
-  const threads = new RolloutThreads();
-  for (const call of calls) addRecord(threads, call);
-  return threads;
-}
-
 export class ThreadBook {
   readonly #store: Store;
   readonly #rollouts: LRUCache<string, RolloutThreads>;
@@ -133,15 +127,6 @@ export class ThreadBook {
    * call before it.
    */
   of(rolloutId: string): RolloutThreads {
-    let threads = this.#rollouts.get(rolloutId);
-    if (!threads) {
-      const mark = this.#store.callLogMark(rolloutId); // before the listing: later commits are caught up below
-      threads = threadsFromRecords(this.#store.listCalls(rolloutId));
-      threads.seen.mark = mark;
-      this.#rollouts.set(rolloutId, threads);
-    } else if (this.#store.shared) {
-      for (const call of this.#store.unseenCallRecords(rolloutId, threads.seen)) addRecord(threads, call);
-    }
-    return threads;
+    return this.#store.followCalls(this.#rollouts, rolloutId, () => new RolloutThreads(), addRecord);
   }
 }

@@ -78,19 +78,12 @@ export class HistoryRepair {
   }
 
   #turns(rolloutId: string): RolloutTurns {
-    let turns = this.#rollouts.get(rolloutId);
-    if (turns === undefined) {
-      turns = new RolloutTurns();
-      turns.seen.mark = this.#store.callLogMark(rolloutId); // before the listing: later commits are caught up below
-      for (const record of this.#store.listCalls(rolloutId)) this.#add(turns, record);
-      this.#rollouts.set(rolloutId, turns);
-    } else if (this.#store.shared) {
-      // Gateway workers: the turns other workers recorded since are read from the store.
-      const records = this.#store.unseenCallRecords(rolloutId, turns.seen);
-      for (const record of records) this.#add(turns, record);
-      if (records.length > 0) this.#rollouts.set(rolloutId, turns); // its size changed
-    }
-    return turns;
+    return this.#store.followCalls(
+      this.#rollouts,
+      rolloutId,
+      () => new RolloutTurns(),
+      (turns, record) => this.#add(turns, record),
+    );
   }
 }
 
