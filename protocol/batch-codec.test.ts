@@ -37,6 +37,7 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
       reward: r % 3,
       segment: "main",
       generation: 1,
+      round: 3,
       late: false,
       calls: [{ seq: 1000 + r, policyVersion: "v1", temperature: 0.7, finishReason: "stop" }],
       finishReason: "stop",

@@ -87,6 +87,8 @@ export interface RolloutMessage {
   calls?: CallInfo[];
   /** int32 LE per token: index into `calls`, -1 on context (empty from older gateways). */
   callIndex?: Uint8Array;
+  /** The round its creator gave the rollout (control API `round`, e.g. the training step); 0: none given. */
+  round: number;
 }
 
 /** One call as a trainer needs it (trajectories.proto CallInfo). Sampling fields absent: the server's defaults. */
@@ -118,6 +120,8 @@ export interface RowInfo {
   reward: number;
   segment: string;
   generation: number;
+  /** The rollout's explicit round (0: its generation is by fill order). */
+  round: number;
   late: boolean;
   calls: CallInfo[];
   finishReason: string;

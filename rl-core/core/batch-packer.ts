@@ -5,11 +5,14 @@
 // when the next unit would not fit, or when its oldest row has waited `batchTimeoutMs`. At build time advantages get
 // their batch-level whitening (batch-advantages.ts), and per-token loss weights are computed for the loss
 // aggregation with the *rollout* as the sequence, normalised by a global token count (`lossTokens`).
+// A core following recorded decisions (a replay) builds the recorded batches instead, each once all its rollouts'
+// rows are ready, with the recorded ids.
 import type { NormalizeBy } from "../estimators/index.ts";
 import { lossWeightsAsync, type LossAggMode } from "../kernels/index.ts";
 import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/index.ts";
 import { batchLevelAdvantages } from "./batch-advantages.ts";
 import type { CoreStore, ReadyRow, StoredBatch } from "./core-store.ts";
+import type { DecisionPlan } from "./decisions.ts";
 import type { WhitenScope } from "./group-advantages.ts";
 
 export { indexStrings } from "./batch-advantages.ts";
@@ -129,6 +132,7 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
       reward: r.reward,
       segment: r.segment,
       generation: r.generation ?? 0,
+      round: r.round ?? 0,
       late: r.late ?? false,
       calls: r.calls ?? [],
       finishReason: r.finishReason ?? "",
@@ -162,16 +166,18 @@ export class BatchPacker {
   readonly #options: PackOptions;
   readonly #queue: Unit[] = [];
 
-  constructor(store: CoreStore, options: PackOptions) {
+  /** A replay's recorded batch cuts (decisions.ts): the rows of their rollouts wait here for their batch. */
+  readonly #plan: DecisionPlan | null;
+  readonly #planned = new Map<string, number[]>();
+
+  constructor(store: CoreStore, options: PackOptions, plan: DecisionPlan | null = null) {
     this.#store = store;
     this.#options = options;
-    const now = Date.now();
+    this.#plan = plan;
     const ready = store.readyKeys();
-    this.#enqueue(
+    this.add(
       ready.map((r) => r.key),
-      ready.map((r) => r.tokens),
-      ready.map((r) => this.#unitOf(r)),
-      now,
+      ready,
     );
   }
 
@@ -192,22 +198,44 @@ export class BatchPacker {
   }
 
   get readyRows(): number {
-    return this.#queue.reduce((n, u) => n + u.keys.length, 0);
+    let n = this.#queue.reduce((sum, u) => sum + u.keys.length, 0);
+    for (const keys of this.#planned.values()) n += keys.length;
+    return n;
   }
 
   /** A processed group's rows (in order: a rollout's rows together). */
   add(keys: readonly number[], rows: ReadonlyArray<{ tokens: number; rolloutId: string; groupKey: string }>): void {
+    const queued = keys.map((_, i) => i).filter((i) => !this.#plan?.isBatched(rows[i]!.rolloutId));
+    for (let i = 0; i < keys.length; i++) {
+      const id = rows[i]!.rolloutId;
+      if (this.#plan?.isBatched(id)) this.#planned.set(id, [...(this.#planned.get(id) ?? []), keys[i]!]);
+    }
     this.#enqueue(
-      keys,
-      rows.map((r) => r.tokens),
-      rows.map((r) => this.#unitOf(r)),
+      queued.map((i) => keys[i]!),
+      queued.map((i) => rows[i]!.tokens),
+      queued.map((i) => this.#unitOf(rows[i]!)),
       Date.now(),
     );
+  }
+
+  /** Recorded batches whose rollouts' rows are all here, built as they were cut, in recorded order. */
+  async #packPlanned(built: StoredBatch[]): Promise<void> {
+    for (let next = this.#plan?.peekBatch(); next; next = this.#plan!.peekBatch()) {
+      if (!next.rollouts.every((id) => this.#planned.has(id))) return;
+      const keys = next.rollouts.flatMap((id) => this.#planned.get(id)!);
+      this.#store.useBatchId(next.batchId);
+      const batch = await buildBatch(next.batchId, this.#store.getReady(keys), this.#options);
+      await this.#store.commitBatch(batch, keys);
+      for (const id of next.rollouts) this.#planned.delete(id);
+      this.#plan!.shiftBatch();
+      built.push(batch);
+    }
   }
 
   /** Builds every batch that is due; `flush` also builds a partial one. Not re-entrant (the core serializes it). */
   async pack(options: { flush?: boolean } = {}): Promise<StoredBatch[]> {
     const built: StoredBatch[] = [];
+    await this.#packPlanned(built);
     const { tokenBudget, batchTimeoutMs } = this.#options;
     while (this.#queue.length > 0) {
       let n = 1;

@@ -2,7 +2,10 @@
 //   pending   rollouts received whose group is not complete (not yet acked to the gateway)
 //   seen      rollouts processed (a re-delivered one is skipped and acked again)
 //   groups    group generations processed
-//   names     per group name: its current generation and the late slots a short generation left (groups.ts)
+//   names     per group name: the generation its next rollout without a round fills (groups.ts)
+//   generations  per generation (`NAME#G` / `NAME@R`): its size, rollouts assigned, parts processed (groups.ts)
+//   decisions the groups this core processed and the batches it cut, in order, kept so that a replay can follow
+//             them exactly (`rlgate core --follow-decisions`; decisions.ts)
 //   ready     trajectories with advantages, waiting to be packed into a batch
 //   batches   packed batches, until a trainer acks them
 //   meta      the next batch id; the core's member name in consumer groups
@@ -11,7 +14,8 @@
 // callback a put or remove is written at once; its promise is the transaction's, awaited once (hence `void`).
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { BatchMessage, CallInfo, RowInfo } from "../../protocol/index.ts";
-import type { NameState } from "./groups.ts";
+import type { Decision } from "./decisions.ts";
+import { readNameState, type GenerationState, type GroupStates, type NameState } from "./groups.ts";
 
 /** A rollout as received from a gateway (arrays as little-endian bytes, as on the wire). */
 export interface PendingRollout {
@@ -19,8 +23,10 @@ export interface PendingRollout {
   /** The group generation it belongs to (groups.ts): `group:NAME#GEN`, `group:NAME#GEN+late` or `rollout:ID`. */
   groupKey: string;
   group: string;
-  /** 1, 2, ... (0: no group). */
+  /** 1, 2, ... (0: no group): the explicit round, or the name's fill-order generation. */
   generation: number;
+  /** The round the rollout was created with (0: none; its generation is by fill order). */
+  round?: number;
   /** Came after its generation was processed short of its size (its group is the late ones of that generation). */
   late: boolean;
   task: string;
@@ -70,6 +76,8 @@ export interface ReadyRow {
   reward: number;
   segment: string;
   generation: number;
+  /** The rollout's explicit round (0: fill order). */
+  round?: number;
   late: boolean;
   /** ok: a baseline and different rewards; equal: equal rewards in the group; none: no baseline (alone). */
   signal: RowSignal;
@@ -100,12 +108,15 @@ export class CoreStore {
   readonly #batches: Database<StoredBatch, number>;
   readonly #meta: Database<number | string, string>;
   readonly #names: Database<NameState, string>;
+  readonly #generations: Database<GenerationState, string>;
+  readonly #decisions: Database<Decision, number>;
+  #nextDecision: number;
   #nextReady: number;
   #nextBatch: number;
 
   constructor(path: string) {
     // Commit durability as the gateway's store: safe from a process kill; the OS writes to disk on its schedule.
-    this.#root = open({ path, compression: false, maxDbs: 8, noSync: true });
+    this.#root = open({ path, compression: false, maxDbs: 12, noSync: true });
     this.#pending = this.#root.openDB({ name: "pending" });
     this.#seen = this.#root.openDB({ name: "seen" });
     this.#groups = this.#root.openDB({ name: "groups" });
@@ -113,6 +124,10 @@ export class CoreStore {
     this.#batches = this.#root.openDB({ name: "batches" });
     this.#meta = this.#root.openDB({ name: "meta" });
     this.#names = this.#root.openDB({ name: "names" });
+    this.#generations = this.#root.openDB({ name: "generations" });
+    this.#decisions = this.#root.openDB({ name: "decisions" });
+    this.#nextDecision = 1;
+    for (const key of this.#decisions.getKeys({ reverse: true, limit: 1 })) this.#nextDecision = key + 1;
     this.#nextReady = 1;
     for (const key of this.#ready.getKeys({ reverse: true, limit: 1 })) this.#nextReady = key + 1;
     this.#nextBatch = Math.max(1, Number(this.#meta.get("nextBatch") ?? 1));
@@ -134,16 +149,34 @@ export class CoreStore {
     return this.#seen.get(rolloutId) !== undefined;
   }
 
-  /** A received rollout and its group name's state, in one transaction. */
-  async putPending(rollout: PendingRollout, name: NameState | null): Promise<void> {
+  #putStates(states: GroupStates): void {
+    if (states.name) void this.#names.put(states.name.group, states.name.state);
+    if (states.generation) void this.#generations.put(states.generation.base, states.generation.state);
+  }
+
+  /** A received rollout and its group's states, in one transaction. */
+  async putPending(rollout: PendingRollout, states: GroupStates): Promise<void> {
     await this.#root.transaction(() => {
       void this.#pending.put(rollout.rolloutId, rollout);
-      if (name) void this.#names.put(rollout.group, name);
+      this.#putStates(states);
     });
   }
 
   allNames(): Map<string, NameState> {
-    return new Map([...this.#names.getRange()].map(({ key, value }) => [key, value]));
+    return new Map([...this.#names.getRange()].map(({ key, value }) => [key, readNameState(value)]));
+  }
+
+  allGenerations(): Map<string, GenerationState> {
+    return new Map([...this.#generations.getRange()].map(({ key, value }) => [key, value]));
+  }
+
+  /** Every decision this core recorded, in order. */
+  decisions(): Decision[] {
+    return [...this.#decisions.getRange()].map(({ value }) => value);
+  }
+
+  #record(decision: Decision): void {
+    void this.#decisions.put(this.#nextDecision++, decision);
   }
 
   getPending(rolloutId: string): PendingRollout | undefined {
@@ -172,12 +205,13 @@ export class CoreStore {
     });
   }
 
-  /** A processed group: its rows become ready, its rollouts seen. Returns the rows' keys. */
+  /** A processed group: its rows become ready, its rollouts seen, the decision recorded. Returns the rows' keys. */
   async commitGroup(
     groupKey: string,
     rolloutIds: readonly string[],
     rows: readonly ReadyRow[],
-    name: { group: string; state: NameState } | null,
+    states: GroupStates,
+    decision: Decision,
   ): Promise<number[]> {
     const now = Date.now();
     const keys = rows.map(() => this.#nextReady++);
@@ -188,7 +222,8 @@ export class CoreStore {
         void this.#pending.remove(id);
       }
       void this.#groups.put(groupKey, now);
-      if (name) void this.#names.put(name.group, name.state);
+      this.#putStates(states);
+      this.#record(decision);
     });
     return keys;
   }
@@ -214,9 +249,17 @@ export class CoreStore {
     return this.#nextBatch++;
   }
 
+  /** A batch id given from outside (a recorded batch a replay follows): later ids are drawn above it. */
+  useBatchId(id: number): void {
+    this.#nextBatch = Math.max(this.#nextBatch, id + 1);
+  }
+
+  /** A packed batch replaces its rows; the cut is recorded (its rollouts, in row order). */
   async commitBatch(batch: StoredBatch, readyKeys: readonly number[]): Promise<void> {
+    const rollouts = batch.rowInfo.map((r) => r.rolloutId).filter((id, i, all) => i === 0 || all[i - 1] !== id);
     await this.#root.transaction(() => {
       void this.#batches.put(batch.batchId, batch);
+      this.#record({ kind: "batch", batchId: batch.batchId, rollouts, at: batch.createdAtMs });
       for (const k of readyKeys) void this.#ready.remove(k);
       void this.#meta.put("nextBatch", Math.max(this.#nextBatch, batch.batchId + 1));
     });

@@ -190,7 +190,13 @@ describe("BatchPacker", () => {
           advantages: bytesOf(new Float32Array(n).fill(0.5)),
         });
       const rows = [row(4, "a"), row(4, "b"), row(4, "c"), row(20, "d"), row(2, "e")];
-      const keys = await store.commitGroup("group:g", ["a", "b", "c", "d", "e"], rows, null);
+      const keys = await store.commitGroup(
+        "group:g",
+        ["a", "b", "c", "d", "e"],
+        rows,
+        { name: null, generation: null },
+        { kind: "group", key: "group:g", members: ["a", "b", "c", "d", "e"], by: "size", at: 0 },
+      );
       const packer = new BatchPacker(store, {
         tokenBudget: 10,
         batchTimeoutMs: 60_000,

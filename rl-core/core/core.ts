@@ -35,7 +35,8 @@ import {
 import { BatchPacker, type BatchUnit } from "./batch-packer.ts";
 import { CoreStore, type PendingRollout } from "./core-store.ts";
 import { groupAdvantages, type CoreEstimator, type WhitenScope } from "./group-advantages.ts";
-import { declaredGroupSize, GroupTracker, type PendingGroup } from "./groups.ts";
+import { DecisionPlan, readDecisions } from "./decisions.ts";
+import { declaredGroupSize, GroupTracker, type Assignment, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";
 import { startMetricsServer, type MetricsServer } from "./metrics-server.ts";
 import { parseMetadata, toPending } from "./rollout-intake.ts";
@@ -95,6 +96,11 @@ export interface CoreOptions {
    * unset: the gateway's choice (its --train-segments). Gateways deliver every segment's loss mask.
    */
   trainSegments?: readonly string[];
+  /**
+   * Follow the decisions another core recorded (its --data directory, or a JSON-lines export): the same groups and
+   * batch cuts, whatever the timing — a replay of its rollouts serves bit-equal batches (decisions.ts).
+   */
+  followDecisions?: string;
   maxMessageBytes?: number;
   processMetrics?: boolean;
   log?: (line: string) => void;
@@ -126,6 +132,9 @@ export class Core {
   readonly #counts = { received: 0, duplicate: 0, groupsDone: 0, late: 0, dropped: {} as Record<string, number> };
   /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
   readonly #processing = new Map<string, PendingGroup>();
+  /** Received rollouts being written to the store: a group is processed only once its members' writes are done. */
+  readonly #intake = new Set<Promise<void>>();
+  readonly #plan: DecisionPlan | null;
   #chain: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
@@ -165,24 +174,30 @@ export class Core {
     this.#server = server;
     this.port = port;
     this.address = dialAddress(host, port);
+    this.#plan = options.followDecisions ? new DecisionPlan(readDecisions(options.followDecisions)) : null;
     this.#tracker = new GroupTracker({
       defaultSize: options.groupSize ?? 0,
       timeoutMs: options.groupTimeoutMs ?? 120_000,
       names: store.allNames(),
+      generations: store.allGenerations(),
     });
-    for (const p of store.allPending()) this.#tracker.add(p);
+    for (const p of store.allPending()) this.#tracker.add(p, this.#plan?.groupOf(p.rolloutId) !== undefined);
     const tokenBudget = options.tokenBudget ?? DEFAULT_TOKEN_BUDGET;
-    this.#packer = new BatchPacker(store, {
-      tokenBudget,
-      batchTimeoutMs: options.batchTimeoutMs ?? 5_000,
-      normalize: options.normalize ?? "none",
-      lossAgg: options.lossAgg ?? "token-mean",
-      estimator: this.estimator,
-      batchUnit: options.batchUnit ?? "rollout",
-      whitenScope: options.whitenScope ?? "batch",
-      maxLen: options.maxLen ?? 0,
-      lossTokens: options.lossTokens ?? tokenBudget,
-    });
+    this.#packer = new BatchPacker(
+      store,
+      {
+        tokenBudget,
+        batchTimeoutMs: options.batchTimeoutMs ?? 5_000,
+        normalize: options.normalize ?? "none",
+        lossAgg: options.lossAgg ?? "token-mean",
+        estimator: this.estimator,
+        batchUnit: options.batchUnit ?? "rollout",
+        whitenScope: options.whitenScope ?? "batch",
+        maxLen: options.maxLen ?? 0,
+        lossTokens: options.lossTokens ?? tokenBudget,
+      },
+      this.#plan,
+    );
     this.#source = new StoreBatchSource(store);
     this.metrics = new CoreMetrics(
       {
@@ -392,12 +407,14 @@ export class Core {
   }
 
   async #processGroup(key: string, by: "size" | "timeout"): Promise<void> {
-    const taken = this.#tracker.take(key);
-    if (!taken) return;
-    const g = taken.group;
+    // Its members' intake writes first (a member added to the group is in the store before the group is read).
+    while (this.#intake.size) await Promise.all(this.#intake);
+    const g = this.#tracker.take(key);
+    if (!g) return;
     this.#processing.set(key, g);
     try {
-      const ids = [...g.members.keys()];
+      // One order however the rollouts arrived (a restart reloads them by id): float sums are bit-equal on replay.
+      const ids = [...g.members.keys()].sort();
       const rollouts = ids.map((id) => this.#store.getPending(id)).filter((p): p is PendingRollout => p !== undefined);
       let rows: Awaited<ReturnType<typeof groupAdvantages>>["rows"] = [];
       try {
@@ -417,15 +434,17 @@ export class Core {
       }
       if (by === "timeout" && g.size > g.members.size) {
         this.#log(
-          `core: group ${key} processed at its timeout with ${g.members.size} of ${g.size} rollouts; the next ${g.size - g.members.size} of '${g.name}' are trained as its late ones`,
+          `core: group ${key} processed at its timeout with ${g.members.size} of ${g.size} rollouts; the other ${g.size - g.members.size} of its generation are trained as its late ones`,
         );
       }
-      const keys = await this.#store.commitGroup(
+      const planned = this.#plan?.groupOf(ids[0] ?? "")?.key === key;
+      const keys = await this.#store.commitGroup(key, ids, rows, this.#tracker.states(g.name, key), {
+        kind: "group",
         key,
-        ids,
-        rows,
-        taken.state ? { group: g.name, state: taken.state } : null,
-      );
+        members: ids,
+        by: planned ? "plan" : by,
+        at: Date.now(),
+      });
       this.#packer.add(
         keys,
         rows.map((r) => ({ tokens: r.tokenIds.byteLength / 4, rolloutId: r.rolloutId, groupKey: r.groupKey })),
@@ -437,6 +456,14 @@ export class Core {
       this.#processing.delete(key);
     }
     await this.#pack();
+  }
+
+  /** The group a new rollout joins: the recorded one when following decisions, else by the membership rule. */
+  #assign(m: RolloutMessage): Assignment {
+    const planned = this.#plan?.groupOf(m.rolloutId);
+    if (planned) return { ...planned, size: planned.members.length, overSize: false };
+    const declared = declaredGroupSize(parseMetadata(m.metadataJson));
+    return this.#tracker.assign(m.group, m.rolloutId, declared, m.round ?? 0);
   }
 
   async #onRollout(gateway: string, m: RolloutMessage): Promise<void> {
@@ -462,15 +489,31 @@ export class Core {
       this.#tracker.resource(m.rolloutId, gateway, m.cursor);
       return;
     }
-    // Decided here, in stream order, before anything awaits: membership never depends on timing.
-    const assignment = this.#tracker.assign(m.group, m.rolloutId, declaredGroupSize(parseMetadata(m.metadataJson)));
+    // Decided here, in stream order, and joined to its group before anything awaits: membership never depends on
+    // when a group is taken.
+    const assignment = this.#assign(m);
+    if (assignment.overSize) {
+      this.#log(
+        `core: rollout ${m.rolloutId} dropped: round ${assignment.round} of '${m.group}' holds its size already`,
+      );
+      this.#drop("over_size");
+      await this.#store.markSeen([m.rolloutId]);
+      this.#consumers.get(gateway)?.ack([m.cursor]);
+      return;
+    }
     if (assignment.late) {
       this.#counts.late++;
       this.metrics.late.inc();
     }
     const pending = toPending(m, gateway, assignment, this.#options.trainSegments);
-    await this.#store.putPending(pending, assignment.state);
-    const g = this.#tracker.add(pending);
+    const g = this.#tracker.add(pending, this.#plan?.groupOf(m.rolloutId) !== undefined);
+    const write = this.#store.putPending(pending, this.#tracker.states(m.group, assignment.key));
+    this.#intake.add(write);
+    try {
+      await write;
+    } finally {
+      this.#intake.delete(write);
+    }
     if (this.#tracker.isComplete(g)) void this.#enqueue(() => this.#processGroup(g.key, "size"));
   }
 

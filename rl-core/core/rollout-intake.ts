@@ -27,6 +27,7 @@ export function toPending(
     groupKey: assignment.key,
     group: m.group,
     generation: assignment.generation,
+    round: assignment.round,
     late: assignment.late,
     task: m.task,
     harness: m.harness,

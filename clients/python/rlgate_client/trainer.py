@@ -41,7 +41,7 @@ class Batch:
     logprobs: np.ndarray  # float32, the inference server's
     advantages: np.ndarray  # float32
     loss_weights: np.ndarray  # float32: loss = sum(loss_weights * per_token_loss)
-    row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, generation, late, task, harness, reward,
+    row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, generation, round, late, task, harness, reward,
     # segment, calls (seq, policy_version, temperature / top_p / top_k when set, finish_reason), finish_reason,
     # policy_version (of the row's last call), no_signal
     call_index: np.ndarray = None  # int32 per token: index into row_info[r].calls; -1 on context
