@@ -65,6 +65,11 @@ export function runCommand(): Command {
       },
     )
     .option("--generation <g>", "policy version: recorded on each rollout (metadata.generation), groups named TASK@G")
+    .option(
+      "--round <n>",
+      "training round given to every rollout (control API round; e.g. the training step): the RL core groups rollouts by task and round, so rounds never mix",
+      positive,
+    )
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
@@ -136,6 +141,7 @@ export function runCommand(): Command {
           token: opts.token,
           model: opts.model,
           generation: opts.generation,
+          round: opts.round,
           env: opts.env,
           limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
           workDir: opts.workDir ? resolve(opts.workDir) : undefined,

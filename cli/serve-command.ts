@@ -7,6 +7,7 @@ import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { DEFAULT_HEALTH_INTERVAL_MS, ROUTINGS } from "../gateway/upstream/client.ts";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
+import { DEFAULT_ROLLOUT_TIMEOUT_MS } from "../gateway/rollout-deadlines.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
@@ -120,6 +121,12 @@ export function serveCommand(): Command {
       "how long an RL core's rollouts and groups wait for it while it is away (restarting) before they go to other cores of its consumer group",
       duration,
       60_000,
+    )
+    .option(
+      "--rollout-timeout <duration>",
+      "finish a rollout still open this long after its creation as 'timeout', without a reward (metadata.finished_by = deadline), so a harness that died never holds its RL group; a rollout's own deadline_s overrides it; 0: never. The default (1h) outlasts agent runs and still frees the group's slot within the session",
+      duration,
+      DEFAULT_ROLLOUT_TIMEOUT_MS,
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
@@ -257,6 +264,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     metricsPublic: opts.metricsPublic,
     vocabSize: opts.vocabSize,
     upstreamTimeoutMs: opts.upstreamTimeout,
+    rolloutTimeoutMs: opts.rolloutTimeout,
     trajectories: { trainSegments: opts.trainSegments },
     repairHistory: opts.repairHistory,
     maxTokensCap: opts.maxTokensCap ?? null,

@@ -49,6 +49,7 @@ export interface ServeOptions {
   metricsPublic: boolean;
   vocabSize?: number;
   upstreamTimeout: number;
+  rolloutTimeout: number;
   simPort: number;
   trainSegments?: TrajectorySettings["trainSegments"];
   repairHistory: boolean;

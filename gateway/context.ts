@@ -31,6 +31,8 @@ export interface GatewayConfig {
   trajectories: TrajectorySettings;
   /** `--max-tokens-cap`: lower harnesses' max_tokens to N, or to what the upstream's context leaves (auto). */
   maxTokensCap?: MaxTokensCapSetting;
+  /** `--rollout-timeout`: a new rollout without its own `deadline_s` is due this long after creation; 0: never. */
+  rolloutTimeoutMs: number;
 }
 
 export interface GatewayContext {

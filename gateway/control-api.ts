@@ -13,6 +13,10 @@ import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
 import { toSnakeCase } from "../util/json-case.ts";
 
+/** The trajectory stream carries the round as a uint32 (0: none given). */
+const MAX_ROUND = 2 ** 32 - 1;
+const MAX_DEADLINE_S = 365 * 24 * 3600;
+
 const createSchema = z
   .object({
     id: z
@@ -27,6 +31,19 @@ const createSchema = z
     policy_version: z
       .union([z.string().max(128), z.number().finite()])
       .nullable()
+      .optional(),
+    /** The training round (e.g. the step) the rollout belongs to; with `group` it names the RL group. */
+    round: z
+      .number({ invalid_type_error: "expected a positive integer" })
+      .int("expected a positive integer")
+      .positive("expected a positive integer")
+      .max(MAX_ROUND, `expected a positive integer up to ${MAX_ROUND}`)
+      .optional(),
+    /** Seconds from creation after which the gateway finishes the rollout, still open, as `timeout`. */
+    deadline_s: z
+      .number({ invalid_type_error: "expected a positive number of seconds" })
+      .positive("expected a positive number of seconds")
+      .max(MAX_DEADLINE_S, `expected at most ${MAX_DEADLINE_S} seconds (a year)`)
       .optional(),
   })
   .strict();
@@ -75,6 +92,7 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
       param: "metadata.train_segments",
     });
   }
+  const createdAt = Date.now();
   const rollout: RolloutRecord = {
     id,
     key: newRolloutKey(),
@@ -84,12 +102,23 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
     metadata: input.metadata ?? {},
     policyVersion:
       input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
+    round: input.round ?? null,
+    deadlineAt: deadlineOf(ctx, createdAt, input),
     status: "open",
     reward: null,
-    createdAt: Date.now(),
+    createdAt,
     finishedAt: null,
   };
   return (await ctx.store.putNewRollout(rollout)) ? rollout : null;
+}
+
+/**
+ * When the rollout is due (epoch ms, whole): its own `deadline_s`, else the gateway's --rollout-timeout, else never.
+ * Past it the gateway finishes the rollout as `timeout` (rollout-deadlines.ts).
+ */
+function deadlineOf(ctx: GatewayContext, createdAt: number, input: CreateInput): number | null {
+  if (input.deadline_s !== undefined) return createdAt + Math.round(input.deadline_s * 1000);
+  return ctx.config.rolloutTimeoutMs > 0 ? createdAt + Math.round(ctx.config.rolloutTimeoutMs) : null;
 }
 
 /** Whether a repeated create asks for the rollout that exists (same group, task, harness and metadata, still open). */
@@ -99,6 +128,9 @@ function sameCreation(existing: RolloutRecord, input: CreateInput): boolean {
     existing.group === (input.group ?? null) &&
     existing.task === (input.task ?? null) &&
     existing.harness === (input.harness ?? null) &&
+    (existing.round ?? null) === (input.round ?? null) &&
+    (input.deadline_s === undefined ||
+      existing.deadlineAt === existing.createdAt + Math.round(input.deadline_s * 1000)) &&
     JSON.stringify(existing.metadata) === JSON.stringify(input.metadata ?? {})
   );
 }
@@ -122,6 +154,12 @@ function rolloutView(ctx: GatewayContext, req: IncomingMessage, rollout: Rollout
   const { key, ...rest } = rollout;
   return {
     ...rest,
+    // Always present, also on records written before they existed.
+    round: rollout.round ?? null,
+    deadlineAt: rollout.deadlineAt ?? null,
+    // Where the rollout stands in the finished log (null while open): the exact order rollouts finished in, which
+    // replay follows (finished_at is in ms, and many finishes share one).
+    finishCursor: ctx.store.finishCursor(rollout.id),
     ...(withKey ? { key } : {}),
     calls: ctx.store.countCalls(rollout.id),
     base_urls: baseUrls(ctx, req, rollout.id),

@@ -22,6 +22,7 @@ import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../t
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
 import type { WorkerLink } from "./cluster/worker-link.ts";
+import { RolloutDeadlines } from "./rollout-deadlines.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`), or of several replicas (`A,B` or a list). */
@@ -75,6 +76,13 @@ export interface GatewayOptions {
   model?: string | ModelChatFormat;
   /** Lower harnesses' max_tokens: to N, or (auto) to the upstream's context length minus the prompt. */
   maxTokensCap?: MaxTokensCapSetting;
+  /**
+   * A new rollout without its own `deadline_s` is finished as `timeout` this long after its creation, if still open
+   * (`serve --rollout-timeout`, whose default is DEFAULT_ROLLOUT_TIMEOUT_MS); unset or 0: no deadline but its own.
+   */
+  rolloutTimeoutMs?: number;
+  /** How often due rollouts are looked for (default 1 s). */
+  deadlineSweepMs?: number;
   /** This gateway is worker `slot` of `slots` of `rlgate serve --workers N`, sharing the store (gateway/cluster/). */
   worker?: { slot: number; slots: number; link: WorkerLink };
 }
@@ -85,6 +93,8 @@ export interface Gateway {
   context: GatewayContext;
   /** The trajectory stream's server, when grpcPort was given. */
   grpc: GatewayGrpc | null;
+  /** Finishes rollouts still open at their deadline (swept every `deadlineSweepMs`; `sweep()` runs one now). */
+  deadlines: RolloutDeadlines;
   close(): Promise<void>;
 }
 
@@ -155,6 +165,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       vocabSize: options.vocabSize ?? null,
       trajectories: trajectorySettings,
       maxTokensCap: options.maxTokensCap ?? null,
+      rolloutTimeoutMs: options.rolloutTimeoutMs ?? 0,
     },
     tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
@@ -169,6 +180,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   worker?.link.attach(store, context.metrics.registry);
   const { server, passthrough } = createGatewayServer(context);
   let grpc: GatewayGrpc | null = null;
+  const deadlines = new RolloutDeadlines(context, options.deadlineSweepMs);
 
   /** Closes every part, also when one fails (the first failure is thrown at the end), and after a failed start. */
   const closeAll = async () => {
@@ -190,6 +202,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     );
     await step(() => passthrough.close());
     await step(() => upstream.close());
+    await step(() => deadlines.close());
     await step(() => context.trajectories.close());
     await step(() => store.close());
     if (failure !== null) throw failure;
@@ -225,6 +238,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     port,
     context,
     grpc,
+    deadlines,
     close: closeAll,
   };
 }

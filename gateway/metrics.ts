@@ -61,6 +61,11 @@ export class GatewayMetrics {
     labelNames: ["mode", "reason"] as const,
     registers: [this.registry],
   });
+  readonly rolloutsTimedOut = new Counter({
+    name: "rlgate_rollouts_timed_out_total",
+    help: "Rollouts still open at their deadline (deadline_s, or serve --rollout-timeout) that the gateway finished as timeout, without a reward",
+    registers: [this.registry],
+  });
   readonly passthrough = new Counter({
     name: "rlgate_passthrough_requests_total",
     help: "Requests forwarded unchanged to the upstream (routes rlgate does not capture)",

@@ -51,6 +51,8 @@ export class ControlClient {
     group: string;
     task: string;
     harness: string;
+    /** The training round (a positive integer): with the group it names the RL group. */
+    round?: number;
     metadata: Record<string, unknown>;
   }): Promise<CreatedRollout> {
     return this.#call("POST", "/api/rollouts", body);

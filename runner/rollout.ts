@@ -47,6 +47,8 @@ export interface RolloutOptions {
   groupSize: number;
   group: string;
   generation?: string;
+  /** The training round given to the rollout (control API `round`). */
+  round?: number;
   harness: Harness;
   control: ControlClient;
   model: string;
@@ -135,6 +137,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       group: o.group,
       task: o.task.name,
       harness: o.harness.name,
+      ...(o.round === undefined ? {} : { round: o.round }),
       metadata: {
         group_size: o.groupSize,
         sample: o.sample,

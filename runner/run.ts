@@ -37,6 +37,8 @@ export interface RunOptions {
   /** Recorded on every rollout (metadata.generation) and part of its group (`task@generation`), so that runs of
    * one task for successive policy versions never share a group. */
   generation?: string;
+  /** The training round given to every rollout (control API `round`, e.g. the training step). */
+  round?: number;
   /** Model passed to presets; the gateway's served model by default. */
   model?: string;
   events?: RunEvents;
@@ -137,6 +139,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           groupSize: o.n,
           group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
           generation: o.generation,
+          round: o.round,
           harness: o.harness,
           control,
           model,

@@ -192,6 +192,16 @@ export interface RolloutRecord {
   metadata: Record<string, unknown>;
   /** The policy version the rollout's calls are served by, unless a call's header says otherwise. */
   policyVersion?: string | null;
+  /**
+   * The training round the rollout belongs to, as its creator declared it (a positive integer; e.g. the training
+   * step): with `group` it names the RL group. Null or absent (records written before it existed): none given.
+   */
+  round?: number | null;
+  /**
+   * Epoch ms after which the gateway finishes the rollout, still open, as `timeout` without a reward (its `deadline_s`,
+   * else `serve --rollout-timeout`). Null or absent: no deadline.
+   */
+  deadlineAt?: number | null;
   status: RolloutStatus;
   reward: number | null;
   createdAt: number;

@@ -115,6 +115,8 @@ export class Store {
   readonly #finished: Database<string, number>;
   /** Rollout id → its finish cursor: a cached open rollout is checked against it without reading the record. */
   readonly #finishedIds: Database<number, string>;
+  /** [deadlineAt, id] of every open rollout with a deadline: the due ones are found without reading the others. */
+  readonly #deadlines: Database<true, [number, string]>;
   readonly #cursors: Database<number, string>;
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
   #lastFinishCursor = 0;
@@ -156,6 +158,7 @@ export class Store {
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
     this.#finished = this.#root.openDB<string, number>({ name: "finished" });
     this.#finishedIds = this.#root.openDB<number, string>({ name: "finished-ids" });
+    this.#deadlines = this.#root.openDB<true, [number, string]>({ name: "rollout-deadlines" });
     this.#cursors = this.#root.openDB<number, string>({ name: "consumer-cursors" });
     // Leases, acks above the committed cursor and RL-group affinities of each consumer group: with them a restarted
     // gateway keeps a member's rollouts (and groups) for that member instead of guessing who held what.
@@ -210,6 +213,7 @@ export class Store {
             void this.#rollouts.put(rollout.id, rollout);
             void this.#keys.put(rollout.key, rollout.id);
             void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+            this.#indexDeadline(rollout);
           }),
         ),
       ),
@@ -231,6 +235,7 @@ export class Store {
           void this.#rollouts.put(rollout.id, rollout);
           void this.#keys.put(rollout.key, rollout.id);
           void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+          this.#indexDeadline(rollout);
         }),
       ),
     );
@@ -257,6 +262,12 @@ export class Store {
     } catch {
       // the listener's failure, not the store's
     }
+  }
+
+  /** Inside a write transaction: an open rollout with a deadline is listed by it (`dueRollouts`). */
+  #indexDeadline(rollout: RolloutRecord): void {
+    if (rollout.status === "open" && typeof rollout.deadlineAt === "number")
+      void this.#deadlines.put([rollout.deadlineAt, rollout.id], true);
   }
 
   /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
@@ -299,7 +310,10 @@ export class Store {
       rollout.id,
       this.#settle(
         this.#root.transaction(() => {
-          if (ifOpen && this.#rollouts.get(rollout.id)?.status !== "open") return;
+          const stored = this.#rollouts.get(rollout.id);
+          if (ifOpen && stored?.status !== "open") return;
+          // A finished rollout has no deadline left to keep.
+          if (typeof stored?.deadlineAt === "number") void this.#deadlines.remove([stored.deadlineAt, rollout.id]);
           let next = nextStamp(this.#lastFinishCursor);
           for (const last of this.#finished.getKeys({ reverse: true, limit: 1 })) next = Math.max(next, last + 1);
           this.#lastFinishCursor = cursor = next;
@@ -319,6 +333,35 @@ export class Store {
       if (cursor !== null && this.events.listenerCount("rollout") > 0) this.#emit("rollout", rollout);
       return cursor;
     });
+  }
+
+  /**
+   * The rollout's cursor in the finished log (null while it is open): the order rollouts finished in, exactly, where
+   * `finishedAt` (ms) ties when many finish at once.
+   */
+  finishCursor(rolloutId: string): number | null {
+    return this.#finishedIds.get(rolloutId) ?? null;
+  }
+
+  /**
+   * Open rollouts whose deadline is at or before `now` (epoch ms), earliest first, at most `limit`. Read from a new
+   * snapshot: in a shared store another worker may have created (or finished) them a moment ago. An entry may be
+   * stale (its rollout re-put with another deadline): the caller checks the record.
+   */
+  dueRollouts(now: number, limit = 100): Array<{ deadlineAt: number; rolloutId: string }> {
+    this.#root.resetReadTxn();
+    const out: Array<{ deadlineAt: number; rolloutId: string }> = [];
+    for (const [deadlineAt, rolloutId] of this.#deadlines.getKeys({
+      end: [Math.floor(now) + 1] as unknown as [number, string], // deadlines are whole ms: every id of `now` too
+      limit,
+    }))
+      out.push({ deadlineAt, rolloutId });
+    return out;
+  }
+
+  /** Removes a deadline entry whose rollout no longer has that deadline (see `dueRollouts`). */
+  dropDeadline(deadlineAt: number, rolloutId: string): Promise<void> {
+    return this.#settle(this.#deadlines.remove([deadlineAt, rolloutId]));
   }
 
   /** Finished rollouts after `cursor`, oldest first. */

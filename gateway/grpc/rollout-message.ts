@@ -60,6 +60,7 @@ export function bareRolloutMessage(cursor: number, rollout: RolloutRecord, flagR
     reward: rollout.reward ?? 0,
     metadataJson: boundedStringify(rollout.metadata ?? {}),
     finishedAtMs: rollout.finishedAt ?? 0,
+    round: rollout.round ?? 0,
     flagged: flagReasons.length > 0,
     flagReasons,
     oversize: false,
