@@ -120,6 +120,11 @@ export function coreCommand(): Command {
       trainSegmentsOption,
     )
     .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
+    .option(
+      "--follow-decisions <path>",
+      "replay: form the groups and cut the batches another core recorded (its --data directory, read-only while it runs), " +
+        "instead of deciding by timeouts, so a replay of its rollouts (rlgate replay deliver) serves bit-equal batches",
+    )
     .option("--consumer-group <name>", "consumer group shared by cores that split one stream", "rl-core")
     .option(
       "--member <name>",
@@ -189,6 +194,7 @@ export function coreCommand(): Command {
         groupTimeoutMs: opts.groupTimeout,
         trainFlagged: opts.trainFlagged,
         trainSegments: opts.trainSegments,
+        followDecisions: opts.followDecisions ? resolve(opts.followDecisions) : undefined,
         processMetrics: true,
         log: lineLogger(createLogger().child({ component: "core" })),
       });
@@ -204,6 +210,10 @@ export function coreCommand(): Command {
         `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,
       );
       console.log(`  store:      ${resolve(opts.data)}`);
+      if (core.plan)
+        console.log(
+          `  following:  ${core.plan.groups} groups and ${core.plan.batches} batch cuts recorded in ${resolve(opts.followDecisions)}`,
+        );
       if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
       const trainerTls = opts.tlsCert ? ` --tls-ca <CA of ${opts.tlsCert}>` : "";
       console.log(

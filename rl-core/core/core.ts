@@ -224,6 +224,11 @@ export class Core {
     this.#server.addService(coreSourcesService, sourceHandlers(this, options.token ?? null));
   }
 
+  /** The recorded decisions this core follows (--follow-decisions); null when it decides itself. */
+  get plan(): DecisionPlan | null {
+    return this.#plan;
+  }
+
   /** The /metrics URL; null without a metrics server. */
   get metricsUrl(): string | null {
     return this.#httpServer?.url ?? null;
