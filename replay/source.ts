@@ -20,7 +20,10 @@ export interface Selection {
 export interface RolloutSource {
   /** Where the records come from, for messages. */
   readonly where: string;
-  /** The selected rollouts, oldest first. */
+  /**
+   * The selected rollouts: the ids in the order given, else in the order they finished (`inFinishOrder`). A record
+   * read from a gateway carries no key (the control API withholds it).
+   */
   select(selection: Selection): Promise<RolloutRecord[]>;
   calls(rolloutId: string): Promise<CallRecord[]>;
   /**
@@ -42,10 +45,38 @@ function matches(rollout: RolloutRecord, selection: Selection): boolean {
   return true;
 }
 
-function oldestFirst(rollouts: RolloutRecord[]): RolloutRecord[] {
-  return rollouts.sort(
-    (a, b) => (a.finishedAt ?? a.createdAt) - (b.finishedAt ?? b.createdAt) || a.id.localeCompare(b.id),
-  );
+/**
+ * Rollouts in the order the gateway finished them: by their finished-log cursor, the order the live stream delivered
+ * them in (finished_at is in ms, and many rollouts finish in the same one: ordering by it and the id would replay
+ * another order, and a core would form other groups and batches). Rollouts without a cursor (open) come last, by
+ * creation, then id.
+ */
+export function inFinishOrder(
+  rollouts: RolloutRecord[],
+  cursorOf: (rollout: RolloutRecord) => number | null,
+): RolloutRecord[] {
+  const cursors = new Map(rollouts.map((r) => [r.id, cursorOf(r)]));
+  return rollouts.sort((a, b) => {
+    const ca = cursors.get(a.id) ?? null;
+    const cb = cursors.get(b.id) ?? null;
+    if (ca !== null && cb !== null) return ca - cb;
+    if (ca !== null || cb !== null) return ca !== null ? -1 : 1;
+    return a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  });
+}
+
+/** What the control API adds to a rollout's record in its views; the record is the rest. */
+interface RolloutView extends Omit<RolloutRecord, "key"> {
+  key?: string;
+  finishCursor?: number | null;
+  calls?: number;
+  baseUrls?: unknown;
+}
+
+/** A control API view as a record, and its finished-log cursor. A key the view withheld is left empty. */
+function recordOfView(view: RolloutView): { record: RolloutRecord; cursor: number | null } {
+  const { finishCursor, calls: _calls, baseUrls: _baseUrls, key, ...rest } = view;
+  return { record: { ...rest, key: key ?? "" }, cursor: finishCursor ?? null };
 }
 
 class StoreSource implements RolloutSource {
@@ -63,7 +94,8 @@ class StoreSource implements RolloutSource {
         return rollout;
       });
     }
-    return oldestFirst(this.#store.listRollouts({ group: selection.group }).filter((r) => matches(r, selection)));
+    const selected = this.#store.listRollouts({ group: selection.group }).filter((r) => matches(r, selection));
+    return inFinishOrder(selected, (r) => this.#store.finishCursor(r.id));
   }
   async calls(rolloutId: string): Promise<CallRecord[]> {
     return this.#store.listCalls(rolloutId);
@@ -121,13 +153,19 @@ class GatewaySource implements RolloutSource {
   }
   async select(selection: Selection): Promise<RolloutRecord[]> {
     if (selection.ids?.length) {
-      return Promise.all(
-        selection.ids.map((id) => this.#get(`/api/rollouts/${encodeURIComponent(id)}`) as Promise<RolloutRecord>),
+      const views = await Promise.all(
+        selection.ids.map((id) => this.#get(`/api/rollouts/${encodeURIComponent(id)}`) as Promise<RolloutView>),
       );
+      return views.map((view) => recordOfView(view).record);
     }
     const query = selection.group !== undefined ? `?group=${encodeURIComponent(selection.group)}` : "";
-    const { rollouts } = (await this.#get(`/api/rollouts${query}`)) as { rollouts: RolloutRecord[] };
-    return oldestFirst(rollouts.filter((r) => matches(r, selection)));
+    const { rollouts } = (await this.#get(`/api/rollouts${query}`)) as { rollouts: RolloutView[] };
+    const read = rollouts.map(recordOfView).filter(({ record }) => matches(record, selection));
+    const cursors = new Map(read.map(({ record, cursor }) => [record.id, cursor]));
+    return inFinishOrder(
+      read.map(({ record }) => record),
+      (r) => cursors.get(r.id) ?? null,
+    );
   }
   async calls(rolloutId: string): Promise<CallRecord[]> {
     const { calls } = (await this.#get(`/api/rollouts/${encodeURIComponent(rolloutId)}/calls`)) as {

@@ -148,6 +148,49 @@ describe("replay deliver", () => {
     }
   });
 
+  test("item 3: --gateway with --group reads the control API (records without their keys) and serves the same batches", async () => {
+    const original = await first();
+    const deliver = spawnCli([
+      "replay",
+      "deliver",
+      "--group",
+      "g-deliver",
+      "--gateway",
+      stack.gateway.url,
+      "--grpc-port",
+      "0",
+    ]);
+    try {
+      const [, address] = await deliver.waitFor(/4 finished rollouts \(\d+ calls\) on grpc:\/\/(\S+)/, 60_000);
+      const second = await firstBatch(address!, dir("core-from-gateway"));
+      assert.deepEqual(content(second), content(original));
+      await deliver.waitFor(/delivered: all 4 rollouts acked by rl-core/, 60_000);
+      assert.equal(await exitCode(deliver), 0, deliver.output());
+    } finally {
+      await deliver.kill();
+    }
+  });
+
+  test("item 3: --gateway with --since copies every rollout finished since", async () => {
+    const res = await fetch(`${stack.gateway.url}/api/rollouts?status=ok`);
+    const finished = ((await res.json()) as { rollouts: unknown[] }).rollouts.length;
+    const deliver = spawnCli([
+      "replay",
+      "deliver",
+      "--since",
+      "1h",
+      "--gateway",
+      stack.gateway.url,
+      "--grpc-port",
+      "0",
+    ]);
+    try {
+      await deliver.waitFor(new RegExp(`: ${finished} finished rollouts \\(\\d+ calls\\) on grpc://`), 60_000);
+    } finally {
+      await deliver.kill();
+    }
+  });
+
   test("failures: an open rollout is refused, an empty selection says so", async () => {
     const open = await createRollout(stack.gateway.url, { group: "g-open" });
     const refused = spawnCli(["replay", "deliver", open.id, "--data", stack.dataDir, "--grpc-port", "0"]);
