@@ -1,4 +1,11 @@
 // The RL core's public surface (the core itself: core.ts).
-export { Core, startCore, DEFAULT_CORE_PORT, DEFAULT_TOKEN_BUDGET, type CoreOptions } from "./core.ts";
+export {
+  Core,
+  startCore,
+  DEFAULT_CORE_PORT,
+  DEFAULT_GROUP_TIMEOUT_MS,
+  DEFAULT_TOKEN_BUDGET,
+  type CoreOptions,
+} from "./core.ts";
 export { CORE_ESTIMATORS, type CoreEstimator, type WhitenScope } from "./group-advantages.ts";
 export { BATCH_UNITS, type BatchUnit } from "./batch-packer.ts";
