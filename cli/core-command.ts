@@ -4,16 +4,18 @@ import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
+import { OVERLONG_MODES, SINGLETON_MODES } from "../rl-core/core/group-advantages.ts";
 import {
   BATCH_UNITS,
   CORE_ESTIMATORS,
   DEFAULT_CORE_PORT,
+  DEFAULT_GROUP_TIMEOUT_MS,
   DEFAULT_TOKEN_BUDGET,
   startCore,
 } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { createLogger, lineLogger } from "../util/log.ts";
-import { duration, integer, probability } from "./option-parsers.ts";
+import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
   return new Command("core")
@@ -68,6 +70,39 @@ export function coreCommand(): Command {
     )
     .addOption(
       new Option(
+        "--singleton <rule>",
+        "a group of one kept rollout (outcome estimators): zero = advantage 0 and no_signal (no baseline); raw = its reward as its advantage, as verl (GRPO: r / (1 + 1e-6))",
+      )
+        .choices([...SINGLETON_MODES])
+        .default("zero"),
+    )
+    .addOption(
+      new Option(
+        "--overlong <rule>",
+        "rollouts cut at the generation limit (a trajectory ending in finish_reason length), as DAPO: drop = out of advantage and loss (counted overlong); mask = in the group's statistics, out of the loss (counted overlong_masked); penalty = every rollout's reward gets DAPO's soft length penalty (--max-len, --overlong-buffer)",
+      )
+        .choices([...OVERLONG_MODES])
+        .default("off"),
+    )
+    .option(
+      "--overlong-buffer <tokens>",
+      "--overlong penalty: DAPO's L_cache, the penalty falls from 0 at --max-len minus this many trained tokens to -1 at --max-len (and stays -1 beyond)",
+      integer,
+      0,
+    )
+    .option(
+      "--kl-coef <beta>",
+      "KL in the reward of served batches: a trainer reports ref logprobs (ReportLogprobs kind ref) and the reply carries the batch's advantages with -beta*KL(policy||ref) in the reward (outcome estimators need --batch-unit group)",
+      nonNegative,
+      0,
+    )
+    .addOption(
+      new Option("--kl-estimator <k>", "the per-token KL estimator of --kl-coef (verl's kl_penalty): k1, k2 or k3")
+        .choices(["k1", "k2", "k3"])
+        .default("k1"),
+    )
+    .addOption(
+      new Option(
         "--batch-unit <unit>",
         "what a batch never splits: a rollout's trajectories, or a whole group's (for group-level losses)",
       )
@@ -76,7 +111,7 @@ export function coreCommand(): Command {
     )
     .option(
       "--max-len <tokens>",
-      "Dr.GRPO's constant for --loss-agg seq-mean-token-sum-norm, e.g. the generation budget (0: each batch's longest rollout)",
+      "a rollout's budget of trained tokens L: Dr.GRPO's constant for --loss-agg seq-mean-token-sum-norm (required by it) and DAPO's L_max for --overlong penalty (0: none)",
       integer,
       0,
     )
@@ -110,9 +145,9 @@ export function coreCommand(): Command {
     )
     .option(
       "--group-timeout <duration>",
-      "process a group that has not reached its size after this long",
+      "process a group that has not reached its size after this long, from its first rollout (default above the gateway's --rollout-timeout of 1h: every rollout has ended by then, so groups complete by size)",
       duration,
-      120_000,
+      DEFAULT_GROUP_TIMEOUT_MS,
     )
     .option(
       "--train-segments <kinds>",
@@ -190,6 +225,11 @@ export function coreCommand(): Command {
         maxLen: opts.maxLen,
         lossTokens: opts.lossTokens,
         dropZeroVarianceGroups: opts.dropZeroVarianceGroups,
+        singleton: opts.singleton,
+        overlong: opts.overlong,
+        overlongBuffer: opts.overlongBuffer,
+        klCoef: opts.klCoef,
+        klEstimator: opts.klEstimator,
         groupSize: opts.groupSize,
         groupTimeoutMs: opts.groupTimeout,
         trainFlagged: opts.trainFlagged,
@@ -204,7 +244,10 @@ export function coreCommand(): Command {
         `  gateways:   ${opts.gateway.length ? opts.gateway.join(", ") : "none (waiting for rlgate replay deliver --to-core)"}`,
       );
       console.log(
-        `  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}`,
+        `  estimator:  ${opts.estimator} (kernels: ${backend}), normalize ${opts.normalize}, loss ${opts.lossAgg}` +
+          `${opts.maxLen ? ` (L ${opts.maxLen})` : ""}, singletons ${opts.singleton}, overlong ${opts.overlong}` +
+          `${opts.overlong === "penalty" ? ` (buffer ${opts.overlongBuffer})` : ""}` +
+          `${opts.klCoef > 0 ? `, KL in the reward ${opts.klCoef} x ${opts.klEstimator} (ref reports)` : ""}`,
       );
       console.log(
         `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,

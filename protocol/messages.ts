@@ -193,6 +193,8 @@ export interface ConsistencyReport {
   importanceWeights: Uint8Array;
   acked: boolean;
   rowKl: RowKl[];
+  /** float32 LE per token: the batch's advantages with KL in the reward (the core's --kl-coef); empty without. */
+  klAdvantages: Uint8Array;
 }
 
 export interface AdvantageRequest {

@@ -38,6 +38,8 @@ export interface LogprobResult {
   acked: boolean;
   /** KL(policy || ref) per row, once the batch has ref logprobs. */
   rowKl: RowKl[];
+  /** The batch's advantages with KL in the reward (the core's --kl-coef), once it has ref logprobs; else null. */
+  klAdvantages: Float32Array | null;
 }
 
 export interface AdvantageInput {
@@ -132,6 +134,7 @@ export class TrainerClient {
       importanceWeights: res.importanceWeights.byteLength ? float32s(res.importanceWeights) : null,
       acked: res.acked,
       rowKl: res.rowKl ?? [],
+      klAdvantages: res.klAdvantages?.byteLength ? float32s(res.klAdvantages) : null,
     };
   }
 

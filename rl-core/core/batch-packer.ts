@@ -13,7 +13,7 @@ import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/i
 import { batchLevelAdvantages } from "./batch-advantages.ts";
 import type { CoreStore, ReadyRow, StoredBatch } from "./core-store.ts";
 import type { DecisionPlan } from "./decisions.ts";
-import type { WhitenScope } from "./group-advantages.ts";
+import { estimatorSettingsProblem, type WhitenScope } from "./group-advantages.ts";
 
 export { indexStrings } from "./batch-advantages.ts";
 
@@ -28,7 +28,7 @@ export interface PackOptions {
   estimator: string;
   batchUnit?: BatchUnit;
   whitenScope?: WhitenScope;
-  /** Dr.GRPO's constant L for seq-mean-token-sum-norm (e.g. the generation budget); 0: the batch's longest rollout. */
+  /** Dr.GRPO's constant L for seq-mean-token-sum-norm (e.g. the generation budget per rollout); required by it. */
   maxLen?: number;
   /** The global token count N loss weights are normalised by; 0: each batch its own (weights sum to 1). */
   lossTokens?: number;
@@ -38,9 +38,16 @@ type BuildOptions = Omit<PackOptions, "tokenBudget" | "batchTimeoutMs">;
 
 /**
  * Loss weights with the rollout as the sequence: the kernel is given rollout boundaries as rows (a rollout's rows are
- * contiguous in a batch). With N = lossTokens > 0 and T the batch's trained tokens: token-mean weighs 1/N; the
- * seq-mean modes weigh as over this batch's rollouts, times T/N (the kernel's sequence count S becomes S·N/T), so a
- * batch counts by its trained tokens; seq-mean-token-sum-norm weighs 1/maxLen, a constant already.
+ * contiguous in a batch). With N = lossTokens > 0 and T the batch's trained tokens, every mode is its per-batch
+ * aggregation times T/N, so a batch counts in a step of N trained tokens by its trained tokens: token-mean weighs 1/N;
+ * the seq-mean modes weigh as over S_N = S·N/T sequences (this batch's rollouts S at its rate per token, the
+ * kernel's sequence count S becomes S·N/T). seq-mean-token-sum-norm is Dr.GRPO's: the mean over rollouts of each
+ * rollout's token sum divided by the constant L = maxLen (Dr.GRPO's code: masked_sum with constant_normalizer =
+ * generate_max_length, then the mean over the batch; verl's agg_loss divides the same by its sequence count
+ * global_batch_size and loss_scale_factor), so 1/(S_N·L) per token — the seq-mean-token-sum kernel with S_N·L
+ * sequences. Its weights sum to T/N · (T/S)/L: T/N when every rollout is L tokens long, less when shorter. (The
+ * kernel's own seq-mean-token-sum-norm is verl's older per-micro-batch form, sum / L, which grows with the rollouts
+ * per batch; it is not used here.)
  */
 async function rolloutLossWeights(
   rows: readonly ReadyRow[],
@@ -62,16 +69,18 @@ async function rolloutLossWeights(
   }
   const n = options.lossTokens ?? 0;
   const global = n > 0 && trained > 0;
+  const sumNorm = options.lossAgg === "seq-mean-token-sum-norm";
+  const maxLen = options.maxLen ?? 0;
+  if (sumNorm && !(maxLen > 0))
+    throw new Error(estimatorSettingsProblem({ estimator: "grpo", lossAgg: options.lossAgg, maxLen }) ?? "");
+  // The sequences this batch's weights are taken over: its rollouts, or those of a step of N tokens at its rate.
+  const seqs = global ? (rollouts * n) / trained : rollouts;
   const weights = await lossWeightsAsync({
     offsets: rolloutOffsets,
     mask: lossMask,
-    mode: options.lossAgg,
-    maxLen: options.maxLen || undefined,
+    mode: sumNorm ? "seq-mean-token-sum" : options.lossAgg,
     totalTokens: global && options.lossAgg === "token-mean" ? n : undefined,
-    totalSeqs:
-      global && options.lossAgg.startsWith("seq-mean-token-") && options.lossAgg !== "seq-mean-token-sum-norm"
-        ? (rollouts * n) / trained
-        : undefined,
+    totalSeqs: sumNorm ? seqs * maxLen || undefined : global && options.lossAgg !== "token-mean" ? seqs : undefined,
   });
   return { weights, trained, rollouts: rolloutOffsets.length - 1 };
 }

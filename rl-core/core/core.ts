@@ -12,7 +12,7 @@ import { hostname } from "node:os";
 import { Server } from "@grpc/grpc-js";
 import { TrajectoryConsumer } from "../../clients/ts/trajectory-consumer.ts";
 import type { NormalizeBy } from "../estimators/index.ts";
-import type { LossAggMode } from "../kernels/index.ts";
+import type { KlKind, LossAggMode } from "../kernels/index.ts";
 import {
   bindServer,
   channelCredentials,
@@ -34,7 +34,14 @@ import {
 } from "../../protocol/index.ts";
 import { BatchPacker, type BatchUnit } from "./batch-packer.ts";
 import { CoreStore, type PendingRollout } from "./core-store.ts";
-import { groupAdvantages, type CoreEstimator, type WhitenScope } from "./group-advantages.ts";
+import {
+  estimatorSettingsProblem,
+  groupAdvantages,
+  type CoreEstimator,
+  type Overlong,
+  type Singleton,
+  type WhitenScope,
+} from "./group-advantages.ts";
 import { DecisionPlan, readDecisions } from "./decisions.ts";
 import { declaredGroupSize, GroupTracker, type Assignment, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";
@@ -46,6 +53,11 @@ import { TrainerService } from "./trainer-service.ts";
 
 export const DEFAULT_CORE_PORT = 8702;
 export const DEFAULT_TOKEN_BUDGET = 65_536;
+/**
+ * Above the gateway's default rollout timeout (1 h, `serve --rollout-timeout`): every rollout of a group has ended by
+ * then, so by default a group is processed whole, by its size, and never by the clock.
+ */
+export const DEFAULT_GROUP_TIMEOUT_MS = 70 * 60_000;
 
 export interface CoreOptions {
   /** Gateways' gRPC addresses (host:port); none: the core waits for sources (AddSource, core.proto). */
@@ -81,12 +93,25 @@ export interface CoreOptions {
   whitenScope?: WhitenScope;
   /** REINFORCE++'s discount. Default 1. */
   gamma?: number;
-  /** Dr.GRPO's constant for seq-mean-token-sum-norm (e.g. the generation budget); 0: the batch's longest rollout. */
+  /**
+   * A rollout's budget of trained tokens L: Dr.GRPO's constant for seq-mean-token-sum-norm (required by it) and
+   * DAPO's L_max for overlong "penalty". 0: none.
+   */
   maxLen?: number;
   /** Global token count the loss weights are normalised by; default the token budget; 0: per batch (sum 1). */
   lossTokens?: number;
   /** Drop groups whose rewards are all equal (no signal), counted as `zero_variance`. */
   dropZeroVarianceGroups?: boolean;
+  /** A group of one kept rollout (outcome estimators): "zero" (default: advantage 0, no_signal) or "raw" (its reward, as verl). */
+  singleton?: Singleton;
+  /** Rollouts cut at the generation limit (finish_reason length): "off" (default), "drop", "mask" or "penalty". */
+  overlong?: Overlong;
+  /** DAPO's L_cache for overlong "penalty" (tokens before maxLen where the length penalty ramps to −1). */
+  overlongBuffer?: number;
+  /** KL in the reward of served batches: β; the reply to a ref report carries the advantages with −β·KL. Default 0. */
+  klCoef?: number;
+  /** The KL estimator of klCoef (verl's kl_penalty): k1 (default), k2 or k3. */
+  klEstimator?: KlKind;
   /** Group size when a rollout's metadata declares none; 0 = wait for the timeout. */
   groupSize?: number;
   groupTimeoutMs?: number;
@@ -142,6 +167,8 @@ export class Core {
   /** Starts a core; on failure, whatever it had opened is closed again and the error thrown. */
   static async start(options: CoreOptions): Promise<Core> {
     const host = options.host ?? "127.0.0.1";
+    const settingsProblem = estimatorSettingsProblem({ ...options, estimator: options.estimator ?? "grpo" });
+    if (settingsProblem) throw new StartRefusal(settingsProblem);
     if (!isLoopbackHost(host) && !options.token) {
       throw new StartRefusal(
         `refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`,
@@ -177,7 +204,7 @@ export class Core {
     this.#plan = options.followDecisions ? new DecisionPlan(readDecisions(options.followDecisions)) : null;
     this.#tracker = new GroupTracker({
       defaultSize: options.groupSize ?? 0,
-      timeoutMs: options.groupTimeoutMs ?? 120_000,
+      timeoutMs: options.groupTimeoutMs ?? DEFAULT_GROUP_TIMEOUT_MS,
       names: store.allNames(),
       generations: store.allGenerations(),
     });
@@ -219,6 +246,14 @@ export class Core {
       onAck: (n) => this.metrics.batchesAcked.inc(n),
       onServed: (batch) => this.metrics.tokensServed.inc(batch.tokens),
       whitenScope: options.whitenScope ?? "batch",
+      singleton: options.singleton ?? "zero",
+      klReward: {
+        klCoef: options.klCoef ?? 0,
+        klKind: options.klEstimator ?? "k1",
+        estimator: this.estimator,
+        normalize: options.normalize ?? "none",
+        gamma: options.gamma ?? 1,
+      },
     });
     this.#server.addService(trainerService, this.#trainer.handlers());
     this.#server.addService(coreSourcesService, sourceHandlers(this, options.token ?? null));
@@ -429,6 +464,10 @@ export class Core {
           dropZeroVariance: this.#options.dropZeroVarianceGroups,
           whitenScope: this.#options.whitenScope ?? "batch",
           gamma: this.#options.gamma,
+          singleton: this.#options.singleton,
+          overlong: this.#options.overlong,
+          overlongBuffer: this.#options.overlongBuffer,
+          maxLen: this.#options.maxLen,
         });
         for (const d of result.dropped) this.#drop(d.reason);
         rows = result.rows;

@@ -8,6 +8,9 @@
 // group's prefix tree rebuilt from their token ids (tree-spec.ts), with V(n) the mean reward of the *rollouts* with a
 // leaf under n. Plain REINFORCE++ is token-level: each trajectory returns its rollout's reward from its last trained
 // token.
+//
+// Options of issue 22: `singleton` (a group of one: advantage 0, or its raw reward as verl), `overlong` (a rollout
+// cut at the generation limit: dropped, masked out of the loss, or DAPO's soft length penalty in its reward).
 import { computeAdvantagesAsync, type EstimatorName, type RolloutBatch } from "../estimators/index.ts";
 import { bytesOf, concatTyped, float32s, int32s, uint8s, type CallInfo } from "../../protocol/index.ts";
 import type { GroupContext, PendingRollout, ReadyRow, RowSignal } from "./core-store.ts";
@@ -29,7 +32,26 @@ export const OUTCOME_ESTIMATORS: readonly string[] = ["grpo", "dr-grpo", "rloo",
 /** Where REINFORCE++ and REINFORCE++-baseline whiten: over the training batch (the references' choice) or the group. */
 export type WhitenScope = "batch" | "group";
 
-export type DropReason = "infra_error" | "oversize" | "flagged" | "no_reward" | "zero_variance";
+/**
+ * A group with one kept rollout has no baseline. "zero" (default): advantage 0 and `no_signal`. "raw": what verl
+ * gives (verl/trainer/ppo/core_algos.py: compute_grpo_outcome_advantage takes mean 0 and std 1 for a group of one,
+ * so r / (1 + eps), Dr.GRPO r; compute_rloo_outcome_advantage leaves a lone score as it is; compute_opo_outcome_advantage
+ * and compute_reinforce_plus_plus_baseline_outcome_advantage take baseline 0): its reward r.
+ */
+export type Singleton = "zero" | "raw";
+export const SINGLETON_MODES: readonly Singleton[] = ["zero", "raw"];
+
+/**
+ * Rollouts cut at the generation limit (a trained trajectory whose last call finished with `length`), after DAPO
+ * (Yu et al. 2025, arXiv:2503.14476): "drop" leaves them out of advantage and loss (counted `overlong`); "mask" keeps
+ * them in the group's statistics and out of the loss (overlong filtering; counted `overlong_masked`); "penalty" adds
+ * DAPO's soft overlong punishment to every rollout's reward by its length (overlongPenalty).
+ */
+export type Overlong = "off" | "drop" | "mask" | "penalty";
+export const OVERLONG_MODES: readonly Overlong[] = ["off", "drop", "mask", "penalty"];
+
+export type DropReason =
+  "infra_error" | "oversize" | "flagged" | "no_reward" | "zero_variance" | "overlong" | "overlong_masked";
 
 export interface GroupOptions {
   estimator: CoreEstimator;
@@ -40,6 +62,59 @@ export interface GroupOptions {
   whitenScope?: WhitenScope;
   /** REINFORCE++'s discount. Default 1. */
   gamma?: number;
+  /** A group of one kept rollout (outcome estimators): "zero" (default) or "raw". */
+  singleton?: Singleton;
+  /** Rollouts cut at the generation limit. Default "off" (trained like the others). */
+  overlong?: Overlong;
+  /** DAPO's L_cache for overlong "penalty": the length penalty ramps from 0 at maxLen − buffer to −1 at maxLen. */
+  overlongBuffer?: number;
+  /** DAPO's L_max for overlong "penalty" (the core's --max-len). */
+  maxLen?: number;
+}
+
+/** The estimator settings of a core, as `checkEstimatorSettings` reads them (CoreOptions' names). */
+export interface EstimatorSettings {
+  estimator: CoreEstimator;
+  lossAgg?: string;
+  maxLen?: number;
+  batchUnit?: string;
+  whitenScope?: WhitenScope;
+  singleton?: Singleton;
+  overlong?: Overlong;
+  overlongBuffer?: number;
+  klCoef?: number;
+  klEstimator?: string;
+}
+
+/**
+ * What is wrong with a core's estimator settings, as one sentence naming the options to fix; null when nothing is.
+ * Checked when a core starts, so a setting that cannot be honoured is refused rather than half applied.
+ */
+export function estimatorSettingsProblem(s: EstimatorSettings): string | null {
+  const maxLen = s.maxLen ?? 0;
+  if (s.lossAgg === "seq-mean-token-sum-norm" && !(maxLen > 0))
+    return "--loss-agg seq-mean-token-sum-norm needs --max-len L (Dr.GRPO's constant, e.g. the generation budget of a rollout in tokens): every rollout's token sum is divided by the same L, which a batch's own longest rollout is not";
+  if ((s.singleton ?? "zero") === "raw" && !OUTCOME_ESTIMATORS.includes(s.estimator))
+    return `--singleton raw applies to the outcome estimators (${OUTCOME_ESTIMATORS.join(", ")}), not ${s.estimator}: ${s.estimator === "tree" ? "a tree of one rollout is its own root, V(n) − V(root) = 0" : "reinforce++ has no baseline, a group of one is trained like any other"}`;
+  const overlong = s.overlong ?? "off";
+  const buffer = s.overlongBuffer ?? 0;
+  if (overlong === "penalty" && !(maxLen > 0 && buffer > 0 && buffer <= maxLen))
+    return `--overlong penalty needs --max-len L_max and --overlong-buffer L_cache with 0 < L_cache <= L_max (DAPO's soft overlong punishment ramps from 0 at L_max − L_cache tokens to −1 at L_max); got --max-len ${maxLen}, --overlong-buffer ${buffer}`;
+  if (overlong !== "penalty" && buffer > 0)
+    return "--overlong-buffer is the length of DAPO's penalty ramp: it needs --overlong penalty";
+  const klCoef = s.klCoef ?? 0;
+  if (!(Number.isFinite(klCoef) && klCoef >= 0)) return `--kl-coef must be a finite number >= 0, not ${klCoef}`;
+  if (s.klEstimator !== undefined && !["k1", "k2", "k3"].includes(s.klEstimator))
+    return `--kl-estimator must be k1, k2 or k3, not ${s.klEstimator}`;
+  if (klCoef > 0) {
+    if (s.estimator === "tree")
+      return "--kl-coef puts KL in the reward of served batches for the outcome estimators and reinforce++, not tree (its node values are computed once, in the core, before any ref logprobs exist)";
+    const needsWholeGroups =
+      OUTCOME_ESTIMATORS.includes(s.estimator) || (s.estimator === "reinforce++" && s.whitenScope === "group");
+    if (needsWholeGroups && s.batchUnit !== "group")
+      return `--kl-coef with ${s.estimator}${s.estimator === "reinforce++" ? " whitened within the group" : ""} needs --batch-unit group: a rollout's KL comes with its batch's ref logprobs, and its group's ${s.estimator === "reinforce++" ? "whitening" : "baseline"} needs every rollout's`;
+  }
+  return null;
 }
 
 export interface GroupResult {
@@ -54,6 +129,35 @@ export function dropReason(r: PendingRollout, trainFlagged: boolean): DropReason
   if (r.flagged && !trainFlagged) return "flagged";
   if (r.reward === null || !Number.isFinite(r.reward)) return "no_reward";
   return null;
+}
+
+/**
+ * DAPO's soft overlong punishment (arXiv:2503.14476 eq. 13; verl/workers/reward_manager/dapo.py, DAPORewardManager):
+ * 0 up to L_max − L_cache tokens, then ((L_max − L_cache) − |y|) / L_cache down to −1 at L_max, and −1 beyond (an
+ * agent's rollout of several calls can exceed the budget; a single call cannot, so verl has no clamp).
+ */
+export function overlongPenalty(length: number, maxLen: number, buffer: number): number {
+  const expected = maxLen - buffer;
+  if (length <= expected) return 0;
+  if (length > maxLen) return -1;
+  return (expected - length) / buffer;
+}
+
+/**
+ * |y| of a rollout for the overlong penalty: its sampled tokens that are trained (mask 1) over all its trained
+ * trajectories — the response length of a single call as in DAPO, and for an agent every sampled token it is trained
+ * on (turns, sub-agents; a token shared by re-serialized histories is trained, and counted, once). The same count
+ * --max-len bounds for seq-mean-token-sum-norm, so --max-len is a budget per rollout.
+ */
+export function rolloutLength(r: PendingRollout): number {
+  let n = 0;
+  for (const t of trainedTrajectories(r, 0)) for (const m of t.lossMask) n += m;
+  return n;
+}
+
+/** Whether one of the rollout's trained trajectories was cut at the generation limit (its last call: `length`). */
+export function cutAtLimit(r: PendingRollout): boolean {
+  return trainedTrajectories(r, 0).some((t) => rowCalls(t).calls.at(-1)?.finishReason === "length");
 }
 
 interface Traj {
@@ -102,8 +206,9 @@ function rowCalls(t: Traj): { calls: CallInfo[]; callIndex: Int32Array } {
   return { calls: used.map((c) => all[c]!), callIndex: out };
 }
 
-function signalOf(rewards: readonly number[]): RowSignal {
-  if (rewards.length < 2) return "none";
+/** A group of one has no baseline ("none"), unless singletons are "raw": then its baseline is 0, as verl's. */
+function signalOf(rewards: readonly number[], singleton: Singleton): RowSignal {
+  if (rewards.length < 2) return singleton === "raw" && rewards.length === 1 ? "ok" : "none";
   return rewards.every((x) => x === rewards[0]) ? "equal" : "ok";
 }
 
@@ -116,6 +221,7 @@ export async function rolloutValues(
   estimator: OutcomeEstimator,
   ctx: GroupContext,
   whitenScope: WhitenScope,
+  singleton: Singleton = "zero",
 ): Promise<Float64Array> {
   const n = ctx.rollouts.length;
   // One row per rollout, as long as its trained tokens: OPO's lengths and the whitening weights.
@@ -127,32 +233,61 @@ export async function rolloutValues(
     rewards: Float64Array.from(ctx.rewards),
     groupIds: new Int32Array(n),
   };
-  const spec = estimator === "reinforce++-baseline" ? { estimator, whiten: whitenScope === "group" } : { estimator };
+  const spec =
+    estimator === "reinforce++-baseline"
+      ? { estimator, whiten: whitenScope === "group", singleton }
+      : { estimator, singleton };
   const result = await computeAdvantagesAsync(batch, spec);
   return Float64Array.from({ length: n }, (_, u) =>
     ctx.tokens[u]! > 0 ? result.advantages[offsets[u]!]! : result.rowAdvantages![u]!,
   );
 }
 
-/** Token advantages of a group's trajectories for the token-level estimators (tree, reinforce++). */
-async function tokenLevelAdvantages(trajs: Traj[], lossMask: Uint8Array, options: GroupOptions): Promise<Float32Array> {
+/**
+ * Token advantages of a group's trajectories for the token-level estimators (tree, reinforce++). `rewards[k]` is
+ * kept rollout k's reward (as shaped), `kept` the number of kept rollouts.
+ */
+async function tokenLevelAdvantages(
+  trajs: Traj[],
+  lossMask: Uint8Array,
+  rewards: readonly number[],
+  kept: number,
+  options: GroupOptions,
+): Promise<Float32Array> {
   const offsets = new Int32Array(trajs.length + 1);
   trajs.forEach((t, i) => (offsets[i + 1] = offsets[i]! + t.tokenIds.length));
+  if (options.estimator === "tree") {
+    // One prefix tree per group: rollouts of one task share their prompt, and any sampled prefix they share.
+    // A kept rollout that left no trained trajectory still counts in V(root), the group mean, as in every outcome
+    // estimator: it joins as an empty row, a tree of its own with no tokens (so no advantage of its own), hung under
+    // the group's virtual root beside the others (issue 22 item 6).
+    const present = new Set(trajs.map((t) => t.keptIndex));
+    const alone = Array.from({ length: kept }, (_, k) => k).filter((k) => !present.has(k));
+    const rowsIds = [...trajs.map((t) => t.tokenIds), ...alone.map(() => new Int32Array(0))];
+    const samples = [...trajs.map((t) => t.keptIndex), ...alone];
+    const all = new Int32Array(rowsIds.length + 1);
+    all.set(offsets);
+    all.fill(offsets[trajs.length]!, trajs.length + 1);
+    const tree = buildTreeSpec(
+      rowsIds,
+      // The trajectories share one trie; each empty row is a tree alone (ids past any kept index).
+      Int32Array.from(samples, (k, i) => (i < trajs.length ? 0 : kept + k)),
+    );
+    const batch: RolloutBatch = {
+      offsets: all,
+      lossMask,
+      rewards: Float64Array.from(samples, (k) => rewards[k]!),
+      groupIds: new Int32Array(rowsIds.length),
+      rowSample: Int32Array.from(samples),
+    };
+    return (await computeAdvantagesAsync(batch, { estimator: "tree", tree })).advantages;
+  }
   const batch: RolloutBatch = {
     offsets,
     lossMask,
-    rewards: Float64Array.from(trajs, (t) => t.rollout.reward!),
+    rewards: Float64Array.from(trajs, (t) => rewards[t.keptIndex]!),
     groupIds: new Int32Array(trajs.length),
-    rowSample: Int32Array.from(trajs, (t) => t.keptIndex),
   };
-  if (options.estimator === "tree") {
-    // One prefix tree per group: rollouts of one task share their prompt, and any sampled prefix they share.
-    const tree = buildTreeSpec(
-      trajs.map((t) => t.tokenIds),
-      new Int32Array(trajs.length),
-    );
-    return (await computeAdvantagesAsync(batch, { estimator: "tree", tree })).advantages;
-  }
   const spec = {
     estimator: "reinforce++" as const,
     gamma: options.gamma ?? 1,
@@ -165,35 +300,62 @@ export async function groupAdvantages(
   rollouts: readonly PendingRollout[],
   options: GroupOptions,
 ): Promise<GroupResult> {
+  const overlong = options.overlong ?? "off";
   const dropped: GroupResult["dropped"] = [];
   let kept: PendingRollout[] = [];
   for (const r of rollouts) {
-    const reason = dropReason(r, options.trainFlagged ?? false);
+    const reason =
+      dropReason(r, options.trainFlagged ?? false) ?? (overlong === "drop" && cutAtLimit(r) ? "overlong" : null);
     if (reason) dropped.push({ rolloutId: r.rolloutId, reason });
     else kept.push(r);
   }
-  const signal = signalOf(kept.map((r) => r.reward!));
+  // The rewards the estimators see: DAPO's length penalty added with overlong "penalty".
+  const shaped = (r: PendingRollout) =>
+    overlong === "penalty"
+      ? r.reward! + overlongPenalty(rolloutLength(r), options.maxLen ?? 0, options.overlongBuffer ?? 0)
+      : r.reward!;
+  let rewards = kept.map(shaped);
+  const signal = signalOf(rewards, options.singleton ?? "zero");
   if (options.dropZeroVariance && kept.length > 0 && signal !== "ok") {
     for (const r of kept) dropped.push({ rolloutId: r.rolloutId, reason: "zero_variance" });
     kept = [];
+    rewards = [];
   }
-  const trajs = kept.flatMap((r, k) => trainedTrajectories(r, k));
+  // Overlong "mask": the rollout stays in its group's statistics (its reward in the mean, its trajectories in the
+  // tree) but none of its tokens is trained: its loss mask is zeroed, so its rows carry nothing and are not sent, and
+  // its trained-token count (OPO's length, the whitening weight) is 0, as a zero response mask gives in verl.
+  const masked = new Set<number>();
+  if (overlong === "mask") {
+    kept.forEach((r, k) => {
+      if (!cutAtLimit(r)) return;
+      masked.add(k);
+      dropped.push({ rolloutId: r.rolloutId, reason: "overlong_masked" });
+    });
+  }
+  const trajs = kept.flatMap((r, k) =>
+    trainedTrajectories(r, k).map((t) => (masked.has(k) ? { ...t, lossMask: new Uint8Array(t.lossMask.length) } : t)),
+  );
   const lossMask = concatTyped(
     Uint8Array,
     trajs.map((t) => t.lossMask),
   );
   const context: GroupContext = {
     rollouts: kept.map((r) => r.rolloutId),
-    rewards: kept.map((r) => r.reward!),
+    rewards,
     tokens: kept.map(() => 0),
   };
   for (const t of trajs) for (const m of t.lossMask) context.tokens[t.keptIndex]! += m;
 
   let advantages: Float32Array;
   if (options.estimator === "tree" || options.estimator === "reinforce++") {
-    advantages = await tokenLevelAdvantages(trajs, lossMask, options);
+    advantages = await tokenLevelAdvantages(trajs, lossMask, rewards, kept.length, options);
   } else {
-    const values = await rolloutValues(options.estimator, context, options.whitenScope ?? "batch");
+    const values = await rolloutValues(
+      options.estimator,
+      context,
+      options.whitenScope ?? "batch",
+      options.singleton ?? "zero",
+    );
     advantages = new Float32Array(lossMask.length);
     let at = 0;
     for (const t of trajs) {
@@ -220,9 +382,10 @@ export async function groupAdvantages(
       group: r.group,
       task: r.task,
       harness: r.harness,
-      reward: r.reward!,
+      reward: rewards[t.keptIndex]!,
       segment: r.segments[t.row] ?? "main",
       generation: r.generation ?? 0,
+      round: r.round ?? 0,
       late: r.late ?? false,
       signal,
       context,

@@ -178,8 +178,9 @@ describe("issue 15: the rollout is the sample, groups have a lifecycle, batches 
       estimator: "grpo",
       maxLen: 64,
     });
+    // Dr.GRPO over this batch's 2 rollouts: each rollout's token sum / L, averaged (issue 22 item 5).
     const mask = uint8s(norm.lossMask);
-    float32s(norm.lossWeights).forEach((x, t) => assert.equal(x, mask[t] ? Math.fround(1 / 64) : 0));
+    float32s(norm.lossWeights).forEach((x, t) => assert.equal(x, mask[t] ? Math.fround(1 / (2 * 64)) : 0));
   });
 
   test("6. REINFORCE++-baseline whitens over the batch (group scope on request); plain REINFORCE++ discounts with γ", async () => {

@@ -1,6 +1,8 @@
 // The Trainer service (proto/rlgate/v1/trainer.proto): batches streamed to trainers at least once (a batch is
 // leased to one stream until acked, and re-delivered if that stream ends first), logprob reports turned into
-// consistency figures, and advantages computed for trainers that bring their own values.
+// consistency figures, and advantages computed for trainers that bring their own values. With the core's
+// --kl-coef, a ref report's reply carries the batch's advantages with KL in the reward (servedAdvantages, the same
+// computation as ComputeAdvantages with kl_coef).
 import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
 import {
   computeAdvantagesAsync,
@@ -8,7 +10,13 @@ import {
   type NormalizeBy,
   type RolloutBatch,
 } from "../estimators/index.ts";
-import { importanceWeightsAsync, klDivergenceAsync, KL_KINDS, type KlKind } from "../kernels/index.ts";
+import {
+  importanceWeightsAsync,
+  klDivergenceAsync,
+  maskedWhitenAsync,
+  KL_KINDS,
+  type KlKind,
+} from "../kernels/index.ts";
 import {
   bytesOf,
   checkOffsets,
@@ -34,7 +42,13 @@ import {
 import { batchLevelAdvantages, indexStrings } from "./batch-advantages.ts";
 import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";
-import { OUTCOME_ESTIMATORS, rolloutValues, type OutcomeEstimator, type WhitenScope } from "./group-advantages.ts";
+import {
+  OUTCOME_ESTIMATORS,
+  rolloutValues,
+  type OutcomeEstimator,
+  type Singleton,
+  type WhitenScope,
+} from "./group-advantages.ts";
 
 export const DEFAULT_TRAINER_IN_FLIGHT = 2;
 const EMPTY = Buffer.alloc(0);
@@ -57,6 +71,13 @@ export interface TrainerServiceOptions {
   onServed?(batch: StoredBatch): void;
   /** The core's whitening scope (REINFORCE++, REINFORCE++-baseline), for advantages on request. Default batch. */
   whitenScope?: WhitenScope;
+  /** The core's singleton rule (group-advantages.ts), for advantages on request. Default zero. */
+  singleton?: Singleton;
+  /**
+   * KL in the reward of served batches (the core's --kl-coef > 0): the reply to a ref report carries the batch's
+   * advantages recomputed by the core's estimator and settings with −klCoef · KL(policy ‖ ref) in the reward.
+   */
+  klReward?: { klCoef: number; klKind: KlKind; estimator: string; normalize: NormalizeBy; gamma: number };
 }
 
 /** Per-row means of a KL estimator over the row's trained tokens. */
@@ -249,30 +270,63 @@ export class TrainerService {
       }
     }
     const kl = reported.ref ? await rowKl(batch, reported.policy ?? rollout, reported.ref) : [];
+    // KL in the reward: the batch's advantages again, by the core's estimator and settings, with −β·KL per token in
+    // the reward (every report once the ref logprobs are in, with the latest policy logprobs, as row_kl).
+    const klReward = this.#options.klReward;
+    let klAdvantages: Uint8Array = EMPTY;
+    if (reported.ref && klReward && klReward.klCoef > 0) {
+      const { advantages } = await servedAdvantages(
+        batch,
+        {
+          estimator: klReward.estimator,
+          normalize: klReward.normalize,
+          whitenScope: this.#options.whitenScope ?? "batch",
+          gamma: klReward.gamma,
+          singleton: this.#options.singleton ?? "zero",
+        },
+        await this.#klTokenRewards(batch, klReward.klCoef, klReward.klKind),
+      );
+      klAdvantages = bytesOf(advantages);
+    }
     const acked = req.ack ? (await this.#ack([req.batchId])) > 0 : false;
-    return { batchId: req.batchId, harnesses, importanceWeights: importance, acked, rowKl: kl };
+    return { batchId: req.batchId, harnesses, importanceWeights: importance, acked, rowKl: kl, klAdvantages };
   });
 
-  /** -kl_coef * KL(policy || ref) per token, when asked and the batch has ref logprobs. */
-  async #klRewards(
-    req: AdvantageRequest,
-    served: StoredBatch | null,
-    extra?: Float32Array,
-  ): Promise<Float32Array | undefined> {
-    if (!(req.klCoef > 0)) return extra;
-    if (!Number.isFinite(req.klCoef)) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef must be finite");
-    const ref = served ? this.#reported.get(served.batchId)?.ref : undefined;
-    if (!served || !ref)
+  /** −coef · KL(policy ‖ ref) per token (0 on mask-0 tokens) of a batch whose ref logprobs were reported. */
+  async #klTokenRewards(served: StoredBatch, coef: number, kind: KlKind): Promise<Float32Array> {
+    const reported = this.#reported.get(served.batchId);
+    if (!reported?.ref)
       throw new LinkError(
         "RLGATE_BAD_REQUEST",
         "kl_coef needs a served batch whose ref logprobs were reported (ReportLogprobs kind ref)",
       );
+    const policy = reported.policy ?? float32s(served.logprobs);
+    const kl = await klDivergenceAsync({ logp: policy, logpRef: reported.ref, mask: uint8s(served.lossMask), kind });
+    return kl.map((x) => -coef * x);
+  }
+
+  /** −kl_coef · KL(policy ‖ ref) per token plus the request's token_rewards, when asked and the batch has ref logprobs. */
+  async #requestTokenRewards(req: AdvantageRequest, served: StoredBatch | null): Promise<Float32Array | undefined> {
+    const extra = req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined;
+    const tokens = served ? uint8s(served.lossMask).length : uint8s(req.lossMask).length;
+    if (extra && extra.length !== tokens) {
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        `token_rewards has ${extra.length} entries, the batch has ${tokens} tokens`,
+      );
+    }
+    if (!(req.klCoef > 0)) return extra;
+    if (!Number.isFinite(req.klCoef)) throw new LinkError("RLGATE_BAD_REQUEST", "kl_coef must be finite");
     const kind = (req.klKind || "k1") as KlKind;
     if (!KL_KINDS.includes(kind))
       throw new LinkError("RLGATE_BAD_REQUEST", `kl_kind must be one of ${KL_KINDS.join(", ")}`);
-    const policy = this.#reported.get(served.batchId)?.policy ?? float32s(served.logprobs);
-    const kl = await klDivergenceAsync({ logp: policy, logpRef: ref, mask: uint8s(served.lossMask), kind });
-    return kl.map((x, t) => (extra ? extra[t]! : 0) - req.klCoef * x);
+    if (!served)
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        "kl_coef needs a served batch whose ref logprobs were reported (ReportLogprobs kind ref)",
+      );
+    const kl = await this.#klTokenRewards(served, req.klCoef, kind);
+    return extra ? kl.map((x, t) => x + extra[t]!) : kl;
   }
 
   readonly computeAdvantages = unaryHandler<AdvantageRequest, AdvantageResponse>(async (req) => {
@@ -281,43 +335,50 @@ export class TrainerService {
     const estimator = req.estimator || "gae";
     const normalize = (req.normalize || "none") as NormalizeBy;
     const scope = this.#options.whitenScope ?? "batch";
-    if (served && OUTCOME_ESTIMATORS.includes(estimator)) {
-      // The rollout is the sample: each row's whole group (rollouts in other batches too) gives its baseline, and
-      // the batch-level steps are the batch's own, so the core's settings reproduce the batch's advantages.
-      const advantages = await servedOutcomeAdvantages(served, estimator as OutcomeEstimator, scope, normalize);
-      return { advantages: bytesOf(advantages), returns: EMPTY, lossMask: served.lossMask };
-    }
-    let spec: EstimatorSpec;
-    const tokens = batch.lossMask.length;
-    const tokenRewards = await this.#klRewards(
-      req,
-      served,
-      req.tokenRewards.byteLength ? float32s(req.tokenRewards, "token_rewards") : undefined,
-    );
-    if (tokenRewards && tokenRewards.length !== tokens) {
-      throw new LinkError(
-        "RLGATE_BAD_REQUEST",
-        `token_rewards has ${tokenRewards.length} entries, the batch has ${tokens} tokens`,
-      );
-    }
-    if (estimator === "gae") {
-      const values = float32s(req.values, "values");
-      if (values.length !== tokens)
-        throw new LinkError(
-          "RLGATE_BAD_REQUEST",
-          `values has ${values.length} entries, the batch has ${tokens} tokens`,
-        );
-      const gae = gaeParams(req);
-      spec = { estimator: "gae", values, tokenRewards, ...gae, normalize };
-    } else if (estimator === "reinforce++") {
-      spec = { estimator, gamma: req.gamma ?? 1, tokenRewards, normalize };
-    } else if (estimator === "tree") {
+    if (estimator === "tree") {
       throw new LinkError(
         "RLGATE_BAD_REQUEST",
         "the tree estimator runs in the core (--estimator tree), not on request",
       );
+    }
+    const gamma = req.gamma ?? 1;
+    // As GAE's gamma and the CLI's --gamma: a discount above 1 makes returns grow without bound along a row.
+    if (estimator === "reinforce++" && !(gamma >= 0 && gamma <= 1))
+      throw new LinkError("RLGATE_BAD_REQUEST", `gamma must be in [0, 1], not ${gamma}`);
+    const tokenRewards = await this.#requestTokenRewards(req, served);
+    if (served && (OUTCOME_ESTIMATORS.includes(estimator) || estimator === "reinforce++")) {
+      // The rollout is the sample: each row's whole group (rollouts in other batches too) gives its baseline, and
+      // the batch-level steps are the batch's own, so the core's settings reproduce the batch's advantages.
+      const res = await servedAdvantages(
+        served,
+        { estimator, normalize, whitenScope: scope, gamma, singleton: this.#options.singleton ?? "zero" },
+        tokenRewards,
+      );
+      return {
+        advantages: bytesOf(res.advantages),
+        returns: res.returns ? bytesOf(res.returns) : EMPTY,
+        lossMask: served.lossMask,
+      };
+    }
+    let spec: EstimatorSpec;
+    if (estimator === "gae") {
+      const values = float32s(req.values, "values");
+      if (values.length !== batch.lossMask.length)
+        throw new LinkError(
+          "RLGATE_BAD_REQUEST",
+          `values has ${values.length} entries, the batch has ${batch.lossMask.length} tokens`,
+        );
+      const gae = gaeParams(req);
+      spec = { estimator: "gae", values, tokenRewards, ...gae, normalize };
+    } else if (estimator === "reinforce++") {
+      spec = { estimator, gamma, tokenRewards, normalize };
     } else {
-      spec = { estimator, normalize } as EstimatorSpec;
+      if (tokenRewards)
+        throw new LinkError(
+          "RLGATE_BAD_REQUEST",
+          `token rewards and kl_coef with ${estimator} need a served batch (batch_id): the reward of a rollout takes its tokens' sum`,
+        );
+      spec = { estimator, normalize, singleton: this.#options.singleton ?? "zero" } as EstimatorSpec;
     }
     const res = await computeAdvantagesAsync(batch, spec);
     return {
@@ -368,27 +429,128 @@ function gaeParams(req: AdvantageRequest): { gamma: number; lambda: number; whit
   return { gamma: gae.gamma!, lambda: gae.lambda!, whiten: gae.whiten ?? true };
 }
 
+/** The settings advantages over a served batch are computed with (the core's, or a request's). */
+export interface ServedSpec {
+  estimator: string;
+  whitenScope: WhitenScope;
+  normalize: NormalizeBy;
+  /** reinforce++'s discount (default 1). */
+  gamma?: number;
+  singleton?: Singleton;
+}
+
+/**
+ * Rows of `served` per group key, after checking that each group is whole in it: every rollout of its context with a
+ * trained token has rows here. Needed where a group's figure takes every rollout's tokens (KL summed into an outcome
+ * reward, REINFORCE++ whitened within the group), which exist only for the rollouts of this batch.
+ */
+function wholeGroups(served: StoredBatch, why: string): Map<string, number[]> {
+  const here = new Set(served.rowInfo.map((r) => r.rolloutId));
+  const rows = new Map<string, number[]>();
+  served.rowInfo.forEach((r, i) => {
+    let list = rows.get(r.groupKey);
+    if (!list) {
+      rows.set(r.groupKey, (list = []));
+      r.context.rollouts.forEach((id, u) => {
+        if (r.context.tokens[u]! > 0 && !here.has(id))
+          throw new LinkError(
+            "RLGATE_BAD_REQUEST",
+            `${why} needs each group whole in the batch, but rollout ${id} of group '${r.group}' is in another batch (run the core with --batch-unit group)`,
+          );
+      });
+    }
+    list.push(i);
+  });
+  return rows;
+}
+
+/**
+ * Advantages over a served batch, as the core computed them (group time, then batch level), by `spec` — optionally
+ * with per-token rewards in the reward (−β·KL: verl's apply_kl_penalty, token_level_rewards = scores − β·kld):
+ * - outcome estimators: one sample per rollout over each row's whole group (rollouts in other batches too); token
+ *   rewards add their sum over the rollout's trained tokens to its reward (verl's outcome estimators take
+ *   token_level_rewards.sum(-1)), which needs the group whole in the batch;
+ * - reinforce++: the per-token return of the token rewards and the outcome reward at the row's last trained token,
+ *   whitened within the group (scope group: the group whole in the batch) or over the batch.
+ * Then the batch-level steps (batch-advantages.ts). Without token rewards and with the core's settings this is the
+ * batch's own advantages.
+ */
+export async function servedAdvantages(
+  served: StoredBatch,
+  spec: ServedSpec,
+  tokenRewards?: Float32Array,
+): Promise<{ advantages: Float32Array; returns: Float32Array | null }> {
+  const offsets = int32s(served.offsets);
+  const mask = uint8s(served.lossMask);
+  const level = { estimator: spec.estimator, whitenScope: spec.whitenScope, normalize: spec.normalize };
+  if (spec.estimator === "reinforce++") {
+    const layout: RolloutBatch = {
+      offsets,
+      lossMask: mask,
+      rewards: Float64Array.from(served.rowInfo, (r) => r.reward),
+    };
+    const res = await computeAdvantagesAsync(layout, {
+      estimator: "reinforce++",
+      gamma: spec.gamma ?? 1,
+      tokenRewards,
+      whiten: false,
+    });
+    let advantages = res.advantages;
+    if (spec.whitenScope === "group") {
+      const groups = wholeGroups(served, "reinforce++ whitened within the group (--whiten-scope group)");
+      advantages = await maskedWhitenAsync({
+        offsets,
+        x: advantages,
+        mask,
+        rowSegment: indexStrings(served.rowInfo.map((r) => r.groupKey)),
+        numSegments: groups.size,
+      });
+    }
+    return {
+      advantages: await batchLevelAdvantages(offsets, mask, served.rowInfo, advantages, level),
+      returns: res.returns,
+    };
+  }
+  if (!OUTCOME_ESTIMATORS.includes(spec.estimator))
+    throw new LinkError("RLGATE_BAD_REQUEST", `${spec.estimator} is not computed over a served batch here`);
+  const shift = new Map<string, number>();
+  if (tokenRewards) {
+    wholeGroups(served, `KL (token rewards) in the reward of ${spec.estimator}`);
+    served.rowInfo.forEach((r, i) => {
+      let sum = shift.get(r.rolloutId) ?? 0;
+      for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (mask[t]) sum += tokenRewards[t]!;
+      shift.set(r.rolloutId, sum);
+    });
+  }
+  const value = new Map<string, number>();
+  const contexts = new Map(served.rowInfo.map((r) => [r.groupKey, r.context]));
+  for (const ctx of contexts.values()) {
+    const rewards = ctx.rewards.map((x, u) => x + (shift.get(ctx.rollouts[u]!) ?? 0));
+    const values = await rolloutValues(
+      spec.estimator as OutcomeEstimator,
+      { ...ctx, rewards },
+      spec.whitenScope,
+      spec.singleton ?? "zero",
+    );
+    ctx.rollouts.forEach((id, u) => value.set(id, values[u]!));
+  }
+  const advantages = new Float32Array(mask.length);
+  served.rowInfo.forEach((r, i) => {
+    const v = value.get(r.rolloutId) ?? 0;
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) advantages[t] = mask[t] ? v : 0;
+  });
+  return { advantages: await batchLevelAdvantages(offsets, mask, served.rowInfo, advantages, level), returns: null };
+}
+
 /** Outcome advantages over a served batch, each row's group whole (see computeAdvantages). */
 export async function servedOutcomeAdvantages(
   served: StoredBatch,
   estimator: OutcomeEstimator,
   scope: WhitenScope,
   normalize: NormalizeBy,
+  singleton: Singleton = "zero",
 ): Promise<Float32Array> {
-  const value = new Map<string, number>();
-  const contexts = new Map(served.rowInfo.map((r) => [r.groupKey, r.context]));
-  for (const ctx of contexts.values()) {
-    const values = await rolloutValues(estimator, ctx, scope);
-    ctx.rollouts.forEach((id, u) => value.set(id, values[u]!));
-  }
-  const offsets = int32s(served.offsets);
-  const mask = uint8s(served.lossMask);
-  const advantages = new Float32Array(mask.length);
-  served.rowInfo.forEach((r, i) => {
-    const v = value.get(r.rolloutId) ?? 0;
-    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) advantages[t] = mask[t] ? v : 0;
-  });
-  return batchLevelAdvantages(offsets, mask, served.rowInfo, advantages, { estimator, whitenScope: scope, normalize });
+  return (await servedAdvantages(served, { estimator, whitenScope: scope, normalize, singleton })).advantages;
 }
 
 /** The RolloutBatch of an advantage request: a served batch's layout, or the request's own. */

@@ -171,7 +171,8 @@ class TrainerClient:
         """The trainer's logprobs for every token of the batch (mask-1 ones are read, and must be finite).
 
         kind "policy": consistency with the inference server per harness (and importance weights with a cap);
-        kind "ref": the reference policy's, kept with the batch for KL per row (row_kl) and KL in the reward.
+        kind "ref": the reference policy's, kept with the batch for KL per row (row_kl) and KL in the reward: with
+        the core's --kl-coef, "kl_advantages" is the batch's advantages with -kl_coef * KL in the reward (else None).
         """
         req = self._pb.LogprobReport(batch_id=batch_id, logprobs=_f32(logprobs), ack=ack, importance_cap=importance_cap, kind=kind)
         res = self._stub.ReportLogprobs(req, timeout=self._deadline, metadata=self._metadata)
@@ -180,6 +181,7 @@ class TrainerClient:
             "importance_weights": np.frombuffer(res.importance_weights, dtype="<f4") if res.importance_weights else None,
             "acked": res.acked,
             "row_kl": [{"row": k.row, "tokens": k.tokens, "k1": k.k1, "k2": k.k2, "k3": k.k3} for k in res.row_kl],
+            "kl_advantages": np.frombuffer(res.kl_advantages, dtype="<f4") if res.kl_advantages else None,
         }
 
     def compute_advantages(
