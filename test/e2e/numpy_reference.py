@@ -92,7 +92,7 @@ def tree_advantages(rows):
     return out
 
 
-def reference(batch, estimator, normalize, loss_agg):
+def reference(batch, estimator, normalize, loss_agg, max_len=0):
     rows = batch.rows
     mask = batch.loss_mask.astype(bool)
     adv = np.zeros(batch.tokens)
@@ -147,6 +147,11 @@ def reference(batch, estimator, normalize, loss_agg):
                 w = 1.0 / n_global
             elif loss_agg == "seq-mean-token-mean":
                 w = (1.0 / (c * seqs)) * (total / n_global) if c else 0.0
+            elif loss_agg == "seq-mean-token-sum-norm":
+                # Dr.GRPO: the mean over rollouts of each one's token sum / L, times T/N like the other seq-means.
+                if max_len <= 0:
+                    raise ValueError("seq-mean-token-sum-norm needs --max-len")
+                w = (1.0 / (seqs * max_len)) * (total / n_global) if c else 0.0
             else:
                 raise ValueError(loss_agg)
             weights[s] = np.where(mask[s], w, 0.0)
@@ -159,6 +164,7 @@ def main():
     p.add_argument("--estimator", required=True)
     p.add_argument("--normalize", default="none")
     p.add_argument("--loss-agg", default="token-mean")
+    p.add_argument("--max-len", type=int, default=0)
     p.add_argument("--batches", type=int, required=True)
     args = p.parse_args()
     seen, worst_adv, worst_w, worst_asked, rows, generations, segments = set(), 0.0, 0.0, 0.0, 0, set(), set()
@@ -169,7 +175,7 @@ def main():
                 client.ack([batch.batch_id])
                 continue
             seen.add(batch.batch_id)
-            adv, weights = reference(batch, args.estimator, args.normalize, args.loss_agg)
+            adv, weights = reference(batch, args.estimator, args.normalize, args.loss_agg, args.max_len)
             worst_adv = max(worst_adv, float(np.max(np.abs(adv - batch.advantages), initial=0.0)))
             worst_w = max(worst_w, float(np.max(np.abs(weights - batch.loss_weights), initial=0.0)))
             if args.estimator != "tree":
