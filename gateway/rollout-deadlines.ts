@@ -8,8 +8,9 @@
 // processes rather than one means no deadline waits for a worker that died to be restarted.
 //
 // A call in flight when the deadline hits is not cut: it completes for its harness and is recorded on the rollout,
-// like any call that ends after a finish (the finish is what the trajectory stream delivers; calls arriving after it
-// are refused, 409, and recorded `rejected`).
+// like any call that ends after a finish: the trajectories delivered hold it only if it was committed before the
+// stream rebuilt the rollout, and the rollout has no reward to train it with either way. Calls arriving after the
+// finish are refused (409) and recorded `rejected`.
 import type { RolloutRecord } from "../store/records.ts";
 import type { GatewayContext } from "./context.ts";
 

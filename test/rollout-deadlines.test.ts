@@ -42,7 +42,9 @@ describe("rollouts always end: deadline_s and --rollout-timeout", () => {
   const received: RolloutMessage[] = [];
   let consumer: TrajectoryConsumer;
   before(async () => {
-    stack = await startStack({ gateway: { grpcPort: 0, deadlineSweepMs: 25 } });
+    // Swept by hand here (the timer is an hour off), so what a rollout holds when it is finished is not a race with a
+    // slow first call; the timer's own sweeps are tested on the stacks below.
+    stack = await startStack({ gateway: { grpcPort: 0, deadlineSweepMs: 3_600_000 } });
     consumer = new TrajectoryConsumer({
       address: stack.gateway.grpc!.address,
       member: "deadline-test",
@@ -66,8 +68,11 @@ describe("rollouts always end: deadline_s and --rollout-timeout", () => {
     assert.equal(created.finish_cursor, null);
     const call = await postJson(`${created.base_urls.openai}/chat/completions`, chat);
     assert.equal(call.status, 200, call.text);
+    assert.equal(await stack.gateway.deadlines.sweep(created.deadline_at - 1), 0, "not due before its deadline");
+    await until(() => (Date.now() >= created.deadline_at ? true : undefined), 10_000, "the deadline");
+    assert.equal(await stack.gateway.deadlines.sweep(), 1);
 
-    const done = await ended(url, created.id);
+    const done = await getRollout(url, created.id);
     assert.equal(done.status, "timeout");
     assert.equal(done.reward, null);
     assert.equal(done.metadata.finished_by, "deadline");
@@ -111,6 +116,7 @@ describe("rollouts always end: deadline_s and --rollout-timeout", () => {
     const due = stack.gateway.context.store.dueRollouts(Date.now() + 3_600_000, 1000);
     assert.ok(!due.some((d) => d.rolloutId === created.id), "the finish removed its deadline");
     await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await stack.gateway.deadlines.sweep(), 0);
     const r = await getRollout(url, created.id);
     assert.equal(r.status, "ok");
     assert.equal(r.reward, 0.5);
@@ -118,7 +124,7 @@ describe("rollouts always end: deadline_s and --rollout-timeout", () => {
   });
 
   test("a call in flight at the deadline completes for its harness and is recorded on the timed-out rollout", async () => {
-    const slow = await startStack({ sim: { ttftMs: 800 }, gateway: { deadlineSweepMs: 25 } });
+    const slow = await startStack({ sim: { ttftMs: 1_200 }, gateway: { deadlineSweepMs: 25 } });
     try {
       const url = slow.gateway.url;
       const created = await createRollout(url, { deadline_s: 0.2 });
