@@ -6,20 +6,10 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
+import { seededRandom } from "../util/seeded-random.ts";
 import { TrainerClient, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore, type Core, type CoreOptions } from "../rl-core/core/index.ts";
 import { createRollout, playAgent, postJson, spawnCli, startStack, tempDir, until, type Stack } from "./helpers.ts";
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function shuffle<T>(items: T[], rand: () => number): T[] {
   for (let i = items.length - 1; i > 0; i--) {
@@ -87,7 +77,7 @@ describe("issue 22: groups exact under any timing, through the gateway and core"
     [3, true],
   ] as const) {
     test(`property (seed ${seed}, ${explicitRounds ? "explicit rounds" : "fill order"}): random finish orders, bursts, core restarts and rollouts that never finish give the groups of (name, round, size)`, async () => {
-      const rand = prng(seed);
+      const rand = seededRandom(seed);
       const stack: Stack = await startStack({ gateway: { grpcPort: 0 } });
       const coreData = dir("core-exact");
       const options: CoreOptions = {

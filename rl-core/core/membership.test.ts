@@ -4,21 +4,10 @@
 // in (the generation itself, or its late rollouts) may depend on timing, and that is recorded for replay.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { seededRandom } from "../../util/seeded-random.ts";
 import { DecisionPlan, type Decision } from "./decisions.ts";
 import { GroupTracker, type GenerationState, type NameState } from "./groups.ts";
 import { pending } from "./test-support.ts";
-
-/** A seeded PRNG (mulberry32): the property test's cases are the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Arrival {
   id: string;
@@ -101,7 +90,7 @@ describe("issue 22: group membership at intake", () => {
 
   test("property: fill order — every rollout's generation is its position in the stream over the size, whatever the timing of takes and restarts", () => {
     for (let seed = 1; seed <= 200; seed++) {
-      const rand = prng(seed);
+      const rand = seededRandom(seed);
       const names = ["x", "y", "z"].slice(0, 1 + Math.floor(rand() * 3));
       const sizes = new Map(names.map((n) => [n, 1 + Math.floor(rand() * 4)]));
       const stream: Arrival[] = Array.from({ length: 5 + Math.floor(rand() * 40) }, (_, i) => {
