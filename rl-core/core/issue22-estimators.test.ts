@@ -496,12 +496,11 @@ describe("issue 22: KL in the reward of served batches (--kl-coef, --kl-estimato
       const first = await client.reportLogprobs(3, ref, { kind: "policy" }); // no ref yet: nothing
       assert.equal(first.klAdvantages, null);
       const reply = await client.reportLogprobs(3, ref, { kind: "ref" });
-      // Independent: verl's token_level_rewards = scores − β·(logp − ref)·mask, summed per rollout
-      // (compute_grpo_outcome_advantage takes token_level_rewards.sum(-1)); the policy's logprobs are the inference
-      // server's here (no policy report kept: the one above was `ref`'s values, reported as policy — so d = 0).
+      // The policy's logprobs are the reported ones, here equal to ref's: KL 0 on every token, and the reply is the
+      // batch's own advantages.
       const offsets = int32s(batch.offsets);
       const mask = uint8s(batch.lossMask);
-      const policy = ref; // the policy report above
+      const policy = ref;
       const klSum = new Map<string, number>();
       batch.rowInfo.forEach((r, i) => {
         let s = klSum.get(r.rolloutId) ?? 0;
@@ -509,10 +508,11 @@ describe("issue 22: KL in the reward of served batches (--kl-coef, --kl-estimato
         klSum.set(r.rolloutId, s);
       });
       assert.ok([...klSum.values()].every((x) => x === 0));
-      // With the policy as reported (= ref), KL is 0: the reply is the batch's own advantages.
       assert.deepEqual([...reply.klAdvantages!], [...float32s(batch.advantages)]);
 
-      // Now a policy that differs from ref: the inference logprobs (a fresh service, no policy report).
+      // Now a policy that differs from ref: the inference server's logprobs (a fresh service, no policy report).
+      // Independent: verl's apply_kl_penalty, token_level_rewards = scores − β·(logp − ref)·mask (k1), summed per
+      // rollout as compute_grpo_outcome_advantage's token_level_rewards.sum(-1); then GRPO per group by hand.
       const again = await serve(batch, {
         klReward: { klCoef: beta, klKind: "k1", estimator: "grpo", normalize: "none", gamma: 1 },
       });
