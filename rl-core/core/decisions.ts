@@ -5,6 +5,7 @@
 // groups and cuts the same batches whatever the timing of the replay, and serves bit-equal batches.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { open } from "lmdb";
+import { StartRefusal } from "../../util/refusal.ts";
 
 export type Decision =
   | {
@@ -98,7 +99,8 @@ export class DecisionPlan {
  * JSON-lines file with one decision a line.
  */
 export function readDecisions(path: string): Decision[] {
-  if (!existsSync(path)) throw new Error(`--follow-decisions: nothing at ${path}`);
+  if (!existsSync(path))
+    throw new StartRefusal(`--follow-decisions: nothing at ${path} (give a core's --data directory)`);
   if (statSync(path).isFile()) {
     return readFileSync(path, "utf8")
       .split("\n")
@@ -107,17 +109,20 @@ export function readDecisions(path: string): Decision[] {
         try {
           return JSON.parse(line) as Decision;
         } catch {
-          throw new Error(`--follow-decisions: line ${i + 1} of ${path} is not JSON`);
+          throw new StartRefusal(`--follow-decisions: line ${i + 1} of ${path} is not JSON`);
         }
       });
   }
-  const root = open({ path, readOnly: true, maxDbs: 12 });
+  let root: ReturnType<typeof open> | null = null;
   try {
+    root = open({ path, readOnly: true, maxDbs: 12 });
     const db = root.openDB<Decision, number>({ name: "decisions" });
     return [...db.getRange()].map(({ value }) => value);
   } catch (error) {
-    throw new Error(`--follow-decisions: ${path} holds no core decisions (${(error as Error).message})`);
+    throw new StartRefusal(
+      `--follow-decisions: ${path} holds no core decisions (${(error as Error).message}); give a core's --data directory`,
+    );
   } finally {
-    void root.close();
+    void root?.close();
   }
 }
