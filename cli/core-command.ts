@@ -4,7 +4,7 @@ import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
-import { OVERLONG_MODES, SINGLETON_MODES } from "../rl-core/core/group-advantages.ts";
+import { OVERLONG_MODES, SINGLETON_MODES } from "../rl-core/core/estimator-settings.ts";
 import {
   BATCH_UNITS,
   CORE_ESTIMATORS,

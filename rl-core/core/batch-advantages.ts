@@ -6,7 +6,7 @@
 import { normalizeAdvantagesAsync, type NormalizeBy } from "../estimators/index.ts";
 import { maskedWhitenAsync } from "../kernels/index.ts";
 import type { RowSignal } from "./core-store.ts";
-import type { WhitenScope } from "./group-advantages.ts";
+import type { WhitenScope } from "./estimator-settings.ts";
 
 export interface BatchRowMeta {
   task: string;

@@ -13,7 +13,7 @@ import { bytesOf, concatTyped, float32s, int32s, uint8s } from "../../protocol/i
 import { batchLevelAdvantages } from "./batch-advantages.ts";
 import type { CoreStore, ReadyRow, StoredBatch } from "./core-store.ts";
 import type { DecisionPlan } from "./decisions.ts";
-import { estimatorSettingsProblem, type WhitenScope } from "./group-advantages.ts";
+import { estimatorSettingsProblem, type WhitenScope } from "./estimator-settings.ts";
 
 export { indexStrings } from "./batch-advantages.ts";
 

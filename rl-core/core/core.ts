@@ -36,12 +36,12 @@ import { BatchPacker, type BatchUnit } from "./batch-packer.ts";
 import { CoreStore, type PendingRollout } from "./core-store.ts";
 import {
   estimatorSettingsProblem,
-  groupAdvantages,
   type CoreEstimator,
   type Overlong,
   type Singleton,
   type WhitenScope,
-} from "./group-advantages.ts";
+} from "./estimator-settings.ts";
+import { groupAdvantages } from "./group-advantages.ts";
 import { DecisionPlan, readDecisions } from "./decisions.ts";
 import { declaredGroupSize, GroupTracker, type Assignment, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";

@@ -7,5 +7,5 @@ export {
   DEFAULT_TOKEN_BUDGET,
   type CoreOptions,
 } from "./core.ts";
-export { CORE_ESTIMATORS, type CoreEstimator, type WhitenScope } from "./group-advantages.ts";
+export { CORE_ESTIMATORS, type CoreEstimator, type WhitenScope } from "./estimator-settings.ts";
 export { BATCH_UNITS, type BatchUnit } from "./batch-packer.ts";

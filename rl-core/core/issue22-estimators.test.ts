@@ -23,13 +23,8 @@ import {
 import { buildBatch } from "./batch-packer.ts";
 import type { PendingRollout, ReadyRow, StoredBatch } from "./core-store.ts";
 import { startCore } from "./core.ts";
-import {
-  estimatorSettingsProblem,
-  groupAdvantages,
-  overlongPenalty,
-  type GroupOptions,
-  type OutcomeEstimator,
-} from "./group-advantages.ts";
+import { estimatorSettingsProblem, overlongPenalty, type OutcomeEstimator } from "./estimator-settings.ts";
+import { groupAdvantages, type GroupOptions } from "./group-advantages.ts";
 import { pending, type Row } from "./test-support.ts";
 import { servedOutcomeAdvantages, TrainerService, type BatchSource } from "./trainer-service.ts";
 

@@ -42,13 +42,8 @@ import {
 import { batchLevelAdvantages, indexStrings } from "./batch-advantages.ts";
 import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";
-import {
-  OUTCOME_ESTIMATORS,
-  rolloutValues,
-  type OutcomeEstimator,
-  type Singleton,
-  type WhitenScope,
-} from "./group-advantages.ts";
+import { OUTCOME_ESTIMATORS, type OutcomeEstimator, type Singleton, type WhitenScope } from "./estimator-settings.ts";
+import { rolloutValues } from "./group-advantages.ts";
 
 export const DEFAULT_TRAINER_IN_FLIGHT = 2;
 const EMPTY = Buffer.alloc(0);
