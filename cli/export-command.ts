@@ -14,8 +14,10 @@ import {
   type SourceCliOptions,
 } from "./replay-options.ts";
 import { table } from "./table.ts";
+import type { ExportSink } from "../replay/export.ts";
+import type { TrainerRow } from "../replay/export-trainers.ts";
 
-type Format = "jsonl" | "parquet";
+type Format = "jsonl" | "parquet" | "verl" | "openrlhf";
 
 /** --format when given, else from the output's name (`.parquet`, `.pq`); JSONL otherwise. */
 export function exportFormat(format: Format | undefined, out: string | undefined): Format {
@@ -35,7 +37,13 @@ export function exportCommand(): Command {
         "Parquet (--format parquet, or an -o name ending .parquet): token_ids list<int32>, loss_mask list<uint8>, " +
         "logprobs and advantages list<float>, in row groups of --row-group-tokens tokens.\n\n" +
         "Read it in Python: pandas.read_parquet('out.parquet') or pyarrow.parquet.read_table('out.parquet');\n" +
-        "rows = [json.loads(l) for l in open('out.jsonl')]; numpy.asarray(row['token_ids'], 'int32').",
+        "rows = [json.loads(l) for l in open('out.jsonl')]; numpy.asarray(row['token_ids'], 'int32').\n\n" +
+        "Trainers (Parquet, trained trajectories only; docs/trainers.md): --format verl writes verl's RL dataset " +
+        "columns (prompt chat messages, data_source, ability, reward_model, extra_info) and the trajectory split at " +
+        "its first trained token (prompt_ids, response_ids, response_mask, rollout_log_probs), reward, uid (group), " +
+        "rollout_uid; --format openrlhf writes OpenRLHF's prompt dataset columns (input, label) and the sample as " +
+        "OpenRLHF lays it out (sequences, action_mask and rollout_log_probs shifted by one, response_length, " +
+        "total_length), reward, uid, rollout_uid.",
     )
     .argument("[rollouts...]", "rollout ids (or select with --group / --since)")
     .option("-o, --out <file>", "where to write (default: standard output; Parquet needs a file)")
@@ -43,7 +51,7 @@ export function exportCommand(): Command {
       new Option(
         "--format <format>",
         "output format (default: parquet for an -o name ending .parquet or .pq, else jsonl)",
-      ).choices(["jsonl", "parquet"]),
+      ).choices(["jsonl", "parquet", "verl", "openrlhf"]),
     )
     .option(
       "--row-group-tokens <n>",
@@ -65,8 +73,11 @@ export function exportCommand(): Command {
       const selection = selectionOf(ids, opts);
       const format = exportFormat(opts["format"], opts["out"]);
       const out: string | null = opts["out"] ? resolve(opts["out"]) : null;
-      if (format === "parquet" && out === null) {
-        throw new InvalidArgumentError("Parquet is a binary file: name it with -o, e.g. -o rollouts.parquet");
+      const trainer = format === "verl" || format === "openrlhf" ? format : null;
+      if ((format === "parquet" || trainer) && out === null) {
+        throw new InvalidArgumentError(
+          `${trainer ? `--format ${trainer} writes Parquet, a binary file` : "Parquet is a binary file"}: name it with -o, e.g. -o rollouts.parquet`,
+        );
       }
       const { exportRows, addToTotals } = await import("../replay/export.ts");
       const source = await sourceOf(opts);
@@ -74,24 +85,44 @@ export function exportCommand(): Command {
         const rollouts = await source.select(selection);
         if (rollouts.length === 0) throw new Error(`no finished rollout in ${source.where} matches the selection`);
         const started = performance.now();
-        const sink =
-          format === "parquet"
-            ? await (
-                await import("../replay/export-parquet.ts")
-              ).ParquetSink.open(out!, { rowGroupTokens: opts["rowGroupTokens"], createdBy: "rlgate 0.1.0" })
+        const { ParquetSink } = await import("../replay/export-parquet.ts");
+        const parquet = { rowGroupTokens: opts["rowGroupTokens"], createdBy: "rlgate 0.1.0" };
+        const trainers = trainer ? await import("../replay/export-trainers.ts") : null;
+        const sink: ExportSink<any> = trainers
+          ? await ParquetSink.open<TrainerRow>(out!, {
+              ...parquet,
+              columns: trainers.TRAINER_COLUMNS[trainer!],
+              tokens: trainers.trainerRowTokens,
+            })
+          : format === "parquet"
+            ? await ParquetSink.open(out!, parquet)
             : await (await import("../replay/export-jsonl.ts")).JsonlSink.open(out);
+        let written = 0;
         const totals = { rollouts: 0, trajectories: 0, tokens: 0, trainedTokens: 0, flaggedRollouts: 0 };
         const bar = progressBar("exporting", rollouts.length);
         let bytes: number;
         try {
           for (const rollout of rollouts) {
-            const rows = exportRows(rollout, await source.calls(rollout.id), {
+            const calls = await source.calls(rollout.id);
+            const rows = exportRows(rollout, calls, {
               trainSegments: opts["trainSegments"],
               maxLeaves: opts["maxLeaves"],
-              trainedOnly: opts["trainedOnly"] === true,
+              trainedOnly: trainer !== null || opts["trainedOnly"] === true,
             });
-            await sink.write(rows);
-            addToTotals(totals, rows);
+            if (trainers) {
+              // Trainers get trajectories with a trained token; the totals count what was written.
+              const out = trainers.trainerRows(trainer!, rollout, calls, rows, written);
+              written += out.length;
+              await sink.write(out);
+              const ids = new Set(out.map((r) => r.trajectory_id));
+              addToTotals(
+                totals,
+                rows.filter((r) => ids.has(r.trajectory_id)),
+              );
+            } else {
+              await sink.write(rows);
+              addToTotals(totals, rows);
+            }
             bar.tick();
           }
           ({ bytes } = await sink.finish());

@@ -8,29 +8,29 @@ import type { ExportRow, ExportSink } from "./export.ts";
 
 type Repetition = "REQUIRED" | "OPTIONAL";
 
-interface Column {
+export interface Column<R = ExportRow> {
   name: string;
   /** The column's schema elements, the column's own first (a LIST adds its `list` and `element`). */
   schema: SchemaElement[];
-  value(row: ExportRow): unknown;
+  value(row: R): unknown;
 }
 
-const scalar = (
+export const scalar = <R = ExportRow>(
   name: string,
   element: Omit<SchemaElement, "name" | "repetition_type">,
   repetition: Repetition,
-  value: (row: ExportRow) => unknown,
-): Column => ({ name, schema: [{ name, ...element, repetition_type: repetition }], value });
+  value: (row: R) => unknown,
+): Column<R> => ({ name, schema: [{ name, ...element, repetition_type: repetition }], value });
 
-const STRING = { type: "BYTE_ARRAY", converted_type: "UTF8" } as const;
+export const STRING = { type: "BYTE_ARRAY", converted_type: "UTF8" } as const;
 
 /** The standard three-level LIST (`name` → repeated `list` → `element`) that pyarrow, Spark and DuckDB write. */
-function list(
+export function list<R = ExportRow>(
   name: string,
   element: SchemaElement[],
   repetition: Repetition,
-  value: (row: ExportRow) => unknown,
-): Column {
+  value: (row: R) => unknown,
+): Column<R> {
   return {
     name,
     schema: [
@@ -42,7 +42,7 @@ function list(
   };
 }
 
-const element = (type: Omit<SchemaElement, "name" | "repetition_type">, repetition: Repetition = "REQUIRED") => [
+export const element = (type: Omit<SchemaElement, "name" | "repetition_type">, repetition: Repetition = "REQUIRED") => [
   { name: "element", ...type, repetition_type: repetition },
 ];
 
@@ -86,9 +86,9 @@ export const PARQUET_COLUMNS: readonly Column[] = [
   scalar("breaks", { type: "INT32" }, "REQUIRED", (r) => r.breaks),
 ];
 
-const SCHEMA: SchemaElement[] = [
-  { name: "root", num_children: PARQUET_COLUMNS.length },
-  ...PARQUET_COLUMNS.flatMap((c) => c.schema),
+const schemaOf = (columns: readonly Column<any>[]): SchemaElement[] => [
+  { name: "root", num_children: columns.length },
+  ...columns.flatMap((c) => c.schema),
 ];
 
 /** hyparquet-writer's byte buffer, emptied to a file after each row group (ParquetWriter awaits the flush). */
@@ -109,42 +109,49 @@ class FileWriter extends ByteWriter {
   }
 }
 
-export interface ParquetSinkOptions {
+export interface ParquetSinkOptions<R = ExportRow> {
   /** A row group is written once the buffered rows hold this many tokens (default 262,144). */
   rowGroupTokens?: number;
   /** The file's created_by. */
   createdBy?: string;
+  /** The columns (default: the trajectory rows' PARQUET_COLUMNS) and a row's token count, for other row shapes. */
+  columns?: readonly Column<R>[];
+  tokens?: (row: R) => number;
 }
 
 export const DEFAULT_ROW_GROUP_TOKENS = 262_144;
 // Many short trajectories still make row groups of bounded size.
 const MAX_ROW_GROUP_ROWS = 100_000;
 
-export class ParquetSink implements ExportSink {
+export class ParquetSink<R = ExportRow> implements ExportSink<R> {
   readonly #path: string;
   readonly #partial: string;
   readonly #file: FileHandle;
   readonly #writer: FileWriter;
   readonly #parquet: ParquetWriter;
   readonly #rowGroupTokens: number;
-  #rows: ExportRow[] = [];
+  readonly #columns: readonly Column<R>[];
+  readonly #tokensOf: (row: R) => number;
+  #rows: R[] = [];
   #tokens = 0;
   #rowGroups = 0;
 
-  private constructor(path: string, partial: string, file: FileHandle, options: ParquetSinkOptions) {
+  private constructor(path: string, partial: string, file: FileHandle, options: ParquetSinkOptions<R>) {
     this.#path = path;
     this.#partial = partial;
     this.#file = file;
     this.#writer = new FileWriter(file);
     this.#rowGroupTokens = options.rowGroupTokens ?? DEFAULT_ROW_GROUP_TOKENS;
+    this.#columns = options.columns ?? (PARQUET_COLUMNS as unknown as readonly Column<R>[]);
+    this.#tokensOf = options.tokens ?? ((row) => (row as unknown as ExportRow).num_tokens);
     this.#parquet = new ParquetWriter({
       writer: this.#writer,
-      schema: SCHEMA,
+      schema: schemaOf(this.#columns),
       createdBy: options.createdBy ?? "rlgate",
     });
   }
 
-  static async open(path: string, options: ParquetSinkOptions = {}): Promise<ParquetSink> {
+  static async open<R = ExportRow>(path: string, options: ParquetSinkOptions<R> = {}): Promise<ParquetSink<R>> {
     const partial = `${path}.partial-${process.pid}`;
     let file: FileHandle;
     try {
@@ -154,17 +161,17 @@ export class ParquetSink implements ExportSink {
         cause: error,
       });
     }
-    return new ParquetSink(path, partial, file, options);
+    return new ParquetSink<R>(path, partial, file, options);
   }
 
   get rowGroups(): number {
     return this.#rowGroups;
   }
 
-  async write(rows: readonly ExportRow[]): Promise<void> {
+  async write(rows: readonly R[]): Promise<void> {
     for (const row of rows) {
       this.#rows.push(row);
-      this.#tokens += row.num_tokens;
+      this.#tokens += this.#tokensOf(row);
       if (this.#tokens >= this.#rowGroupTokens || this.#rows.length >= MAX_ROW_GROUP_ROWS) await this.#flushRowGroup();
     }
   }
@@ -174,7 +181,7 @@ export class ParquetSink implements ExportSink {
     if (rows.length === 0) return;
     this.#rows = [];
     this.#tokens = 0;
-    const columnData: ColumnSource[] = PARQUET_COLUMNS.map((c) => ({ name: c.name, data: rows.map(c.value) }));
+    const columnData: ColumnSource[] = this.#columns.map((c) => ({ name: c.name, data: rows.map((r) => c.value(r)) }));
     await this.#parquet.write({ columnData, rowGroupSize: rows.length });
     this.#rowGroups++;
   }

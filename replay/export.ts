@@ -111,8 +111,8 @@ export interface ExportTotals {
 }
 
 /** Where export rows go: a JSONL stream or a Parquet file. */
-export interface ExportSink {
-  write(rows: readonly ExportRow[]): Promise<void>;
+export interface ExportSink<R = ExportRow> {
+  write(rows: readonly R[]): Promise<void>;
   /** Completes the output; the bytes written. */
   finish(): Promise<{ bytes: number }>;
   /** After a failure: leaves no half-written file behind where the format allows. */
