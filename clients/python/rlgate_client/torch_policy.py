@@ -1,0 +1,174 @@
+"""A tiny causal language model for the closed-loop example: the policy that samples and the policy that trains.
+
+One token is one character of a small alphabet (CharTokenizer), so text and token ids map one to one: a prompt the
+harness builds from earlier text re-encodes to exactly the ids the model saw and sampled, and the gateway's prefix
+tree continues every turn from the previous one. TinyLM is a 2-layer pre-norm transformer (learned positions,
+causal attention written out, no dropout), small enough to sample and train on a CPU in milliseconds.
+
+Sampling and training compute a token's logprob with the same function (`next_token_logprobs` over a full forward
+of the prefix, float32, logits divided by the call's temperature), so the logprobs the server reports are the ones the
+trainer recomputes up to float rounding of different tensor shapes.
+"""
+import math
+import threading
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# "\n" ends an answer (the model's stop token); digits, "t", ">" and "=" write prompts, answers and tool results.
+DEFAULT_ALPHABET = "\n0123456789t>= "
+
+
+class CharTokenizer:
+    """A token is one character of `alphabet`; the id is its position in it."""
+
+    def __init__(self, alphabet: str = DEFAULT_ALPHABET, stop: str = "\n"):
+        if len(set(alphabet)) != len(alphabet):
+            raise ValueError("the alphabet repeats a character")
+        if stop not in alphabet:
+            raise ValueError("the stop token %r is not in the alphabet" % stop)
+        self.alphabet = alphabet
+        self._ids = {c: i for i, c in enumerate(alphabet)}
+        self.stop_id = self._ids[stop]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.alphabet)
+
+    def encode(self, text: str) -> List[int]:
+        unknown = sorted({c for c in text if c not in self._ids})
+        if unknown:
+            raise ValueError(
+                "characters outside the model's alphabet %r: %s" % (self.alphabet, ", ".join(repr(c) for c in unknown))
+            )
+        return [self._ids[c] for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.alphabet[i] for i in ids)
+
+    def check_ids(self, ids: Sequence[int]) -> None:
+        for i in ids:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < self.vocab_size:
+                raise ValueError("token id %r is outside the vocabulary [0, %d)" % (i, self.vocab_size))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, n, h, d // h).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
+        att = att.masked_fill(causal[:n, :n], float("-inf")).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    """A causal transformer over token ids: (batch, length) int64 → (batch, length, vocab) float32 logits."""
+
+    def __init__(self, vocab: int, dim: int = 64, layers: int = 2, heads: int = 4, max_len: int = 128):
+        super().__init__()
+        if dim % heads:
+            raise ValueError("dim must be a multiple of heads")
+        self.max_len = max_len
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+        self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).triu(1), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        n = ids.shape[1]
+        if n > self.max_len:
+            raise ValueError("sequence of %d tokens is longer than the model's %d positions" % (n, self.max_len))
+        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        for block in self.blocks:
+            x = block(x, self.causal)
+        return self.head(self.ln(x))
+
+
+def next_token_logprobs(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits / T) in float32; a temperature of 0 (greedy) scores at 1."""
+    t = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
+    return torch.log_softmax(logits.float() / t.unsqueeze(-1), dim=-1)
+
+
+class Policy:
+    """The served model: a copy of the trainer's weights, swapped whole under a lock when a step is done."""
+
+    def __init__(self, model: TinyLM, tokenizer: CharTokenizer, name: str = "rlgate-tiny", seed: int = 0):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.version = 0
+        self.lock = threading.Lock()
+        self._rng = torch.Generator().manual_seed(seed)
+
+    def load(self, state_dict, version: int) -> None:
+        with self.lock:
+            self.model.load_state_dict(state_dict)
+            self.version = version
+
+    def generator(self, seed: Optional[int], choice: int) -> torch.Generator:
+        """A request's own generator when it gives a seed (reproducible whatever the order of calls), else the server's."""
+        if seed is None:
+            return self._rng
+        return torch.Generator().manual_seed((int(seed) * 1_000_003 + choice) % (2**63))
+
+    @torch.no_grad()
+    def sample(
+        self, prompt: Sequence[int], max_tokens: int, temperature: float, generator: torch.Generator, top_n: int = 0
+    ) -> Tuple[List[int], List[float], List[List[Tuple[int, float]]], str, int]:
+        """Samples up to max_tokens ids after `prompt`; stops after the stop token.
+
+        Returns (ids, their logprobs, the top_n (id, logprob) per position, finish_reason, policy version). Each
+        position runs a full forward of the prefix (no KV cache), the same computation as training's.
+        """
+        if len(prompt) + max_tokens > self.model.max_len:
+            raise ValueError(
+                "prompt (%d tokens) + max_tokens (%d) exceeds the model's %d positions"
+                % (len(prompt), max_tokens, self.model.max_len)
+            )
+        with self.lock:
+            seq = list(prompt)
+            out: List[int] = []
+            lps: List[float] = []
+            tops: List[List[Tuple[int, float]]] = []
+            finish = "length"
+            t = torch.tensor([float(temperature)])
+            for _ in range(max_tokens):
+                logits = self.model(torch.tensor([seq], dtype=torch.long))[0, -1]
+                logp = next_token_logprobs(logits.unsqueeze(0), t)[0]
+                if temperature > 0:
+                    tok = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
+                else:
+                    tok = int(torch.argmax(logp).item())
+                out.append(tok)
+                lps.append(float(logp[tok].item()))
+                if top_n > 0:
+                    values, ids = torch.topk(logp, min(top_n, logp.shape[0]))
+                    tops.append([(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist())])
+                seq.append(tok)
+                if tok == self.tokenizer.stop_id:
+                    finish = "stop"
+                    break
+            return out, lps, tops, finish, self.version
+
+
+def build_model(vocab: int, seed: int, dim: int = 64, layers: int = 2, heads: int = 4, max_len: int = 128) -> TinyLM:
+    """The same initial weights for the same seed."""
+    torch.manual_seed(seed)
+    return TinyLM(vocab, dim=dim, layers=layers, heads=heads, max_len=max_len)

@@ -1,0 +1,291 @@
+"""A PyTorch trainer for rlgate's RL core that also serves its own policy: the closed loop on one machine.
+
+The process holds a tiny causal LM (torch_policy.TinyLM over a character vocabulary) twice: the trained copy, and the
+served copy behind a vLLM-compatible /v1/completions endpoint (torch_server.py) that the gateway is pointed at
+(`rlgate serve --upstream http://127.0.0.1:8800`). Per training step:
+
+  1. batches come from the core (TrainerClient.batches) until the step's rollouts are in (--rollouts-per-step);
+  2. each batch's per-token logprobs are recomputed with the weights that sampled it, before any update, and sent
+     with ReportLogprobs: the core's consistency figures (Pearson r, k3 KL, p99 |dlogp|) measure how well training
+     agrees with inference;
+  3. --ppo-epochs passes of the clipped surrogate over the step's rows, aggregated by the core's loss weights:
+         ratio = exp(logp_new - logp_batch)
+         loss  = sum(loss_weights * loss_mask * -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
+     (minus --entropy-coef times each trained token's entropy), backward, gradient clipping, an Adam step each;
+  4. the batches are acked, the served copy takes the new weights and the policy version rises by one
+     (GET /policy on the server; the rollout driver tags the next rollouts with it).
+
+Run:  python3 -m rlgate_client.torch_trainer --core 127.0.0.1:8702 --serve 127.0.0.1:8800 --rollouts-per-step 16
+      (rlgate-torch-trainer once pip-installed; docs/trainers.md has the whole loop, examples/closed-loop the harness)
+"""
+import argparse
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Dict, List
+
+import numpy as np
+import torch
+
+from .torch_policy import DEFAULT_ALPHABET, CharTokenizer, Policy, build_model, next_token_logprobs
+from .torch_server import PolicyServer
+from .trainer import Batch, TrainerClient
+
+
+def token_temperatures(batch: Batch) -> np.ndarray:
+    """The sampling temperature of each token's call (1 on context and where the call set none; vLLM's default)."""
+    out = np.ones(batch.tokens, dtype=np.float32)
+    for r in range(batch.rows):
+        s = batch.row(r)
+        temps = np.array([c.temperature if c.HasField("temperature") else 1.0 for c in batch.row_info[r].calls] + [1.0], dtype=np.float32)
+        idx = batch.call_index[s]
+        out[s] = temps[np.where(idx >= 0, idx, len(temps) - 1)]
+    return out
+
+
+def batch_forward(model: torch.nn.Module, batch: Batch, temps: np.ndarray):
+    """Each token's logprob given the tokens before it in its row, and the entropy of the distribution it was drawn
+    from (float32, flat like batch.token_ids; 0 for a row's first token, which has no context and is never sampled).
+    Rows are right-padded into one forward: causal attention keeps the padding out of every real position."""
+    lengths = np.diff(batch.offsets)
+    width = int(lengths.max())
+    ids = torch.zeros(batch.rows, width, dtype=torch.long)
+    temp = torch.ones(batch.rows, width)
+    rows = torch.zeros(batch.tokens, dtype=torch.long)
+    cols = torch.zeros(batch.tokens, dtype=torch.long)
+    keep = torch.zeros(batch.tokens, dtype=torch.bool)
+    for r in range(batch.rows):
+        s = batch.row(r)
+        n = int(lengths[r])
+        ids[r, :n] = torch.from_numpy(batch.token_ids[s].astype(np.int64))
+        temp[r, :n] = torch.from_numpy(temps[s])
+        if n > 1:
+            rows[s.start + 1 : s.stop] = r
+            cols[s.start + 1 : s.stop] = torch.arange(n - 1)
+            keep[s.start + 1 : s.stop] = True
+    logp = next_token_logprobs(model(ids)[:, :-1], temp[:, 1:])  # position i predicts token i + 1
+    picked = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    zero = torch.zeros(batch.tokens)
+    return torch.where(keep, picked[rows, cols], zero), torch.where(keep, entropy[rows, cols], zero)
+
+
+def batch_logprobs(model: torch.nn.Module, batch: Batch, temps: np.ndarray) -> torch.Tensor:
+    """batch_forward's logprobs alone: what is reported to the core."""
+    return batch_forward(model, batch, temps)[0]
+
+
+def surrogate(batch: Batch, new: torch.Tensor, clip: float, entropy=None, entropy_coef: float = 0.0) -> torch.Tensor:
+    """sum(loss_weights * mask * (-min(ratio * A, clip(ratio) * A) - entropy_coef * entropy)),
+    ratio = exp(new - batch logprobs)."""
+    mask = torch.from_numpy(batch.loss_mask.astype(bool))
+    old = torch.from_numpy(batch.logprobs.copy())
+    adv = torch.from_numpy(batch.advantages.copy())
+    w = torch.from_numpy(batch.loss_weights.copy())
+    ratio = torch.exp(torch.where(mask, new - old, torch.zeros_like(new)))
+    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
+    if entropy is not None and entropy_coef:
+        per_token = per_token - entropy_coef * entropy
+    return torch.sum(torch.where(mask, w * per_token, torch.zeros_like(per_token)))
+
+
+TRAIN = object()  # the inbox's "train on what came" marker
+
+
+class Step:
+    """The batches of one training step and what was measured on them."""
+
+    def __init__(self):
+        self.batches: List[Batch] = []
+        self.temps: List[np.ndarray] = []
+        self.reports: List[dict] = []
+        self.rewards: Dict[str, float] = {}  # rollout id → reward
+
+    def add(self, batch: Batch, temps: np.ndarray, report: dict) -> None:
+        self.batches.append(batch)
+        self.temps.append(temps)
+        self.reports.append(report)
+        for info in batch.row_info:
+            self.rewards[info.rollout_id] = info.reward
+
+
+def consistency(step: Step) -> dict:
+    """Figures over the step's batches: the lowest Pearson r, the token-weighted k3 KL, the highest p99 |dlogp|."""
+    figures = [r["harnesses"]["*"] for r in step.reports if "*" in r["harnesses"]]
+    if not figures:
+        return {"pearson": None, "k3_kl": None, "abs_diff_p99": None, "tokens": 0}
+    tokens = sum(f["tokens"] for f in figures)
+    return {
+        "pearson": min(f["pearson"] for f in figures),
+        "k3_kl": sum(f["k3_kl"] * f["tokens"] for f in figures) / max(tokens, 1),
+        "abs_diff_p99": max(f["abs_diff_p99"] for f in figures),
+        "tokens": tokens,
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--core", default="127.0.0.1:8702", help="the RL core's trainer service (host:port)")
+    p.add_argument("--token", default=os.environ.get("RLGATE_CORE_TOKEN"))
+    p.add_argument("--serve", default="127.0.0.1:8800", help="host:port of the policy's vLLM-compatible endpoint (port 0: any)")
+    p.add_argument("--model-name", default="rlgate-tiny", help="the served model's name (/v1/models)")
+    p.add_argument("--rollouts-per-step", type=int, default=0, help="rollouts one step trains on (0: one step per batch)")
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: run until interrupted)")
+    p.add_argument("--step-wait", type=float, default=30.0, help="seconds a step waits for its next batch before training on what came")
+    p.add_argument("--ppo-epochs", type=int, default=2, help="passes of the clipped surrogate over each step's rows")
+    p.add_argument("--clip", type=float, default=0.2, help="PPO's epsilon: the ratio is clipped to [1 - eps, 1 + eps]")
+    # Defaults tuned on the closed loop's toy task (docs/trainers.md): without the entropy bonus the policy collapses
+    # onto one answer before it finds the whole target, and GRPO's groups of equal rewards then teach nothing.
+    p.add_argument("--entropy-coef", type=float, default=0.05, help="entropy bonus per trained token (weighted like the surrogate)")
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0, help="initial weights and sampling without a request seed")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--max-len", type=int, default=64, help="the model's positions (prompt + completion)")
+    p.add_argument("--alphabet", default=DEFAULT_ALPHABET, help="the characters that are the model's tokens")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: the same numbers on every run)")
+    p.add_argument("--importance-cap", type=float, default=2.0)
+    p.add_argument("--save", help="write the final weights here (torch.save of the state dict)")
+    p.add_argument("--json", action="store_true", help="one JSON line per step (and one when serving starts)")
+    p.add_argument("--tls-ca")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--insecure", action="store_true")
+    args = p.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    tokenizer = CharTokenizer(args.alphabet)
+    dims = dict(dim=args.dim, layers=args.layers, heads=args.heads, max_len=args.max_len)
+    model = build_model(tokenizer.vocab_size, args.seed, **dims)
+    served = build_model(tokenizer.vocab_size, args.seed, **dims)
+    served.load_state_dict(model.state_dict())
+    policy = Policy(served, tokenizer, name=args.model_name, seed=args.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    host, _, port = args.serve.rpartition(":")
+    server = PolicyServer(policy, host or "127.0.0.1", int(port)).start()
+
+    def say(record: dict, text: str) -> None:
+        print(json.dumps(record) if args.json else text, flush=True)
+
+    say(
+        {"event": "serving", "url": server.url, "model": args.model_name, "version": 0, "vocab": tokenizer.vocab_size,
+         "parameters": sum(t.numel() for t in model.parameters())},
+        "serving %s on %s (policy version 0, %d parameters); training from %s"
+        % (args.model_name, server.url, sum(t.numel() for t in model.parameters()), args.core),
+    )
+
+    # Batches are read on a thread so a step can also end by time (a rollout that never came: --rollouts-per-step
+    # waits at most --step-wait for the next batch), and Ctrl-C ends the loop at once.
+    inbox: "queue.Queue" = queue.Queue()
+    tls = dict(tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    client = TrainerClient(args.core, token=args.token, insecure=args.insecure, **tls)
+
+    def read():
+        try:
+            for batch in client.batches(trainer="torch-trainer", max_in_flight=64):
+                inbox.put(batch)
+        except Exception as e:  # the stream broke: the main loop reports it
+            inbox.put(e)
+        inbox.put(None)
+
+    threading.Thread(target=read, name="batches", daemon=True).start()
+
+    seen = set()
+    version = 0
+    step = Step()
+    try:
+        while not args.steps or version < args.steps:
+            try:
+                item = inbox.get(timeout=args.step_wait if step.batches else None)
+            except queue.Empty:  # the step's last rollouts did not come: train on what came
+                print("torch-trainer: %d of %d rollouts after waiting %gs: training on them"
+                      % (len(step.rewards), args.rollouts_per_step, args.step_wait), file=sys.stderr, flush=True)
+                item = TRAIN
+            if item is None:
+                raise SystemExit("torch-trainer: the core's batch stream ended")
+            if isinstance(item, Exception):
+                raise SystemExit("torch-trainer: the core's batch stream failed: %s" % item)
+            if item is not TRAIN:
+                batch = item
+                if batch.batch_id in seen:  # sent again (a core restart): trained already
+                    client.ack([batch.batch_id])
+                    continue
+                seen.add(batch.batch_id)
+                temps = token_temperatures(batch)
+                with torch.no_grad():  # the weights that sampled this batch: the served copy's
+                    recomputed = batch_logprobs(model, batch, temps).numpy()
+                report = client.report_logprobs(batch.batch_id, recomputed, importance_cap=args.importance_cap)
+                step.add(batch, temps, report)
+                if args.rollouts_per_step and len(step.rewards) < args.rollouts_per_step:
+                    continue
+
+            t0 = time.perf_counter()
+            losses = []
+            for _ in range(args.ppo_epochs):
+                optimizer.zero_grad()
+                loss = 0.0
+                for b, t in zip(step.batches, step.temps):
+                    new, entropy = batch_forward(model, b, t)
+                    loss = loss + surrogate(b, new, args.clip, entropy, args.entropy_coef)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                losses.append(float(loss.item()))
+            client.ack([b.batch_id for b in step.batches])
+            version += 1
+            policy.load(model.state_dict(), version)
+
+            sampled_by = sorted({c.policy_version for b in step.batches for info in b.row_info for c in info.calls})
+            rewards = list(step.rewards.values())
+            c = consistency(step)
+            mask_tokens = sum(int(b.loss_mask.sum()) for b in step.batches)
+            record = {
+                "event": "step",
+                "step": version - 1,
+                "version": version,
+                "batches": len(step.batches),
+                "rollouts": len(rewards),
+                "rows": sum(b.rows for b in step.batches),
+                "tokens": sum(b.tokens for b in step.batches),
+                "trained_tokens": mask_tokens,
+                "reward_mean": float(np.mean(rewards)),
+                "sampled_by": sampled_by,
+                "loss": losses,
+                "pearson": c["pearson"],
+                "k3_kl": c["k3_kl"],
+                "abs_diff_p99": c["abs_diff_p99"],
+                "step_ms": (time.perf_counter() - t0) * 1000,
+            }
+            say(
+                record,
+                "step %d: %d rollouts, %d rows, %d tokens (%d trained), sampled by policy %s | reward %.3f | "
+                "logprobs vs inference: pearson %.6f, k3 KL %.2e, |dlogp| p99 %.2e | loss %s | now serving version %d"
+                % (record["step"], record["rollouts"], record["rows"], record["tokens"], mask_tokens,
+                   ",".join(sampled_by) or "?", record["reward_mean"], c["pearson"] if c["pearson"] is not None else float("nan"),
+                   c["k3_kl"] or 0.0, c["abs_diff_p99"] or 0.0, " ".join("%+.4f" % x for x in losses), version),
+            )
+            step = Step()
+    finally:
+        if args.save:
+            torch.save(model.state_dict(), args.save)
+        client.close()
+        server.close()
+
+
+def run():
+    """The console script's entry point: an interrupt ends the loop quietly."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,324 @@
+// The closed loop on one machine: a gateway whose upstream is the PyTorch trainer's own policy endpoint, an RL core
+// (GRPO), the trainer (clients/python/rlgate_client/torch_trainer.py: samples with its current weights, trains on the
+// core's batches, serves the new weights each step) and the one-tool harness (examples/closed-loop/harness.py) that
+// drives rollouts through the gateway. Prints reward per step and the training–inference Pearson r.
+//
+//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--trainer-args "--lr 0.01"]
+//
+// runClosedLoop is what test/e2e/closed-loop.test.ts runs (smaller). Debian's python3-torch, python3-grpcio,
+// python3-grpc-tools and python3-numpy under /usr/bin/python3 (or RLGATE_PYTHON).
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import { startGateway, type Gateway } from "../gateway/index.ts";
+import { startCore, type Core } from "../rl-core/core/index.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+export interface ClosedLoopOptions {
+  /** Training steps (each: len(targets) × n rollouts, two model calls each). */
+  steps: number;
+  /** Rollouts per task and step: the GRPO group. Default 8. */
+  n?: number;
+  /** Task t answers targets[t]. Default ["2718", "3141"]. */
+  targets?: readonly string[];
+  seed?: number;
+  /** Default: RLGATE_PYTHON or /usr/bin/python3. */
+  python?: string;
+  /** Stores of gateway and core (default: a temporary folder, removed afterwards). */
+  dataDir?: string;
+  /** Extra arguments of the trainer (e.g. ["--lr", "0.003"]). */
+  trainerArgs?: readonly string[];
+  /** Gives up (and stops every process) after this long. Default 15 min. */
+  timeoutMs?: number;
+  /** Every line the trainer and the harness print, as they print it. */
+  onLine?: (source: "trainer" | "harness", line: string) => void;
+}
+
+export interface StepFigure {
+  step: number;
+  /** The policy version that sampled the step's rollouts (as the trainer's rows report it). */
+  sampledBy: string[];
+  reward: number;
+  rewardByTarget: Record<string, number>;
+  /** Rollouts whose final answer was the whole target. */
+  exact: number;
+  rollouts: number;
+  /** Rows (trajectories) the step's batches held: one per rollout when each second turn continued its first. */
+  rows: number;
+  /** Training–inference agreement on the step's trained tokens, before the step's update (the core's figures). */
+  pearson: number;
+  k3Kl: number;
+  absDiffP99: number;
+  loss: number[];
+}
+
+export interface ClosedLoopResult {
+  steps: StepFigure[];
+  parameters: number;
+  seconds: number;
+}
+
+/** Whether `python` imports what the trainer needs; the reason when it does not. */
+export function torchTrainerMissing(python: string): string | null {
+  const probe = spawnSync(python, ["-c", "import torch, grpc, grpc_tools, numpy"], { encoding: "utf8" });
+  if (probe.error) return `${python}: ${probe.error.message}`;
+  if (probe.status === 0) return null;
+  const last = probe.stderr.trim().split("\n").pop() ?? "";
+  return `${python} cannot import torch, grpc, grpc_tools and numpy (${last}): install Debian's python3-torch python3-grpcio python3-grpc-tools python3-numpy`;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Child {
+  process: ChildProcess;
+  records: Array<Record<string, unknown>>;
+  stderr: string[];
+  exited: Promise<number | null>;
+}
+
+function startPython(
+  python: string,
+  args: string[],
+  source: "trainer" | "harness",
+  onLine: ClosedLoopOptions["onLine"],
+  onRecord?: (record: Record<string, unknown>) => void,
+): Child {
+  const child = spawn(python, args, {
+    cwd: ROOT,
+    env: { ...process.env, PYTHONPATH: join(ROOT, "clients", "python"), PYTHONUNBUFFERED: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  const records: Array<Record<string, unknown>> = [];
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    onLine?.(source, line);
+    try {
+      const record = JSON.parse(line) as Record<string, unknown>;
+      records.push(record);
+      onRecord?.(record);
+    } catch {
+      // not a record: shown through onLine only
+    }
+  });
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    onLine?.(source, line);
+    stderr.push(line);
+    if (stderr.length > 40) stderr.shift();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { process: child, records, stderr, exited };
+}
+
+function stop(child: Child | null): void {
+  const pid = child?.process.pid;
+  if (pid === undefined || child!.process.exitCode !== null || child!.process.signalCode !== null) return;
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    child!.process.kill("SIGKILL");
+  }
+}
+
+function failure(what: string, child: Child, code: number | null): Error {
+  return new Error(`${what} exited with ${code}:\n${child.stderr.join("\n")}`);
+}
+
+export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedLoopResult> {
+  const python = options.python ?? process.env["RLGATE_PYTHON"] ?? "/usr/bin/python3";
+  const n = options.n ?? 8;
+  const targets = options.targets ?? ["2718", "3141"];
+  const seed = options.seed ?? 0;
+  const missing = torchTrainerMissing(python);
+  if (missing) throw new Error(missing);
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "rlgate-closed-loop-"));
+  const started = Date.now();
+  let gateway: Gateway | null = null;
+  let core: Core | null = null;
+  let trainer: Child | null = null;
+  let harness: Child | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const policyPort = await freePort();
+    const policyUrl = `http://127.0.0.1:${policyPort}`;
+    gateway = await startGateway({ upstream: policyUrl, port: 0, grpcPort: 0, dataDir: join(dataDir, "gateway") });
+    core = await startCore({
+      gateways: [gateway.grpc!.address],
+      port: 0,
+      metricsPort: null,
+      dataDir: join(dataDir, "core"),
+      estimator: "grpo",
+      batchTimeoutMs: 300,
+      // A constant N: every trained token weighs 1/N whatever batch it lands in.
+      lossTokens: 1024,
+    });
+    let serving: () => void = () => {};
+    const ready = new Promise<void>((resolve) => (serving = resolve));
+    const rollouts = targets.length * n;
+    trainer = startPython(
+      python,
+      [
+        "-m",
+        "rlgate_client.torch_trainer",
+        "--core",
+        core.address,
+        "--serve",
+        `127.0.0.1:${policyPort}`,
+        "--rollouts-per-step",
+        String(rollouts),
+        "--steps",
+        String(options.steps),
+        "--seed",
+        String(seed),
+        "--json",
+        ...(options.trainerArgs ?? []),
+      ],
+      "trainer",
+      options.onLine,
+      (record) => record["event"] === "serving" && serving(),
+    );
+    const timeoutMs = options.timeoutMs ?? 15 * 60_000;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the closed loop did not finish within ${timeoutMs / 1000} s`)),
+        timeoutMs,
+      );
+    });
+    const trainerDied = trainer.exited.then((code) => {
+      throw failure("the trainer", trainer!, code);
+    });
+    trainerDied.catch(() => {});
+    await Promise.race([ready, trainerDied, timedOut]);
+    harness = startPython(
+      python,
+      [
+        "examples/closed-loop/harness.py",
+        "--gateway",
+        gateway.url,
+        "--policy",
+        policyUrl,
+        "--steps",
+        String(options.steps),
+        "--n",
+        String(n),
+        "--targets",
+        targets.join(","),
+        "--seed",
+        String(seed),
+        "--run-id",
+        `seed${seed}`,
+      ],
+      "harness",
+      options.onLine,
+    );
+    const harnessCode = await Promise.race([harness.exited, trainerDied, timedOut]);
+    if (harnessCode !== 0) throw failure("the harness", harness, harnessCode);
+    const trainerCode = await Promise.race([trainer.exited, timedOut]);
+    if (trainerCode !== 0) throw failure("the trainer", trainer, trainerCode);
+
+    const trained = new Map(trainer.records.filter((r) => r["event"] === "step").map((r) => [r["step"] as number, r]));
+    const steps = harness.records
+      .filter((r) => r["event"] === "step")
+      .map((h): StepFigure => {
+        const step = h["step"] as number;
+        const t = trained.get(step);
+        if (!t) throw new Error(`the trainer reported no step ${step}`);
+        return {
+          step,
+          sampledBy: t["sampled_by"] as string[],
+          reward: h["reward_mean"] as number,
+          rewardByTarget: h["reward_by_target"] as Record<string, number>,
+          exact: h["exact"] as number,
+          rollouts: t["rollouts"] as number,
+          rows: t["rows"] as number,
+          pearson: t["pearson"] as number,
+          k3Kl: t["k3_kl"] as number,
+          absDiffP99: t["abs_diff_p99"] as number,
+          loss: t["loss"] as number[],
+        };
+      });
+    const servingRecord = trainer.records.find((r) => r["event"] === "serving")!;
+    return { steps, parameters: servingRecord["parameters"] as number, seconds: (Date.now() - started) / 1000 };
+  } finally {
+    clearTimeout(timer);
+    stop(harness);
+    stop(trainer);
+    await core?.close();
+    await gateway?.close();
+    if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
+
+/** The figure: one line per step, then the first and last steps' mean reward. */
+export function formatFigure(result: ClosedLoopResult, window = 5): string {
+  const lines = [
+    "step  policy  reward  exact    pearson r  k3 KL     p99 |dlogp|  reward by target",
+    ...result.steps.map(
+      (s) =>
+        `${String(s.step).padEnd(6)}${s.sampledBy.join(",").padEnd(8)}${s.reward.toFixed(3).padEnd(8)}` +
+        `${`${s.exact}/${s.rollouts}`.padEnd(9)}${s.pearson.toFixed(6).padEnd(11)}${s.k3Kl.toExponential(1).padEnd(10)}` +
+        `${s.absDiffP99.toExponential(1).padEnd(13)}${Object.entries(s.rewardByTarget)
+          .map(([t, r]) => `${t} ${r.toFixed(2)}`)
+          .join("  ")}`,
+    ),
+  ];
+  const w = Math.min(window, Math.floor(result.steps.length / 2));
+  const first = mean(result.steps.slice(0, w).map((s) => s.reward));
+  const last = mean(result.steps.slice(-w).map((s) => s.reward));
+  lines.push(
+    `mean reward: first ${w} steps ${first.toFixed(3)}, last ${w} steps ${last.toFixed(3)}; ` +
+      `pearson r at step 0 ${result.steps[0]?.pearson.toFixed(6)}, lowest ${Math.min(...result.steps.map((s) => s.pearson)).toFixed(6)}; ` +
+      `${result.parameters} parameters, ${result.steps.length} steps in ${result.seconds.toFixed(0)} s`,
+  );
+  return lines.join("\n");
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      steps: { type: "string", default: "40" },
+      n: { type: "string", default: "8" },
+      targets: { type: "string", default: "2718,3141" },
+      seed: { type: "string", default: "0" },
+      python: { type: "string" },
+      "trainer-args": { type: "string", default: "" },
+      verbose: { type: "boolean", default: false },
+    },
+  });
+  const result = await runClosedLoop({
+    steps: Number(values.steps),
+    n: Number(values.n),
+    targets: values.targets.split(","),
+    seed: Number(values.seed),
+    python: values.python,
+    trainerArgs: values["trainer-args"].split(" ").filter(Boolean),
+    onLine: (source, line) => {
+      if (values.verbose || !line.startsWith("{")) process.stderr.write(`[${source}] ${line}\n`);
+    },
+  });
+  console.log(formatFigure(result));
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  });
+}
