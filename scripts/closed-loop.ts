@@ -3,7 +3,7 @@
 // core's batches, serves the new weights each step) and the one-tool harness (examples/closed-loop/harness.py) that
 // drives rollouts through the gateway. Prints reward per step and the training–inference Pearson r.
 //
-//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--trainer-args "--lr 0.01"]
+//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
 //
 // runClosedLoop is what test/e2e/closed-loop.test.ts runs (smaller). Debian's python3-torch, python3-grpcio,
 // python3-grpc-tools and python3-numpy under /usr/bin/python3 (or RLGATE_PYTHON).
@@ -34,6 +34,8 @@ export interface ClosedLoopOptions {
   dataDir?: string;
   /** Extra arguments of the trainer (e.g. ["--lr", "0.003"]). */
   trainerArgs?: readonly string[];
+  /** Extra arguments of the harness (e.g. ["--temperature", "0.7"]). */
+  harnessArgs?: readonly string[];
   /** Gives up (and stops every process) after this long. Default 15 min. */
   timeoutMs?: number;
   /** Every line the trainer and the harness print, as they print it. */
@@ -222,6 +224,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
         String(seed),
         "--run-id",
         `seed${seed}`,
+        ...(options.harnessArgs ?? []),
       ],
       "harness",
       options.onLine,
@@ -299,6 +302,7 @@ async function main(): Promise<void> {
       seed: { type: "string", default: "0" },
       python: { type: "string" },
       "trainer-args": { type: "string", default: "" },
+      "harness-args": { type: "string", default: "" },
       verbose: { type: "boolean", default: false },
     },
   });
@@ -309,6 +313,7 @@ async function main(): Promise<void> {
     seed: Number(values.seed),
     python: values.python,
     trainerArgs: values["trainer-args"].split(" ").filter(Boolean),
+    harnessArgs: values["harness-args"].split(" ").filter(Boolean),
     onLine: (source, line) => {
       if (values.verbose || !line.startsWith("{")) process.stderr.write(`[${source}] ${line}\n`);
     },

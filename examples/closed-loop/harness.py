@@ -81,15 +81,20 @@ class Driver:
 
     def wait_for_version(self, want):
         deadline = time.monotonic() + self.args.wait
+        last = None
         while True:
             try:
                 version = self.served_version()
                 if version >= want:
                     return version
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+                last = "it serves version %d" % version
+            except (urllib.error.URLError, ConnectionError, OSError) as e:
+                last = "GET /policy: %s" % e
             if time.monotonic() > deadline:
-                raise SystemExit("harness: the policy at %s did not reach version %d within %gs" % (self.args.policy, want, self.args.wait))
+                raise SystemExit(
+                    "harness: the policy at %s did not reach version %d within %gs (%s); is the trainer running, with "
+                    "--rollouts-per-step %d (len(targets) x n)?" % (self.args.policy, want, self.args.wait, last, len(self.targets) * self.args.n)
+                )
             time.sleep(0.05)
 
     def complete(self, rollout, prompt, version, seed):
