@@ -3,15 +3,37 @@
 // advantages, and the trainer takes real gradient steps on the batches and serves the new weights. The policy that
 // samples is the policy that trains: at step 0 the trainer's recomputed logprobs agree with the sampling logprobs
 // (Pearson r ≥ 0.999), every step is sampled by the version trained on the step before, and the mean reward rises.
+// clients/python/tests/test_torch_trainer.py checks the pieces one by one.
 // Needs torch under /usr/bin/python3 (Debian's python3-torch; CI installs it): skipped with the reason otherwise.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { test } from "node:test";
 import { formatFigure, runClosedLoop, torchTrainerMissing } from "../../scripts/closed-loop.ts";
+import { ROOT } from "../helpers.ts";
 
 const python = process.env["RLGATE_PYTHON"] ?? "/usr/bin/python3";
 const missing = torchTrainerMissing(python);
 if (missing && process.env["CI"]) throw new Error(`${missing}: CI must install them (.ci/run)`);
 const skip = missing ?? false;
+
+test(
+  "the trainer's pieces pass their Python tests (padded forward, sampled = recomputed, surrogate, server)",
+  {
+    skip,
+    timeout: 120_000,
+  },
+  () => {
+    const run = spawnSync(python, ["-m", "unittest", "discover", "-v", "-s", "tests", "-p", "test_torch_trainer.py"], {
+      cwd: join(ROOT, "clients", "python"),
+      encoding: "utf8",
+    });
+    const out = `${run.stdout}\n${run.stderr}`;
+    assert.equal(run.status, 0, out);
+    assert.match(out, /Ran 6 tests/);
+    assert.doesNotMatch(out, /skipped/);
+  },
+);
 
 const STEPS = 16;
 const WINDOW = 4;
