@@ -21,6 +21,7 @@ import {
   workerCount,
   type ServeBanner,
   type ServeOptions,
+  builtInSimOptions,
 } from "./serve-workers.ts";
 
 /** The built-in sim's context: room for agent harnesses' default max_tokens (32k) on top of a 20–30k-token prompt. */
@@ -187,6 +188,25 @@ export function serveCommand(): Command {
       DEFAULT_SIM_MAX_MODEL_LEN,
     )
     .option(
+      "--routed-experts",
+      "MoE routing replay (R3): ask the upstream for the experts each token was routed to and keep them per token, stored once per unique token, carried to RL cores and trainers beside the token ids (vLLM: start it with --enable-return-routed-experts, streamed calls are then served from whole responses re-emitted as streams; SGLang: return_routed_experts with routed_experts_start_len, needs --moe-top-k). See docs/routing-replay.md",
+    )
+    .option(
+      "--moe-top-k <k>",
+      "with --routed-experts: experts per token and layer (SGLang's payload does not carry its shape; the built-in sim routes this many, default 2)",
+      integer,
+    )
+    .option(
+      "--moe-experts <n>",
+      "with --routed-experts: experts per layer, to keep indexes as uint8 (≤ 256) or uint16 (default: from the values; the built-in sim has this many, default 8)",
+      integer,
+    )
+    .addOption(
+      new Option("--sim-moe-layers <n>", "MoE layers of the built-in sim with --routed-experts (default 4)")
+        .argParser(integer)
+        .hideHelp(),
+    )
+    .option(
       "--max-tokens-cap <auto|N>",
       "lower a harness's max_tokens before it goes upstream: to N, or (auto) to the model's context length minus the prompt, so an over-eager default does not fail the call; recorded on the call when applied",
       capSetting,
@@ -205,7 +225,7 @@ export function serveCommand(): Command {
       let sim: SimServer | null = null;
       let upstream: string | undefined = fileOnly ? undefined : opts.upstream;
       if (upstream === "sim") {
-        sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor, maxModelLen: opts.simMaxModelLen });
+        sim = await startSim(builtInSimOptions(opts));
         upstream = sim.url;
       }
       const gateway = await startGateway({
@@ -268,6 +288,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     trajectories: { trainSegments: opts.trainSegments },
     repairHistory: opts.repairHistory,
     maxTokensCap: opts.maxTokensCap ?? null,
+    routedExperts: opts.routedExperts ? { topK: opts.moeTopK ?? null, experts: opts.moeExperts ?? null } : null,
     processMetrics: true,
     prompts: opts.prompts,
     model: opts.modelDir ? resolve(opts.modelDir) : undefined,

@@ -15,7 +15,7 @@ import type { PromptModeName } from "../gateway/prompts/index.ts";
 import type { TrajectorySettings } from "../gateway/trajectories.ts";
 import type { FlavorName } from "../gateway/upstream/flavor.ts";
 import type { MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
-import { startSim, type SimServer } from "../sim/index.ts";
+import { startSim, type SimOptions, type SimServer } from "../sim/index.ts";
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { StartRefusal } from "../util/refusal.ts";
@@ -51,6 +51,10 @@ export interface ServeOptions {
   upstreamTimeout: number;
   rolloutTimeout: number;
   simPort: number;
+  routedExperts?: boolean;
+  moeTopK?: number;
+  moeExperts?: number;
+  simMoeLayers?: number;
   trainSegments?: TrajectorySettings["trainSegments"];
   repairHistory: boolean;
   simMaxModelLen: number;
@@ -146,7 +150,7 @@ export async function servePrimary(
   };
   try {
     if (upstream === "sim") {
-      sim = await startSim({ port: opts.simPort, flavor: opts.upstreamFlavor, maxModelLen: opts.simMaxModelLen });
+      sim = await startSim(builtInSimOptions(opts));
       upstream = sim.url;
     }
     const env: Record<string, string> = sim ? { [UPSTREAM_ENV]: sim.url } : {};
@@ -189,4 +193,16 @@ export async function servePrimary(
   };
   process.on("SIGINT", shutdown);
   process.on("SIGTERM", shutdown);
+}
+
+/** The built-in sim of `serve --upstream sim`: a MoE model answering routed experts with --routed-experts. */
+export function builtInSimOptions(opts: ServeOptions): SimOptions {
+  return {
+    port: opts.simPort,
+    flavor: opts.upstreamFlavor,
+    maxModelLen: opts.simMaxModelLen,
+    ...(opts.routedExperts
+      ? { moe: { layers: opts.simMoeLayers ?? 4, topK: opts.moeTopK ?? 2, experts: opts.moeExperts ?? 8 } }
+      : {}),
+  };
 }

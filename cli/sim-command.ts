@@ -3,6 +3,7 @@ import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
+import { StartRefusal } from "../util/refusal.ts";
 import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
 export function simCommand(): Command {
@@ -52,7 +53,21 @@ export function simCommand(): Command {
       "--chat-template <file>",
       "a jinja chat template used instead of Qwen3's (a server whose template changed, for `rlgate replay resend`)",
     )
+    .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")
+    .option(
+      "--moe-layers <n>",
+      "a mixture-of-experts model with this many MoE layers: answers carry routed experts (vLLM: choices[].routed_experts as with --enable-return-routed-experts; SGLang: sglext.routed_experts when a request sets return_routed_experts), deterministic from the seed; needs --moe-top-k and --moe-experts",
+      integer,
+    )
+    .option("--moe-top-k <k>", "experts per token and layer (with --moe-layers)", integer)
+    .option("--moe-experts <n>", "experts per layer (with --moe-layers)", integer)
     .action(async (opts) => {
+      if (opts.flavor !== "vllm" && opts.flavor !== "sglang")
+        throw new StartRefusal(`--flavor: expected vllm or sglang, got ${String(opts.flavor)}`);
+      const moeGiven = [opts.moeLayers, opts.moeTopK, opts.moeExperts].filter((v) => v !== undefined).length;
+      if (moeGiven !== 0 && moeGiven !== 3)
+        throw new StartRefusal("--moe-layers, --moe-top-k and --moe-experts go together: give all three or none");
+      const moe = moeGiven === 3 ? { layers: opts.moeLayers, topK: opts.moeTopK, experts: opts.moeExperts } : undefined;
       // Loaded here so that `rlgate --help` and other commands do not pay for the tokenizer's 10 MB vocabulary.
       const { loadScript, startSim } = await import("../sim/index.ts");
       let script: ScriptTurn[] | undefined;
@@ -73,8 +88,11 @@ export function simCommand(): Command {
         resetRate: opts.resetRate,
         logprobNoise: opts.logprobNoise,
         chatTemplate,
+        flavor: opts.flavor,
+        ...(moe ? { moe } : {}),
       });
-      console.log(`rlgate sim (simulated vLLM, ${opts.model}) listening on ${sim.url}`);
+      const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;
+      console.log(`rlgate sim (simulated ${what}, ${opts.model}) listening on ${sim.url}`);
       console.log(`  OpenAI base URL: ${sim.url}/v1${script ? `   script: ${script.length} turns` : ""}`);
       let closing = false;
       const shutdown = () => {

@@ -11,6 +11,7 @@ import type { Upstream } from "./upstream/client.ts";
 import type { UpstreamFlavor } from "./upstream/flavor.ts";
 import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import type { ModelMap } from "./upstream/model-map.ts";
+import type { RoutedExpertsSetting } from "./upstream/routed-experts.ts";
 
 export interface GatewayConfig {
   /** Largest accepted request body in bytes. */
@@ -33,6 +34,8 @@ export interface GatewayConfig {
   maxTokensCap?: MaxTokensCapSetting;
   /** `--rollout-timeout`: a new rollout without its own `deadline_s` is due this long after creation; 0: never. */
   rolloutTimeoutMs: number;
+  /** `--routed-experts`: ask the upstream for routed experts (MoE routing replay) and keep them per token. */
+  routedExperts?: RoutedExpertsSetting | null;
 }
 
 export interface GatewayContext {

@@ -21,6 +21,7 @@ import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
+import type { RoutedExpertsSetting } from "./upstream/routed-experts.ts";
 import type { WorkerLink } from "./cluster/worker-link.ts";
 import { RolloutDeadlines } from "./rollout-deadlines.ts";
 
@@ -76,6 +77,8 @@ export interface GatewayOptions {
   model?: string | ModelChatFormat;
   /** Lower harnesses' max_tokens: to N, or (auto) to the upstream's context length minus the prompt. */
   maxTokensCap?: MaxTokensCapSetting;
+  /** MoE routing replay (`serve --routed-experts`): ask the upstream for routed experts and keep them per token. */
+  routedExperts?: RoutedExpertsSetting | null;
   /**
    * A new rollout without its own `deadline_s` is finished as `timeout` this long after its creation, if still open
    * (`serve --rollout-timeout`, whose default is DEFAULT_ROLLOUT_TIMEOUT_MS); unset or 0: no deadline but its own.
@@ -166,6 +169,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       trajectories: trajectorySettings,
       maxTokensCap: options.maxTokensCap ?? null,
       rolloutTimeoutMs: options.rolloutTimeoutMs ?? 0,
+      routedExperts: options.routedExperts ?? null,
     },
     tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),

@@ -61,6 +61,22 @@ export class GatewayMetrics {
     labelNames: ["mode", "reason"] as const,
     registers: [this.registry],
   });
+  readonly routedExpertCalls = new Counter({
+    name: "rlgate_routed_experts_calls_total",
+    help: "Calls of serve --routed-experts by whether their routed experts were kept (kept) or not (issue: absent or malformed; the rollout is flagged)",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly routedExpertRows = new Counter({
+    name: "rlgate_routed_experts_rows_total",
+    help: "Token positions whose routed experts the upstream sent (before the store keeps only those the rollout lacked)",
+    registers: [this.registry],
+  });
+  readonly routedExpertsReemitted = new Counter({
+    name: "rlgate_routed_experts_reemitted_total",
+    help: "Streamed harness calls served from a non-streamed upstream call re-emitted as a stream, because the upstream (vLLM) sends routed experts only on whole responses",
+    registers: [this.registry],
+  });
   readonly rolloutsTimedOut = new Counter({
     name: "rlgate_rollouts_timed_out_total",
     help: "Rollouts still open at their deadline (deadline_s, or serve --rollout-timeout) that the gateway finished as timeout, without a reward",
@@ -137,5 +153,10 @@ export class GatewayMetrics {
     if (call.status !== "ok") this.errors.inc({ code: call.status });
     if (call.status === "ok" && call.tokenSource !== "upstream")
       this.errors.inc({ code: `tokens_${call.tokenSource}` });
+    let routed = 0;
+    for (const choice of call.choices) routed += choice.routing?.rows ?? 0;
+    if (call.routingIssue !== undefined) this.routedExpertCalls.inc({ outcome: "issue" });
+    else if (routed > 0) this.routedExpertCalls.inc({ outcome: "kept" });
+    if (routed > 0) this.routedExpertRows.inc(routed);
   }
 }

@@ -25,6 +25,8 @@ const ARRAY_FIELDS = [
   ["advantages", 7],
   ["lossWeights", 8],
   ["callIndex", 18],
+  // uint8 or uint16 expert indexes (MoE routing replay): aligned too, for uint16 views.
+  ["routedExperts", 30],
   ["lossMask", 5],
 ] as const;
 
@@ -65,8 +67,18 @@ function outputBuffer(size: number): Buffer {
  */
 export function alignedBatchSerializer(serializeRest: Serialize): (message: BatchMessage) => Buffer {
   return (message) => {
-    const { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex, ...rest } = message;
-    const arrays = { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex: callIndex ?? EMPTY };
+    const { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex, routedExperts, ...rest } =
+      message;
+    const arrays = {
+      offsets,
+      tokenIds,
+      lossMask,
+      logprobs,
+      advantages,
+      lossWeights,
+      callIndex: callIndex ?? EMPTY,
+      routedExperts: routedExperts ?? EMPTY,
+    };
     const head = serializeRest(rest);
     // Sizes first (one allocation), then the writes: the same walk twice.
     let size = head.length;

@@ -63,6 +63,12 @@ export interface TokenRows {
   tokenIds: Uint8Array;
   lossMask: Uint8Array;
   logprobs: Uint8Array;
+  /** MoE routing replay: [tokens, moeLayers, moeTopK] expert indexes in `routedExpertsDtype` (LE); empty: none. */
+  routedExperts?: Uint8Array;
+  /** "uint8" | "uint16" ("" without routing). */
+  routedExpertsDtype?: string;
+  moeLayers?: number;
+  moeTopK?: number;
 }
 
 export interface RolloutMessage {
@@ -153,6 +159,11 @@ export interface BatchMessage {
   batchUnit: string;
   lossTokens: number;
   rollouts: number;
+  /** MoE routing replay: per token [moeLayers, moeTopK] expert indexes in `routedExpertsDtype` (LE); empty: none. */
+  routedExperts?: Uint8Array;
+  routedExpertsDtype?: string;
+  moeLayers?: number;
+  moeTopK?: number;
 }
 
 export interface AckBatchRequest {

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { renderChatIds } from "../tokenizer/chat-template.ts";
 import { selectFlavor, type FlavorName, type SimContext } from "./flavor.ts";
 import { mix, seededRandom } from "./hash.ts";
+import { checkMoe, type MoeOptions } from "./moe.ts";
 import { SimHttpError, type Reply, type StreamReply } from "./reply.ts";
 import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
@@ -35,6 +36,12 @@ export interface SimOptions {
   prefillUsPerToken?: number;
   /** The model's KV cache in tokens (default 1,048,576): how much prefix it keeps before evicting. */
   prefixCacheTokens?: number;
+  /**
+   * A mixture-of-experts model (`rlgate sim --moe-layers L --moe-top-k K --moe-experts E`): vLLM answers carry
+   * `choices[].routed_experts` (as vLLM with --enable-return-routed-experts), SGLang answers `sglext.routed_experts`
+   * when asked (`return_routed_experts`, `routed_experts_start_len`). Experts are deterministic (sim/moe.ts).
+   */
+  moe?: MoeOptions;
 }
 
 export interface SimStats {
@@ -109,6 +116,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     logprobNoise: options.logprobNoise ?? 0,
     maxModelLen: options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN,
     chatTemplate: options.chatTemplate,
+    ...(options.moe ? { moe: checkMoe(options.moe) } : {}),
   };
   const timing = { ttftMs: options.ttftMs ?? 0, interTokenMs: options.interTokenMs ?? 0 };
   const errorRate = rate(options.errorRate, "errorRate");

@@ -3,7 +3,7 @@
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./call-tokens.ts";
 import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
-import { packFloat32, packInt32, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
+import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
   tokenIds: Uint8Array;
@@ -88,6 +88,7 @@ export class CallDecoder {
         ...c,
         tokenIds: unpackInt32(c.tokenIds) ?? [],
         logprobs: unpackFloat32(c.logprobs),
+        ...(c.routing ? { routing: storedRouting(c.routing) } : {}),
       })),
     };
   }

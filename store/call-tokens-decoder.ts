@@ -12,7 +12,7 @@
 // call records, for the API) takes its prompts from here too, copying each once into its array.
 import type { CallTokens, ChoiceTokens } from "./call-tokens.ts";
 import type { StoredCall } from "./call-codec.ts";
-import { float32Copy, int32Copy } from "./token-codec.ts";
+import { float32Copy, int32Copy, storedRouting } from "./token-codec.ts";
 
 /** A buffer that sequences are written into; `top` is its first free slot. */
 interface Chunk {
@@ -51,6 +51,7 @@ export class CallTokensDecoder {
       tokenIds: int32Copy(c.tokenIds),
       logprobs: c.logprobs ? float32Copy(c.logprobs) : null,
       finishReason: c.finishReason,
+      ...(c.routing ? { routing: storedRouting(c.routing) } : {}),
     }));
     return {
       callSeq: stored.seq,
@@ -63,6 +64,7 @@ export class CallTokensDecoder {
       tools: stored.tools ?? null,
       policyVersion: stored.policyVersion ?? null,
       sampling: stored.sampling ?? null,
+      routingIssue: stored.routingIssue ?? null,
     };
   }
 

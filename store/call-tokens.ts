@@ -1,5 +1,6 @@
 // The tokens of one captured call as reconstruction reads them: the store decodes them straight from stored bytes
 // (see call-tokens-decoder.ts), so their shape belongs to the layer of the records they come from.
+import type { Routing } from "../util/routed-experts.ts";
 import type { CallRecord, CallStatus, SamplingParams, TokenSource } from "./records.ts";
 
 /** Token ids as they arrive: a plain array from JSON or a typed array from the store. */
@@ -12,6 +13,8 @@ export interface ChoiceTokens {
   /** Logprob of each sampled id; null (or a length mismatch) means unknown. */
   logprobs: ArrayLike<number> | null;
   finishReason: string | null;
+  /** Routed experts of positions `routing.start` on of this choice's sequence (absent: none). */
+  routing?: Routing | null;
 }
 
 /** The minimal view of one captured call that reconstruction needs. Build it with `fromCallRecord`. */
@@ -29,6 +32,8 @@ export interface CallTokens {
   /** Which policy sampled the call and how (for trainers; reconstruction passes them through). */
   policyVersion?: string | null;
   sampling?: SamplingParams | null;
+  /** Why the call's routed experts were not kept (serve --routed-experts); absent or null: nothing wrong. */
+  routingIssue?: string | null;
 }
 
 /**
@@ -66,4 +71,9 @@ export interface PromptRefIndex {
   /** The storage reference for a call's prompt; the call is added to its rollout's index. */
   admit(rolloutId: string, call: CallRecord): PromptRef | null;
   forget(rolloutId: string): void;
+  /**
+   * How many leading positions of `ids` already have routed experts in the rollout's tree (0 when the index does not
+   * hold the rollout): what an upstream need not send again (SGLang's routed_experts_start_len).
+   */
+  routedPrefix(rolloutId: string, ids: ArrayLike<number>): number;
 }

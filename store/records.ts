@@ -1,5 +1,6 @@
 // The records rlgate keeps. These shapes are the contract between the gateway (writer), trajectory reconstruction
 // and the control API (readers). Token arrays are plain number arrays here; the store packs them as int32/float32.
+import type { Routing } from "../util/routed-experts.ts";
 
 /** The value of JSON bytes (UTF-8). */
 export function jsonFromBytes(bytes: Uint8Array): unknown {
@@ -71,6 +72,12 @@ export interface ChoiceCapture {
   /** Logprob of each sampled token, aligned with `tokenIds`; null when the upstream sent none. */
   logprobs: number[] | null;
   finishReason: string | null;
+  /**
+   * MoE routing replay (`serve --routed-experts`): the experts of this choice's sequence (prompt ++ sampled ids)
+   * from position `routing.start` on, kept narrowed (uint8/uint16). Only the positions the rollout had no routing for
+   * yet are kept (the store trims the rest), so routing is stored once per unique token. Absent: none captured.
+   */
+  routing?: Routing;
 }
 
 export interface CallTimings {
@@ -147,6 +154,11 @@ export interface CallRecord {
   tokenSource: TokenSource;
   /** Why the token ids are not trustworthy (null when they are): e.g. fewer ids than the upstream's usage counts. */
   tokenIssue: string | null;
+  /**
+   * With `serve --routed-experts`: why the upstream's routed experts could not be kept (absent, malformed, a shape
+   * that does not match the tokens); absent when they were, or when routing was not asked for. Flags the rollout.
+   */
+  routingIssue?: string;
   timings: CallTimings;
   /** Tools the forwarded chat request offered (absent on records that predate it, and on completions). */
   tools?: number;

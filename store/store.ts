@@ -12,6 +12,7 @@ import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import { jsonFromBytes, type CallRecord, type RolloutRecord } from "./records.ts";
+import { sliceRouting } from "../util/routed-experts.ts";
 import {
   MAX_AGREEMENT_RECORDS,
   MAX_REPLAY_RECORDS,
@@ -588,11 +589,43 @@ export class Store {
     return this.#announce("call", call, write);
   }
 
-  /** Prompts of open rollouts are stored as a reference to the longest stored prefix plus their new tokens. */
+  /**
+   * Prompts of open rollouts are stored as a reference to the longest stored prefix plus their new tokens; routed
+   * experts (R3) only for the positions the rollout has none for yet.
+   */
   #promptRef(call: CallRecord) {
     const rolloutId = call.rolloutId;
-    if (rolloutId === null || !this.#prompts) return null;
-    if (this.getRollout(rolloutId)?.status !== "open") return null;
+    if (rolloutId === null || !this.#currentIndex(rolloutId)) return null;
+    const prompts = this.#prompts!;
+    const prompt = call.promptTokenIds;
+    if (prompt !== null) {
+      // Choices share the prompt: its rows are kept with the first choice that has them.
+      let promptKept = false;
+      for (const choice of call.choices) {
+        const routing = choice.routing;
+        if (!routing || routing.rows === 0) continue;
+        let known = prompts.routedPrefix(rolloutId, [...prompt, ...choice.tokenIds]);
+        if (promptKept) known = Math.max(known, prompt.length);
+        if (known > routing.start) choice.routing = sliceRouting(routing, known);
+        if (routing.start <= known && routing.start + routing.rows >= prompt.length) promptKept = true;
+      }
+    }
+    return prompts.admit(rolloutId, call);
+  }
+
+  /**
+   * How many leading positions of `ids` already have routed experts in an open rollout's calls (0 when none, or the
+   * rollout is not open): what an upstream need not send again (SGLang's routed_experts_start_len).
+   */
+  routedPrefix(rolloutId: string, ids: ArrayLike<number>): number {
+    if (!this.#currentIndex(rolloutId)) return 0;
+    return this.#prompts!.routedPrefix(rolloutId, ids);
+  }
+
+  /** Makes the prompt index hold every stored call of an open rollout; false when there is none to keep current. */
+  #currentIndex(rolloutId: string): boolean {
+    if (!this.#prompts) return false;
+    if (this.getRollout(rolloutId)?.status !== "open") return false;
     const seen = this.#prompts.seen(rolloutId);
     if (!seen) {
       const mark = this.callLogMark(rolloutId); // before the listing: what is committed after it is caught up later
@@ -609,7 +642,7 @@ export class Store {
         this.#prompts.extend(rolloutId, calls);
       }
     }
-    return this.#prompts.admit(rolloutId, call);
+    return true;
   }
 
   /** Reads another stored call of the same rollout (what the decoders follow prompt references with). */
@@ -660,17 +693,21 @@ export class Store {
   }
 
   /** Bytes of packed token ids stored for a rollout's calls (prompt tails and sampled ids). */
-  storedTokenBytes(rolloutId: string): { ids: number; logprobs: number } {
+  storedTokenBytes(rolloutId: string): { ids: number; logprobs: number; routing: number; routedTokens: number } {
     let ids = 0;
     let logprobs = 0;
+    let routing = 0;
+    let routedTokens = 0;
     for (const { value } of this.#calls.getRange(callRange(rolloutId))) {
       ids += value.promptTail?.byteLength ?? 0;
       for (const choice of value.choices) {
         ids += choice.tokenIds.byteLength;
         logprobs += choice.logprobs?.byteLength ?? 0;
+        routing += choice.routing?.data.byteLength ?? 0;
+        routedTokens += choice.routing?.rows ?? 0;
       }
     }
-    return { ids, logprobs };
+    return { ids, logprobs, routing, routedTokens };
   }
 
   countCalls(rolloutId: string | null): number {

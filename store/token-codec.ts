@@ -1,4 +1,5 @@
 // Token arrays are stored as little-endian int32 / float32 bytes: 4 B a token, and no per-number msgpack overhead.
+import type { Routing } from "../util/routed-experts.ts";
 
 export function packInt32(values: readonly number[] | null): Uint8Array | null {
   if (values == null) return null;
@@ -43,4 +44,9 @@ export function unpackInt32(bytes: Uint8Array | null | undefined): number[] | nu
 export function unpackFloat32(bytes: Uint8Array | null | undefined): number[] | null {
   if (bytes == null) return null;
   return toNumbers(float32Copy(bytes));
+}
+
+/** A stored routing (R3) with bytes of its own: views read from LMDB sit in buffers it reuses. */
+export function storedRouting(routing: Routing): Routing {
+  return { ...routing, data: Uint8Array.prototype.slice.call(routing.data) };
 }

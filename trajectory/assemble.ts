@@ -2,7 +2,7 @@
 // trained, sampled spans, breaks per trajectory, statistics and flags. Shared by the prefix tree and the naive
 // reference so that both are judged on the same rules.
 import type { CallNote } from "./call-tokens.ts";
-import type { RawTrajectory, TrajectorySource } from "./source.ts";
+import type { RawTrajectory, RolloutRouting, TrajectorySource } from "./source.ts";
 import {
   BREAK_KINDS,
   type AttachKind,
@@ -17,6 +17,7 @@ import {
   type Segment,
   type SegmentKind,
   type Trajectory,
+  type TrajectoryRouting,
 } from "./types.ts";
 
 export const DEFAULT_TRAIN_SEGMENTS: readonly SegmentKind[] = ["main"];
@@ -62,6 +63,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
   // Trained trajectories take their tokens first; untrained ones then mark what they would add, so a consumer that
   // trains more segment kinds than this reconstruction still trains each sampled token once.
   const emit = src.emitter();
+  const routing = src.routing?.() ?? null;
   const raws = new Map<number, RawTrajectory>();
   for (const pass of [true, false]) {
     for (const { rep } of live) if (segments[seqs[rep]!.segmentId]!.trained === pass) raws.set(rep, emit(rep, true));
@@ -96,6 +98,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     const onPathBreaks = [...new Set(raw.promptCalls)]
       .sort((a, b) => a - b)
       .flatMap((callSeq) => (breakOf.has(callSeq) ? [breakOf.get(callSeq)!] : []));
+    const routedExperts = routingOf(routing, raw.routing);
     trajectories.push({
       trajectoryId: id,
       rolloutId,
@@ -109,6 +112,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
       spans,
       reward,
       breaks: onPathBreaks,
+      ...(routedExperts ? { routedExperts } : {}),
     });
   }
 
@@ -162,7 +166,40 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     amplification: uniqueTokens === 0 ? 0 : trajectoryTokens / uniqueTokens,
   };
   const flags = rolloutFlags(src, trajectories.length, options, mainUnclear);
+  routingFlags(flags, src, routing, trajectories);
   return { rolloutId, trajectories, calls, segments, breaks, stats, flags };
+}
+
+function routingOf(routing: RolloutRouting | null, raw: RawTrajectory["routing"]): TrajectoryRouting | null {
+  if (routing === null || raw === undefined) return null;
+  const { experts, missing } = raw;
+  const data =
+    routing.dtype === "uint8" ? Uint8Array.from(experts) : new Uint8Array(experts.buffer, 0, experts.byteLength);
+  return { layers: routing.layers, topK: routing.topK, dtype: routing.dtype, data, missing };
+}
+
+/** Routing that could not be kept, and trained trajectories with positions lacking it, flag the rollout. */
+function routingFlags(
+  flags: RolloutFlags,
+  src: TrajectorySource,
+  routing: RolloutRouting | null,
+  trajectories: readonly Trajectory[],
+): void {
+  const issues = src.notes
+    .filter((note) => note.routingIssue && !note.failed)
+    .map((note) => ({ callSeq: note.callSeq, issue: note.routingIssue! }));
+  issues.push(...(routing?.issues ?? []));
+  issues.sort((a, b) => a.callSeq - b.callSeq);
+  const missing = trajectories
+    .filter((t) => t.trained && t.routedExperts && t.routedExperts.missing > 0)
+    .map((t) => ({ trajectoryId: t.trajectoryId, positions: t.routedExperts!.missing }));
+  if (issues.length === 0 && missing.length === 0 && routing === null) return;
+  flags.routingIssues = issues;
+  flags.routingMissing = missing;
+  for (const { callSeq, issue } of issues) flags.reasons.push(`call ${callSeq}: routed experts not kept: ${issue}`);
+  for (const { trajectoryId, positions } of missing)
+    flags.reasons.push(`${trajectoryId}: no routed experts for ${positions} token(s)`);
+  flags.flagged = flags.reasons.length > 0;
 }
 
 function spanKind(trusted: boolean, mask: number, segmentTrained: boolean): SampledSpan["kind"] {

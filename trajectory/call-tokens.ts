@@ -13,6 +13,7 @@ export function fromCallRecord(record: CallRecord): CallTokens {
       tokenIds: choice.tokenIds,
       logprobs: choice.logprobs,
       finishReason: choice.finishReason,
+      ...(choice.routing ? { routing: choice.routing } : {}),
     })),
     tokenSource: record.tokenSource,
     tokenIssue: record.tokenIssue ?? null,
@@ -21,6 +22,7 @@ export function fromCallRecord(record: CallRecord): CallTokens {
     tools: record.tools ?? null,
     policyVersion: record.policyVersion ?? null,
     sampling: record.sampling ?? null,
+    routingIssue: record.routingIssue ?? null,
   };
 }
 
@@ -58,6 +60,8 @@ export interface CallNote {
   missingTokenIds: boolean;
   retokenized: boolean;
   missingLogprobs: boolean;
+  /** Why the gateway could not keep the call's routed experts (null: nothing wrong, or none asked for). */
+  routingIssue: string | null;
 }
 
 export function noteCall(p: PreparedCall): CallNote {
@@ -75,6 +79,7 @@ export function noteCall(p: PreparedCall): CallNote {
     missingTokenIds: p.missingTokenIds,
     retokenized: p.retokenized,
     missingLogprobs: p.missingLogprobs,
+    routingIssue: p.call.routingIssue ?? null,
   };
 }
 

@@ -28,6 +28,16 @@ export interface Chunk {
   /** Global index of this chunk's first slot (for per-position side tables). */
   readonly base: number;
   used: number;
+  /** Routed experts (R3) of each slot, `routingWidth` a slot; allocated when the first routing arrives. */
+  experts?: Uint16Array;
+  /** 1 where `experts` holds the slot's routing. */
+  routed?: Uint8Array;
+}
+
+/** The routing rows of a rollout's tree: every row [layers, topK]. */
+export interface RoutingShape {
+  layers: number;
+  topK: number;
 }
 
 export class RadixNode {
@@ -93,6 +103,9 @@ export class PrefixTree {
   readonly #chunks: Chunk[] = [];
   #capacity = 0;
   #size = 0;
+  /** The rows' shape, set by the first routing kept; null while the tree has none. */
+  routingShape: RoutingShape | null = null;
+  #routedSlots = 0;
 
   constructor() {
     this.root = new RadixNode(makeChunk(0, 0), 0, 0, 0, null);
@@ -239,6 +252,45 @@ export class PrefixTree {
       stack.push(...kids);
     }
     return out;
+  }
+
+  /** Positions whose routed experts are kept. */
+  get routedSlots(): number {
+    return this.#routedSlots;
+  }
+
+  /** Whether the k-th token of `node`'s label has routing. */
+  hasRouting(node: RadixNode, k: number): boolean {
+    return node.chunk.routed?.[node.start + k] === 1;
+  }
+
+  /**
+   * Keeps `values[offset, offset + width)` as the routing of the k-th token of `node`'s label, unless it has one (the
+   * call that processed a position first is its source). Returns false when the slot already had routing.
+   */
+  setRouting(node: RadixNode, k: number, values: ArrayLike<number>, offset: number): boolean {
+    const shape = this.routingShape!;
+    const width = shape.layers * shape.topK;
+    const chunk = node.chunk;
+    const slot = node.start + k;
+    if (chunk.routed === undefined) {
+      chunk.routed = new Uint8Array(chunk.tokens.length);
+      chunk.experts = new Uint16Array(chunk.tokens.length * width);
+    }
+    if (chunk.routed[slot] === 1) return false;
+    chunk.routed[slot] = 1;
+    const experts = chunk.experts!;
+    for (let j = 0; j < width; j++) experts[slot * width + j] = values[offset + j]!;
+    this.#routedSlots++;
+    return true;
+  }
+
+  /** The routing of the k-th token of `node`'s label (a view; only valid when `hasRouting`). */
+  routingOf(node: RadixNode, k: number): Uint16Array {
+    const shape = this.routingShape!;
+    const width = shape.layers * shape.topK;
+    const slot = node.start + k;
+    return node.chunk.experts!.subarray(slot * width, (slot + 1) * width);
   }
 
   /** Counts positions owned by a trusted sampler. */

@@ -62,6 +62,10 @@ export class PromptIndex implements PromptRefIndex {
     return ref;
   }
 
+  routedPrefix(rolloutId: string, ids: ArrayLike<number>): number {
+    return this.#trees.get(rolloutId)?.tree.routedPrefix(ids) ?? 0;
+  }
+
   /** A finished rollout takes no more calls (late ones are stored whole). */
   forget(rolloutId: string): void {
     this.#trees.delete(rolloutId);

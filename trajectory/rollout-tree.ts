@@ -9,7 +9,9 @@ import { CONTEXT, ownerSeq, PrefixTree, RadixNode, trustedCode, untrustedCode } 
 import { SegmentBook } from "./segments.ts";
 import { contentRange, GramIndex, markupBreakOwner, type BranchToken } from "./thread-rules.ts";
 import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
-import type { CallAttach, CallTokens, ReconstructOptions, Reconstruction, SequenceRef } from "./types.ts";
+import type { CallAttach, CallTokens, ChoiceTokens, ReconstructOptions, Reconstruction, SequenceRef } from "./types.ts";
+import type { RolloutRouting } from "./source.ts";
+import { routingValues } from "../util/routed-experts.ts";
 
 interface TreeSeq extends SeqRecord {
   endNode: RadixNode;
@@ -27,6 +29,9 @@ export class RolloutTree implements TrajectorySource {
   readonly #seqs: TreeSeq[] = [];
   readonly #calls: TreeCallEntry[] = [];
   readonly #notes: CallNote[] = [];
+  /** Whether any kept routing was uint16 (more than 256 experts); routing the tree could not keep. */
+  #routingWide = false;
+  readonly #routingIssues: Array<{ callSeq: number; issue: string }> = [];
 
   constructor(format: ChatFormat = QWEN3_CHAT_FORMAT) {
     this.#format = format;
@@ -86,6 +91,8 @@ export class RolloutTree implements TrajectorySource {
       if (consumed < ids.length) endNode = tree.append(endNode, ids, consumed, ids.length, code, choice.logprobs);
       (endNode.seqEnds ??= []).push(id);
       for (let n: RadixNode | null = endNode; n !== null; n = n.parent) if (n.lastSeq < id) n.lastSeq = id;
+      const routing = call.choices.find((c) => c.index === choice.index)?.routing;
+      if (routing && routing.rows > 0) this.#keepRouting(call.callSeq, endNode, routing);
       this.#seqs.push({
         id,
         callSeq: call.callSeq,
@@ -101,6 +108,57 @@ export class RolloutTree implements TrajectorySource {
       entry.seqIds.push(id);
     }
     return attach;
+  }
+
+  /**
+   * Keeps a choice's routing rows at the positions of its sequence (which ends at `endNode`) that have none yet: each
+   * position's routing comes from the first call that processed it.
+   */
+  #keepRouting(callSeq: number, endNode: RadixNode, routing: NonNullable<ChoiceTokens["routing"]>): void {
+    const tree = this.tree;
+    const shape = tree.routingShape;
+    if (shape === null) tree.routingShape = { layers: routing.layers, topK: routing.topK };
+    else if (shape.layers !== routing.layers || shape.topK !== routing.topK) {
+      this.#routingIssues.push({
+        callSeq,
+        issue: `routing of shape [${routing.layers}, ${routing.topK}] in a rollout of [${shape.layers}, ${shape.topK}]`,
+      });
+      return;
+    }
+    if (routing.dtype === "uint16") this.#routingWide = true;
+    const values = routingValues(routing);
+    const width = routing.layers * routing.topK;
+    const first = routing.start;
+    const end = Math.min(routing.start + routing.rows, endNode.depth);
+    for (let node: RadixNode | null = endNode; node !== null && node.depth > first; node = node.parent) {
+      const from = Math.max(first, node.startDepth);
+      const to = Math.min(end, node.depth);
+      for (let p = from; p < to; p++) tree.setRouting(node, p - node.startDepth, values, (p - first) * width);
+    }
+  }
+
+  /** How many leading positions of `ids` have routing in the tree. */
+  routedPrefix(ids: ArrayLike<number>): number {
+    const tree = this.tree;
+    if (tree.routingShape === null) return 0;
+    let node = tree.root;
+    let depth = 0;
+    while (depth < ids.length) {
+      const child = node.children?.get(ids[depth]!);
+      if (child === undefined) return depth;
+      node = child;
+      const tokens = node.chunk.tokens;
+      for (let k = 0; k < node.length && depth < ids.length; k++, depth++) {
+        if (tokens[node.start + k] !== ids[depth] || !tree.hasRouting(node, k)) return depth;
+      }
+    }
+    return depth;
+  }
+
+  routing(): RolloutRouting | null {
+    const shape = this.tree.routingShape;
+    if (shape === null) return null;
+    return { ...shape, dtype: this.#routingWide ? "uint16" : "uint8", issues: this.#routingIssues };
   }
 
   /**
@@ -281,8 +339,27 @@ export class RolloutTree implements TrajectorySource {
           }
         }
       }
-      return { tokenIds, lossMask, logprobs, attribution, promptCalls };
+      return { tokenIds, lossMask, logprobs, attribution, promptCalls, ...this.#routingOnPath(path, length) };
     };
+  }
+
+  /** The routing rows of a path's positions, when the rollout has routing. */
+  #routingOnPath(path: readonly RadixNode[], length: number): { routing?: { experts: Uint16Array; missing: number } } {
+    const tree = this.tree;
+    const shape = tree.routingShape;
+    if (shape === null) return {};
+    const width = shape.layers * shape.topK;
+    const experts = new Uint16Array(length * width);
+    let missing = 0;
+    for (const node of path) {
+      for (let k = 0, i = node.startDepth; k < node.length; k++, i++) {
+        if (tree.hasRouting(node, k)) experts.set(tree.routingOf(node, k), i * width);
+        else if (i < length - 1) missing++;
+      }
+    }
+    // The last token was never a model input: no row, whatever a later call may have processed.
+    if (length > 0) experts.fill(0, (length - 1) * width);
+    return { routing: { experts, missing } };
   }
 
   build(options: ReconstructOptions): Reconstruction {

@@ -4,6 +4,7 @@ import type { CallNote } from "./call-tokens.ts";
 import { classifyDivergence, type DivergenceFacts } from "./classify.ts";
 import type { CallShape, SegmentBook } from "./segments.ts";
 import type { Break, CallAttach } from "./types.ts";
+import type { ExpertDtype } from "../util/routed-experts.ts";
 
 /** One inserted sequence: a call's prompt followed by one choice's sampled ids. Ids follow insertion order. */
 export interface SeqRecord {
@@ -35,6 +36,11 @@ export interface RawTrajectory {
   attribution: Int32Array;
   /** Calls whose prompt lies on this path. */
   promptCalls: number[];
+  /**
+   * Routed experts (R3), when the rollout has any: [length, layers, topK] expert indexes (the last position has no
+   * row: it was never a model input, and stays 0), and how many of positions [0, length − 1) had none.
+   */
+  routing?: { experts: Uint16Array; missing: number };
 }
 
 /** Emits trajectories in order; sampled positions trained by an earlier `trained` emission get mask 0. */
@@ -53,6 +59,16 @@ export interface TrajectorySource {
   emitter(): Emitter;
   uniqueTokens(): number;
   sampledTokens(): number;
+  /** The rollout's routing (R3): the rows' shape and dtype, and what could not be kept; null when it has none. */
+  routing?(): RolloutRouting | null;
+}
+
+export interface RolloutRouting {
+  layers: number;
+  topK: number;
+  dtype: ExpertDtype;
+  /** Routing the tree could not keep (a shape unlike the rollout's), per call. */
+  issues: Array<{ callSeq: number; issue: string }>;
 }
 
 /** Classifies a call's divergence, puts it in a segment and writes its attach record and break. */

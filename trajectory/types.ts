@@ -3,6 +3,7 @@
 import type { CallTokens, ChoiceTokens, TokenIds } from "../store/call-tokens.ts";
 import type { CallStatus, SamplingParams, TokenSource } from "../store/records.ts";
 import type { ChatFormat } from "./chat-format.ts";
+import type { ExpertDtype } from "../util/routed-experts.ts";
 
 export type { CallTokens, ChoiceTokens, TokenIds };
 
@@ -116,6 +117,23 @@ export interface Trajectory {
   reward: number | null;
   /** Breaks of the calls whose prompts lie on this trajectory's path. */
   breaks: Break[];
+  /** Routed experts of its tokens (MoE routing replay), when the rollout's calls carried them. */
+  routedExperts?: TrajectoryRouting;
+}
+
+/**
+ * A trajectory's routed experts, aligned with its tokens: [tokens, layers, topK] expert indexes, little-endian
+ * `dtype`. Row i is the routing of token i as a model input (prompt tokens included: their prefill routed them). The
+ * last token was never an input and its row is 0: a trainer replaying routing for `tokens[:-1]` (the [len − 1, layers,
+ * topK] that SGLang, vLLM and slime use) takes rows [0, len − 1).
+ */
+export interface TrajectoryRouting {
+  layers: number;
+  topK: number;
+  dtype: ExpertDtype;
+  data: Uint8Array;
+  /** Positions of [0, len − 1) whose routing no call sent (rows of 0): the rollout is flagged when any. */
+  missing: number;
 }
 
 export type ChoiceFate = "leaf" | "dead" | "inner" | "not_in_tree";
@@ -179,6 +197,13 @@ export interface RolloutFlags {
   failedCalls: number[];
   /** Why the main agent could not be told apart from side calls (null when it could). */
   mainUnclear: string | null;
+  /**
+   * MoE routing replay: calls whose routed experts could not be kept (the gateway's `routingIssue`, or a shape unlike
+   * the rollout's), and trained trajectories with positions no call sent routing for. Absent on rollouts without
+   * routing. Either flags the rollout.
+   */
+  routingIssues?: Array<{ callSeq: number; issue: string }>;
+  routingMissing?: Array<{ trajectoryId: string; positions: number }>;
 }
 
 export interface ReconstructOptions {

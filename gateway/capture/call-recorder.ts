@@ -12,6 +12,12 @@ import type {
 } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { GatewayMetrics } from "../metrics.ts";
+import {
+  captureRouting,
+  type RoutedExpertsSetting,
+  type RoutedPayload,
+  type RoutingAsk,
+} from "../upstream/routed-experts.ts";
 
 export interface CallStart {
   rolloutId: string | null;
@@ -38,6 +44,8 @@ export interface CallStart {
   prompt?: PromptRecord;
   /** What the upstream's ids and choices are checked against (unchecked when absent). */
   limits?: TokenLimits;
+  /** `serve --routed-experts`: what was asked of the upstream and how its payloads are read. */
+  routing?: { ask: RoutingAsk; setting: RoutedExpertsSetting };
 }
 
 export interface TokenLimits {
@@ -86,6 +94,8 @@ export interface CallOutcome {
   upstreamResponse?: unknown;
   /** The upstream's usage block, to check the ids against its counts. */
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+  /** Routed-experts payloads of the response (kept on the choices when routing was asked for). */
+  routedExperts?: RoutedPayload[];
 }
 
 export interface TokenVerdict {
@@ -225,6 +235,17 @@ export class CallRecorder {
     if (this.#committed) return this.#committed;
     const verdict = judgeTokens(outcome, this.#start.limits);
     this.#status = outcome.status;
+    const routing = this.#start.routing;
+    const routingIssue =
+      routing && outcome.status === "ok" && verdict.source === "upstream"
+        ? captureRouting(
+            outcome.routedExperts ?? [],
+            outcome.promptTokenIds,
+            outcome.choices,
+            routing.ask,
+            routing.setting,
+          )
+        : null;
     const record: CallRecord = {
       seq: this.seq,
       rolloutId: this.#start.rolloutId,
@@ -247,6 +268,7 @@ export class CallRecorder {
       ...(this.#start.maxTokensCap ? { maxTokensCap: this.#start.maxTokensCap } : {}),
       tokenSource: verdict.source,
       tokenIssue: verdict.issue,
+      ...(routingIssue === null ? {} : { routingIssue }),
       policyVersion: this.#start.policyVersion ?? null,
       sampling: this.#start.sampling ?? null,
       timings: {

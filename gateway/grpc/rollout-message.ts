@@ -39,6 +39,20 @@ function callsOf(rec: Reconstruction, offsets: Int32Array): { calls: CallInfo[];
   return { calls, callIndex };
 }
 
+/** The trajectories' routed experts (R3) in their rows' order: [tokens, layers, topK], when they have any. */
+function routedRows(trajectories: Reconstruction["trajectories"], tokens: number): Partial<TokenRows> {
+  const first = trajectories.find((t) => t.routedExperts)?.routedExperts;
+  if (!first) return {};
+  const rowBytes = first.layers * first.topK * (first.dtype === "uint8" ? 1 : 2);
+  const data = new Uint8Array(tokens * rowBytes);
+  let at = 0;
+  for (const t of trajectories) {
+    if (t.routedExperts) data.set(t.routedExperts.data, at);
+    at += t.tokenIds.length * rowBytes;
+  }
+  return { routedExperts: data, routedExpertsDtype: first.dtype, moeLayers: first.layers, moeTopK: first.topK };
+}
+
 const EMPTY = Buffer.alloc(0);
 /** Room for the message's fields besides the token arrays. */
 const FRAME_SLACK = 4096;
@@ -93,6 +107,8 @@ export function rolloutMessage(
   }
   const tokens = offsets[rows]!;
   size += tokens * 13 + (rows + 1) * 5 + rec.calls.length * 64;
+  const routing = trajectories.find((t) => t.routedExperts)?.routedExperts;
+  if (routing) size += tokens * routing.layers * routing.topK * (routing.dtype === "uint8" ? 1 : 2);
   if (size > maxMessageBytes) {
     return {
       ...base,
@@ -122,6 +138,7 @@ export function rolloutMessage(
       tokenIds: bytesOf(tokenIds),
       lossMask: bytesOf(lossMask),
       logprobs: bytesOf(logprobs),
+      ...routedRows(trajectories, tokens),
     },
     trajectoryIds: trajectories.map((t) => t.trajectoryId),
     segments: trajectories.map((t) => t.segment),

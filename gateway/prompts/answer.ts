@@ -82,6 +82,7 @@ export function chatFromCompletion(
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : (finish ?? null),
       stop_reason: raw["stop_reason"] ?? null,
       token_ids: ids,
+      ...routingFields(raw),
     };
   });
   const chat: Json = {
@@ -96,8 +97,16 @@ export function chatFromCompletion(
     prompt_logprobs: null,
     prompt_token_ids: promptIds,
     kv_transfer_params: null,
+    ...routingFields(completion),
   };
   return { chat, answers };
+}
+
+/** The routed-experts fields of a completion body, chunk or choice, carried into the chat answer for the capture. */
+function routingFields(holder: Json): Json {
+  const out: Json = {};
+  for (const key of ["routed_experts", "sglext", "sgl_ext"]) if (holder[key] != null) out[key] = holder[key];
+  return out;
 }
 
 interface PendingToken {
@@ -150,6 +159,11 @@ export class ChatChunkStream {
     const choices = chunk["choices"];
     if (Array.isArray(choices) && choices.length === 0 && chunk["usage"] != null) {
       out.push({ ...this.#base, choices: [], usage: chunk["usage"] });
+      return out;
+    }
+    // SGLang's routed experts (a chunk without choices after the finish) pass on for the capture.
+    if (Array.isArray(choices) && choices.length === 0 && (chunk["sglext"] != null || chunk["sgl_ext"] != null)) {
+      out.push({ ...this.#base, choices: [], usage: null, ...routingFields(chunk) });
       return out;
     }
     choicesOf(chunk).forEach((raw, position) => {

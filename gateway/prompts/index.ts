@@ -117,7 +117,7 @@ function messagesMode(
   spec: ChatCallSpec,
   prompt?: PromptRecord,
 ): Promise<OpenedChat | null> {
-  const prepared = ctx.flavor.chat.prepare(spec.chat, spec.stream);
+  const prepared = ctx.flavor.chat.prepare(spec.chat, spec.stream, ctx.config.routedExperts ? { startLen: 0 } : null);
   return openExchange(ctx, call, {
     ...spec,
     upstreamPath: "/v1/chat/completions",
@@ -178,7 +178,15 @@ export async function runChatCall(
     mode: "tokens",
     reason: plan.parent ? "continued" : plan.record.newThread!.split(":")[0]!,
   });
-  const prepared = ctx.flavor.completions.prepare(completionBody(spec.chat, plan.promptIds, maxTokens), spec.stream);
+  // Routed experts: the positions of the thread whose routing the rollout holds are not asked for again (SGLang).
+  const routing = ctx.config.routedExperts
+    ? { startLen: rolloutId === null ? 0 : ctx.store.routedPrefix(rolloutId, plan.promptIds) }
+    : null;
+  const prepared = ctx.flavor.completions.prepare(
+    completionBody(spec.chat, plan.promptIds, maxTokens),
+    spec.stream,
+    routing,
+  );
   const tools = spec.chat["tools"];
   const answerSettings = {
     format: tokens.format,
@@ -204,11 +212,11 @@ export async function runChatCall(
     },
   });
   if (!ex) return;
-  const harnessWantsNothing = { promptTokenIds: false, tokenIds: false, logprobs: false };
+  const harnessWantsNothing = { promptTokenIds: false, tokenIds: false, logprobs: false, routedExperts: false };
   await relay({
     ex,
     codec: vllmFlavor.chat,
-    prepared: { forwarded: prepared.forwarded, wants: harnessWantsNothing, upstreamStream: spec.stream },
+    prepared: { forwarded: prepared.forwarded, wants: harnessWantsNothing, upstreamStream: prepared.upstreamStream },
   });
   const done = answered as { answers: AnsweredChoice[]; keys: string[] } | null;
   if (rolloutId !== null && done && ex.recorder.status === "ok")

@@ -10,7 +10,7 @@ import {
   type SamplingParams,
 } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
-import { CallRecorder, type CallOutcome, type TokenLimits } from "../capture/call-recorder.ts";
+import { CallRecorder, type CallOutcome, type CallStart, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
@@ -262,6 +262,7 @@ export async function openExchange(
       startPerf: call.startPerf,
       prompt: spec.prompt,
       limits: tokenLimits(ctx, forwarded),
+      ...routingOf(ctx, spec, forwarded),
     },
     ctx.repair === null ? null : (record) => ctx.repair!.observe(record),
   );
@@ -320,6 +321,16 @@ export async function openExchange(
   recorder.markFirstByte();
   const answer = spec.translateAnswer ? spec.translateAnswer(upstream, recorder) : upstream;
   return new Exchange(ctx, res, recorder, answer, () => harnessGone, spec.chatCodec);
+}
+
+/** With `serve --routed-experts`: what the call asked of the upstream (and a vLLM stream re-emitted, counted). */
+function routingOf(ctx: GatewayContext, spec: ExchangeSpec, forwarded: Json): Pick<CallStart, "routing"> {
+  const setting = ctx.config.routedExperts;
+  if (!setting) return {};
+  const start = forwarded["routed_experts_start_len"];
+  if (spec.stream && forwarded["stream"] !== true && ctx.flavor.name === "vllm")
+    ctx.metrics.routedExpertsReemitted.inc();
+  return { routing: { ask: { startLen: typeof start === "number" ? start : 0 }, setting } };
 }
 
 /**

@@ -9,6 +9,7 @@ import { harnessResponseHeaders } from "../headers.ts";
 import type { Json } from "../upstream/fields.ts";
 import { withServedModel } from "../upstream/model-map.ts";
 import { NativeStreamEvents } from "./native-events.ts";
+import { stripRouting } from "../upstream/routed-experts.ts";
 import { wantsEverything, type ApiCodec, type HarnessWants, type PreparedRequest } from "../upstream/flavor.ts";
 import {
   checkRolloutRequired,
@@ -36,7 +37,11 @@ export async function handleNative(
   checkRolloutRequired(ctx, call.attribution);
   const stream = request["stream"] === true;
   const model = request["model"];
-  const prepared = surface.codec.prepare(withServedModel(ctx.modelMap, request), stream);
+  const prepared = surface.codec.prepare(
+    withServedModel(ctx.modelMap, request),
+    stream,
+    ctx.config.routedExperts ? { startLen: 0 } : null,
+  );
   const ex = await openExchange(ctx, call, {
     api: surface.api,
     upstreamPath: surface.upstreamPath,
@@ -83,11 +88,14 @@ async function relayWhole(
       codec.stripWhole(parsed, wants);
       out = Buffer.from(JSON.stringify(parsed));
     }
+    // Routed experts the harness gets (vLLM sends them to every caller) are kept decoded on the choices, not as
+    // base64 in the stored response: stored once per token, not once per call.
+    const recorded = captured.routedExperts?.length && stripRouting(parsed) ? parsed : new RawJson(out);
     recorder.endWork();
     await recorder.finish({
       status: "ok",
       httpStatus: 200,
-      response: new RawJson(out),
+      response: recorded,
       usage: parsed["usage"] as CallOutcome["usage"],
       ...captured,
     });
@@ -134,6 +142,7 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
     promptTokenIds: assembler.promptTokenIds,
     choices: assembler.captures(),
     usage: response["usage"] as CallOutcome["usage"],
+    routedExperts: assembler.routedExperts,
   };
   if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
   // An error event, or a stream without a finish reason, is a failed call even when it ended with [DONE].
@@ -165,6 +174,7 @@ async function relayReemitted(
     body += `data: ${JSON.stringify(chunk)}\n\n`;
   }
   codec.stripWhole(whole, wants);
+  stripRouting(whole); // kept decoded on the choices (captured above)
   if (!ex.harnessGone) {
     res.writeHead(200, ex.headers({ "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }));
     res.write(body);

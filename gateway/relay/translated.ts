@@ -40,7 +40,7 @@ export interface TranslatedRelay {
 
 const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" };
 /** Token ids and logprobs live in the capture; the upstream chat response is kept without them. */
-const KEEP_NONE: HarnessWants = { promptTokenIds: false, tokenIds: false, logprobs: false };
+const KEEP_NONE: HarnessWants = { promptTokenIds: false, tokenIds: false, logprobs: false, routedExperts: false };
 
 export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   if (ex.isEventStream) return relayStream(ex, spec);
@@ -170,6 +170,7 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
     promptTokenIds: assembler.promptTokenIds,
     choices,
     usage,
+    routedExperts: assembler.routedExperts,
   });
   spec.onComplete?.(delivered, upstreamChat);
   if (!ex.harnessGone) res.end(end.last);

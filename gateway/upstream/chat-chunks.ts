@@ -50,3 +50,28 @@ export function chatChunksFromResponse(response: Json, options: { includeUsage: 
     chunks.push({ ...base, choices: [], usage: response["usage"] });
   return chunks;
 }
+
+/**
+ * The stream a whole text completion corresponds to: per choice, one chunk with its text (and logprobs, token ids
+ * as the response has them), its finish reason on it; then the usage chunk when asked for. Routed experts stay out
+ * (no server streams them).
+ */
+export function completionChunksFromResponse(response: Json, options: { includeUsage: boolean }): Json[] {
+  const base = {
+    id: response["id"],
+    object: "text_completion",
+    created: response["created"],
+    model: response["model"],
+  };
+  const chunks: Json[] = choicesOf(response).map((choice, position) => {
+    const { routed_experts: _routing, sgl_ext: _ext, ...rest } = choice;
+    return {
+      ...base,
+      choices: [{ ...rest, index: typeof choice["index"] === "number" ? choice["index"] : position }],
+      usage: null,
+    };
+  });
+  if (options.includeUsage && response["usage"] != null)
+    chunks.push({ ...base, choices: [], usage: response["usage"] });
+  return chunks;
+}

@@ -3,6 +3,7 @@
 // ids and logprobs, where to read them back, and how to give the harness the response it would have had directly.
 import type { ChoiceCapture } from "../../store/records.ts";
 import type { Json } from "./fields.ts";
+import type { RoutedPayload, RoutingAsk } from "./routed-experts.ts";
 import { sglangFlavor } from "./sglang.ts";
 import { vllmFlavor } from "./vllm.ts";
 
@@ -14,6 +15,8 @@ export interface HarnessWants {
   promptTokenIds: boolean;
   tokenIds: boolean;
   logprobs: boolean;
+  /** Routed experts: absent or true where the harness gets them as the upstream sends them. */
+  routedExperts?: boolean;
 }
 
 export interface PreparedRequest {
@@ -30,6 +33,8 @@ export interface PreparedRequest {
 export interface Captured {
   promptTokenIds: number[] | null;
   choices: ChoiceCapture[];
+  /** Routed-experts payloads the response carried (read into the record when `serve --routed-experts`). */
+  routedExperts?: RoutedPayload[];
 }
 
 /** Collects token ids and logprobs from a stream's chunks and assembles the equivalent whole response. */
@@ -37,13 +42,19 @@ export interface StreamAssembler {
   /** Adds one parsed chunk; true when it carried sampled tokens or text (for time-to-first-token). */
   add(chunk: Json): boolean;
   readonly promptTokenIds: number[] | null;
+  /** Routed-experts payloads the chunks carried (SGLang: a chunk without choices after the finish). */
+  readonly routedExperts: RoutedPayload[];
   captures(): ChoiceCapture[];
   assembled(): Json;
 }
 
 /** How one native API carries token ids on one upstream. */
 export interface ApiCodec {
-  prepare(body: Json, harnessStream: boolean): PreparedRequest;
+  /**
+   * `routing`: ask for routed experts (`serve --routed-experts`). vLLM sends them only on whole responses (the server
+   * flag does it), so a streamed call then goes upstream unstreamed and is re-emitted; SGLang is asked per request.
+   */
+  prepare(body: Json, harnessStream: boolean, routing?: RoutingAsk | null): PreparedRequest;
   captureWhole(response: Json): Captured;
   /** Removes from a whole response what the harness did not ask for. */
   stripWhole(response: Json, wants: HarnessWants): void;
@@ -81,5 +92,5 @@ export function selectUpstreamFlavor(name: FlavorName = "vllm"): UpstreamFlavor 
 
 /** True when nothing rlgate added must be removed: the upstream's bytes can be forwarded as they are. */
 export function wantsEverything(wants: HarnessWants): boolean {
-  return wants.promptTokenIds && wants.tokenIds && wants.logprobs;
+  return wants.promptTokenIds && wants.tokenIds && wants.logprobs && wants.routedExperts !== false;
 }

@@ -7,22 +7,44 @@ import { choicesOf, isObject, type Json } from "./fields.ts";
 import type { ApiCodec, HarnessWants, PreparedRequest, UpstreamFlavor } from "./flavor.ts";
 import { scanChatChunk } from "./chat-chunk-scan.ts";
 import { nullValues, type NullEdits } from "./json-splice.ts";
+import { chatChunksFromResponse, completionChunksFromResponse } from "./chat-chunks.ts";
+import { isRoutingOnlyChunk, stripRouting, type RoutingAsk } from "./routed-experts.ts";
 
-export function prepareChatRequest(body: Json, harnessStream: boolean): PreparedRequest {
+export function prepareChatRequest(body: Json, harnessStream: boolean, routing?: RoutingAsk | null): PreparedRequest {
   const ids = body["return_token_ids"] === true;
   const wants: HarnessWants = { promptTokenIds: ids, tokenIds: ids, logprobs: body["logprobs"] === true };
   const forwarded: Json = { ...body, return_token_ids: true };
   if (!wants.logprobs) forwarded["logprobs"] = true;
-  return { forwarded, wants, upstreamStream: harnessStream };
+  return wholeForRouting(forwarded, wants, harnessStream, routing);
+}
+
+/**
+ * vLLM sends routed experts (server flag --enable-return-routed-experts) on whole responses only, until it streams
+ * them (its RFC #56745): with routing asked for, a streamed call goes upstream unstreamed and is re-emitted.
+ */
+function wholeForRouting(
+  forwarded: Json,
+  wants: HarnessWants,
+  harnessStream: boolean,
+  routing: RoutingAsk | null | undefined,
+): PreparedRequest {
+  if (!routing || !harnessStream) return { forwarded, wants, upstreamStream: harnessStream };
+  forwarded["stream"] = false;
+  delete forwarded["stream_options"];
+  return { forwarded, wants, upstreamStream: false };
 }
 
 /** Completions: `logprobs` is a count there; 1 returns the sampled token's logprob (and one top entry). */
-export function prepareCompletionRequest(body: Json, harnessStream: boolean): PreparedRequest {
+export function prepareCompletionRequest(
+  body: Json,
+  harnessStream: boolean,
+  routing?: RoutingAsk | null,
+): PreparedRequest {
   const ids = body["return_token_ids"] === true;
   const wants: HarnessWants = { promptTokenIds: ids, tokenIds: ids, logprobs: body["logprobs"] != null };
   const forwarded: Json = { ...body, return_token_ids: true };
   if (!wants.logprobs) forwarded["logprobs"] = 1;
-  return { forwarded, wants, upstreamStream: harnessStream };
+  return wholeForRouting(forwarded, wants, harnessStream, routing);
 }
 
 /**
@@ -31,6 +53,7 @@ export function prepareCompletionRequest(body: Json, harnessStream: boolean): Pr
  * harness gets the bytes it would have got.
  */
 function nullUnwanted(body: Json, wants: HarnessWants): void {
+  if (wants.routedExperts === false) stripRouting(body);
   if (!wants.promptTokenIds && "prompt_token_ids" in body) body["prompt_token_ids"] = null;
   for (const choice of choicesOf(body)) {
     if (!wants.promptTokenIds && "prompt_token_ids" in choice) choice["prompt_token_ids"] = null;
@@ -87,13 +110,20 @@ const chat: ApiCodec = {
   captureWhole: captureChatResponse,
   stripWhole: nullUnwanted,
   newAssembler: () => new ChatStreamAssembler(),
+  // A streamed call asked for routing went upstream whole: the stream a vLLM chat stream would have been.
+  reemit(response, harnessRequest) {
+    const options = harnessRequest["stream_options"];
+    return chatChunksFromResponse(response, { includeUsage: isObject(options) && options["include_usage"] === true });
+  },
   harnessChunk(data, chunk, wants) {
     if (!wants.tokenIds && isTokenOnlyChunk(chunk)) return null;
+    // Routing relayed from SGLang in tokens mode (a chunk without choices) is the capture's, not the harness's.
+    if (wants.routedExperts === false && isRoutingOnlyChunk(chunk)) return null;
     return harnessChunk(data, chunk, wants);
   },
   // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
   scanChunk(data, wants) {
-    if (wants.logprobs) return null;
+    if (wants.logprobs || (wants.routedExperts === false && data.includes('"routed_experts"'))) return null;
     const scanned = scanChatChunk(data, { tokenIds: !wants.tokenIds, promptTokenIds: !wants.promptTokenIds });
     if (scanned === null || wants.tokenIds || !isTokenOnlyChunk(scanned.chunk)) return scanned;
     return { chunk: scanned.chunk, harnessText: null };
@@ -106,6 +136,12 @@ const completions: ApiCodec = {
   stripWhole: nullUnwanted,
   newAssembler: () => new CompletionStreamAssembler(),
   harnessChunk,
+  reemit(response, harnessRequest) {
+    const options = harnessRequest["stream_options"];
+    return completionChunksFromResponse(response, {
+      includeUsage: isObject(options) && options["include_usage"] === true,
+    });
+  },
 };
 
 export const vllmFlavor: UpstreamFlavor = { name: "vllm", chat, completions };

@@ -85,6 +85,32 @@ async function rolloutLossWeights(
   return { weights, trained, rollouts: rolloutOffsets.length - 1 };
 }
 
+/**
+ * The batch's routed experts (MoE routing replay), aligned with its tokens, when any row has them: uint16 when any
+ * row's are, rows without routing (or of another shape, never expected: one model) left 0.
+ */
+function batchRouting(rows: readonly ReadyRow[], offsets: Int32Array): Partial<StoredBatch> {
+  const first = rows.find((r) => r.routing)?.routing;
+  if (!first) return {};
+  const { layers, topK } = first;
+  const width = layers * topK;
+  const wide = rows.some((r) => r.routing?.dtype === "uint16");
+  const values = wide ? new Uint16Array(offsets[rows.length]! * width) : new Uint8Array(offsets[rows.length]! * width);
+  rows.forEach((r, i) => {
+    const routing = r.routing;
+    if (!routing || routing.layers !== layers || routing.topK !== topK) return;
+    const at = offsets[i]! * width;
+    if (routing.dtype === "uint8") values.set(routing.data, at);
+    else values.set(new Uint16Array(routing.data.slice().buffer), at);
+  });
+  return {
+    routedExperts: bytesOf(values),
+    routedExpertsDtype: wide ? "uint16" : "uint8",
+    moeLayers: layers,
+    moeTopK: topK,
+  };
+}
+
 export async function buildBatch(id: number, rows: readonly ReadyRow[], options: BuildOptions): Promise<StoredBatch> {
   const offsets = new Int32Array(rows.length + 1);
   rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.tokenIds.byteLength / 4));
@@ -131,6 +157,7 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
     advantages: bytesOf(advantages),
     lossWeights: bytesOf(weights),
     callIndex: bytesOf(callIndex),
+    ...batchRouting(rows, offsets),
     rowInfo: rows.map((r) => ({
       rolloutId: r.rolloutId,
       trajectoryId: r.trajectoryId,

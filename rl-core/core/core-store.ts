@@ -49,9 +49,19 @@ export interface PendingRollout {
   calls: CallInfo[];
   /** int32 LE per token: index into `calls`, -1 on context (empty: unknown). */
   callIndex: Uint8Array;
+  /** MoE routing replay: the rows' routed experts, aligned with `tokenIds` (absent: none). */
+  routing?: RowRouting;
   gateway: string;
   cursor: number;
   receivedAt: number;
+}
+
+/** Routed experts aligned with a row's (or rollout's) tokens: [tokens, layers, topK] of `dtype`, little-endian. */
+export interface RowRouting {
+  data: Uint8Array;
+  dtype: "uint8" | "uint16";
+  layers: number;
+  topK: number;
 }
 
 /** How a row's group informs its outcome advantage. */
@@ -86,6 +96,8 @@ export interface ReadyRow {
   /** The calls that sampled the row's tokens; `callIndex` (int32 LE per token, -1 on context) points here. */
   calls: CallInfo[];
   callIndex: Uint8Array;
+  /** MoE routing replay: the row's routed experts, aligned with its tokens (absent: none). */
+  routing?: RowRouting;
   finishReason: string;
   policyVersion: string;
   tokenIds: Uint8Array;

@@ -21,7 +21,7 @@ import {
   type WhitenScope,
 } from "./estimator-settings.ts";
 import { bytesOf, concatTyped, float32s, int32s, uint8s, type CallInfo } from "../../protocol/index.ts";
-import type { GroupContext, PendingRollout, ReadyRow, RowSignal } from "./core-store.ts";
+import type { GroupContext, PendingRollout, ReadyRow, RowRouting, RowSignal } from "./core-store.ts";
 import { buildTreeSpec } from "./tree-spec.ts";
 
 export type DropReason =
@@ -85,6 +85,7 @@ interface Traj {
   lossMask: Uint8Array;
   logprobs: Float32Array;
   callIndex: Int32Array | null;
+  routing: RowRouting | null;
 }
 
 function trainedTrajectories(r: PendingRollout, keptIndex: number): Traj[] {
@@ -93,6 +94,8 @@ function trainedTrajectories(r: PendingRollout, keptIndex: number): Traj[] {
   const lossMask = uint8s(r.lossMask);
   const logprobs = float32s(r.logprobs, "logprobs");
   const callIndex = r.callIndex?.byteLength ? int32s(r.callIndex, "call_index") : null;
+  const routing = r.routing ?? null;
+  const rowBytes = routing ? routing.layers * routing.topK * (routing.dtype === "uint8" ? 1 : 2) : 0;
   const out: Traj[] = [];
   for (let row = 0; row < r.rows; row++) {
     if (r.trained[row] !== 1) continue;
@@ -106,6 +109,7 @@ function trainedTrajectories(r: PendingRollout, keptIndex: number): Traj[] {
       lossMask: lossMask.subarray(a, b),
       logprobs: logprobs.subarray(a, b),
       callIndex: callIndex?.subarray(a, b) ?? null,
+      routing: routing && { ...routing, data: routing.data.subarray(a * rowBytes, b * rowBytes) },
     });
   }
   return out;
@@ -308,6 +312,7 @@ export async function groupAdvantages(
       context,
       calls,
       callIndex: bytesOf(callIndex),
+      ...(t.routing ? { routing: t.routing } : {}),
       finishReason: last?.finishReason ?? "",
       policyVersion: last?.policyVersion ?? "",
       tokenIds: bytesOf(t.tokenIds),

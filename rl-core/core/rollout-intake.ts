@@ -47,8 +47,21 @@ export function toPending(
     trained: trainedRows(m, parseMetadata(m.metadataJson), trainSegments),
     calls: m.calls ?? [],
     callIndex: m.callIndex ?? EMPTY,
+    ...routingOf(t),
     gateway,
     cursor: m.cursor,
     receivedAt: Date.now(),
   };
+}
+
+/** The rollout's routed experts (R3), when its rows carry a well-formed set (else none: the rollout is flagged). */
+function routingOf(t: RolloutMessage["trajectories"]): Pick<PendingRollout, "routing"> {
+  const data = t.routedExperts;
+  const dtype = t.routedExpertsDtype;
+  const layers = t.moeLayers ?? 0;
+  const topK = t.moeTopK ?? 0;
+  if (!data?.byteLength || (dtype !== "uint8" && dtype !== "uint16") || layers < 1 || topK < 1) return {};
+  const tokens = t.tokenIds.byteLength / 4;
+  if (data.byteLength !== tokens * layers * topK * (dtype === "uint8" ? 1 : 2)) return {};
+  return { routing: { data, dtype, layers, topK } };
 }

@@ -9,7 +9,7 @@ import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
 import { chatLogprobEntry, randomId } from "../vllm/common.ts";
 import { chatRequest, parseBody, type ChatRequest } from "../vllm/requests.ts";
-import { matchedStop, sglangUsage } from "./common.ts";
+import { matchedStop, sglangRoutedExperts, sglangUsage } from "./common.ts";
 
 const STREAM_REFUSED: Record<string, string> = {
   return_prompt_token_ids:
@@ -34,9 +34,10 @@ export function sglangChat({ body, ctx }: HandlerInput): Reply {
   // SGLang ignores stream_options on a non-streamed request (vLLM refuses it).
   const plan = planChat(req.stream ? req : { ...req, stream_options: null }, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
+  const sglext = sglangRoutedExperts(req, ctx, plan.promptIds, plan.choices[0]?.gen.ids);
   const reply = req.stream
-    ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK)
-    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK);
+    ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext)
+    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext);
   return withPrompts(reply, [plan.promptIds]);
 }
 
@@ -51,6 +52,7 @@ function jsonReply(
   choices: Choice[],
   toolParsing: boolean,
   topK: number,
+  sglext: Record<string, unknown> | null,
 ): Reply {
   const ids = req["return_token_ids"] === true;
   const promptIdsWanted = ids || req["return_prompt_token_ids"] === true;
@@ -89,6 +91,8 @@ function jsonReply(
       choices.reduce((n, c) => n + c.gen.ids.length, 0),
     ),
     metadata: { weight_version: "default" },
+    // Response level (SglExt); omitted when empty.
+    ...(sglext ? { sglext } : {}),
   };
   return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
 }
@@ -124,6 +128,7 @@ function streamReply(
   choices: Choice[],
   toolParsing: boolean,
   topK: number,
+  sglext: Record<string, unknown> | null,
 ): Reply {
   const base = { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model };
   const chunk = (index: number, d: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -160,6 +165,8 @@ function streamReply(
       matched_stop: matchedStop(gen),
     }),
   );
+  // After the finish chunks, before usage: a chunk without choices carrying the response-level sglext.
+  if (sglext) tail.push(JSON.stringify({ ...base, choices: [], usage: null, sglext }));
   if (req.stream_options?.include_usage) {
     const completion = choices.reduce((n, c) => n + c.gen.ids.length, 0);
     tail.push(JSON.stringify({ ...base, choices: [], usage: sglangUsage(promptIds.length, completion) }));

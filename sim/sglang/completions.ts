@@ -6,7 +6,7 @@ import { withPrompts, type Reply } from "../reply.ts";
 import { completionLogprobs, randomId } from "../vllm/common.ts";
 import { completionSteps, planCompletions, promptsOf, usageOf, type Choice } from "../vllm/completions.ts";
 import { completionRequest, parseBody, type CompletionRequest } from "../vllm/requests.ts";
-import { matchedStop, sglangUsage } from "./common.ts";
+import { matchedStop, sglangRoutedExperts, sglangUsage } from "./common.ts";
 
 interface Head {
   id: string;
@@ -19,7 +19,9 @@ export function sglangCompletions({ body, ctx }: HandlerInput): Reply {
   const choices = planCompletions(req.stream ? req : { ...req, stream_options: null }, ctx);
   const n = req.n ?? 1;
   const head = { id: randomId(), created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
-  const reply = req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  const first = choices[0];
+  const sglext = first ? sglangRoutedExperts(req, ctx, first.promptIds, first.gen.ids) : null;
+  const reply = req.stream ? streamReply(req, head, choices, n, sglext) : jsonReply(req, head, choices, n, sglext);
   return withPrompts(reply, promptsOf(choices, n));
 }
 
@@ -28,7 +30,9 @@ function usage(choices: Choice[], n: number) {
   return sglangUsage(u.prompt_tokens, u.completion_tokens);
 }
 
-function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
+type Sglext = Record<string, unknown> | null;
+
+function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: number, sglext: Sglext): Reply {
   const ids = req.return_token_ids === true;
   const body = {
     ...head,
@@ -43,11 +47,12 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
     })),
     usage: usage(choices, n),
     metadata: null,
+    ...(sglext ? { sglext } : {}),
   };
   return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
 }
 
-function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
+function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: number, sglext: Sglext): Reply {
   const ids = req.return_token_ids === true;
   const base = { ...head, object: "text_completion" };
   const steps = completionSteps(choices, ({ choice: { promptIds, gen, logprobs }, index, t, last, text, offset }) => {
@@ -64,6 +69,7 @@ function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: n
   });
   // The usage chunk is dumped with exclude_none.
   const { prompt_tokens_details: _unset, ...final } = usage(choices, n);
-  const tail = req.stream_options?.include_usage ? [JSON.stringify({ ...base, choices: [], usage: final })] : [];
+  const tail = sglext ? [JSON.stringify({ ...base, choices: [], usage: null, sglext })] : [];
+  if (req.stream_options?.include_usage) tail.push(JSON.stringify({ ...base, choices: [], usage: final }));
   return { kind: "stream", steps, tail };
 }

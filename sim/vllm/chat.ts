@@ -12,6 +12,7 @@ import {
   streamDeltas,
   type TokenDelta,
 } from "../../tokenizer/output-parser.ts";
+import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
@@ -83,7 +84,7 @@ export function chatCompletions({ body, ctx }: HandlerInput): Reply {
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
   const reply = req.stream
     ? streamReply(req, head, promptIds, choices, toolParsing, topK)
-    : jsonReply(req, head, promptIds, choices, toolParsing, topK);
+    : jsonReply(req, head, promptIds, choices, toolParsing, topK, ctx);
   return withPrompts(reply, [promptIds]);
 }
 
@@ -100,6 +101,7 @@ function jsonReply(
   choices: Choice[],
   toolParsing: boolean,
   topK: number,
+  ctx: SimContext,
 ): Reply {
   const wantIds = req.return_token_ids === true;
   let completionTokens = 0;
@@ -113,6 +115,8 @@ function jsonReply(
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : gen.finishReason,
       stop_reason: gen.stopReason,
       token_ids: wantIds ? gen.ids : null,
+      // --enable-return-routed-experts: every non-streamed choice carries them (streams do not).
+      ...(ctx.moe ? { routed_experts: vllmRoutedExperts(ctx.seed, ctx.moe, promptIds, gen.ids) } : {}),
     };
   });
   const body = {

@@ -10,6 +10,7 @@ import {
   type PromptTokenLogprob,
   type TokenLogprob,
 } from "../logprobs.ts";
+import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
@@ -98,7 +99,7 @@ export function completions({ body, ctx }: HandlerInput): Reply {
   const choices = planCompletions(req, ctx);
   const n = req.n ?? 1;
   const head = { id: `cmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
-  const reply = req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n);
+  const reply = req.stream ? streamReply(req, head, choices, n) : jsonReply(req, head, choices, n, ctx);
   return withPrompts(reply, promptsOf(choices, n));
 }
 
@@ -123,7 +124,7 @@ export function usageOf(choices: Choice[], n: number) {
   return { prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion };
 }
 
-function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: number): Reply {
+function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: number, ctx: SimContext): Reply {
   const wantIds = req.return_token_ids === true;
   const body = {
     id: head.id,
@@ -139,6 +140,7 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
       prompt_logprobs: scored ? promptLogprobsJson(scored, req.prompt_logprobs ?? 0) : null,
       prompt_token_ids: wantIds ? promptIds : null,
       token_ids: wantIds ? gen.ids : null,
+      ...(ctx.moe ? { routed_experts: vllmRoutedExperts(ctx.seed, ctx.moe, promptIds, gen.ids) } : {}),
     })),
     service_tier: null,
     system_fingerprint: null,

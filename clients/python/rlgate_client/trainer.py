@@ -53,6 +53,10 @@ class Batch:
     rollouts: int = 0
     batch_unit: str = ""
     loss_tokens: int = 0  # the global token count N the loss weights are normalised by (0: per batch)
+    # MoE routing replay (serve --routed-experts), else None: uint8/uint16 [tokens, layers, top_k], aligned with
+    # token_ids; row r's routing for replay is routed_experts[offsets[r] : offsets[r + 1] - 1] ([len - 1, L, K]:
+    # its last token was never a model input, its entry is 0). See docs/routing-replay.md.
+    routed_experts: Optional[np.ndarray] = None
 
     @property
     def tokens(self) -> int:
@@ -60,6 +64,12 @@ class Batch:
 
     def row(self, r: int) -> slice:
         return slice(int(self.offsets[r]), int(self.offsets[r + 1]))
+
+    def row_routing(self, r: int) -> Optional[np.ndarray]:
+        """Row r's routed experts as the trainers replay them: [len - 1, layers, top_k] (None without routing)."""
+        if self.routed_experts is None:
+            return None
+        return self.routed_experts[int(self.offsets[r]) : int(self.offsets[r + 1]) - 1]
 
     def token_calls(self, r: int) -> list:
         """The CallInfo of every token of row r (None on context)."""
@@ -92,7 +102,16 @@ def _batch(m) -> Batch:
         rollouts=m.rollouts,
         batch_unit=m.batch_unit,
         loss_tokens=m.loss_tokens,
+        routed_experts=_routed_experts(m),
     )
+
+
+def _routed_experts(m) -> Optional[np.ndarray]:
+    """The batch's routed experts viewed as [tokens, layers, top_k] without a copy (None when it carries none)."""
+    if not m.routed_experts:
+        return None
+    dtype = {"uint8": np.uint8, "uint16": np.dtype("<u2")}[m.routed_experts_dtype]
+    return np.frombuffer(m.routed_experts, dtype=dtype).reshape(-1, m.moe_layers, m.moe_top_k)
 
 
 def _f32(a) -> bytes:

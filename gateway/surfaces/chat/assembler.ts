@@ -4,6 +4,7 @@
 import type { ChoiceCapture } from "../../../store/records.ts";
 import { chatLogprobEntries, chatLogprobs, choicesOf, logprobOf, numberArray } from "../../upstream/fields.ts";
 import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
+import { routedPayloads, type RoutedPayload } from "../../upstream/routed-experts.ts";
 
 type Json = Record<string, unknown>;
 
@@ -30,6 +31,7 @@ interface ChoiceState {
 
 export class ChatStreamAssembler implements StreamAssembler {
   promptTokenIds: number[] | null = null;
+  readonly routedExperts: RoutedPayload[] = [];
   #choices = new Map<number, ChoiceState>();
   #head: Json | null = null;
   #usage: unknown = null;
@@ -41,6 +43,7 @@ export class ChatStreamAssembler implements StreamAssembler {
     const prompt = numberArray(chunk["prompt_token_ids"]);
     if (prompt && this.promptTokenIds === null) this.promptTokenIds = prompt;
     if (chunk["usage"] != null) this.#usage = chunk["usage"];
+    for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     const choices = chunk["choices"];
     let carried = false;
     if (!Array.isArray(choices)) return false;
@@ -182,5 +185,6 @@ export function captureChatResponse(response: Json): Captured {
     finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
   }));
   const promptTokenIds = numberArray(response["prompt_token_ids"]) ?? numberArray(choices[0]?.["prompt_token_ids"]);
-  return { promptTokenIds, choices: captures };
+  const routedExperts = routedPayloads(response);
+  return { promptTokenIds, choices: captures, ...(routedExperts.length ? { routedExperts } : {}) };
 }

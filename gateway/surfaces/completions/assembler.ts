@@ -4,6 +4,7 @@
 import type { ChoiceCapture } from "../../../store/records.ts";
 import { choicesOf, completionLogprobs, isObject, numberArray, type Json } from "../../upstream/fields.ts";
 import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
+import { routedPayloads, type RoutedPayload } from "../../upstream/routed-experts.ts";
 
 const LOGPROB_ARRAYS = ["text_offset", "token_logprobs", "tokens", "top_logprobs"] as const;
 
@@ -18,6 +19,7 @@ interface ChoiceState {
 }
 
 export class CompletionStreamAssembler implements StreamAssembler {
+  readonly routedExperts: RoutedPayload[] = [];
   #choices = new Map<number, ChoiceState>();
   #head: Json | null = null;
   #usage: unknown = null;
@@ -25,6 +27,7 @@ export class CompletionStreamAssembler implements StreamAssembler {
   add(chunk: Json): boolean {
     this.#head ??= chunk;
     if (chunk["usage"] != null) this.#usage = chunk["usage"];
+    for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     let carried = false;
     choicesOf(chunk).forEach((choice, position) => {
       const index = typeof choice["index"] === "number" ? choice["index"] : position;
@@ -115,5 +118,11 @@ export function captureCompletionResponse(response: Json): Captured {
       logprobs: completionLogprobs(raw),
       finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
     })),
+    ...routedOf(response),
   };
+}
+
+function routedOf(response: Json): Pick<Captured, "routedExperts"> {
+  const routedExperts = routedPayloads(response);
+  return routedExperts.length ? { routedExperts } : {};
 }
