@@ -128,6 +128,8 @@ export interface RowInfo {
   generation: number;
   /** The rollout's explicit round (0: its generation is by fill order). */
   round: number;
+  /** The core's key of the group (part) the rollout was trained in; rows with equal keys were compared. */
+  groupKey?: string;
   late: boolean;
   calls: CallInfo[];
   finishReason: string;

@@ -173,6 +173,7 @@ describe("issue 22: groups exact under any timing, through the gateway and core"
             assert.equal(seen.has(info.trajectoryId), false, `${info.trajectoryId} served twice`);
             seen.add(info.trajectoryId);
             assert.equal(info.late, false, `${info.rolloutId} late`);
+            assert.equal(info.groupKey, `group:${key}`, "the group key a trainer groups by");
             assert.equal(info.group, key.split(/[#@]/)[0]);
             assert.equal(info.generation, Number(key.split(/[#@]/)[1]));
             assert.equal(info.round, explicitRounds ? info.generation : 0);
@@ -250,6 +251,7 @@ describe("issue 22: groups exact under any timing, through the gateway and core"
           [slow[2]],
           "the slow group's third rollout is its late part",
         );
+        assert.deepEqual([...new Set(lateRows.map((i) => i.groupKey))], ["group:slow#1+late"]);
       } finally {
         await live.close();
       }

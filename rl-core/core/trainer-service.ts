@@ -116,8 +116,9 @@ function trainerLogprobs(bytes: Uint8Array, batch: StoredBatch, what: string): F
   return values;
 }
 
+/** A stored batch as trainers get it: each row's group key goes with it, its group's statistics stay in the core. */
 export function batchMessage(b: StoredBatch): BatchMessage {
-  return { ...b, rowInfo: b.rowInfo.map(({ groupKey: _, ...info }) => info) };
+  return { ...b, rowInfo: b.rowInfo.map(({ signal: _s, context: _c, ...info }) => info) };
 }
 
 /** A unary handler: any error becomes its status (the token is checked by handlers()). */

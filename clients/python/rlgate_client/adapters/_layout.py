@@ -40,8 +40,12 @@ def group_uid(info) -> str:
     """The group a row's rollout was trained in, named as the core names it (rl-core/core/groups.ts):
     `group:NAME#G` (fill order, generation G), `group:NAME@R` (explicit round R), `+late` for the late part of a
     generation taken short, `rollout:ID` for a rollout without a group (a group of one). Rows with equal group
-    uids are exactly the rollouts the core compared. (A generation taken short twice has a second late part,
-    `+late2` in the core; RowInfo carries `late` only, so both late parts share one uid here.)"""
+    uids are exactly the rollouts the core compared. The core sends the key as `group_key`; a batch from a core
+    without it gets the key rebuilt from group, round, generation and late (a second late part, `+late2`, then
+    shares the first one's uid)."""
+    key = getattr(info, "group_key", "") or ""
+    if key:
+        return key
     name = getattr(info, "group", "") or ""
     if not name:
         return "rollout:" + info.rollout_id
