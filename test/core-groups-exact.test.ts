@@ -204,7 +204,7 @@ describe("issue 22: groups exact under any timing, through the gateway and core"
     const settings: Omit<CoreOptions, "gateways" | "dataDir"> = {
       port: 0,
       estimator: "grpo",
-      groupTimeoutMs: 400,
+      groupTimeoutMs: 1000,
       batchTimeoutMs: 150,
       tokenBudget: 1_000_000,
     };
@@ -241,17 +241,16 @@ describe("issue 22: groups exact under any timing, through the gateway and core"
           live,
           (got) => new Set(got.flatMap((b) => b.rowInfo.map((i) => i.rolloutId))).size >= 9,
         );
+        // What the clock decided varies with the machine's load (how many of "slow" made its timeout, where the
+        // batch timeouts fell); that it decided something is certain: "slow" was taken before its third rollout
+        // finished, and a batch was cut before that. The replay must reproduce whatever it was.
+        const layout = JSON.stringify(liveBatches.map((b) => b.rowInfo.map((i) => i.groupKey)));
+        assert.ok(liveBatches.length >= 2, `live batches: ${layout}`);
+        const late = liveBatches.flatMap((b) => b.rowInfo).filter((i) => i.late);
         assert.ok(
-          liveBatches.length >= 3,
-          `live batches: ${JSON.stringify(liveBatches.map((b) => b.rowInfo.map((i) => `${i.group}#${i.generation}${i.late ? "+late" : ""}`)))}`,
+          late.some((i) => i.rolloutId === slow[2] && i.groupKey === "group:slow#1+late"),
+          `the slow group's third rollout is in its late part: ${layout}`,
         );
-        const lateRows = liveBatches.flatMap((b) => b.rowInfo).filter((i) => i.late);
-        assert.deepEqual(
-          [...new Set(lateRows.map((i) => i.rolloutId))],
-          [slow[2]],
-          "the slow group's third rollout is its late part",
-        );
-        assert.deepEqual([...new Set(lateRows.map((i) => i.groupKey))], ["group:slow#1+late"]);
       } finally {
         await live.close();
       }
