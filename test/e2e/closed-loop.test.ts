@@ -30,7 +30,7 @@ test(
     });
     const out = `${run.stdout}\n${run.stderr}`;
     assert.equal(run.status, 0, out);
-    assert.match(out, /Ran 6 tests/);
+    assert.match(out, /Ran 7 tests/);
     assert.doesNotMatch(out, /skipped/);
   },
 );

@@ -8,7 +8,8 @@ served copy behind a vLLM-compatible /v1/completions endpoint (torch_server.py) 
   2. each batch's per-token logprobs are recomputed with the weights that sampled it, before any update, and sent
      with ReportLogprobs: the core's consistency figures (Pearson r, k3 KL, p99 |dlogp|) measure how well training
      agrees with inference;
-  3. --ppo-epochs passes of the clipped surrogate over the step's rows, aggregated by the core's loss weights:
+  3. --ppo-epochs passes of the clipped surrogate over the step's rows (one forward over all of them, in rollout id
+     order), aggregated by the core's loss weights:
          ratio = exp(logp_new - logp_batch)
          loss  = sum(loss_weights * loss_mask * -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
      (minus --entropy-coef times each trained token's entropy), backward, gradient clipping, an Adam step each;
@@ -90,6 +91,38 @@ def surrogate(batch: Batch, new: torch.Tensor, clip: float, entropy=None, entrop
     if entropy is not None and entropy_coef:
         per_token = per_token - entropy_coef * entropy
     return torch.sum(torch.where(mask, w * per_token, torch.zeros_like(per_token)))
+
+
+def merged(step: "Step"):
+    """The step's rows as one batch, ordered by (rollout, trajectory) id: the same forward and the same sums however
+    the core cut the step into batches (which follows timing), so a seeded run trains the same weights every time."""
+    order = sorted(
+        ((info.rollout_id, info.trajectory_id, b, r) for b, batch in enumerate(step.batches) for r, info in enumerate(batch.row_info)),
+        key=lambda x: (x[0], x[1]),
+    )
+    parts = {k: [] for k in ("token_ids", "loss_mask", "logprobs", "advantages", "loss_weights", "call_index", "temps")}
+    lengths, infos = [], []
+    for _, _, b, r in order:
+        batch = step.batches[b]
+        s = batch.row(r)
+        for k in parts:
+            parts[k].append(step.temps[b][s] if k == "temps" else getattr(batch, k)[s])
+        lengths.append(s.stop - s.start)
+        infos.append(batch.row_info[r])
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    rows = Batch(
+        batch_id=0,
+        rows=len(order),
+        offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
+        token_ids=cat["token_ids"],
+        loss_mask=cat["loss_mask"],
+        logprobs=cat["logprobs"],
+        advantages=cat["advantages"],
+        loss_weights=cat["loss_weights"],
+        row_info=infos,
+        call_index=cat["call_index"],
+    )
+    return rows, cat["temps"]
 
 
 TRAIN = object()  # the inbox's "train on what came" marker
@@ -227,13 +260,12 @@ def main(argv=None):
                     continue
 
             t0 = time.perf_counter()
+            rows, temps = merged(step)
             losses = []
             for _ in range(args.ppo_epochs):
                 optimizer.zero_grad()
-                loss = 0.0
-                for b, t in zip(step.batches, step.temps):
-                    new, entropy = batch_forward(model, b, t)
-                    loss = loss + surrogate(b, new, args.clip, entropy, args.entropy_coef)
+                new, entropy = batch_forward(model, rows, temps)
+                loss = surrogate(rows, new, args.clip, entropy, args.entropy_coef)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()

@@ -30,11 +30,11 @@ if torch is not None:
     from rlgate_client import load_protos
     from rlgate_client.torch_policy import CharTokenizer, Policy, build_model
     from rlgate_client.torch_server import PolicyServer
-    from rlgate_client.torch_trainer import batch_forward, batch_logprobs, surrogate, token_temperatures
+    from rlgate_client.torch_trainer import Step, batch_forward, batch_logprobs, merged, surrogate, token_temperatures
     from rlgate_client.trainer import Batch
 
 
-def make_batch(rows, temperatures=None, seed=0):
+def make_batch(rows, temperatures=None, seed=0, names=None):
     """A Batch as the core serves it: rows of (ids, mask) back to back, one call per row (its temperature when given)."""
     pb = load_protos()[0]
     rng = np.random.default_rng(seed)
@@ -43,7 +43,7 @@ def make_batch(rows, temperatures=None, seed=0):
     offsets = np.cumsum([0] + [len(r[0]) for r in rows]).astype(np.int32)
     infos = []
     for i, _ in enumerate(rows):
-        info = pb.RowInfo(rollout_id="r%d" % i)
+        info = pb.RowInfo(rollout_id=names[i] if names else "r%d" % i)
         call = info.calls.add(policy_version="0")
         if temperatures is not None:
             call.temperature = temperatures[i]
@@ -113,6 +113,29 @@ class TorchTrainerTest(unittest.TestCase):
         c = policy.sample(prompt, 12, 1.0, policy.generator(8, 0))[0]
         self.assertEqual(a, b)
         self.assertNotEqual(a, c)
+
+    def test_a_step_trains_the_same_rows_however_the_core_cut_it(self):
+        rng = np.random.default_rng(4)
+        rows = [(rng.integers(0, self.tok.vocab_size, size=n), np.r_[0, 0, np.ones(n - 2, dtype=int)]) for n in (5, 8, 4, 7)]
+        temps = [1.0, 0.7, 1.0, 0.9]
+        whole = make_batch(rows, temps, names=["a", "b", "c", "d"])
+        # The same rows in two batches, in another order (advantages and weights carried over row by row).
+        cut = []
+        for part in ([3, 0], [2, 1]):
+            b = make_batch([rows[i] for i in part], [temps[i] for i in part], names=["abcd"[i] for i in part])
+            for k in ("logprobs", "advantages", "loss_weights"):
+                setattr(b, k, np.concatenate([getattr(whole, k)[whole.row(i)] for i in part]))
+            cut.append(b)
+        results = []
+        for batches in ([whole], cut):
+            step = Step()
+            for b in batches:
+                step.add(b, token_temperatures(b), {"harnesses": {}})
+            rows_, temps_ = merged(step)
+            new, entropy = batch_forward(self.model, rows_, temps_)
+            results.append(float(surrogate(rows_, new, 0.2, entropy, 0.05)))
+            self.assertEqual([i.rollout_id for i in rows_.row_info], ["a", "b", "c", "d"])
+        self.assertEqual(results[0], results[1])  # bit-equal, not just close
 
     def test_surrogate_gradient(self):
         rows = [([1, 2, 3, 4, 5], [0, 0, 1, 1, 0]), ([6, 7, 8], [0, 1, 1])]
