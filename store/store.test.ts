@@ -168,6 +168,7 @@ test("two stores sharing one environment (gateway workers): distinct call number
 
     const cursor = await a.finishOpenRollout({ ...open, status: "ok", reward: 1, finishedAt: 2 });
     assert.ok(cursor !== null);
+    assert.equal(b.listRollouts()[0]?.status, "ok", "b's listing too, its cache still holding the open record");
     assert.equal(b.getRollout("r1")?.status, "ok", "b's cached open record gives way to a's finish");
     assert.equal(b.callLogMark("r1"), 0, "a finished rollout's commit log is removed");
     assert.equal(await b.finishOpenRollout({ ...open, status: "ok", reward: 0, finishedAt: 3 }), null, "finished once");

@@ -569,8 +569,13 @@ export class Store {
   /** Rollouts, newest first; reads only as many as it takes to find `limit` that match. */
   listRollouts(options: { limit?: number; status?: string; group?: string } = {}): RolloutRecord[] {
     const out: RolloutRecord[] = [];
+    // Another worker may have finished a rollout this one holds cached as open: read on a new snapshot, where its
+    // finish marker says so.
+    if (this.#shared) this.#root.resetReadTxn();
     for (const [, id] of this.#rolloutsByTime.getKeys({ reverse: true })) {
-      const value = this.#rolloutCache.peek(id) ?? this.#rollouts.get(id); // a listing does not churn the cache
+      let value = this.#rolloutCache.peek(id); // a listing does not churn the cache
+      if (!value || (this.#shared && value.status === "open" && this.#finishedIds.doesExist(id)))
+        value = this.#rollouts.get(id);
       if (!value) continue;
       if (options.status && value.status !== options.status) continue;
       if (options.group && value.group !== options.group) continue;
