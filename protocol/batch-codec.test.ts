@@ -57,10 +57,24 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
     batchUnit: "rollout",
     lossTokens: tokens,
     rollouts: rows,
+    // MoE routing replay: uint16 [tokens, 2 layers, 3 experts a token], aligned like the others.
+    routedExperts: bytesOf(Uint16Array.from({ length: tokens * 6 }, () => next() % 300)),
+    routedExpertsDtype: tokens ? "uint16" : "",
+    moeLayers: tokens ? 2 : 0,
+    moeTopK: tokens ? 3 : 0,
   };
 }
 
-const ARRAYS = ["offsets", "tokenIds", "lossMask", "logprobs", "advantages", "lossWeights", "callIndex"] as const;
+const ARRAYS = [
+  "offsets",
+  "tokenIds",
+  "lossMask",
+  "logprobs",
+  "advantages",
+  "lossWeights",
+  "callIndex",
+  "routedExperts",
+] as const;
 
 describe("aligned batch encoder", () => {
   test("decodes (protobufjs) to the same message, every 4-byte array aligned in the frame", () => {
@@ -82,9 +96,9 @@ describe("aligned batch encoder", () => {
       bytes.copy(frame, 5);
       const got = decode(frame.subarray(5));
       for (const name of ARRAYS) {
-        assert.deepEqual(Buffer.from(got[name]), Buffer.from(m[name]), `${name} (${rows}×${perRow})`);
-        if (name !== "lossMask" && got[name].byteLength > 0)
-          assert.equal(got[name].byteOffset % 4, 0, `${name} aligned`);
+        assert.deepEqual(Buffer.from(got[name]!), Buffer.from(m[name]!), `${name} (${rows}×${perRow})`);
+        if (name !== "lossMask" && got[name]!.byteLength > 0)
+          assert.equal(got[name]!.byteOffset % 4, 0, `${name} aligned`);
       }
       const { padding, ...rest } = got;
       assert.ok(!padding || padding.every((b) => b === 0));
@@ -117,7 +131,7 @@ describe("aligned batch encoder", () => {
         return batches.size;
       },
     };
-    const expected = new Map([...batches].map(([id, b]) => [id, Buffer.concat(ARRAYS.map((n) => b[n]))]));
+    const expected = new Map([...batches].map(([id, b]) => [id, Buffer.concat(ARRAYS.map((n) => b[n]!))]));
     const service = new TrainerService({ source, token: null, status: () => ({}) as never });
     const server = new Server();
     server.addService(trainerService, service.handlers());
@@ -129,7 +143,8 @@ describe("aligned batch encoder", () => {
       await Promise.all(
         clients.map(async (client) => {
           for await (const b of client.batches({ signal: ac.signal, maxInFlight: 3 })) {
-            const got = Buffer.concat(ARRAYS.map((n) => Buffer.from(b[n].buffer, b[n].byteOffset, b[n].byteLength)));
+            const got = Buffer.concat(ARRAYS.map((n) => Buffer.from(b[n]!.buffer, b[n]!.byteOffset, b[n]!.byteLength)));
+            assert.ok(b.routedExperts instanceof Uint16Array, "routed experts: a uint16 view");
             assert.ok(got.equals(expected.get(b.batchId)!), `batch ${b.batchId} arrived intact`);
             assert.ok(
               b.tokenIds.buffer.byteLength > b.tokenIds.byteLength,

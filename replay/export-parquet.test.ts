@@ -61,6 +61,10 @@ const rows: ExportRow[] = [
     logprobs: [0, 0, null, null, -TINY, -88.72283935546875],
     spans: [],
     breaks: 2,
+    // MoE routing replay: [6 tokens × 1 layer × 2 experts], uint16 values, the last token's 0.
+    routed_experts: [0, 1, 2, 3, 299, 300, 65535, 7, 8, 9, 0, 0],
+    moe_layers: 1,
+    moe_top_k: 2,
   }),
   row({ rollout_id: "r_3", trajectory_id: "r_3:1:0", token_ids: [], loss_mask: [], logprobs: [], spans: [] }),
 ];
@@ -73,7 +77,13 @@ test("null logprobs, float32 edge values, null scalars and an empty trajectory r
   assert.ok(bytes > 0);
   // 5 tokens, then 11 reach the budget of 6: rows 1–2 make one row group, the empty row another.
   assert.equal(sink.rowGroups, 2);
-  const expected = rows.map((r) => ({ ...r, spans: r.spans.map((s) => ({ ...s, call_seq: BigInt(s.call_seq) })) }));
+  const expected = rows.map((r) => ({
+    routed_experts: null,
+    moe_layers: null,
+    moe_top_k: null,
+    ...r,
+    spans: r.spans.map((s) => ({ ...s, call_seq: BigInt(s.call_seq) })),
+  }));
   assert.deepEqual(await hyparquetRows(path), expected);
   const duck = await duckdbRows(path);
   assert.deepEqual(

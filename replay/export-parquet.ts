@@ -84,6 +84,15 @@ export const PARQUET_COLUMNS: readonly Column[] = [
     (r) => r.spans.map((s) => ({ ...s, call_seq: BigInt(s.call_seq) })),
   ),
   scalar("breaks", { type: "INT32" }, "REQUIRED", (r) => r.breaks),
+  // MoE routing replay: flat [num_tokens × moe_layers × moe_top_k] expert indexes; null without routing.
+  list(
+    "routed_experts",
+    element({ type: "INT32", converted_type: "UINT_16" }),
+    "OPTIONAL",
+    (r) => r.routed_experts ?? null,
+  ),
+  scalar("moe_layers", { type: "INT32" }, "OPTIONAL", (r) => r.moe_layers ?? null),
+  scalar("moe_top_k", { type: "INT32" }, "OPTIONAL", (r) => r.moe_top_k ?? null),
 ];
 
 const schemaOf = (columns: readonly Column<any>[]): SchemaElement[] => [

@@ -3,6 +3,7 @@
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { fromCallRecord, reconstructRollout, type SegmentKind, type Trajectory } from "../trajectory/index.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
+import { routingValues } from "../util/routed-experts.ts";
 
 export interface ExportRow {
   rollout_id: string;
@@ -35,6 +36,14 @@ export interface ExportRow {
   /** Sampled spans: [start, end) positions, the call that sampled them and whether they are trained here. */
   spans: Array<{ start: number; end: number; call_seq: number; choice_index: number; kind: string }>;
   breaks: number;
+  /**
+   * MoE routing replay (serve --routed-experts): the experts each token was routed to, flat [num_tokens × moe_layers ×
+   * moe_top_k] (numpy: `np.asarray(row.routed_experts).reshape(-1, moe_layers, moe_top_k)`); the last token's entries
+   * are 0 (never a model input). Null without routing.
+   */
+  routed_experts?: number[] | null;
+  moe_layers?: number | null;
+  moe_top_k?: number | null;
 }
 
 export interface ExportOptions {
@@ -79,6 +88,17 @@ function row(
       kind: s.kind,
     })),
     breaks: t.breaks.length,
+    ...routedColumns(t),
+  };
+}
+
+function routedColumns(t: Trajectory): Pick<ExportRow, "routed_experts" | "moe_layers" | "moe_top_k"> {
+  const routing = t.routedExperts;
+  if (!routing) return { routed_experts: null, moe_layers: null, moe_top_k: null };
+  return {
+    routed_experts: Array.from(routingValues(routing)),
+    moe_layers: routing.layers,
+    moe_top_k: routing.topK,
   };
 }
 

@@ -15,6 +15,9 @@ const OPAQUE_SNAKE = new Set(OPAQUE.map(camelToSnake));
 
 function convert(value: unknown, rename: (key: string) => string, opaque: ReadonlySet<string>): unknown {
   if (value === null || typeof value !== "object") return value;
+  // Bytes of ours (a call's routed experts): base64, not an object of numbered keys.
+  if (ArrayBuffer.isView(value))
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
   if (Array.isArray(value)) {
     // Token arrays are long and flat: no walk through numbers.
     return value.length > 0 && typeof value[0] !== "object" ? value : value.map((v) => convert(v, rename, opaque));

@@ -699,11 +699,30 @@ function pushTokens(out, t, from, to, kindAt, callAt, order) {
         ? `sampled by call #${order.indexOf(callAt[i]) + 1}: ${kind === "trained" ? "trained (mask 1)" : kind === "shared" ? "trained in another trajectory (mask 0)" : "ids not trusted (mask 0)"}`
         : "context (mask 0)",
       kind ? `logprob ${lp === null ? "—" : lp.toFixed(4)}${lp === null ? "" : `  p ${Math.exp(lp).toFixed(3)}`}` : "",
+      expertsTip(t, i),
     ]
       .filter(Boolean)
       .join("\n");
     out.push(span);
   }
+}
+
+/** MoE routing replay: the experts token i was routed to, per layer (the trajectory's rows decoded once). */
+function expertsTip(t, i) {
+  const routing = t.routedExperts;
+  if (!routing) return "";
+  if (i >= t.tokenIds.length - 1) return "experts: none (the last token was never a model input)";
+  if (!routing.values) {
+    const bytes = Uint8Array.from(atob(routing.data), (c) => c.charCodeAt(0));
+    routing.values = routing.dtype === "uint16" ? new Uint16Array(bytes.buffer) : bytes;
+  }
+  const width = routing.layers * routing.topK;
+  const row = routing.values.subarray(i * width, (i + 1) * width);
+  const layers = [];
+  for (let l = 0; l < Math.min(routing.layers, 8); l++)
+    layers.push(`L${l} ${Array.from(row.subarray(l * routing.topK, (l + 1) * routing.topK)).join(",")}`);
+  if (routing.layers > 8) layers.push(`… ${routing.layers - 8} more layers`);
+  return `experts ${layers.join(" · ")}`;
 }
 
 function renderTokenLegend() {
