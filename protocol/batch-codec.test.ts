@@ -102,7 +102,7 @@ describe("aligned batch encoder", () => {
       }
       const { padding, ...rest } = got;
       assert.ok(!padding || padding.every((b) => b === 0));
-      // The core's own bookkeeping (group key, signal, group context) stays in its store; optional call fields
+      // The core's own bookkeeping (signal, group context) stays in its store (the group key travels: group_key); optional call fields
       // arrive with protobufjs's one-field-oneof markers (`temperaturePresent`).
       const calls = (row: RowInfo) =>
         row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
@@ -115,7 +115,7 @@ describe("aligned batch encoder", () => {
         {
           ...m,
           ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
-          rowInfo: m.rowInfo.map(({ groupKey: _, signal: _s, context: _c, ...r }) => r),
+          rowInfo: m.rowInfo.map(({ signal: _s, context: _c, ...r }) => r),
         },
       );
     }
