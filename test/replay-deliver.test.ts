@@ -256,7 +256,12 @@ describe("replay deliver", () => {
         const prefixed = (b: TrainingBatch) =>
           content({
             ...b,
-            rowInfo: b.rowInfo.map((r) => ({ ...r, rolloutId: `replay/${r.rolloutId}`, group: `replay/${r.group}` })),
+            rowInfo: b.rowInfo.map((r) => ({
+              ...r,
+              rolloutId: `replay/${r.rolloutId}`,
+              group: `replay/${r.group}`,
+              groupKey: r.groupKey?.replace(/^group:/, "group:replay/"),
+            })),
           });
         assert.deepEqual(content(again), prefixed(live));
         await replay.waitFor(/delivered: all 4 rollouts acked by replay/, 60_000);
