@@ -61,6 +61,41 @@ describe("rlgate sim (command line)", () => {
     assert.equal(code, 0);
   });
 
+  test("--tool-call-parser qwen3_coder answers as vLLM serving Qwen3-Coder: XML calls, typed arguments, no thinking", async () => {
+    const { child, url } = start(["--port", "0", "--tool-call-parser", "qwen3_coder"]);
+    const base = await url;
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "run_shell_command",
+          parameters: {
+            type: "object",
+            properties: { command: { type: "string" }, timeout: { type: "integer" } },
+            required: ["command", "timeout"],
+          },
+        },
+      },
+    ];
+    const res = await postJson(`${base}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "list files" }],
+      tools,
+    });
+    const message = res.body["choices"][0]["message"];
+    assert.equal(message["reasoning_content"], null);
+    assert.equal(message["tool_calls"][0]["function"]["name"], "run_shell_command");
+    const args = JSON.parse(message["tool_calls"][0]["function"]["arguments"]) as Record<string, unknown>;
+    assert.equal(typeof args["timeout"], "number");
+    const exited = once(child, "exit");
+    child.kill("SIGTERM");
+    await exited;
+    const bad = spawnSync(process.execPath, ["--import", "tsx", ENTRY, "--tool-call-parser", "pythonic"], {
+      encoding: "utf8",
+    });
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--tool-call-parser: expected hermes or qwen3_coder, got pythonic/);
+  });
+
   test("rejects a bad knob value", () => {
     const bad = spawnSync(process.execPath, ["--import", "tsx", ENTRY, "--error-rate", "2"], { encoding: "utf8" });
     assert.notEqual(bad.status, 0);

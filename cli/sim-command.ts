@@ -53,6 +53,11 @@ export function simCommand(): Command {
       "--chat-template <file>",
       "a jinja chat template used instead of Qwen3's (a server whose template changed, for `rlgate replay resend`)",
     )
+    .option(
+      "--tool-call-parser <name>",
+      "vLLM's --tool-call-parser: hermes (Qwen3, default) or qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given)",
+      "hermes",
+    )
     .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")
     .option(
       "--moe-layers <n>",
@@ -62,6 +67,10 @@ export function simCommand(): Command {
     .option("--moe-top-k <k>", "experts per token and layer (with --moe-layers)", integer)
     .option("--moe-experts <n>", "experts per layer (with --moe-layers)", integer)
     .action(async (opts) => {
+      if (opts.toolCallParser !== "hermes" && opts.toolCallParser !== "qwen3_coder")
+        throw new StartRefusal(
+          `--tool-call-parser: expected hermes or qwen3_coder, got ${String(opts.toolCallParser)}`,
+        );
       if (opts.flavor !== "vllm" && opts.flavor !== "sglang")
         throw new StartRefusal(`--flavor: expected vllm or sglang, got ${String(opts.flavor)}`);
       const moeGiven = [opts.moeLayers, opts.moeTopK, opts.moeExperts].filter((v) => v !== undefined).length;
@@ -88,10 +97,11 @@ export function simCommand(): Command {
         resetRate: opts.resetRate,
         logprobNoise: opts.logprobNoise,
         chatTemplate,
+        toolCallParser: opts.toolCallParser,
         flavor: opts.flavor,
         ...(moe ? { moe } : {}),
       });
-      const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;
+      const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${opts.toolCallParser === "qwen3_coder" ? ", qwen3_coder tool calls" : ""}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;
       console.log(`rlgate sim (simulated ${what}, ${opts.model}) listening on ${sim.url}`);
       console.log(`  OpenAI base URL: ${sim.url}/v1${script ? `   script: ${script.length} turns` : ""}`);
       let closing = false;

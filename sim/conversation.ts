@@ -87,6 +87,25 @@ export function viewFromChat(
   };
 }
 
+const XML_FUNCTION = /<function>\n<name>([^<]*)<\/name>([\s\S]*?)\n<\/function>/g;
+const XML_PARAMETER = /<parameter>\n<name>([^<]*)<\/name>(?:\n<type>([^<]*)<\/type>)?/g;
+const XML_REQUIRED = /\n<required>(\[[^\n]*\])<\/required>/;
+
+/** Tool signatures as Qwen3-Coder's template writes them (`<function>\n<name>…</name>…<parameters>…`). */
+function xmlToolSpecs(block: string): ToolSpec[] {
+  return [...block.matchAll(XML_FUNCTION)].map(([, name, body]) => {
+    const properties: Record<string, unknown> = {};
+    for (const [, param, type] of body!.matchAll(XML_PARAMETER)) properties[param!] = type ? { type } : {};
+    let required: unknown = [];
+    try {
+      required = JSON.parse(XML_REQUIRED.exec(body!)?.[1] ?? "[]");
+    } catch {
+      // Not JSON: no required parameters known.
+    }
+    return { name: name!, parameters: { type: "object", properties, required } };
+  });
+}
+
 const BLOCK = /<\|im_start\|>(\w+)\n([\s\S]*?)(?:<\|im_end\|>|$)/g;
 const TOOL_RESPONSE = /<tool_response>\n([\s\S]*?)\n<\/tool_response>/g;
 const NO_THINK_SUFFIX = "<think>\n\n</think>\n\n";
@@ -122,7 +141,7 @@ export function viewFromPromptText(prompt: string): ConversationView {
         // A line that is not JSON is not a tool signature.
       }
     }
-    view.tools = toolSpecs(parsed);
+    view.tools = parsed.length > 0 ? toolSpecs(parsed) : xmlToolSpecs(tools[1]!);
   }
   const blocks = [...prompt.slice(0, generating.index).matchAll(BLOCK)];
   for (const [, role, body] of blocks) {

@@ -1,5 +1,6 @@
 // The one place that picks which inference server the sim imitates. A flavour owns routes, request parsing and
 // response shapes; the server core, policies, tokenization and logprobs are shared.
+import type { ToolParserName } from "../tokenizer/output-parser.ts";
 import type { MoeOptions } from "./moe.ts";
 import type { ScriptTurn } from "./script.ts";
 import type { Reply, SimHttpError } from "./reply.ts";
@@ -17,6 +18,8 @@ export interface SimContext {
   maxModelLen: number;
   /** A jinja chat template replacing Qwen3's (undefined: Qwen3's own). */
   chatTemplate?: string;
+  /** vLLM's `--tool-call-parser`: the syntax turns are written and parsed in (undefined: hermes). */
+  toolParser?: ToolParserName;
   /** A mixture-of-experts model: responses carry routed experts (sim/moe.ts). */
   moe?: MoeOptions;
 }

@@ -1,8 +1,16 @@
-// One sampled completion: an assistant turn written in Qwen3's output format, tokenized with the real tokenizer,
-// ended by the EOS token and cut by max_tokens / stop conditions the way vLLM cuts it.
+// One sampled completion: an assistant turn written in Qwen3's output format (hermes tool calls, or Qwen3-Coder's XML
+// ones when the sim serves that parser), tokenized with the real tokenizer, ended by the EOS token and cut by
+// max_tokens / stop conditions the way vLLM cuts it.
 import type { SimTurn } from "./policy.ts";
 import { encodeCached } from "./prompt.ts";
-import { hermesArguments, type SampledText, type ToolCallSpan } from "../tokenizer/output-parser.ts";
+import {
+  hermesArguments,
+  HERMES,
+  type SampledText,
+  type ToolCallSpan,
+  type ToolSyntax,
+} from "../tokenizer/output-parser.ts";
+import { writeXmlToolCalls } from "../tokenizer/qwen3-coder.ts";
 import { pyJson } from "../tokenizer/py-json.ts";
 import { textPieces, TOKEN } from "../tokenizer/token-text.ts";
 
@@ -26,6 +34,8 @@ export interface GenerateOptions {
   stop?: readonly string[];
   stopTokenIds?: readonly number[];
   includeStopStrInOutput?: boolean;
+  /** The tool-call syntax the turn is written in (default hermes). */
+  syntax?: ToolSyntax;
 }
 
 export interface FormattedTurn {
@@ -33,11 +43,22 @@ export interface FormattedTurn {
   toolCalls: ToolCallSpan[];
 }
 
-/** `<think>\n{reasoning}\n</think>\n\n{content}` then `<tool_call>\n{...}\n</tool_call>` blocks, as Qwen3 writes them. */
-export function formatTurn(turn: SimTurn): FormattedTurn {
+/**
+ * `<think>\n{reasoning}\n</think>\n\n{content}` then `<tool_call>\n{...}\n</tool_call>` blocks, as Qwen3 writes them;
+ * with the XML syntax the calls are written as Qwen3-Coder writes them (qwen3-coder.ts) and found by reading them.
+ */
+export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): FormattedTurn {
   let text = "";
   if (turn.reasoning !== null) text += `<think>\n${turn.reasoning.normalize("NFC")}\n</think>\n\n`;
   const content = turn.content.normalize("NFC");
+  if (syntax.parser === "qwen3_coder") {
+    const calls = turn.toolCalls.map((call) => ({
+      name: call.name.normalize("NFC"),
+      arguments: typeof call.arguments === "string" ? call.arguments.normalize("NFC") : call.arguments,
+    }));
+    text += writeXmlToolCalls(content, calls);
+    return { text, toolCalls: syntax.spans(text) };
+  }
   text += content;
   const toolCalls: ToolCallSpan[] = [];
   turn.toolCalls.forEach((call, i) => {
@@ -58,7 +79,7 @@ export function formatTurn(turn: SimTurn): FormattedTurn {
 }
 
 export function generate(turn: SimTurn, options: GenerateOptions): Generation {
-  const formatted = formatTurn(turn);
+  const formatted = formatTurn(turn, options.syntax);
   let ids = [...encodeCached(formatted.text), options.stopToken];
   let pieces = textPieces(ids);
   let finishReason: Generation["finishReason"] = "stop";

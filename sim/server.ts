@@ -4,6 +4,8 @@ import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { renderChatIds } from "../tokenizer/chat-template.ts";
+import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
+import type { ToolParserName } from "../tokenizer/output-parser.ts";
 import { selectFlavor, type FlavorName, type SimContext } from "./flavor.ts";
 import { mix, seededRandom } from "./hash.ts";
 import { checkMoe, type MoeOptions } from "./moe.ts";
@@ -28,6 +30,11 @@ export interface SimOptions {
   flavor?: FlavorName;
   /** A jinja chat template replacing Qwen3's: prompts render differently (a server with a changed template). */
   chatTemplate?: string;
+  /**
+   * vLLM's `--tool-call-parser` (default hermes). `qwen3_coder` answers as Qwen3-Coder: XML tool calls, no thinking
+   * unless the template has think markup, and Qwen3-Coder's chat template unless `chatTemplate` is given.
+   */
+  toolCallParser?: ToolParserName;
   /**
    * The prefix-cache model (prefix-cache.ts): microseconds of prefill per prompt token this sim has not cached, added
    * to the time to first token. Prefills are one engine's work: a request's prefill waits for those before it, so
@@ -115,7 +122,8 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     script: options.script,
     logprobNoise: options.logprobNoise ?? 0,
     maxModelLen: options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN,
-    chatTemplate: options.chatTemplate,
+    chatTemplate: options.chatTemplate ?? (options.toolCallParser === "qwen3_coder" ? qwen3CoderTemplate() : undefined),
+    ...(options.toolCallParser ? { toolParser: options.toolCallParser } : {}),
     ...(options.moe ? { moe: checkMoe(options.moe) } : {}),
   };
   const timing = { ttftMs: options.ttftMs ?? 0, interTokenMs: options.interTokenMs ?? 0 };

@@ -1,6 +1,7 @@
 // Renders OpenAI-style chat messages with a model's chat template (the real Qwen3 one built in), normalizing them the way vLLM does first
 // (content parts joined, tool-call arguments parsed to objects), so that prompts match production token for token.
 import { Template } from "@huggingface/jinja";
+import { pythonScalarArguments, pythonScalarTools, writesXmlToolCalls } from "./qwen3-coder.ts";
 import { qwen3Tokenizer } from "./qwen3.ts";
 
 export interface ChatToolCall {
@@ -67,24 +68,41 @@ export class ChatTemplate {
   readonly #template: Template;
   readonly #bos: string;
   readonly #eos: string;
+  /** An XML tool-call template (Qwen3-Coder): scalar parameters are printed as Python's jinja prints them. */
+  readonly #xmlToolCalls: boolean;
 
   constructor(source: string, tokens: { bos: string; eos: string }) {
     this.#template = new Template(source);
     this.#bos = tokens.bos;
     this.#eos = tokens.eos;
+    this.#xmlToolCalls = writesXmlToolCalls(source);
   }
 
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    let normalized = normalizeMessages(messages);
+    if (this.#xmlToolCalls) normalized = normalized.map(pythonScalarCalls);
     const context: Record<string, unknown> = {
-      messages: normalizeMessages(messages),
+      messages: normalized,
       add_generation_prompt: options.addGenerationPrompt ?? true,
       bos_token: this.#bos,
       eos_token: this.#eos,
     };
-    if (options.tools?.length) context["tools"] = options.tools;
+    if (options.tools?.length) context["tools"] = this.#xmlToolCalls ? pythonScalarTools(options.tools) : options.tools;
     if (options.enableThinking !== undefined) context["enable_thinking"] = options.enableThinking;
     return this.#template.render(context);
   }
+}
+
+function pythonScalarCalls(message: ChatMessage): ChatMessage {
+  if (!message.tool_calls) return message;
+  return {
+    ...message,
+    tool_calls: message.tool_calls.map((call) =>
+      typeof call.function.arguments === "string"
+        ? call
+        : { ...call, function: { ...call.function, arguments: pythonScalarArguments(call.function.arguments) } },
+    ),
+  };
 }
 
 /** Qwen3's template, and any other a server was started with (`rlgate sim --chat-template`), compiled once each. */

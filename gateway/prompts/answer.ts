@@ -16,8 +16,9 @@ import {
   parseChatOutput,
   streamDeltas,
   ThinkState,
-  toolCallSpans,
+  toolSyntax,
   type TokenDelta,
+  type ToolSyntax,
 } from "../../tokenizer/output-parser.ts";
 import { choicesOf, completionLogprobs, isObject, numberArray, type Json } from "../upstream/fields.ts";
 
@@ -29,6 +30,13 @@ export interface AnswerSettings {
   toolParsing: boolean;
   /** False when the harness sent include_reasoning: false. */
   includeReasoning: boolean;
+  /** The request's tools: the XML tool parser converts parameter values by their schemas. */
+  tools?: readonly unknown[] | null;
+}
+
+/** The tool-call syntax of the served model's family, for this request's tools. */
+function syntaxOf(settings: AnswerSettings): ToolSyntax {
+  return toolSyntax(settings.format.family.toolParser, settings.tools);
 }
 
 /** One choice's answer as the harness received it, with the ids it was sampled as. */
@@ -71,7 +79,8 @@ export function chatFromCompletion(
     const index = typeof raw["index"] === "number" ? raw["index"] : position;
     promptIds ??= numberArray(raw["prompt_token_ids"]);
     const ids = numberArray(raw["token_ids"]) ?? [];
-    const parsed = parseChatOutput(typeof raw["text"] === "string" ? raw["text"] : "", settings.toolParsing);
+    const text = typeof raw["text"] === "string" ? raw["text"] : "";
+    const parsed = parseChatOutput(text, settings.toolParsing, syntaxOf(settings));
     const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
     answers.push({ index, message, tokenIds: ids });
     const finish = raw["finish_reason"];
@@ -285,7 +294,7 @@ export class ChatChunkStream {
       // The whole text is known: the deltas of the held tokens are those of the parser over the whole generation.
       const fullText = state.pieces.join("");
       const deltas = streamDeltas(
-        { ids: state.ids, pieces: state.pieces, fullText, toolCalls: toolCallSpans(fullText) },
+        { ids: state.ids, pieces: state.pieces, fullText, toolCalls: syntaxOf(this.#settings).spans(fullText) },
         true,
         this.#settings.format.think ?? undefined,
       );

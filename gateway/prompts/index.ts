@@ -192,6 +192,7 @@ export async function runChatCall(
     format: tokens.format,
     toolParsing: Array.isArray(tools) && tools.length > 0 && spec.chat["tool_choice"] !== "none",
     includeReasoning: spec.chat["include_reasoning"] !== false,
+    tools: Array.isArray(tools) ? tools : null,
   };
   let answered: { answers: AnsweredChoice[]; keys: string[] } | null = null;
   const ex = await openExchange(ctx, call, {

@@ -4,7 +4,7 @@
 // when not asked for); a streamed request with either flag (or `return_meta_info`) is refused with a 400, so chat
 // streams never carry ids. Model names are not checked: the response echoes the requested one ("default" if none).
 import type { HandlerInput } from "../flavor.ts";
-import { parseChatOutput, streamDeltas, type TokenDelta } from "../../tokenizer/output-parser.ts";
+import { parseChatOutput, streamDeltas, type TokenDelta, type ToolSyntax } from "../../tokenizer/output-parser.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
 import { chatLogprobEntry, randomId } from "../vllm/common.ts";
@@ -37,7 +37,7 @@ export function sglangChat({ body, ctx }: HandlerInput): Reply {
   const sglext = sglangRoutedExperts(req, ctx, plan.promptIds, plan.choices[0]?.gen.ids);
   const reply = req.stream
     ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext)
-    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext);
+    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing ? plan.syntax : null, plan.topK, sglext);
   return withPrompts(reply, [plan.promptIds]);
 }
 
@@ -50,14 +50,14 @@ function jsonReply(
   head: Head,
   promptIds: number[],
   choices: Choice[],
-  toolParsing: boolean,
+  toolParsing: ToolSyntax | null,
   topK: number,
   sglext: Record<string, unknown> | null,
 ): Reply {
   const ids = req["return_token_ids"] === true;
   const promptIdsWanted = ids || req["return_prompt_token_ids"] === true;
   const out = choices.map(({ gen, logprobs }, index) => {
-    const parsed = parseChatOutput(gen.text, toolParsing);
+    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined);
     const choice: Record<string, unknown> = {
       index,
       message: {

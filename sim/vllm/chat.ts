@@ -10,7 +10,9 @@ import {
   chatMessageJson,
   parseChatOutput,
   streamDeltas,
+  toolSyntax,
   type TokenDelta,
+  type ToolSyntax,
 } from "../../tokenizer/output-parser.ts";
 import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
@@ -32,6 +34,8 @@ export interface ChatPlan {
   choices: Choice[];
   /** Whether tool calls are parsed out of the text (tools given and tool_choice is not "none"). */
   toolParsing: boolean;
+  /** The served tool parser (`--tool-call-parser`) for this request's tools. */
+  syntax: ToolSyntax;
   topK: number;
 }
 
@@ -57,7 +61,10 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
     throw badRequest((cause as Error).message, cause);
   }
   const maxTokens = resolveMaxTokens(req.max_completion_tokens ?? req.max_tokens, promptIds.length, ctx);
-  const view = viewFromChat(messages, tools, req.tool_choice, enableThinking);
+  // A template without think markup (Qwen3-Coder's) serves a model that does not think.
+  const thinks = ctx.toolParser !== "qwen3_coder" || (ctx.chatTemplate ?? "").includes("<think>");
+  const view = viewFromChat(messages, tools, req.tool_choice, thinks ? enableThinking : false);
+  const syntax = toolSyntax(ctx.toolParser ?? "hermes", tools);
   const seed = requestSeed(ctx, req.seed);
   const promptHash = req.logprobs ? contextHash(promptIds) : 0;
   const choices: Choice[] = [];
@@ -68,23 +75,25 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
       stop: stopList(req.stop),
       stopTokenIds: req.stop_token_ids ?? undefined,
       includeStopStrInOutput: req.include_stop_str_in_output ?? false,
+      syntax,
     });
     const logprobs = req.logprobs
       ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK)
       : null;
     choices.push({ gen, logprobs });
   }
-  return { req, promptIds, choices, toolParsing: tools !== undefined && req.tool_choice !== "none", topK };
+  return { req, promptIds, choices, toolParsing: tools !== undefined && req.tool_choice !== "none", syntax, topK };
 }
 
 export function chatCompletions({ body, ctx }: HandlerInput): Reply {
   const req = parseBody(chatRequest, body);
   checkModel(req.model, ctx);
-  const { promptIds, choices, toolParsing, topK } = planChat(req, ctx);
+  const { promptIds, choices, toolParsing, syntax, topK } = planChat(req, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
+  const parsing = toolParsing ? syntax : null;
   const reply = req.stream
-    ? streamReply(req, head, promptIds, choices, toolParsing, topK)
-    : jsonReply(req, head, promptIds, choices, toolParsing, topK, ctx);
+    ? streamReply(req, head, promptIds, choices, parsing, topK)
+    : jsonReply(req, head, promptIds, choices, parsing, topK, ctx);
   return withPrompts(reply, [promptIds]);
 }
 
@@ -99,7 +108,7 @@ function jsonReply(
   head: Head,
   promptIds: number[],
   choices: Choice[],
-  toolParsing: boolean,
+  toolParsing: ToolSyntax | null,
   topK: number,
   ctx: SimContext,
 ): Reply {
@@ -107,7 +116,7 @@ function jsonReply(
   let completionTokens = 0;
   const out = choices.map(({ gen, logprobs }, index) => {
     completionTokens += gen.ids.length;
-    const parsed = parseChatOutput(gen.text, toolParsing);
+    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined);
     return {
       index,
       message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false),
@@ -151,7 +160,7 @@ function streamReply(
   head: Head,
   promptIds: number[],
   choices: Choice[],
-  toolParsing: boolean,
+  toolParsing: ToolSyntax | null,
   topK: number,
 ): Reply {
   const wantIds = req.return_token_ids === true;
@@ -177,7 +186,7 @@ function streamReply(
   }
 
   const plans = choices.map(({ gen }) => ({
-    deltas: streamDeltas(gen, toolParsing),
+    deltas: streamDeltas(gen, toolParsing !== null),
     callIds: [] as string[],
     toolsStreamed: false,
   }));

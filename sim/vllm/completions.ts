@@ -16,6 +16,7 @@ import { encodeCached } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { TOKEN, VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
+import { toolSyntax } from "../../tokenizer/output-parser.ts";
 import {
   checkLogprobCount,
   checkModel,
@@ -68,11 +69,15 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   }
   const seed = requestSeed(ctx, req.seed);
   const n = req.n ?? 1;
+  // A completion's text is written in the served syntax; no request tools here, the text is not parsed.
+  const syntax = toolSyntax(ctx.toolParser ?? "hermes");
   const choices: Choice[] = [];
   for (const prompt of prompts(req.prompt)) {
     if (prompt.ids.length === 0) throw badRequest("The decoder prompt cannot be empty");
     const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
     const view = viewFromPromptText(prompt.text);
+    // A template without think markup (Qwen3-Coder's) serves a model that does not think.
+    if (ctx.toolParser === "qwen3_coder" && !(ctx.chatTemplate ?? "").includes("<think>")) view.thinking = false;
     const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
     const settings = { seed: ctx.seed, noise: ctx.logprobNoise };
     // Teacher forcing (`rlgate replay score`): every prompt token scored given the tokens before it.
@@ -85,6 +90,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
         stop: stopList(req.stop),
         stopTokenIds: req.stop_token_ids ?? undefined,
         includeStopStrInOutput: req.include_stop_str_in_output ?? false,
+        syntax,
       });
       const logprobs = req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
       choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt });

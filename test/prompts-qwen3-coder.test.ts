@@ -1,0 +1,139 @@
+// Qwen3-Coder end to end: the sim answers as vLLM serving Qwen3-Coder (`--tool-call-parser qwen3_coder`, its chat
+// template, XML tool calls), the gateway renders and parses the same family (tokens mode) or forwards messages, and
+// agent sessions with typed parameters, text before calls and parallel calls reconstruct as one trajectory.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import type { ScriptTurn } from "../sim/index.ts";
+import { qwen3CoderChatFormat } from "../tokenizer/model-format.ts";
+import { seededRandom } from "../util/seeded-random.ts";
+import { createRollout, postJson, readSse, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+
+type Json = Record<string, any>;
+
+const TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "run_shell_command",
+      description: "Run a shell command",
+      parameters: {
+        type: "object",
+        properties: {
+          command: { type: "string", description: "the command" },
+          timeout: { type: "integer" },
+          background: { type: "boolean" },
+        },
+        required: ["command"],
+      },
+    },
+  },
+];
+
+function assemble(events: unknown[]): Json {
+  const message: Json = { role: "assistant", content: null, tool_calls: [] };
+  for (const event of events) {
+    if (typeof event === "string") continue;
+    const delta = (event as Json).choices?.[0]?.delta;
+    if (!delta) continue;
+    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
+    for (const call of delta.tool_calls ?? []) {
+      const entry = (message.tool_calls[call.index] ??= {
+        id: call.id,
+        type: "function",
+        function: { name: "", arguments: "" },
+      });
+      if (call.function?.name) entry.function.name = call.function.name;
+      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
+    }
+  }
+  if (message.content === "") message.content = null;
+  return message;
+}
+
+async function chat(base: string, body: Json): Promise<Json> {
+  if (body.stream) {
+    const res = await fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 200);
+    return assemble(await readSse(res));
+  }
+  const res = await postJson(`${base}/chat/completions`, body);
+  assert.equal(res.status, 200, res.text);
+  return res.json.choices[0].message;
+}
+
+function script(random: () => number, turns: number): ScriptTurn[] {
+  return Array.from({ length: turns }, (_, t) => {
+    const turn: ScriptTurn = {};
+    if (random() < 0.5) turn.content = random() < 0.5 ? `Let me check ${t}.` : `Text é 😀 ${t}`;
+    const calls = t === turns - 1 ? 0 : 1 + Math.floor(random() * 3);
+    if (calls)
+      turn.tool_calls = Array.from({ length: calls }, (_, k) => ({
+        name: "run_shell_command",
+        arguments: { command: `ls ${t}-${k}\nwc -l`, timeout: 10 * (k + 1), background: k % 2 === 1 },
+      }));
+    if (!turn.content && !calls) turn.content = "Done.";
+    return turn;
+  });
+}
+
+async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
+  const rollout = await createRollout(stack.gateway.url);
+  const messages: Json[] = [
+    { role: "system", content: "You are an agent." },
+    { role: "user", content: "Do the task." },
+  ];
+  for (const expected of turns) {
+    const answer = await chat(rollout.base_urls.openai, {
+      model: "Qwen/Qwen3-8B",
+      messages,
+      tools: TOOLS,
+      stream: random() < 0.5,
+    });
+    // The XML parameters come back typed by the tool's schema, as the script wrote them.
+    assert.deepEqual(
+      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
+      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
+    );
+    if (expected.content) assert.equal(answer.content.trim(), expected.content);
+    messages.push({ role: "assistant", content: answer.content, tool_calls: answer.tool_calls });
+    for (const call of answer.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
+  }
+  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+  assert.equal(calls.length, turns.length);
+  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+  return { calls, stats: finished.json.trajectories.stats };
+}
+
+describe("Qwen3-Coder (XML tool calls) end to end", () => {
+  for (const prompts of ["tokens", "messages"] as const) {
+    test(`${prompts} mode: sessions with typed, parallel calls and text before them are one trajectory`, async () => {
+      for (let s = 0; s < 3; s++) {
+        const random = seededRandom(300 + s);
+        const turns = script(random, 3 + Math.floor(random() * 3));
+        const stack = await startStack({
+          sim: { script: turns, toolCallParser: "qwen3_coder" },
+          gateway: { prompts, model: qwen3CoderChatFormat() },
+        });
+        try {
+          const { calls, stats } = await session(stack, random, turns);
+          if (prompts === "tokens") for (const call of calls) assert.equal(call.prompt?.mode, "tokens");
+          assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
+          assert.equal(
+            Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0),
+            0,
+          );
+          assert.equal(stats.trained_tokens, stats.sampled_tokens);
+          assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
+        } finally {
+          await stack.close();
+        }
+      }
+    });
+  }
+});
