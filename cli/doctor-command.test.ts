@@ -1,13 +1,21 @@
 // `rlgate doctor`: one line per part with ok / warn / fail / skip, exit 1 when a part fails.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { createServer } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
-import { checkNode, checkPython, checkUpstream, checkUpstreams, formatChecks } from "./doctor-command.ts";
+import {
+  checkInstallScripts,
+  checkNode,
+  checkPython,
+  checkUpstream,
+  checkUpstreams,
+  formatChecks,
+} from "./doctor-command.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 let sim: SimServer;
@@ -89,6 +97,54 @@ describe("rlgate doctor", () => {
       assert.match(plain.detail, /No module named 'rlgate_client'.*pip install \.\/clients\/python/);
   });
 
+  test("install scripts: this checkout's are ok; a stub CLI warns, an unloadable lmdb fails, each says what to do", () => {
+    assert.deepEqual(
+      checkInstallScripts().map((c) => `${c.level} ${c.name}`),
+      ["ok lmdb", "ok esbuild", "ok claude", "ok opencode"],
+    );
+    const dir = mkdtempSync(join(tmpdir(), "rlgate-doctor-"));
+    try {
+      const put = (path: string, content: string | Buffer) => {
+        mkdirSync(dirname(join(dir, "node_modules", path)), { recursive: true });
+        writeFileSync(join(dir, "node_modules", path), content);
+      };
+      // What npm leaves when a package's install script did not run: lmdb without a binding for this platform, the
+      // claude wrapper's placeholder; opencode's binary in place, as its postinstall leaves it.
+      put("lmdb/package.json", JSON.stringify({ name: "lmdb", version: "3.5.6", main: "index.cjs" }));
+      put("lmdb/index.cjs", 'throw new Error("No native build was found for platform=linux arch=x64");');
+      put("@anthropic-ai/claude-code/package.json", JSON.stringify({ name: "@anthropic-ai/claude-code" }));
+      put(
+        "@anthropic-ai/claude-code/bin/claude.exe",
+        'echo "Error: claude native binary not installed." >&2\nexit 1\n',
+      );
+      put("opencode-ai/package.json", JSON.stringify({ name: "opencode-ai" }));
+      put("opencode-ai/bin/opencode.exe", Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0]));
+      const checks = checkInstallScripts(pathToFileURL(join(dir, "x.js")).href);
+      assert.deepEqual(
+        checks.map((c) => `${c.level} ${c.name}`),
+        ["fail lmdb", "fail esbuild", "warn claude", "ok opencode"],
+      );
+      assert.match(checks[0]!.detail, /No native build was found.*allowScripts, then npm rebuild lmdb$/);
+      assert.match(checks[1]!.detail, /^not installed: tsx needs it to run rlgate; run npm install$/);
+      assert.match(
+        checks[2]!.detail,
+        /postinstall did not run: .*claude\.exe is a stub.*npm rebuild @anthropic-ai\/claude-code$/,
+      );
+      // Without the harness CLIs (a production install has no dev dependencies) they skip.
+      const bare = mkdtempSync(join(tmpdir(), "rlgate-doctor-"));
+      try {
+        assert.deepEqual(
+          checkInstallScripts(pathToFileURL(join(bare, "x.js")).href).map((c) => `${c.level} ${c.name}`),
+          ["fail lmdb", "fail esbuild", "skip claude", "skip opencode"],
+        );
+      } finally {
+        rmSync(bare, { recursive: true, force: true });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("the command: the reference kernels warn (with why), an unreachable upstream fails, exit code 1", async () => {
     const port = await closedPort();
     const run = spawnSync(
@@ -105,13 +161,23 @@ describe("rlgate doctor", () => {
     const lines = run.stdout.trim().split("\n");
     assert.deepEqual(
       lines.map((l) => l.split(/\s+/).slice(0, 2).join(" ")),
-      ["ok node", "warn kernels", "skip cuda", `${lines[3]!.split(/\s+/)[0]} python`, "fail upstream"],
+      [
+        "ok node",
+        "warn kernels",
+        "skip cuda",
+        "ok lmdb",
+        "ok esbuild",
+        "ok claude",
+        "ok opencode",
+        `${lines[7]!.split(/\s+/)[0]} python`,
+        "fail upstream",
+      ],
     );
     assert.match(
       lines[1]!,
       /reference \(TypeScript\): disabled by RLGATE_NATIVE=0; build the addon with a C\+\+ compiler: npm run build:native/,
     );
-    assert.match(lines[4]!, /ECONNREFUSED/);
+    assert.match(lines[8]!, /ECONNREFUSED/);
   });
 
   test("lines are aligned: level, part, detail", () => {

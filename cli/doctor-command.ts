@@ -1,6 +1,10 @@
-// `rlgate doctor`: what this installation gives, one line per part (Node, native kernels, CUDA, the Python trainer
-// client, an upstream's reachability), each ok / warn / fail with what to do. Exits 1 when a part fails.
+// `rlgate doctor`: what this installation gives, one line per part (Node, native kernels, CUDA, the dependencies whose
+// install scripts rlgate needs, the Python trainer client, an upstream's reachability), each ok / warn / fail with what
+// to do. Exits 1 when a part fails.
 import { spawnSync } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { Command } from "commander";
 import { parseUpstreamList, readUpstreamsFile } from "../gateway/upstream/upstream-list.ts";
 import { duration } from "./option-parsers.ts";
@@ -59,6 +63,112 @@ export async function checkKernels(): Promise<Check[]> {
     };
   else cuda = { name: "cuda", level: "ok", detail: `native-cuda, ${nativeStatus.cudaDevices} device(s)` };
   return [addon, cuda];
+}
+
+/** Whether the file starts like a native executable (ELF, Mach-O, PE), not like the shell stub a package ships. */
+function nativeExecutable(path: string): boolean {
+  const head = Buffer.alloc(4);
+  const fd = openSync(path, "r");
+  try {
+    readSync(fd, head, 0, 4, 0);
+  } finally {
+    closeSync(fd);
+  }
+  const magic = head.readUInt32BE(0);
+  return (
+    magic === 0x7f454c46 || // ELF
+    [0xfeedface, 0xfeedfacf, 0xcefaedfe, 0xcffaedfe, 0xcafebabe].includes(magic) || // Mach-O
+    head.subarray(0, 2).toString("latin1") === "MZ" // PE
+  );
+}
+
+/**
+ * The dependencies whose install scripts rlgate needs (package.json `allowScripts` allows them; docs/deploy.md says
+ * why each, and why the others are denied), each checked by what its script leaves behind: lmdb's native binding
+ * loads (the store), esbuild transforms (tsx runs the CLI with it), and the `claude` and `opencode` commands are the
+ * native binaries their postinstall puts in place of a stub (the e2e tests and `npm run harness-matrix` run them; they
+ * are dev dependencies, so absent from a production install: skip). `from` is where modules resolve from.
+ */
+export function checkInstallScripts(from: string = import.meta.url): Check[] {
+  const require = createRequire(from);
+  const fix = (pkg: string) => `allow it in package.json allowScripts, then npm rebuild ${pkg}`;
+  const broken = (error: unknown, pkg: string, need: string, via = pkg): string =>
+    (error as { code?: string }).code === "MODULE_NOT_FOUND" &&
+    [pkg, via].some((name) => firstLine(error).includes(`'${name}'`))
+      ? `not installed: ${need}; run npm install`
+      : `does not load (${firstLine(error)}): ${need}; ${fix(pkg)}`;
+  const versionOf = (entry: string): string =>
+    (JSON.parse(readFileSync(join(packageRoot(entry), "package.json"), "utf8")) as { version: string }).version;
+  const checks: Check[] = [];
+  try {
+    const entry = require.resolve("lmdb");
+    require(entry);
+    checks.push({ name: "lmdb", level: "ok", detail: `${versionOf(entry)}, its native binding loads` });
+  } catch (error) {
+    const need = "the store needs it (its install script builds the binding where no prebuilt one fits)";
+    checks.push({ name: "lmdb", level: "fail", detail: broken(error, "lmdb", need) });
+  }
+  try {
+    // esbuild as tsx finds it (tsx depends on it; rlgate does not import it).
+    const fromTsx = createRequire(require.resolve("tsx"));
+    const esbuild = fromTsx("esbuild") as { version: string; transformSync(code: string): unknown };
+    esbuild.transformSync("");
+    checks.push({
+      name: "esbuild",
+      level: "ok",
+      detail: `${esbuild.version}, its binary runs (tsx runs rlgate with it)`,
+    });
+  } catch (error) {
+    checks.push({
+      name: "esbuild",
+      level: "fail",
+      detail: broken(error, "esbuild", "tsx needs it to run rlgate", "tsx"),
+    });
+  }
+  for (const [name, pkg, bin] of [
+    ["claude", "@anthropic-ai/claude-code", "bin/claude.exe"],
+    ["opencode", "opencode-ai", "bin/opencode.exe"],
+  ] as const) {
+    let path: string;
+    try {
+      path = join(dirname(require.resolve(`${pkg}/package.json`)), bin);
+    } catch {
+      checks.push({
+        name,
+        level: "skip",
+        detail: `${pkg} not installed (a dev dependency: e2e tests, harness-matrix)`,
+      });
+      continue;
+    }
+    let native: boolean;
+    try {
+      native = nativeExecutable(path);
+    } catch (error) {
+      native = false;
+      path = `${path} (${firstLine(error)})`;
+    }
+    checks.push(
+      native
+        ? { name, level: "ok", detail: `native binary at ${path}` }
+        : {
+            name,
+            level: "warn",
+            detail: `${pkg}'s postinstall did not run: ${path} is a stub, so its e2e test fails; ${fix(pkg)}`,
+          },
+    );
+  }
+  return checks;
+}
+
+/** The folder of the package that `entry` (a resolved module file) belongs to. */
+function packageRoot(entry: string): string {
+  let dir = dirname(entry);
+  while (!existsSync(join(dir, "package.json")) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split("\n")[0]!;
 }
 
 /** Whether `python` can import the trainer client (`pip install ./clients/python`). */
@@ -136,7 +246,7 @@ export function formatChecks(checks: readonly Check[]): string {
 
 export function doctorCommand(): Command {
   return new Command("doctor")
-    .summary("check what this installation gives: Node, native kernels, CUDA, Python client, upstream")
+    .summary("check what this installation gives: Node, native kernels, CUDA, install scripts, Python client, upstream")
     .description(
       "Checks each part rlgate can use and prints one line per part: ok, warn (works, with less: e.g. the TypeScript " +
         "kernels instead of the native ones) or fail (will not work), with what to do. Exits 1 when a part fails.",
@@ -154,7 +264,7 @@ export function doctorCommand(): Command {
       5000,
     )
     .action(async (options: { upstream?: string; upstreamsFile?: string; python: string; timeout: number }) => {
-      const checks = [checkNode(), ...(await checkKernels()), checkPython(options.python)];
+      const checks = [checkNode(), ...(await checkKernels()), ...checkInstallScripts(), checkPython(options.python)];
       checks.push(...(await checkUpstreams(options, options.timeout)));
       console.log(formatChecks(checks));
       process.exitCode = checks.some((c) => c.level === "fail") ? 1 : 0;
