@@ -18,6 +18,7 @@ import { ModelMap } from "./upstream/model-map.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 import { HistoryRepair } from "./repair/index.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
+import { QWEN3_CODER_TURN } from "./repair/qwen3-coder-turn.ts";
 import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
@@ -176,7 +177,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     repair:
       options.repairHistory === false
         ? null
-        : new HistoryRepair(store, trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
+        : new HistoryRepair(store, {
+            ...(trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
+            ...(format?.family.toolParser === "qwen3_coder" ? { rules: QWEN3_CODER_TURN } : {}),
+          }),
     log,
     cluster: worker?.link,
   };

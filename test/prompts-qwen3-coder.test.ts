@@ -69,7 +69,9 @@ function script(random: () => number, turns: number): ScriptTurn[] {
   return Array.from({ length: turns }, (_, t) => {
     const turn: ScriptTurn = {};
     if (random() < 0.5) turn.content = random() < 0.5 ? `Let me check ${t}.` : `Text é 😀 ${t}`;
-    const calls = t === turns - 1 ? 0 : 1 + Math.floor(random() * 3);
+    // Turn 1 answers in text only and the user goes on: the harness's echo of it must render as sampled.
+    const calls = t === turns - 1 || t === 1 ? 0 : 1 + Math.floor(random() * 3);
+    if (t === 1) turn.content = "Found two files so far.";
     if (calls)
       turn.tool_calls = Array.from({ length: calls }, (_, k) => ({
         name: "run_shell_command",
@@ -78,6 +80,20 @@ function script(random: () => number, turns: number): ScriptTurn[] {
     if (!turn.content && !calls) turn.content = "Done.";
     return turn;
   });
+}
+
+/** How harnesses echo an answer: content trimmed or with a newline more, arguments re-serialized. */
+function echo(random: () => number, answer: Json): Json {
+  const content: string | null = answer.content;
+  const r = random();
+  return {
+    role: "assistant",
+    content: content === null ? null : r < 0.4 ? content.trim() : r < 0.7 ? `${content}\n` : content,
+    tool_calls: (answer.tool_calls ?? []).map((call: Json) => ({
+      ...call,
+      function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
+    })),
+  };
 }
 
 async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
@@ -99,21 +115,29 @@ async function session(stack: Stack, random: () => number, turns: ScriptTurn[]):
       (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
     );
     if (expected.content) assert.equal(answer.content.trim(), expected.content);
-    messages.push({ role: "assistant", content: answer.content, tool_calls: answer.tool_calls });
+    messages.push(echo(random, answer));
     for (const call of answer.tool_calls ?? [])
       messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
+    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
   }
   const calls = await rolloutCalls(stack.gateway.url, rollout.id);
   assert.equal(calls.length, turns.length);
   for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+  // History repair follows Qwen3-Coder's template: it trims content before tool calls itself, so only the text-only
+  // answer the harness changed is put back.
+  for (const repair of calls.flatMap((c) => c.repairs ?? [])) {
+    assert.equal(repair.kind, "content");
+    assert.equal(messages[repair.turn]!.tool_calls?.length ?? 0, 0, JSON.stringify(repair));
+  }
   const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
-  return { calls, stats: finished.json.trajectories.stats };
+  return { calls, stats: finished.json.trajectories.stats, repaired: calls.some((c) => (c.repairs ?? []).length > 0) };
 }
 
 describe("Qwen3-Coder (XML tool calls) end to end", () => {
   for (const prompts of ["tokens", "messages"] as const) {
     test(`${prompts} mode: sessions with typed, parallel calls and text before them are one trajectory`, async () => {
-      for (let s = 0; s < 3; s++) {
+      let anyRepaired = false;
+      for (let s = 0; s < 4; s++) {
         const random = seededRandom(300 + s);
         const turns = script(random, 3 + Math.floor(random() * 3));
         const stack = await startStack({
@@ -121,7 +145,8 @@ describe("Qwen3-Coder (XML tool calls) end to end", () => {
           gateway: { prompts, model: qwen3CoderChatFormat() },
         });
         try {
-          const { calls, stats } = await session(stack, random, turns);
+          const { calls, stats, repaired } = await session(stack, random, turns);
+          if (prompts === "messages") anyRepaired ||= repaired;
           if (prompts === "tokens") for (const call of calls) assert.equal(call.prompt?.mode, "tokens");
           assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
           assert.equal(
@@ -134,6 +159,7 @@ describe("Qwen3-Coder (XML tool calls) end to end", () => {
           await stack.close();
         }
       }
+      if (prompts === "messages") assert.ok(anyRepaired, "a changed text-only answer was put back");
     });
   }
 });

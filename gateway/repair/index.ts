@@ -8,7 +8,7 @@ import type { CallRecord, HistoryRepair as Repair } from "../../store/records.ts
 import type { Store } from "../../store/store.ts";
 import { QWEN3_CHAT_FORMAT, type ChatFormat } from "../../trajectory/chat-format.ts";
 import { isObject, type Json } from "../upstream/fields.ts";
-import { faithfulText, renderedHead, sampledHead } from "./qwen3-turn.ts";
+import { QWEN3_TURN, type TurnRules } from "./qwen3-turn.ts";
 import { contentText, recordedTurns, RolloutTurns, toolCallsOf, type RecordedTurn } from "./recorded-turns.ts";
 
 export interface RepairResult {
@@ -21,16 +21,20 @@ export interface HistoryRepairOptions {
   /** Characters of sampled turns kept in memory across rollouts (least recently used rollouts go first). */
   maxChars?: number;
   format?: ChatFormat;
+  /** How the served model's template writes an earlier assistant turn (default Qwen3's). */
+  rules?: TurnRules;
 }
 
 export class HistoryRepair {
   readonly #store: Store;
   readonly #format: ChatFormat;
+  readonly #rules: TurnRules;
   readonly #rollouts: LRUCache<string, RolloutTurns>;
 
   constructor(store: Store, options: HistoryRepairOptions = {}) {
     this.#store = store;
     this.#format = options.format ?? QWEN3_CHAT_FORMAT;
+    this.#rules = options.rules ?? QWEN3_TURN;
     this.#rollouts = new LRUCache({ maxSize: options.maxChars ?? 64_000_000, sizeCalculation: (turns) => turns.size });
   }
 
@@ -62,7 +66,7 @@ export class HistoryRepair {
       const turn = turns.find(message, afterSeq);
       if (turn === null) return;
       afterSeq = turn.callSeq;
-      const fixed = repairTurn(message, turn);
+      const fixed = repairTurn(message, turn, this.#rules);
       if (fixed === null) return;
       out ??= [...messages];
       out[index] = fixed.message;
@@ -88,7 +92,11 @@ export class HistoryRepair {
 }
 
 /** The message the template renders as `turn` was sampled, and what changed; null when nothing needs to. */
-function repairTurn(message: Json, turn: RecordedTurn): { message: Json; kinds: Repair["kind"][] } | null {
+function repairTurn(
+  message: Json,
+  turn: RecordedTurn,
+  { renderedHead, sampledHead, faithfulText }: TurnRules,
+): { message: Json; kinds: Repair["kind"][] } | null {
   const kinds: Repair["kind"][] = [];
   const fixed: Json = { ...message };
   const harness = {

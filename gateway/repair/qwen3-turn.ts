@@ -75,3 +75,12 @@ export function faithfulText(turn: SampledTurn): { reasoning: string | null; con
   const text = { reasoning, content };
   return renderedHead({ ...text, toolCalls: turn.toolCalls }) === target ? text : null;
 }
+
+/** How a family's template writes an earlier assistant turn, for history repair (Qwen3-Coder's: qwen3-coder-turn.ts). */
+export interface TurnRules {
+  renderedHead(turn: AssistantText): string;
+  sampledHead(turn: SampledTurn): string;
+  faithfulText(turn: SampledTurn): { reasoning: string | null; content: string } | null;
+}
+
+export const QWEN3_TURN: TurnRules = { renderedHead, sampledHead, faithfulText };
