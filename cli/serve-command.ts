@@ -300,7 +300,7 @@ export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
   const u = at.url;
   console.log(`rlgate gateway listening on ${u}`);
   console.log(
-    `  upstream:      ${at.sim ? `${at.upstreams[0]} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${opts.simMaxModelLen}-token context)` : `${at.upstreams.join(", ")} (${opts.upstreamFlavor})`}`,
+    `  upstream:      ${at.sim ? `${at.upstreams[0]} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${builtInSimOptions(opts).toolCallParser ?? "hermes"} tool calls, ${opts.simMaxModelLen}-token context)` : `${at.upstreams.join(", ")} (${opts.upstreamFlavor})`}`,
   );
   if (at.upstreams.length > 1 || opts.upstreamsFile)
     console.log(

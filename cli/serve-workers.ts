@@ -16,6 +16,7 @@ import type { TrajectorySettings } from "../gateway/trajectories.ts";
 import type { FlavorName } from "../gateway/upstream/flavor.ts";
 import type { MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimOptions, type SimServer } from "../sim/index.ts";
+import { familyOfModelDir } from "../tokenizer/model-format.ts";
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { StartRefusal } from "../util/refusal.ts";
@@ -195,10 +196,15 @@ export async function servePrimary(
   process.on("SIGTERM", shutdown);
 }
 
-/** The built-in sim of `serve --upstream sim`: a MoE model answering routed experts with --routed-experts. */
+/**
+ * The built-in sim of `serve --upstream sim`: a MoE model answering routed experts with --routed-experts, and
+ * answering in the tool-call syntax of --model-dir's family (Qwen3-Coder's XML calls and template for that family).
+ */
 export function builtInSimOptions(opts: ServeOptions): SimOptions {
+  const family = opts.modelDir ? familyOfModelDir(resolve(opts.modelDir)) : null;
   return {
     port: opts.simPort,
+    ...(family ? { toolCallParser: family.toolParser } : {}),
     flavor: opts.upstreamFlavor,
     maxModelLen: opts.simMaxModelLen,
     ...(opts.routedExperts

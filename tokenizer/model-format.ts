@@ -193,6 +193,12 @@ function templateOf(dir: string, inConfig: unknown): string {
   return readFileSync(separate, "utf8");
 }
 
+/** The family of a model directory's chat template, read without loading its tokenizer (refused as at load). */
+export function familyOfModelDir(dir: string): ChatFamily {
+  const tokenizerConfig = readJson(dir, "tokenizer_config.json", true)!;
+  return familyOfTemplate(templateOf(dir, tokenizerConfig["chat_template"]), `--model-dir ${dir}`);
+}
+
 /** Loads a model's chat format from its Hugging Face files. */
 export function loadModelChatFormat(dir: string): ModelChatFormat {
   const tokenizerJSON = readJson(dir, "tokenizer.json", true)!;
