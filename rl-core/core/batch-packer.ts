@@ -241,10 +241,12 @@ export class BatchPacker {
 
   /** A processed group's rows (in order: a rollout's rows together). */
   add(keys: readonly number[], rows: ReadonlyArray<{ tokens: number; rolloutId: string; groupKey: string }>): void {
-    const queued = keys.map((_, i) => i).filter((i) => !this.#plan?.isBatched(rows[i]!.rolloutId));
+    const queued: number[] = [];
     for (let i = 0; i < keys.length; i++) {
       const id = rows[i]!.rolloutId;
-      if (this.#plan?.isBatched(id)) this.#planned.set(id, [...(this.#planned.get(id) ?? []), keys[i]!]);
+      if (!this.#plan?.isBatched(id)) queued.push(i);
+      else if (this.#planned.has(id)) this.#planned.get(id)!.push(keys[i]!);
+      else this.#planned.set(id, [keys[i]!]);
     }
     this.#enqueue(
       queued.map((i) => keys[i]!),

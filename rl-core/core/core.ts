@@ -42,7 +42,7 @@ import {
   type WhitenScope,
 } from "./estimator-settings.ts";
 import { groupAdvantages } from "./group-advantages.ts";
-import { DecisionPlan, readDecisions } from "./decisions.ts";
+import { DecisionPlan, readDecisions, type PlannedGroup } from "./decisions.ts";
 import { declaredGroupSize, GroupTracker, type Assignment, type PendingGroup } from "./groups.ts";
 import { CoreMetrics } from "./metrics.ts";
 import { startMetricsServer, type MetricsServer } from "./metrics-server.ts";
@@ -503,8 +503,7 @@ export class Core {
   }
 
   /** The group a new rollout joins: the recorded one when following decisions, else by the membership rule. */
-  #assign(m: RolloutMessage): Assignment {
-    const planned = this.#plan?.groupOf(m.rolloutId);
+  #assign(m: RolloutMessage, planned: PlannedGroup | undefined): Assignment {
     if (planned) return { ...planned, size: planned.members.length, overSize: false };
     const declared = declaredGroupSize(parseMetadata(m.metadataJson));
     return this.#tracker.assign(m.group, m.rolloutId, declared, m.round ?? 0);
@@ -535,7 +534,8 @@ export class Core {
     }
     // Decided here, in stream order, and joined to its group before anything awaits: membership never depends on
     // when a group is taken.
-    const assignment = this.#assign(m);
+    const planned = this.#plan?.groupOf(m.rolloutId);
+    const assignment = this.#assign(m, planned);
     if (assignment.overSize) {
       this.#log(
         `core: rollout ${m.rolloutId} dropped: round ${assignment.round} of '${m.group}' holds its size already`,
@@ -550,7 +550,7 @@ export class Core {
       this.metrics.late.inc();
     }
     const pending = toPending(m, gateway, assignment, this.#options.trainSegments);
-    const g = this.#tracker.add(pending, this.#plan?.groupOf(m.rolloutId) !== undefined);
+    const g = this.#tracker.add(pending, planned !== undefined);
     const write = this.#store.putPending(pending, this.#tracker.states(m.group, assignment.key));
     this.#intake.add(write);
     try {

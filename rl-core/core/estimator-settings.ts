@@ -1,17 +1,10 @@
 // The estimator settings a core runs with (estimator, whitening scope, singletons, overlong handling, KL in the
 // reward), their names for the command line, and the check that refuses a combination that cannot be honoured.
-import type { EstimatorName } from "../estimators/index.ts";
+import { ESTIMATOR_NAMES, type EstimatorName } from "../estimators/index.ts";
 
+/** The estimators a core runs on its own: every one but GAE, which needs the trainer's values (ComputeAdvantages). */
 export type CoreEstimator = Exclude<EstimatorName, "gae">;
-export const CORE_ESTIMATORS: readonly CoreEstimator[] = [
-  "grpo",
-  "dr-grpo",
-  "rloo",
-  "reinforce++-baseline",
-  "reinforce++",
-  "opo",
-  "tree",
-];
+export const CORE_ESTIMATORS: readonly CoreEstimator[] = ESTIMATOR_NAMES.filter((e): e is CoreEstimator => e !== "gae");
 export type OutcomeEstimator = "grpo" | "dr-grpo" | "rloo" | "reinforce++-baseline" | "opo";
 export const OUTCOME_ESTIMATORS: readonly string[] = ["grpo", "dr-grpo", "rloo", "reinforce++-baseline", "opo"];
 
