@@ -8,6 +8,7 @@ import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { boundedStringify } from "../util/bounded-json.ts";
 import { checkControlToken } from "./access.ts";
+import { branchInputSchema, resolveBranch } from "./branching/spec.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
@@ -45,6 +46,8 @@ const createSchema = z
       .positive("expected a positive number of seconds")
       .max(MAX_DEADLINE_S, `expected at most ${MAX_DEADLINE_S} seconds (a year)`)
       .optional(),
+    /** A branch of a finished rollout: its calls before `at_call` are answered from it (gateway/branching). */
+    branch: branchInputSchema.optional(),
   })
   .strict();
 
@@ -92,6 +95,7 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
       param: "metadata.train_segments",
     });
   }
+  const branch = input.branch ? resolveBranch(ctx.store, id, input.branch) : null;
   const createdAt = Date.now();
   const rollout: RolloutRecord = {
     id,
@@ -99,7 +103,7 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
     group: input.group ?? null,
     task: input.task ?? null,
     harness: input.harness ?? null,
-    metadata: input.metadata ?? {},
+    metadata: branch ? { ...input.metadata, branch } : (input.metadata ?? {}),
     policyVersion:
       input.policy_version === undefined || input.policy_version === null ? null : String(input.policy_version),
     round: input.round ?? null,
@@ -131,7 +135,9 @@ function sameCreation(existing: RolloutRecord, input: CreateInput): boolean {
     (existing.round ?? null) === (input.round ?? null) &&
     (input.deadline_s === undefined ||
       existing.deadlineAt === existing.createdAt + Math.round(input.deadline_s * 1000)) &&
-    JSON.stringify(existing.metadata) === JSON.stringify(input.metadata ?? {})
+    // A branch's settings were resolved into its metadata on creation (call_seq, seed): the rest is compared.
+    JSON.stringify(input.branch ? { ...existing.metadata, branch: undefined } : existing.metadata) ===
+      JSON.stringify(input.branch ? { ...input.metadata, branch: undefined } : (input.metadata ?? {}))
   );
 }
 

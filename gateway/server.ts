@@ -5,6 +5,7 @@ import type { Duplex } from "node:stream";
 import { checkControlToken, checkHarnessAccess, finishedRolloutError } from "./access.ts";
 import type { ApiSurface } from "../store/records.ts";
 import { attribute, splitRolloutPath } from "./attribution.ts";
+import { answerFromBackbone } from "./branching/index.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import { isRecordedRejection, recordRejected, type RejectedRequest } from "./capture/rejected-call.ts";
 import type { GatewayContext } from "./context.ts";
@@ -118,7 +119,11 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
           throw finished;
         }
         const body = (request.body = parseJsonBody(rawBody));
-        return await surface(ctx, { req, res, attribution, body, rawBody, startEpoch, startPerf });
+        const call = { req, res, attribution, body, rawBody, startEpoch, startPerf };
+        // A branch rollout's calls before its decision point are answered from its backbone (gateway/branching).
+        if (routePath !== "/v1/messages/count_tokens" && (await answerFromBackbone(ctx, call, API_OF[routePath]!)))
+          return;
+        return await surface(ctx, call);
       } catch (error) {
         // A refused request is recorded on its open rollout (committed before the harness hears of it), then answered.
         const refusal = asGatewayError(error);

@@ -178,6 +178,11 @@ export interface CallRecord {
    * when the call never went upstream, and in calls recorded before it existed.
    */
   replica?: string;
+  /**
+   * A branch rollout's call answered with its backbone's recorded answer (gateway/branching): the backbone call it
+   * replayed. Its prompt ids then hold that call's prompt and answer (context here), its choices no sampled ids.
+   */
+  replayOf?: { rolloutId: string; seq: number };
 }
 
 /** One assistant turn of a forwarded chat request that history repair changed. */

@@ -1,0 +1,207 @@
+// Branch rollouts (docs/runner.md#branching): a harness run again from the start, in a fresh sandbox, whose calls
+// before the decision point are answered with the backbone rollout's recorded answers (no upstream call) while its
+// tools really run. A call is replayed only when its identity equals a backbone call's (identity.ts); one that
+// differs is a divergence, recorded on the rollout, after which the branch samples on or is dropped. At the point
+// the call goes to the model (with the branch's seed, decision-seed.ts) and so does every call after it.
+//
+// A replayed call is recorded on the branch with its origin (`replayOf`) and with the backbone's ids as context:
+// its prompt ids are the backbone call's prompt followed by the answer's sampled ids, and its choices carry no
+// sampled ids of their own. Those tokens were sampled, and are trained, in the backbone; in the branch they are what
+// the model was given, so reconstruction puts them on the branch's path as context (mask 0) and the RL core's group
+// tree (one trie over the group's rows) joins the branch to the backbone where their ids agree.
+import { LRUCache } from "lru-cache";
+import { RawJson, type ApiSurface, type CallRecord, type PromptRecord } from "../../store/records.ts";
+import type { GatewayContext } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import type { HarnessCall } from "../relay/exchange.ts";
+import { markDecision } from "./decision-seed.ts";
+import { callIdentity, firstDifference } from "./identity.ts";
+import { replayBody, sendReplay, unreplayable } from "./replay-answer.ts";
+import { branchOf, replayableCalls, type BranchSpec, type Divergence } from "./spec.ts";
+
+export { branchInputSchema, resolveBranch, branchOf, type BranchInput, type BranchSpec } from "./spec.ts";
+export { branchSeeded } from "./decision-seed.ts";
+
+interface BackboneCall {
+  seq: number;
+  identity: string;
+}
+
+/** Where a branch stands: replaying (with the backbone calls used so far), or past its point. */
+interface BranchState {
+  /** Backbone seq -> the branch's seq of the call that replayed it. */
+  replayed: Map<number, number>;
+  /** The branch's model calls so far (replayed or not). */
+  calls: number;
+  sampling: boolean;
+}
+
+/** Per gateway (store): backbones' call identities (finished rollouts do not change) and branches' states. */
+class Branching {
+  readonly backbones = new LRUCache<string, BackboneCall[]>({ max: 256 });
+  readonly states = new LRUCache<string, BranchState>({ max: 4096 });
+}
+const perStore = new WeakMap<object, Branching>();
+
+function branchingOf(ctx: GatewayContext): Branching {
+  let b = perStore.get(ctx.store);
+  if (!b) perStore.set(ctx.store, (b = new Branching()));
+  return b;
+}
+
+function backboneCalls(ctx: GatewayContext, b: Branching, id: string): BackboneCall[] {
+  let calls = b.backbones.get(id);
+  if (!calls) {
+    calls = replayableCalls(ctx.store.listCalls(id)).map((c) => ({
+      seq: c.seq,
+      identity: callIdentity(c.api, plain(c.requestReceived)),
+    }));
+    b.backbones.set(id, calls);
+  }
+  return calls;
+}
+
+function plain(body: unknown): unknown {
+  return body instanceof RawJson ? body.value() : body;
+}
+
+/** The branch's state, read from its stored calls when not in memory (another worker served them, a restart). */
+function stateOf(ctx: GatewayContext, b: Branching, rolloutId: string, spec: BranchSpec): BranchState {
+  let state = b.states.get(rolloutId);
+  if (!state) {
+    const calls = ctx.store.listCalls(rolloutId).filter((c) => c.status !== "rejected");
+    state = {
+      replayed: new Map(calls.filter((c) => c.replayOf).map((c) => [c.replayOf!.seq, c.seq])),
+      calls: calls.length,
+      sampling: Boolean(spec.divergence) || calls.some((c) => !c.replayOf),
+    };
+    b.states.set(rolloutId, state);
+  }
+  return state;
+}
+
+/** Records the divergence on the rollout (metadata.branch.divergence), once. */
+async function recordDivergence(ctx: GatewayContext, rolloutId: string, divergence: Divergence): Promise<void> {
+  const rollout = ctx.store.getRollout(rolloutId);
+  const spec = branchOf(rollout);
+  if (!rollout || !spec || spec.divergence) return;
+  await ctx.store.putRollout({ ...rollout, metadata: { ...rollout.metadata, branch: { ...spec, divergence } } });
+  ctx.log.info({ rollout: rolloutId, ...divergence }, "branch diverged from its backbone");
+}
+
+/** Its prompt record with the backbone's call numbers changed to the branch's (token threads continue from it). */
+function remappedPrompt(prompt: PromptRecord | undefined, replayed: Map<number, number>): PromptRecord | undefined {
+  if (!prompt) return undefined;
+  const parent = prompt.parent ? replayed.get(prompt.parent.seq) : undefined;
+  const thread = prompt.thread === undefined ? undefined : replayed.get(prompt.thread);
+  return {
+    ...prompt,
+    ...(prompt.parent !== undefined
+      ? { parent: parent === undefined ? null : { ...prompt.parent!, seq: parent } }
+      : {}),
+    ...(prompt.thread !== undefined ? { thread: thread ?? prompt.thread } : {}),
+  };
+}
+
+/** The branch's record of a replayed call (see the head of this file). */
+function replayRecord(ctx: GatewayContext, call: HarnessCall, api: ApiSurface, from: CallRecord, state: BranchState) {
+  const seq = ctx.store.nextCallSeq();
+  const first = from.choices[0];
+  const record: CallRecord = {
+    seq,
+    rolloutId: call.attribution.rolloutId,
+    api,
+    path: call.req.url ?? "",
+    stream: from.stream,
+    model: from.model,
+    status: "ok",
+    httpStatus: 200,
+    error: null,
+    requestReceived: new RawJson(call.rawBody),
+    requestForwarded: null,
+    response: from.response,
+    ...(from.upstreamResponse === undefined ? {} : { upstreamResponse: from.upstreamResponse }),
+    promptTokenIds: [...from.promptTokenIds!, ...(first?.tokenIds ?? [])],
+    choices: from.choices.map((c) => ({ index: c.index, tokenIds: [], logprobs: [], finishReason: c.finishReason })),
+    tokenSource: from.tokenSource,
+    tokenIssue: from.tokenIssue,
+    policyVersion: from.policyVersion ?? null,
+    sampling: from.sampling ?? null,
+    timings: {
+      start: call.startEpoch,
+      upstreamStart: null,
+      firstByte: null,
+      firstToken: null,
+      end: Date.now(),
+      overheadMs: Math.round((performance.now() - call.startPerf) * 1000) / 1000,
+    },
+    ...(from.tools === undefined ? {} : { tools: from.tools }),
+    ...(from.prompt ? { prompt: remappedPrompt(from.prompt, state.replayed)! } : {}),
+    replayOf: { rolloutId: from.rolloutId!, seq: from.seq },
+  };
+  return record;
+}
+
+/**
+ * Answers a branch rollout's call from its backbone when it comes before the decision point and matches; true when
+ * it did (the harness has its answer). False: the call goes upstream as usual. A dropped branch's calls are refused.
+ */
+export async function answerFromBackbone(ctx: GatewayContext, call: HarnessCall, api: ApiSurface): Promise<boolean> {
+  const rolloutId = call.attribution.rolloutId;
+  if (rolloutId === null) return false;
+  const spec = branchOf(ctx.store.getRollout(rolloutId));
+  if (!spec) return false;
+  const b = branchingOf(ctx);
+  const state = stateOf(ctx, b, rolloutId, spec);
+  const position = state.calls++;
+  if (spec.divergence?.action === "drop") {
+    throw new GatewayError(
+      "RLGATE_CONFLICT",
+      `branch rollout '${rolloutId}' diverged from its backbone (${spec.divergence.reason}) and was dropped`,
+    );
+  }
+  if (state.sampling) return false;
+
+  const backbone = backboneCalls(ctx, b, spec.of);
+  const identity = callIdentity(api, call.body);
+  const match = backbone.find((c) => c.identity === identity && !state.replayed.has(c.seq) && c.seq <= spec.call_seq);
+  if (match?.seq === spec.call_seq) {
+    // The decision point: sampled anew, with the branch's seed unless the harness chose one.
+    state.sampling = true;
+    markDecision(call.req, spec.seed);
+    return false;
+  }
+  const from = match ? ctx.store.getCall(spec.of, match.seq) : undefined;
+  const why = from
+    ? unreplayable(api, from.stream, from.response)
+    : firstDifference(
+        api,
+        call.body,
+        plain(ctx.store.getCall(spec.of, backbone[position]?.seq ?? -1)?.requestReceived),
+      );
+  if (!from || why !== null) {
+    const divergence: Divergence = {
+      at: position,
+      reason: why ?? "no backbone call matches",
+      action: spec.on_divergence,
+    };
+    state.sampling = true;
+    await recordDivergence(ctx, rolloutId, divergence);
+    if (divergence.action === "drop") {
+      throw new GatewayError(
+        "RLGATE_CONFLICT",
+        `branch rollout '${rolloutId}' diverged from its backbone before its decision point (${divergence.reason}): dropped`,
+      );
+    }
+    return false;
+  }
+
+  const record = replayRecord(ctx, call, api, from, state);
+  state.replayed.set(from.seq, record.seq);
+  ctx.metrics.recordCall(record);
+  await ctx.store.putCall(record);
+  ctx.repair?.observe(record);
+  const answer = replayBody(api, from.stream, from.response as Record<string, unknown>, call.body);
+  sendReplay(call.res, answer, { "x-rlgate-call": String(record.seq), "x-rlgate-replay-of": String(from.seq) });
+  return true;
+}
