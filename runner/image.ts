@@ -18,8 +18,9 @@ export interface TaskImage {
   ms: number;
 }
 
-const GIT = "git -c user.name=rlgate -c user.email=rlgate@localhost -c init.defaultBranch=main -c commit.gpgsign=false";
-const SQUASH = `rm -rf .git && ${GIT} init -q && ${GIT} add -A && ${GIT} commit -q --allow-empty -m task`;
+export const GIT =
+  "git -c user.name=rlgate -c user.email=rlgate@localhost -c init.defaultBranch=main -c commit.gpgsign=false";
+export const SQUASH = `rm -rf .git && ${GIT} init -q && ${GIT} add -A && ${GIT} commit -q --allow-empty -m task`;
 
 export async function prepareImage(
   task: Task,
@@ -32,6 +33,8 @@ export async function prepareImage(
   const empty = join(root, "empty");
   mkdirSync(root, { recursive: true });
   mkdirSync(empty, { recursive: true });
+  if (task.image || !task.workspace)
+    throw new ImageError(`task '${task.name}' runs in the image ${task.image}: use --sandbox podman (or kubernetes)`);
   const copy = spawnSync("cp", ["-a", task.workspace, dir], { encoding: "utf8" });
   if (copy.status !== 0) throw new ImageError(`cannot copy ${task.workspace}: ${copy.stderr}`);
   if (process.getuid?.() === 0) spawnSync("chown", ["-R", `${SANDBOX_HOST_UID}:${SANDBOX_HOST_UID}`, dir, empty]);

@@ -2,7 +2,8 @@
 //   prepare  the rollout on the gateway, its directory, harness config files, the bridge to the gateway
 //   agent    the harness in a sandbox whose workspace is an overlay over the task image (timeout, limits)
 //   grade    a fresh sandbox without network, the agent's processes gone: its edits to test paths reverted, the
-//            hidden tests copied in, the verifier run; exit 0 is reward 1, anything else 0
+//            hidden tests copied in, the verifier run; exit 0 is reward 1, anything else 0 (under podman: a fresh
+//            container, the reward read from a file only the grader can write: runner/podman-rollout.ts)
 //   finish   reward and status posted to the gateway, with the stage reached and the logs in the rollout's metadata
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -10,6 +11,8 @@ import { fileURLToPath } from "node:url";
 import { startBridge, type Bridge } from "./bridge.ts";
 import type { ControlClient } from "./control-client.ts";
 import { commonEnv, type Harness } from "./harnesses.ts";
+import { chownTree, removeContainers } from "./podman.ts";
+import { CONTAINER_BIN, gradeInPodman, nodeMount, startAgentContainer } from "./podman-rollout.ts";
 import {
   MOUNT_FAILED,
   ownForSandbox,
@@ -41,8 +44,14 @@ export interface RolloutResult {
 
 export interface RolloutOptions {
   task: Task;
-  /** The task image's folder, or why it could not be made. */
+  /** The task image's folder (bwrap) or tag (podman), or why it could not be made. */
   image: string | { error: string };
+  /** bwrap (default): folder tasks in bubblewrap; podman: image tasks in containers. */
+  backend?: "bwrap" | "podman";
+  /** podman: PATH as the image sets it. */
+  imagePath?: string;
+  /** podman: the agent container's name (unique on the machine). */
+  containerName?: string;
   sample: number;
   groupSize: number;
   group: string;
@@ -111,6 +120,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   let error: string | null = null;
   let rolloutId: string | null = null;
   let bridge: Bridge | null = null;
+  const podman = o.backend === "podman";
+  const containers: string[] = [];
   const enter = (s: Stage, detail?: string) => {
     stage = s;
     o.onStage?.(s, detail);
@@ -119,7 +130,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     status = s;
     error = message;
   };
-  const runBox = async (name: string, box: Sandbox): Promise<SandboxExit> => {
+  const runBox = async (name: string, box: Pick<Sandbox, "child" | "exited">): Promise<SandboxExit> => {
     let log = "";
     const add = (d: Buffer) => {
       log = tail(log + d.toString("utf8"));
@@ -175,7 +186,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       mkdirSync(dirname(path), { recursive: true });
       writeFileSync(path, content);
     }
-    ownTreeForSandbox(dirs.home);
+    if (podman) chownTree(dirs.home);
+    else ownTreeForSandbox(dirs.home);
     bridge = await startBridge({
       socketPath: join(dirs.run, "gateway.sock"),
       gatewayUrl: o.control.url,
@@ -184,35 +196,60 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     });
 
     enter("agent");
-    const agent = new Sandbox(
-      {
-        lower: [image],
-        upper: dirs.upper,
-        work: dirs.work,
-        mountpoint: dirs.mnt,
-        binds: [
-          ...o.binds,
-          { src: dirs.home, dest: HOME, rw: true },
-          { src: dirs.run, dest: RUN },
-          { src: INIT_SOURCE, dest: INIT },
-        ],
-        env: {
-          HOME,
-          TMPDIR: "/tmp",
-          TERM: "dumb",
-          NO_COLOR: "1",
-          CI: "1",
-          PATH: [...o.pathPrefix, "/usr/local/bin", "/usr/bin", "/bin"].join(":"),
-          RLGATE_SAMPLE: String(o.sample),
-          ...commonEnv(ctx),
-          ...launch.env,
-          ...o.env,
-        },
-        argv: [process.execPath, INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv],
-        limits: o.limits,
-      },
-      { timeoutMs: o.timeoutMs, signal: o.signal },
-    );
+    const env = {
+      HOME,
+      TMPDIR: "/tmp",
+      TERM: "dumb",
+      NO_COLOR: "1",
+      CI: "1",
+      PATH: [
+        ...(podman ? [CONTAINER_BIN] : []),
+        ...o.pathPrefix,
+        ...(podman ? [o.imagePath ?? "/usr/local/bin:/usr/bin:/bin"] : ["/usr/local/bin", "/usr/bin", "/bin"]),
+      ].join(":"),
+      RLGATE_SAMPLE: String(o.sample),
+      ...commonEnv(ctx),
+      ...launch.env,
+      ...o.env,
+    };
+    const initArgv = [INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv];
+    const name = o.containerName ?? `rlgate-${created.id}`;
+    if (podman) containers.push(name);
+    const agent = podman
+      ? startAgentContainer({
+          name,
+          image,
+          task: o.task,
+          mounts: [
+            ...o.binds.map((b) => ({ type: "bind" as const, src: b.src, dest: b.dest })),
+            { type: "bind", src: dirs.home, dest: HOME, rw: true },
+            { type: "bind", src: dirs.run, dest: RUN },
+            { type: "bind", src: INIT_SOURCE, dest: INIT },
+          ],
+          env,
+          argv: [nodeMount().dest, ...initArgv],
+          limits: o.limits,
+          timeoutMs: o.timeoutMs,
+          signal: o.signal,
+        })
+      : new Sandbox(
+          {
+            lower: [image],
+            upper: dirs.upper,
+            work: dirs.work,
+            mountpoint: dirs.mnt,
+            binds: [
+              ...o.binds,
+              { src: dirs.home, dest: HOME, rw: true },
+              { src: dirs.run, dest: RUN },
+              { src: INIT_SOURCE, dest: INIT },
+            ],
+            env,
+            argv: [process.execPath, ...initArgv],
+            limits: o.limits,
+          },
+          { timeoutMs: o.timeoutMs, signal: o.signal },
+        );
     const agentExit = await runBox("agent", agent);
     await bridge.close();
     bridge = null;
@@ -224,11 +261,34 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
     else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
     else if (agentExit.code === MOUNT_FAILED)
-      fail("infra_error", `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`);
+      fail(
+        "infra_error",
+        podman
+          ? `the container could not start: ${logs["agent"]?.trim().slice(-500)}`
+          : `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`,
+      );
     else if (agentExit.code === 126 || agentExit.code === 127)
       fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
 
-    if (error === null) {
+    if (error === null && podman) {
+      enter("grade");
+      const graded = await gradeInPodman({
+        agent: name,
+        image,
+        path: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
+        task: o.task,
+        sample: o.sample,
+        dir: o.dir,
+        limits: o.limits,
+        signal: o.signal,
+      });
+      logs["grade"] = tail(graded.log);
+      logs["grade_exit"] = describeExit(graded.exit);
+      if (graded.verdict) logs["grade_tests"] = JSON.stringify(graded.verdict.notPassed.slice(0, 50));
+      if (graded.exit.stopped === "aborted") fail("aborted", "the run was interrupted");
+      else if (graded.error !== null) fail("infra_error", graded.error);
+      else reward = graded.reward;
+    } else if (error === null) {
       enter("grade");
       const grader = new Sandbox(
         {
@@ -260,6 +320,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     fail("infra_error", e instanceof Error ? e.message : String(e));
   } finally {
     await bridge?.close();
+    if (containers.length && !o.keep) removeContainers(containers);
   }
 
   let endStage: Stage = error === null ? "done" : stage;

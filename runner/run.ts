@@ -1,11 +1,13 @@
 // `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
+import { podmanUnavailable } from "./podman.ts";
+import { preparePodmanImage } from "./podman-image.ts";
 import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
 import {
   removeSandboxFolder,
@@ -16,8 +18,12 @@ import {
 } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
+export type SandboxKind = "bwrap" | "podman";
+
 export interface RunOptions {
   tasks: Task[];
+  /** bwrap (default): folder tasks in bubblewrap sandboxes; podman: tasks that name an OCI image, in containers. */
+  sandbox?: SandboxKind;
   harness: Harness;
   n: number;
   concurrency: number;
@@ -45,7 +51,7 @@ export interface RunOptions {
 }
 
 export interface RunEvents {
-  image?(task: Task, image: TaskImage | { error: string }): void;
+  image?(task: Task, image: Pick<TaskImage, "ms"> | { error: string }): void;
   stage?(key: RolloutKey, stage: Stage, detail?: string): void;
   done?(key: RolloutKey, result: RolloutResult): void;
 }
@@ -100,25 +106,44 @@ function unreachableBySandbox(dir: string): void {
 }
 
 export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
+  const kind = o.sandbox ?? "bwrap";
+  for (const task of o.tasks) {
+    if (kind === "podman" && !task.image)
+      throw new SandboxError(
+        `task '${task.name}' names no image: --sandbox podman runs tasks with "image" in task.json`,
+      );
+    if (kind === "bwrap" && task.image)
+      throw new SandboxError(`task '${task.name}' runs in the image ${task.image}: use --sandbox podman`);
+  }
   const base = o.workDir ?? tmpdir();
   mkdirSync(base, { recursive: true });
-  unreachableBySandbox(base);
+  if (kind === "bwrap") unreachableBySandbox(base);
   const root = mkdtempSync(join(base, "rlgate-run-"));
   // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
   chmodSync(root, 0o711);
   try {
-    const why = sandboxUnavailable(join(root, "probe"));
+    const why = kind === "podman" ? podmanUnavailable() : sandboxUnavailable(join(root, "probe"));
     if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
     const control = new ControlClient(o.gatewayUrl, o.token);
     await control.check();
     const model = o.model ?? (await control.servedModel());
     const install = sandboxTools(o.mountReadOnly ?? []);
     const jobs: { task: Task; sample: number; image: string | { error: string } }[] = [];
+    // podman: PATH as each task's image sets it.
+    const paths = new Map<Task, string>();
     for (const [t, task] of o.tasks.entries()) {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
       // A task whose image cannot be made (its setup failed) still has its rollouts: each finishes as infra_error.
-      const image = await prepareImage(task, join(root, `t${t}`), o.limits, o.signal).then(
-        (made) => made,
+      const made =
+        kind === "podman"
+          ? Promise.resolve().then(() => {
+              const p = preparePodmanImage(task);
+              paths.set(task, p.path);
+              return { dir: p.tag, ms: p.ms };
+            })
+          : prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
+      const image = await made.then(
+        (done): { dir: string; ms: number } => done,
         (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
       );
       o.events?.image?.(task, image);
@@ -135,6 +160,9 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
         results[i] = await runRollout({
           task,
           image,
+          backend: kind,
+          imagePath: paths.get(task),
+          containerName: `${basename(root)}-r${i}`,
           sample,
           groupSize: o.n,
           group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,

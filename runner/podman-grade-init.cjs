@@ -1,0 +1,81 @@
+// The grader inside a fresh grading container (plain CommonJS, run by the host's node bind-mounted in). It runs as
+// root with no capability but SETUID/SETGID, and everything of the workspace runs as the unprivileged container user:
+// restoring the test paths from the pristine image, copying or patching in the hidden tests, then the test command —
+// the only time the agent's code runs. Only this process (root) writes the result file, in a folder that is root's
+// alone (mode 0700), bind-mounted from the runner: the test command can print what it likes, it cannot write the result.
+// usage: node podman-grade-init.cjs JSON   ({uid, workdir, testsDir, testPaths, verifier, patch, timeoutSec, path})
+"use strict";
+const { spawn } = require("node:child_process");
+const { writeFileSync, renameSync } = require("node:fs");
+
+const RESULT = "/rlgate/result";
+const LOG_LIMIT = 1024 * 1024;
+const o = JSON.parse(process.argv[2] || "{}");
+const env = { HOME: "/tmp", TMPDIR: "/tmp", PATH: o.path, LANG: "C.UTF-8", RLGATE_SAMPLE: String(o.sample ?? "") };
+
+const RESTORE = `
+cd "$1" || exit 1
+tests_dir="$2"; shift 2
+for p in "$@"; do
+  rm -rf -- "$p" || exit 1
+  if [ -e "/rlgate/image/$PWD/$p" ]; then mkdir -p -- "$(dirname -- "$p")" && cp -a -- "/rlgate/image/$PWD/$p" "$p" || exit 1; fi
+done
+if [ -d /rlgate/tests ]; then mkdir -p -- "$tests_dir" && cp -a /rlgate/tests/. "$tests_dir"/ || exit 1; fi
+if [ -f /rlgate/test.patch ]; then
+  git -c core.hooksPath=/dev/null -c core.fsmonitor=false apply --whitespace=nowarn /rlgate/test.patch || patch -p1 --forward < /rlgate/test.patch || exit 1
+fi
+`;
+
+function runAsUser(argv, limitMs) {
+  return new Promise((resolve) => {
+    let log = "";
+    const child = spawn(argv[0], argv.slice(1), {
+      cwd: o.workdir,
+      env,
+      uid: o.uid,
+      gid: o.uid,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const add = (d) => {
+      process.stdout.write(d);
+      log = (log + d.toString("utf8")).slice(-LOG_LIMIT);
+    };
+    child.stdout.on("data", add);
+    child.stderr.on("data", add);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }, limitMs);
+    let timedOut = false;
+    child.on("error", (error) => resolve({ code: null, signal: null, error: error.message, log, timedOut }));
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, error: null, log, timedOut });
+    });
+  });
+}
+
+function finish(result) {
+  // Written whole, then renamed: the runner never reads half a result.
+  writeFileSync(`${RESULT}/result.tmp`, JSON.stringify(result));
+  renameSync(`${RESULT}/result.tmp`, `${RESULT}/result.json`);
+  process.exit(0);
+}
+
+(async () => {
+  const restore = await runAsUser(
+    ["bash", "-c", RESTORE, "restore", o.workdir, o.testsDir, ...o.testPaths],
+    o.timeoutSec * 1000,
+  );
+  if (restore.code !== 0) return finish({ stage: "setup", ...restore });
+  const test = await runAsUser(["bash", "-c", o.verifier], o.timeoutSec * 1000);
+  finish({ stage: "test", ...test });
+})().catch((error) => {
+  process.stderr.write(`rlgate grader: ${error.stack || error}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,280 @@
+// One rollout container under podman: the same guarantees as the bubblewrap sandbox (runner/sandbox.ts), from the
+// container engine instead of namespaces of our own:
+//   --network none                 loopback only; the gateway is a Unix socket bind-mounted in (runner/bridge.ts)
+//   --user 1000 --cap-drop all     no capabilities, no_new_privs: a setuid binary in the image gives nothing back
+//   --pids-limit, --memory         the cgroup counts every process of the container (not per host uid, as NPROC does)
+//   --ulimit data/cpu/core         per process, as in the bubblewrap sandbox (a single greedy process gets ENOMEM)
+// and the runner's watchdog reads the container's cgroup: a fork bomb or an OOM kill stops it as an infra error.
+//
+// Runtime: runc, when installed. crun (podman's Debian default) refuses a cgroup v1 host whose v2 hierarchy holds a
+// controller ("cgroups in hybrid mode not supported"), which is what this project's machines and CI are.
+import { execFile, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { SandboxError, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
+
+/** The uid:gid agents and tests run as inside containers (the image's workdir is chowned to it when prepared). */
+export const CONTAINER_UID = 1000;
+
+let runtimeChoice: string | undefined;
+/** The OCI runtime podman is told to use: RLGATE_PODMAN_RUNTIME, else runc where installed, else podman's default. */
+export function podmanRuntime(): string | null {
+  if (runtimeChoice !== undefined) return runtimeChoice || null;
+  const named = process.env["RLGATE_PODMAN_RUNTIME"];
+  runtimeChoice = named ?? (spawnSync("runc", ["--version"]).error ? "" : "runc");
+  return runtimeChoice || null;
+}
+
+let hardNproc: number | undefined;
+/**
+ * ulimits every container gets. podman's defaults (nofile 1048576, nproc 4194304) are above what a runner without
+ * CAP_SYS_RESOURCE may set, and the container then fails to start: the runner's own hard limits bound them.
+ */
+export function baseUlimits(): string[] {
+  if (hardNproc === undefined) {
+    const r = spawnSync("bash", ["-c", "ulimit -Hn; ulimit -Hu"], { encoding: "utf8" });
+    const [nofile, nproc] = (r.stdout ?? "").trim().split("\n");
+    hardNproc = Math.min(Number(nproc) || 32768, 32768);
+    hardNofile = Math.min(Number(nofile) || 4096, 65536);
+  }
+  // RLIMIT_NPROC counts per host uid, shared by every container of uid 1000: only a backstop; the cgroup is the limit.
+  return ["--ulimit", `nofile=${hardNofile}:${hardNofile}`, "--ulimit", `nproc=${hardNproc}:${hardNproc}`];
+}
+let hardNofile = 4096;
+
+/** `podman` with the runtime chosen above; synchronous, for short commands (inspect, commit, rm, build). */
+export function podman(args: string[], options: { input?: string; timeoutMs?: number } = {}) {
+  const runtime = podmanRuntime();
+  const r = spawnSync("podman", [...(runtime ? ["--runtime", runtime] : []), ...args], {
+    encoding: "utf8",
+    input: options.input,
+    timeout: options.timeoutMs ?? 600_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { status: r.status, stdout: r.stdout ?? "", stderr: `${r.stderr ?? ""}${r.error ? r.error.message : ""}` };
+}
+
+/** Null when podman can run containers here, else why not. */
+export function podmanUnavailable(): string | null {
+  if (spawnSync("podman", ["--version"]).error) return "podman is not installed: apt-get install podman runc";
+  // Rootless podman maps the container user to a sub-uid the runner's folders would have to be handed to: not done.
+  if (process.getuid?.() !== 0) return "the podman backend runs rootful podman: run rlgate as root";
+  const info = podman(["info", "--format", "{{.Host.CgroupsVersion}} {{.Host.OCIRuntime.Name}}"], {
+    timeoutMs: 60_000,
+  });
+  if (info.status !== 0) return `podman cannot start here: ${info.stderr.trim().split("\n").slice(-2).join(" / ")}`;
+  return null;
+}
+
+export interface Mount {
+  type: "bind" | "image";
+  src: string;
+  dest: string;
+  rw?: boolean;
+}
+
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  /** uid:gid, or "0:0" for the grader (which drops to CONTAINER_UID itself). */
+  user: string;
+  /** Capabilities added back after --cap-drop all (the grader's SETUID/SETGID). */
+  caps?: string[];
+  workdir: string;
+  mounts: Mount[];
+  env: Record<string, string>;
+  argv: string[];
+  limits: SandboxLimits;
+}
+
+function mountArg(m: Mount): string {
+  // --mount is comma-separated: a comma in a path would split it.
+  for (const p of [m.src, m.dest])
+    if (/[,\n]/.test(p)) throw new SandboxError(`path not usable in a podman mount (',' or newline): ${p}`);
+  if (m.type === "image") return `type=image,src=${m.src},dst=${m.dest}`;
+  return `type=bind,src=${m.src},dst=${m.dest}${m.rw ? "" : ",ro=true"}`;
+}
+
+/** The `podman run` arguments of a rollout container (exported for the benchmark and tests). */
+export function containerArgs(spec: ContainerSpec): string[] {
+  const { processes, memoryBytes, cpuSeconds } = spec.limits;
+  const args = [
+    "run",
+    "--name",
+    spec.name,
+    "--network",
+    "none",
+    "--hostname",
+    "sandbox",
+    "--user",
+    spec.user,
+    "--cap-drop",
+    "all",
+    ...(spec.caps ?? []).flatMap((c) => ["--cap-add", c]),
+    "--security-opt",
+    "no-new-privileges",
+    "--pids-limit",
+    String(processes),
+    "--memory",
+    String(memoryBytes),
+    "--memory-swap",
+    String(memoryBytes),
+    ...baseUlimits(),
+    "--ulimit",
+    `data=${memoryBytes}:${memoryBytes}`,
+    "--ulimit",
+    `cpu=${cpuSeconds}:${cpuSeconds}`,
+    "--ulimit",
+    "core=0:0",
+    "--workdir",
+    spec.workdir,
+    "--log-driver",
+    "none",
+  ];
+  for (const m of spec.mounts) args.push("--mount", mountArg(m));
+  for (const [k, v] of Object.entries(spec.env)) args.push("--env", `${k}=${v}`);
+  args.push(spec.image, ...spec.argv);
+  return args;
+}
+
+/** A started container, attached: its output on child.stdout/stderr, its end as a SandboxExit (as Sandbox's). */
+export class Container {
+  readonly child: ChildProcess;
+  readonly exited: Promise<SandboxExit>;
+  readonly name: string;
+  #stopped: SandboxExit["stopped"] = null;
+  #cgroups: { pids: string; memory: string } | null = null;
+  #looking = false;
+  #peakProcesses = 0;
+  #peakMemory = 0;
+  readonly #limits: SandboxLimits;
+
+  constructor(spec: ContainerSpec, options: { timeoutMs: number; signal?: AbortSignal }) {
+    this.name = spec.name;
+    this.#limits = spec.limits;
+    const runtime = podmanRuntime();
+    const started = Date.now();
+    this.child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: process.env["HOME"] ?? "/root" },
+    });
+    let startError: string | null = null;
+    const timer = setTimeout(() => this.stop("timeout"), options.timeoutMs);
+    const onAbort = () => this.stop("aborted");
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    const watch = setInterval(() => this.#check(), WATCH_MS);
+    this.exited = new Promise((resolve) => {
+      this.child.on("error", (error) => {
+        startError = error.message;
+      });
+      this.child.on("close", (code, signal) => {
+        clearTimeout(timer);
+        clearInterval(watch);
+        options.signal?.removeEventListener("abort", onAbort);
+        // An OOM kill between two samples is still known to podman (conmon watches the cgroup's OOM events).
+        if (!this.#stopped && code !== 0 && inspect(this.name, "{{.State.OOMKilled}}") === "true")
+          this.#stopped = "memory";
+        resolve({
+          code,
+          signal,
+          stopped: this.#stopped,
+          peakProcesses: this.#peakProcesses,
+          peakMemoryBytes: this.#peakMemory,
+          ms: Date.now() - started,
+          startError,
+        });
+      });
+    });
+  }
+
+  stop(why: NonNullable<SandboxExit["stopped"]>): void {
+    this.#stopped ??= why;
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    // Killing the attached client would leave the container running: the engine is told.
+    spawn("podman", ["kill", "--signal", "KILL", this.name], { stdio: "ignore" }).on("error", () => {});
+  }
+
+  #check(): void {
+    if (this.#stopped) return;
+    if (!this.#cgroups) {
+      if (this.#looking) return;
+      this.#looking = true;
+      // Asynchronous: the runner's event loop also serves the bridge to the gateway.
+      execFile("podman", ["inspect", "--type", "container", "--format", "{{.State.Pid}}", this.name], (error, out) => {
+        this.#looking = false;
+        if (!error && out.trim() !== "0") this.#cgroups = cgroupsOf(out.trim());
+      });
+      return;
+    }
+    const pids = readNumber(`${this.#cgroups.pids}/pids.current`);
+    const memory =
+      readNumber(`${this.#cgroups.memory}/memory.usage_in_bytes`) ??
+      readNumber(`${this.#cgroups.memory}/memory.current`);
+    if (pids !== null) this.#peakProcesses = Math.max(this.#peakProcesses, pids);
+    if (memory !== null) this.#peakMemory = Math.max(this.#peakMemory, memory);
+    // The kernel enforces both limits; a container that hits them is stopped rather than left failing or thrashing.
+    if (oomKills(this.#cgroups.memory) > 0) this.stop("memory");
+    else if (pids !== null && pids >= this.#limits.processes) this.stop("processes");
+  }
+}
+
+const WATCH_MS = 500;
+
+function readNumber(path: string): number | null {
+  try {
+    const n = Number(readFileSync(path, "utf8").trim());
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** OOM kills in the container's memory cgroup (v1: memory.oom_control, v2: memory.events). */
+function oomKills(memoryDir: string): number {
+  for (const file of ["memory.oom_control", "memory.events"]) {
+    try {
+      const m = /^oom_kill (\d+)$/m.exec(readFileSync(`${memoryDir}/${file}`, "utf8"));
+      if (m) return Number(m[1]);
+    } catch {
+      /* not this cgroup version */
+    }
+  }
+  return 0;
+}
+
+/** The pids and memory cgroup folders of a container's init process (cgroup v1 or v2), from /proc. */
+function cgroupsOf(pid: string): { pids: string; memory: string } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/cgroup`, "utf8");
+  } catch {
+    return null;
+  }
+  const found: Record<string, string> = {};
+  for (const line of text.trim().split("\n")) {
+    const [, controllers, path] = line.split(":");
+    for (const c of (controllers ?? "").split(",")) {
+      const key = c === "" ? "unified" : c;
+      const base = key === "unified" ? "/sys/fs/cgroup" : `/sys/fs/cgroup/${key}`;
+      if (existsSync(`${base}${path}`)) found[key] = `${base}${path}`;
+    }
+  }
+  const pids = found["pids"] ?? found["unified"];
+  const memory = found["memory"] ?? found["unified"];
+  return pids && memory ? { pids, memory } : null;
+}
+
+function inspect(name: string, format: string): string | null {
+  const r = podman(["inspect", "--type", "container", "--format", format, name], { timeoutMs: 30_000 });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+/** Hands a folder the runner made to the container user (bind-mounted read-write, e.g. the harness's home). */
+export function chownTree(dir: string): void {
+  spawnSync("chown", ["-R", `${CONTAINER_UID}:${CONTAINER_UID}`, dir]);
+}
+
+/** Removes containers and images a rollout made; never throws (what is already gone is fine). */
+export function removeContainers(names: string[], images: string[] = []): void {
+  if (names.length) podman(["rm", "--force", "--time", "0", "--ignore", ...names], { timeoutMs: 60_000 });
+  if (images.length) podman(["rmi", "--force", "--ignore", ...images], { timeoutMs: 60_000 });
+}
