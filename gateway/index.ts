@@ -16,9 +16,8 @@ import { selectUpstreamFlavor, type FlavorName } from "./upstream/flavor.ts";
 import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import { ModelMap } from "./upstream/model-map.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
-import { HistoryRepair } from "./repair/index.ts";
+import { HistoryRepair, turnRulesOf } from "./repair/index.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
-import { QWEN3_CODER_TURN } from "./repair/qwen3-coder-turn.ts";
 import { loadModelChatFormat, qwen3ChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
 import { TokenPrompts, type PromptModeName } from "./prompts/index.ts";
 import { silentLogger, type Logger } from "../util/log.ts";
@@ -179,7 +178,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? null
         : new HistoryRepair(store, {
             ...(trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
-            ...(format?.family.toolParser === "qwen3_coder" ? { rules: QWEN3_CODER_TURN } : {}),
+            ...(format ? { rules: turnRulesOf(format.family) } : {}),
           }),
     log,
     cluster: worker?.link,

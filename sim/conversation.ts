@@ -1,6 +1,8 @@
 // What a policy needs to know about a request, read either from chat messages or from a prompt that is already a
-// rendered Qwen3 chat (a /v1/completions call). Policies never see the wire format.
+// rendered chat of the served family (a /v1/completions call). Policies never see the wire format.
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
+import { FAMILIES, type FamilyMarkup } from "../tokenizer/families.ts";
+import { jsonObjectEnd } from "../tokenizer/llama3-json.ts";
 
 export interface ToolSpec {
   name: string;
@@ -106,12 +108,53 @@ function xmlToolSpecs(block: string): ToolSpec[] {
   });
 }
 
-const BLOCK = /<\|im_start\|>(\w+)\n([\s\S]*?)(?:<\|im_end\|>|$)/g;
 const TOOL_RESPONSE = /<tool_response>\n([\s\S]*?)\n<\/tool_response>/g;
-const NO_THINK_SUFFIX = "<think>\n\n</think>\n\n";
+// What Llama 3's template writes before the tool signatures it puts in the first user turn.
+const LLAMA_TOOLS_PREAMBLE = "Do not use variables.\n\n";
 
-/** Reads a prompt rendered with the Qwen3 chat template back into a view; any other text is a plain continuation. */
-export function viewFromPromptText(prompt: string): ConversationView {
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** A family's turns as a pattern: role, then the turn's text up to its end (or the end of the prompt). */
+function blockPattern(markup: FamilyMarkup): RegExp {
+  const [open, close] = markup.header("\u0000").split("\u0000") as [string, string];
+  return new RegExp(
+    `${escapeRegExp(open)}(\\w+)${escapeRegExp(close)}([\\s\\S]*?)(?:${escapeRegExp(markup.turnEnd)}|$)`,
+    "g",
+  );
+}
+
+/** Llama 3's first user turn with tools: the preamble, the signatures as indented JSON, then the user's own text. */
+function llamaToolTurn(body: string): { tools: ToolSpec[]; text: string } | null {
+  const at = body.indexOf(LLAMA_TOOLS_PREAMBLE);
+  if (!body.startsWith("Given the following functions") || at < 0) return null;
+  let pos = at + LLAMA_TOOLS_PREAMBLE.length;
+  const parsed: unknown[] = [];
+  while (body[pos] === "{") {
+    const end = jsonObjectEnd(body, pos);
+    if (end < 0) break;
+    parsed.push(JSON.parse(body.slice(pos, end)));
+    pos = end + 2;
+  }
+  return { tools: toolSpecs(parsed), text: body.slice(pos) };
+}
+
+/** A tool result as Llama 3's template writes it (`tojson` of the content string). */
+function llamaToolResult(body: string): string {
+  try {
+    const value: unknown = JSON.parse(body);
+    return typeof value === "string" ? value : body;
+  } catch {
+    return body;
+  }
+}
+
+/**
+ * Reads a prompt rendered with the served family's chat template (Qwen3's ChatML by default) back into a view; any
+ * other text is a plain continuation.
+ */
+export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILIES.qwen3.markup): ConversationView {
   const plain: ConversationView = {
     assistantTurns: 0,
     tools: [],
@@ -122,14 +165,20 @@ export function viewFromPromptText(prompt: string): ConversationView {
     thinking: false,
     chatShaped: false,
   };
-  const generating = /<\|im_start\|>assistant\n(<think>\n\n<\/think>\n\n)?$/.exec(prompt);
-  if (!generating) return plain;
+  const generation = markup.header("assistant");
+  const noThink = markup.think?.empty ?? null;
+  const at = prompt.endsWith(generation)
+    ? prompt.length - generation.length
+    : noThink !== null && prompt.endsWith(generation + noThink)
+      ? prompt.length - generation.length - noThink.length
+      : -1;
+  if (at < 0) return plain;
   const view: ConversationView = {
     ...plain,
     lastUserText: "",
     openingUserText: "",
     chatShaped: true,
-    thinking: !prompt.endsWith(NO_THINK_SUFFIX),
+    thinking: markup.think !== null && !(noThink !== null && prompt.endsWith(noThink)),
   };
   const tools = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
   if (tools) {
@@ -143,15 +192,24 @@ export function viewFromPromptText(prompt: string): ConversationView {
     }
     view.tools = parsed.length > 0 ? toolSpecs(parsed) : xmlToolSpecs(tools[1]!);
   }
-  const blocks = [...prompt.slice(0, generating.index).matchAll(BLOCK)];
-  for (const [, role, body] of blocks) {
+  for (const [, role, whole] of prompt.slice(0, at).matchAll(blockPattern(markup))) {
+    let body = whole!;
     if (role === "assistant") view.assistantTurns++;
+    if (role === "ipython") {
+      view.toolResults.push(llamaToolResult(body));
+      continue;
+    }
     if (role !== "user") continue;
-    const responses = [...body!.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
-    if (responses.length > 0 && body!.trimStart().startsWith("<tool_response>")) view.toolResults.push(...responses);
+    const llamaTools = view.assistantTurns === 0 ? llamaToolTurn(body) : null;
+    if (llamaTools) {
+      view.tools = llamaTools.tools;
+      body = llamaTools.text;
+    }
+    const responses = [...body.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
+    if (responses.length > 0 && body.trimStart().startsWith("<tool_response>")) view.toolResults.push(...responses);
     else {
-      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + body!;
-      view.lastUserText = body!;
+      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + body;
+      view.lastUserText = body;
       view.toolResults = [];
     }
   }

@@ -10,6 +10,8 @@ import {
   type ToolCallSpan,
   type ToolSyntax,
 } from "../tokenizer/output-parser.ts";
+import { writeLlamaToolCalls } from "../tokenizer/llama3-json.ts";
+import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import { writeXmlToolCalls } from "../tokenizer/qwen3-coder.ts";
 import { pyJson } from "../tokenizer/py-json.ts";
 import { textPieces, TOKEN } from "../tokenizer/token-text.ts";
@@ -36,6 +38,8 @@ export interface GenerateOptions {
   includeStopStrInOutput?: boolean;
   /** The tool-call syntax the turn is written in (default hermes). */
   syntax?: ToolSyntax;
+  /** The served chat format the turn is tokenized with (default Qwen3's). */
+  format?: ModelChatFormat;
 }
 
 export interface FormattedTurn {
@@ -51,6 +55,16 @@ export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): Formatte
   let text = "";
   if (turn.reasoning !== null) text += `<think>\n${turn.reasoning.normalize("NFC")}\n</think>\n\n`;
   const content = turn.content.normalize("NFC");
+  if (syntax.parser === "llama3_json") {
+    // Llama writes a call as its whole answer: text before it is neither parsed as content nor rendered back.
+    if (turn.toolCalls.length === 0) return { text: text + content, toolCalls: [] };
+    const calls = turn.toolCalls.map((call) => ({
+      name: call.name.normalize("NFC"),
+      arguments: typeof call.arguments === "string" ? call.arguments.normalize("NFC") : call.arguments,
+    }));
+    text += writeLlamaToolCalls(calls);
+    return { text, toolCalls: syntax.spans(text) };
+  }
   if (syntax.parser === "qwen3_coder") {
     const calls = turn.toolCalls.map((call) => ({
       name: call.name.normalize("NFC"),
@@ -80,10 +94,13 @@ export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): Formatte
 
 export function generate(turn: SimTurn, options: GenerateOptions): Generation {
   const formatted = formatTurn(turn, options.syntax);
-  let ids = [...encodeCached(formatted.text), options.stopToken];
-  let pieces = textPieces(ids);
+  const format = options.format;
+  let ids = [...encodeCached(formatted.text, format), options.stopToken];
+  let pieces = format ? format.textPieces(ids) : textPieces(ids);
   let finishReason: Generation["finishReason"] = "stop";
-  let stopReason: Generation["stopReason"] = options.stopToken === TOKEN.imEnd ? null : options.stopToken;
+  // The turn's own end is an EOS (stop_reason null); any other stop id is reported.
+  const turnEnd = format ? format.turnEnd.id : TOKEN.imEnd;
+  let stopReason: Generation["stopReason"] = options.stopToken === turnEnd ? null : options.stopToken;
   let cutText: number | undefined;
 
   // stop_token_ids end the turn at the first one sampled (it stays in the ids).

@@ -1,9 +1,10 @@
 // Prompt token ids, cached. Rendering a long history with the jinja template and tokenizing it are the sim's
 // costliest steps, and agent rollouts resend the same history with one more turn each call, so:
 // - whole prompts are cached by request (messages, tools, thinking switch);
-// - tokenization is cached per `<|im_start|>` block (block-encoder.ts).
+// - tokenization is cached per turn (block-encoder.ts; the served format's own encoder splits before its turn marker).
 import { BlockEncoder } from "../tokenizer/block-encoder.ts";
 import { renderChat, type ChatMessage } from "../tokenizer/chat-template.ts";
+import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import { LRUCache } from "lru-cache";
 
@@ -20,8 +21,10 @@ export interface ChatPromptInput {
   tools?: unknown[] | null;
   enableThinking?: boolean;
   addGenerationPrompt?: boolean;
-  /** The sim's chat template when it is not Qwen3's (`--chat-template`). */
+  /** The sim's chat template when it is not Qwen3's (`--chat-template`, rendered for Qwen3's tokenizer). */
   template?: string;
+  /** The served chat format (template and tokenizer) when no template is given; undefined: Qwen3's. */
+  format?: ModelChatFormat;
 }
 
 export function chatPrompt(input: ChatPromptInput): ChatPrompt {
@@ -32,18 +35,22 @@ export function chatPrompt(input: ChatPromptInput): ChatPrompt {
     input.enableThinking ?? null,
     addGenerationPrompt,
     input.template ?? null,
+    input.template ? null : (input.format?.source ?? null),
   ]);
   let prompt = promptCache.get(key);
   if (!prompt) {
     const { messages, tools, enableThinking, template } = input;
-    const text = renderChat(messages, { tools, enableThinking, addGenerationPrompt, template });
-    prompt = { text, ids: encodeCached(text) };
+    const format = template ? undefined : input.format;
+    const text = format
+      ? format.render(messages, { tools, enableThinking, addGenerationPrompt })
+      : renderChat(messages, { tools, enableThinking, addGenerationPrompt, template });
+    prompt = { text, ids: encodeCached(text, format) };
     promptCache.set(key, prompt);
   }
   return prompt;
 }
 
-/** Tokenizes text block by block (split before each `<|im_start|>`), reusing blocks seen before. */
-export function encodeCached(text: string): number[] {
-  return blocks.encode(text);
+/** Tokenizes text block by block (split before each turn marker), reusing blocks seen before; Qwen3's by default. */
+export function encodeCached(text: string, format?: ModelChatFormat): number[] {
+  return format ? format.encode(text) : blocks.encode(text);
 }

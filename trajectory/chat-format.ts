@@ -4,7 +4,7 @@ import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import type { TokenIds } from "./types.ts";
 
 export interface ChatFormat {
-  /** Opens every turn, the generation prompt included (`<|im_start|>`). */
+  /** Opens every turn, the generation prompt included (`<|im_start|>`, Llama 3's `<|start_header_id|>`). */
   turnStart: number;
   /** Closes a turn (`<|im_end|>`). */
   turnEnd: number;
@@ -32,15 +32,15 @@ export const QWEN3_CHAT_FORMAT: ChatFormat = {
   emptyThink: [151667, 271, 151668, 271],
 };
 
-/** The token-level rules of a served model's chat format, its ids looked up by token name (-1: it has no such token). */
+/** The token-level rules of a served model's chat format, as its family names them (-1: it has no such token). */
 export function chatFormatOf(model: ModelChatFormat): ChatFormat {
   return {
     turnStart: model.turnStart.id,
     turnEnd: model.turnEnd.id,
     systemHeader: [...model.systemHeader],
     thinkEnd: model.think?.thinkClose ?? -1,
-    toolCallStart: model.tokenId("<tool_call>") ?? -1,
-    emptyThink: model.think ? model.encode("<think>\n\n</think>\n\n") : [],
+    toolCallStart: model.toolCallStart,
+    emptyThink: [...model.emptyThink],
   };
 }
 

@@ -5,9 +5,10 @@
 // and Responses translators) reads it as it reads an upstream chat answer.
 //
 // Streams: text and reasoning go out token by token as they arrive (one token behind, so the last token's chunk
-// carries the finish reason as vLLM's does); from the first `<tool_call>` on, tokens are held until the end of the
-// generation, when the whole text tells whether every call is well formed — the same decision vLLM's hermes parser
-// makes — and their chunks follow with the same deltas the sim's chat route sends for those ids.
+// carries the finish reason as vLLM's does); from where a tool call may open (`<tool_call>`, or a Llama answer's first
+// `{`: the family's tool syntax says) tokens are held until the end of the generation, when the whole text tells
+// whether every call is well formed — the same decision vLLM's parser makes — and their chunks follow with the same
+// deltas the sim's chat route sends for those ids.
 import { randomUUID } from "node:crypto";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import {
@@ -21,8 +22,6 @@ import {
   type ToolSyntax,
 } from "../../tokenizer/output-parser.ts";
 import { choicesOf, completionLogprobs, isObject, numberArray, type Json } from "../upstream/fields.ts";
-
-const TOOL_OPEN = "<tool_call>";
 
 export interface AnswerSettings {
   format: ModelChatFormat;
@@ -80,7 +79,7 @@ export function chatFromCompletion(
     promptIds ??= numberArray(raw["prompt_token_ids"]);
     const ids = numberArray(raw["token_ids"]) ?? [];
     const text = typeof raw["text"] === "string" ? raw["text"] : "";
-    const parsed = parseChatOutput(text, settings.toolParsing, syntaxOf(settings));
+    const parsed = parseChatOutput(text, settings.toolParsing, syntaxOf(settings), settings.format.family.reasons);
     const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
     answers.push({ index, message, tokenIds: ids });
     const finish = raw["finish_reason"];
@@ -130,6 +129,8 @@ interface ChoiceStream {
   index: number;
   ids: number[];
   pieces: string[];
+  /** The answer's text so far. */
+  text: string;
   tokens: PendingToken[];
   /** Tokens before this index are sent; from `held` on they wait for the end (a tool call began). */
   sent: number;
@@ -147,11 +148,13 @@ interface ChoiceStream {
 /** Turns a /v1/completions stream's chunks into the chat.completion.chunk stream of the same answer. */
 export class ChatChunkStream {
   readonly #settings: AnswerSettings;
+  readonly #syntax: ToolSyntax;
   readonly #base: Json;
   readonly #choices = new Map<number, ChoiceStream>();
 
   constructor(settings: AnswerSettings) {
     this.#settings = settings;
+    this.#syntax = syntaxOf(settings);
     this.#base = {
       id: `chatcmpl-${randomId()}`,
       object: "chat.completion.chunk",
@@ -197,8 +200,9 @@ export class ChatChunkStream {
         state.tokens.push({ id, piece: pieces[k]!, logprob: logprobs?.[k] ?? null, usage: chunk["usage"] ?? null });
         state.ids.push(id);
         state.pieces.push(pieces[k]!);
-        if (state.held === null && this.#settings.toolParsing && pieces[k]!.includes(TOOL_OPEN))
+        if (state.held === null && this.#settings.toolParsing && this.#syntax.opensCall(pieces[k]!, state.text))
           state.held = state.tokens.length - 1;
+        state.text += pieces[k]!;
       });
       if (typeof raw["finish_reason"] === "string") {
         state.finishReason = raw["finish_reason"];
@@ -238,10 +242,11 @@ export class ChatChunkStream {
       index,
       ids: [],
       pieces: [],
+      text: "",
       tokens: [],
       sent: 0,
       held: null,
-      think: new ThinkState(this.#settings.format.think ?? undefined),
+      think: new ThinkState(this.#settings.format.think),
       callIds: [],
       toolsStreamed: false,
       finishReason: null,
@@ -294,9 +299,9 @@ export class ChatChunkStream {
       // The whole text is known: the deltas of the held tokens are those of the parser over the whole generation.
       const fullText = state.pieces.join("");
       const deltas = streamDeltas(
-        { ids: state.ids, pieces: state.pieces, fullText, toolCalls: syntaxOf(this.#settings).spans(fullText) },
+        { ids: state.ids, pieces: state.pieces, fullText, toolCalls: this.#syntax.spans(fullText) },
         true,
-        this.#settings.format.think ?? undefined,
+        this.#settings.format.think,
       );
       for (let t = state.sent; t < state.tokens.length; t++) {
         out.push(this.#tokenChunk(state, t, deltas[t] ?? null, t === state.tokens.length - 1));

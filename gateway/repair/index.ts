@@ -6,10 +6,20 @@
 import { LRUCache } from "lru-cache";
 import type { CallRecord, HistoryRepair as Repair } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
+import type { ChatFamily } from "../../tokenizer/families.ts";
 import { QWEN3_CHAT_FORMAT, type ChatFormat } from "../../trajectory/chat-format.ts";
 import { isObject, type Json } from "../upstream/fields.ts";
+import { LLAMA3_TURN } from "./llama3-turn.ts";
+import { QWEN3_CODER_TURN } from "./qwen3-coder-turn.ts";
 import { QWEN3_TURN, type TurnRules } from "./qwen3-turn.ts";
 import { contentText, recordedTurns, RolloutTurns, toolCallsOf, type RecordedTurn } from "./recorded-turns.ts";
+
+/** How a family's template writes an earlier assistant turn, by the tool parser that names the family. */
+export function turnRulesOf(family: ChatFamily): TurnRules {
+  if (family.toolParser === "qwen3_coder") return QWEN3_CODER_TURN;
+  if (family.toolParser === "llama3_json") return LLAMA3_TURN;
+  return QWEN3_TURN;
+}
 
 export interface RepairResult {
   /** The body to forward: the same object when nothing was repaired. */

@@ -6,6 +6,7 @@
 import type { HandlerInput } from "../flavor.ts";
 import { parseChatOutput, streamDeltas, type TokenDelta, type ToolSyntax } from "../../tokenizer/output-parser.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
+import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
 import { chatLogprobEntry, randomId } from "../vllm/common.ts";
 import { chatRequest, parseBody, type ChatRequest } from "../vllm/requests.ts";
@@ -36,8 +37,17 @@ export function sglangChat({ body, ctx }: HandlerInput): Reply {
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: req.model ?? "default" };
   const sglext = sglangRoutedExperts(req, ctx, plan.promptIds, plan.choices[0]?.gen.ids);
   const reply = req.stream
-    ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext)
-    : jsonReply(req, head, plan.promptIds, plan.choices, plan.toolParsing ? plan.syntax : null, plan.topK, sglext);
+    ? streamReply(req, head, plan.promptIds, plan.choices, plan.toolParsing, plan.topK, sglext, plan.format)
+    : jsonReply(
+        req,
+        head,
+        plan.promptIds,
+        plan.choices,
+        plan.toolParsing ? plan.syntax : null,
+        plan.topK,
+        sglext,
+        plan.format,
+      );
   return withPrompts(reply, [plan.promptIds]);
 }
 
@@ -53,11 +63,12 @@ function jsonReply(
   toolParsing: ToolSyntax | null,
   topK: number,
   sglext: Record<string, unknown> | null,
+  format: ModelChatFormat,
 ): Reply {
   const ids = req["return_token_ids"] === true;
   const promptIdsWanted = ids || req["return_prompt_token_ids"] === true;
   const out = choices.map(({ gen, logprobs }, index) => {
-    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined);
+    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined, format.family.reasons);
     const choice: Record<string, unknown> = {
       index,
       message: {
@@ -74,7 +85,7 @@ function jsonReply(
             }))
           : null,
       },
-      logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK)) } : null,
+      logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK, format.tokenString)) } : null,
       finish_reason: parsed.toolCalls.length > 0 && gen.finishReason === "stop" ? "tool_calls" : gen.finishReason,
       matched_stop: matchedStop(gen),
     };
@@ -129,6 +140,7 @@ function streamReply(
   toolParsing: boolean,
   topK: number,
   sglext: Record<string, unknown> | null,
+  format: ModelChatFormat,
 ): Reply {
   const base = { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model };
   const chunk = (index: number, d: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -139,7 +151,7 @@ function streamReply(
     });
   const steps: string[][] = [choices.map((_, i) => chunk(i, delta({ role: "assistant", content: "" })))];
   const plans = choices.map(({ gen }) => ({
-    deltas: streamDeltas(gen, toolParsing),
+    deltas: streamDeltas(gen, toolParsing, format.think),
     callIds: [] as string[],
     toolsStreamed: false,
   }));
@@ -154,7 +166,7 @@ function streamReply(
       if (d?.toolCalls) plan.toolsStreamed = true;
       step.push(
         chunk(i, delta(d ? deltaFields(d, plan.callIds) : {}), {
-          logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK)] } : null,
+          logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK, format.tokenString)] } : null,
         }),
       );
     });

@@ -37,10 +37,10 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
   const body = {
     ...head,
     object: "text_completion",
-    choices: choices.map(({ promptIds, gen, logprobs }, index) => ({
+    choices: choices.map(({ promptIds, gen, logprobs, format }, index) => ({
       index,
       text: gen.text,
-      logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0) : null,
+      logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0, format.tokenString) : null,
       finish_reason: gen.finishReason,
       matched_stop: matchedStop(gen),
       ...(ids ? { token_ids: gen.ids, prompt_token_ids: promptIds } : {}),
@@ -55,18 +55,21 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
 function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: number, sglext: Sglext): Reply {
   const ids = req.return_token_ids === true;
   const base = { ...head, object: "text_completion" };
-  const steps = completionSteps(choices, ({ choice: { promptIds, gen, logprobs }, index, t, last, text, offset }) => {
-    const choice: Record<string, unknown> = {
-      index,
-      text,
-      logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, offset) : null,
-      finish_reason: last ? gen.finishReason : null,
-      matched_stop: last ? matchedStop(gen) : null,
-    };
-    if (ids) choice["token_ids"] = [gen.ids[t]!];
-    if (ids && t === 0) choice["prompt_token_ids"] = promptIds;
-    return JSON.stringify({ ...base, choices: [choice], usage: null });
-  });
+  const steps = completionSteps(
+    choices,
+    ({ choice: { promptIds, gen, logprobs, format }, index, t, last, text, offset }) => {
+      const choice: Record<string, unknown> = {
+        index,
+        text,
+        logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, offset, format.tokenString) : null,
+        finish_reason: last ? gen.finishReason : null,
+        matched_stop: last ? matchedStop(gen) : null,
+      };
+      if (ids) choice["token_ids"] = [gen.ids[t]!];
+      if (ids && t === 0) choice["prompt_token_ids"] = promptIds;
+      return JSON.stringify({ ...base, choices: [choice], usage: null });
+    },
+  );
   // The usage chunk is dumped with exclude_none.
   const { prompt_tokens_details: _unset, ...final } = usage(choices, n);
   const tail = sglext ? [JSON.stringify({ ...base, choices: [], usage: null, sglext })] : [];

@@ -18,7 +18,8 @@ import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
-import { TOKEN } from "../../tokenizer/token-text.ts";
+import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
+import { simFormat, simThinks } from "../sim-format.ts";
 import { chatLogprobEntry, checkLogprobCount, checkModel, randomId, requestSeed, resolveMaxTokens } from "./common.ts";
 import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
 
@@ -36,6 +37,8 @@ export interface ChatPlan {
   toolParsing: boolean;
   /** The served tool parser (`--tool-call-parser`) for this request's tools. */
   syntax: ToolSyntax;
+  /** The served chat format (tokenizer, markup). */
+  format: ModelChatFormat;
   topK: number;
 }
 
@@ -52,18 +55,17 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
   const thinkingArg = req.chat_template_kwargs?.["enable_thinking"];
   const enableThinking = typeof thinkingArg === "boolean" ? thinkingArg : undefined;
   const messages = req.messages as unknown as ChatMessage[];
+  const format = simFormat(ctx);
 
   let promptIds: number[];
   try {
-    promptIds = chatPrompt({ messages, tools, enableThinking, template: ctx.chatTemplate }).ids;
+    promptIds = chatPrompt({ messages, tools, enableThinking, template: ctx.chatTemplate, format }).ids;
   } catch (cause) {
     // The chat template raises on histories it cannot render; vLLM reports those as 400.
     throw badRequest((cause as Error).message, cause);
   }
   const maxTokens = resolveMaxTokens(req.max_completion_tokens ?? req.max_tokens, promptIds.length, ctx);
-  // A template without think markup (Qwen3-Coder's) serves a model that does not think.
-  const thinks = ctx.toolParser !== "qwen3_coder" || (ctx.chatTemplate ?? "").includes("<think>");
-  const view = viewFromChat(messages, tools, req.tool_choice, thinks ? enableThinking : false);
+  const view = viewFromChat(messages, tools, req.tool_choice, simThinks(ctx) ? enableThinking : false);
   const syntax = toolSyntax(ctx.toolParser ?? "hermes", tools);
   const seed = requestSeed(ctx, req.seed);
   const promptHash = req.logprobs ? contextHash(promptIds) : 0;
@@ -71,29 +73,38 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
   for (let i = 0; i < (req.n ?? 1); i++) {
     const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
       maxTokens,
-      stopToken: TOKEN.imEnd,
+      stopToken: format.turnEnd.id,
       stop: stopList(req.stop),
       stopTokenIds: req.stop_token_ids ?? undefined,
       includeStopStrInOutput: req.include_stop_str_in_output ?? false,
       syntax,
+      format,
     });
     const logprobs = req.logprobs
       ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK)
       : null;
     choices.push({ gen, logprobs });
   }
-  return { req, promptIds, choices, toolParsing: tools !== undefined && req.tool_choice !== "none", syntax, topK };
+  return {
+    req,
+    promptIds,
+    choices,
+    toolParsing: tools !== undefined && req.tool_choice !== "none",
+    syntax,
+    format,
+    topK,
+  };
 }
 
 export function chatCompletions({ body, ctx }: HandlerInput): Reply {
   const req = parseBody(chatRequest, body);
   checkModel(req.model, ctx);
-  const { promptIds, choices, toolParsing, syntax, topK } = planChat(req, ctx);
+  const { promptIds, choices, toolParsing, syntax, format, topK } = planChat(req, ctx);
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
   const parsing = toolParsing ? syntax : null;
   const reply = req.stream
-    ? streamReply(req, head, promptIds, choices, parsing, topK)
-    : jsonReply(req, head, promptIds, choices, parsing, topK, ctx);
+    ? streamReply(req, head, promptIds, choices, parsing, topK, format)
+    : jsonReply(req, head, promptIds, choices, parsing, topK, ctx, format);
   return withPrompts(reply, [promptIds]);
 }
 
@@ -111,16 +122,17 @@ function jsonReply(
   toolParsing: ToolSyntax | null,
   topK: number,
   ctx: SimContext,
+  format: ModelChatFormat,
 ): Reply {
   const wantIds = req.return_token_ids === true;
   let completionTokens = 0;
   const out = choices.map(({ gen, logprobs }, index) => {
     completionTokens += gen.ids.length;
-    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined);
+    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined, format.family.reasons);
     return {
       index,
       message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false),
-      logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK)) } : null,
+      logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK, format.tokenString)) } : null,
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : gen.finishReason,
       stop_reason: gen.stopReason,
       token_ids: wantIds ? gen.ids : null,
@@ -162,6 +174,7 @@ function streamReply(
   choices: Choice[],
   toolParsing: ToolSyntax | null,
   topK: number,
+  format: ModelChatFormat,
 ): Reply {
   const wantIds = req.return_token_ids === true;
   const includeUsage = req.stream_options?.include_usage === true;
@@ -186,7 +199,7 @@ function streamReply(
   }
 
   const plans = choices.map(({ gen }) => ({
-    deltas: streamDeltas(gen, toolParsing !== null),
+    deltas: streamDeltas(gen, toolParsing !== null, format.think),
     callIds: [] as string[],
     toolsStreamed: false,
   }));
@@ -204,13 +217,13 @@ function streamReply(
       if (!delta && !last && !wantIds && !logprobs) return;
       const deltaBody = delta
         ? deltaJson(delta, plan.callIds)
-        : last && gen.ids[t] === TOKEN.imEnd
+        : last && gen.ids[t] === format.turnEnd.id
           ? { content: "" }
           : {};
       const choice: Record<string, unknown> = {
         index: i,
         delta: deltaBody,
-        logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK)] } : null,
+        logprobs: logprobs ? { content: [chatLogprobEntry(logprobs[t]!, topK, format.tokenString)] } : null,
         finish_reason: last ? (plan.toolsStreamed ? "tool_calls" : gen.finishReason) : null,
       };
       if (last) choice["stop_reason"] = gen.stopReason;

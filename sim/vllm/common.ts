@@ -4,7 +4,7 @@ import type { SimContext } from "../flavor.ts";
 import { mix } from "../hash.ts";
 import type { PromptTokenLogprob, TokenLogprob } from "../logprobs.ts";
 import { SimHttpError, badRequest } from "../reply.ts";
-import { tokenString } from "../../tokenizer/token-text.ts";
+import { tokenString, tokenString as qwen3TokenString } from "../../tokenizer/token-text.ts";
 
 export const VLLM_VERSION = "0.10.2";
 
@@ -69,25 +69,35 @@ export function promptLogprobsJson(entries: ReadonlyArray<PromptTokenLogprob | n
 }
 
 const encoder = new TextEncoder();
-const bytesOfToken = new Map<number, number[]>();
+const bytesOfToken = new WeakMap<TokenName, Map<number, number[]>>();
 
-function chatLogprob(id: number, logprob: number) {
-  const token = tokenString(id);
-  let bytes = bytesOfToken.get(id);
-  if (!bytes) bytesOfToken.set(id, (bytes = Array.from(encoder.encode(token))));
+/** A token as vLLM names it in logprobs (`tokenizer.decode([id])`), by the served format (Qwen3's by default). */
+type TokenName = (id: number) => string;
+
+function chatLogprob(id: number, logprob: number, name: TokenName) {
+  const token = name(id);
+  let cache = bytesOfToken.get(name);
+  if (!cache) bytesOfToken.set(name, (cache = new Map()));
+  let bytes = cache.get(id);
+  if (!bytes) cache.set(id, (bytes = Array.from(encoder.encode(token))));
   return { token, logprob, bytes };
 }
 
 /** One entry of chat `logprobs.content`; `top_logprobs` lists the first k entries in vLLM's order. */
-export function chatLogprobEntry(lp: TokenLogprob, k: number) {
+export function chatLogprobEntry(lp: TokenLogprob, k: number, name: TokenName = tokenString) {
   return {
-    ...chatLogprob(lp.id, lp.logprob),
-    top_logprobs: lp.top.slice(0, k).map((e) => chatLogprob(e.id, e.logprob)),
+    ...chatLogprob(lp.id, lp.logprob, name),
+    top_logprobs: lp.top.slice(0, k).map((e) => chatLogprob(e.id, e.logprob, name)),
   };
 }
 
 /** Completions logprobs for a run of tokens; `offset` is the output text length before them (in characters). */
-export function completionLogprobs(lps: readonly TokenLogprob[], n: number, offset: number) {
+export function completionLogprobs(
+  lps: readonly TokenLogprob[],
+  n: number,
+  offset: number,
+  tokenString: TokenName = qwen3TokenString,
+) {
   const text_offset: number[] = [];
   const token_logprobs: number[] = [];
   const tokens: string[] = [];

@@ -14,9 +14,10 @@ import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
-import { TOKEN, VOCAB_SIZE } from "../../tokenizer/token-text.ts";
-import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
+import { VOCAB_SIZE } from "../../tokenizer/token-text.ts";
+import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import { toolSyntax } from "../../tokenizer/output-parser.ts";
+import { simFormat, simThinks } from "../sim-format.ts";
 import {
   checkLogprobCount,
   checkModel,
@@ -37,9 +38,11 @@ export interface Choice {
   logprobs: TokenLogprob[] | null;
   /** vLLM's `prompt_logprobs` of the choice's prompt, when asked for. */
   promptLogprobs: Array<PromptTokenLogprob | null> | null;
+  /** The served chat format (its tokenizer names the tokens in logprobs). */
+  format: ModelChatFormat;
 }
 
-function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: number[] }[] {
+function prompts(prompt: CompletionRequest["prompt"], format: ModelChatFormat): { text: string; ids: number[] }[] {
   const list: (string | number[])[] =
     typeof prompt === "string"
       ? [prompt]
@@ -48,9 +51,9 @@ function prompts(prompt: CompletionRequest["prompt"]): { text: string; ids: numb
         : (prompt as (string | number[])[]);
   if (list.length === 0) throw badRequest("Either prompt or prompt_embeds must be provided and non-empty.");
   return list.map((p) => {
-    if (typeof p === "string") return { text: p, ids: encodeCached(p) };
+    if (typeof p === "string") return { text: p, ids: encodeCached(p, format) };
     validateIds(p, VOCAB_SIZE);
-    return { text: qwen3Tokenizer().decode(p), ids: p };
+    return { text: format.decode(p), ids: p };
   });
 }
 
@@ -71,13 +74,13 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   const n = req.n ?? 1;
   // A completion's text is written in the served syntax; no request tools here, the text is not parsed.
   const syntax = toolSyntax(ctx.toolParser ?? "hermes");
+  const format = simFormat(ctx);
   const choices: Choice[] = [];
-  for (const prompt of prompts(req.prompt)) {
+  for (const prompt of prompts(req.prompt, format)) {
     if (prompt.ids.length === 0) throw badRequest("The decoder prompt cannot be empty");
     const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
-    const view = viewFromPromptText(prompt.text);
-    // A template without think markup (Qwen3-Coder's) serves a model that does not think.
-    if (ctx.toolParser === "qwen3_coder" && !(ctx.chatTemplate ?? "").includes("<think>")) view.thinking = false;
+    const view = viewFromPromptText(prompt.text, format.family.markup);
+    if (!simThinks(ctx)) view.thinking = false;
     const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
     const settings = { seed: ctx.seed, noise: ctx.logprobNoise };
     // Teacher forcing (`rlgate replay score`): every prompt token scored given the tokens before it.
@@ -85,15 +88,16 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
     for (let i = 0; i < n; i++) {
       const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
         maxTokens,
-        // A rendered chat ends its turn with <|im_end|>; plain text ends with <|endoftext|> (a generation-config stop id).
-        stopToken: view.chatShaped ? TOKEN.imEnd : TOKEN.endOfText,
+        // A rendered chat ends its turn (<|im_end|>); plain text ends with <|endoftext|> (a generation-config stop id).
+        stopToken: view.chatShaped ? format.turnEnd.id : format.endOfText,
         stop: stopList(req.stop),
         stopTokenIds: req.stop_token_ids ?? undefined,
         includeStopStrInOutput: req.include_stop_str_in_output ?? false,
         syntax,
+        format,
       });
       const logprobs = req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
-      choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt });
+      choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt, format });
     }
   }
   return choices;
@@ -137,10 +141,10 @@ function jsonReply(req: CompletionRequest, head: Head, choices: Choice[], n: num
     object: "text_completion",
     created: head.created,
     model: head.model,
-    choices: choices.map(({ promptIds, gen, logprobs, promptLogprobs: scored }, index) => ({
+    choices: choices.map(({ promptIds, gen, logprobs, promptLogprobs: scored, format }, index) => ({
       index,
       text: gen.text,
-      logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0) : null,
+      logprobs: logprobs ? completionLogprobs(logprobs, req.logprobs ?? 0, 0, format.tokenString) : null,
       finish_reason: gen.finishReason,
       stop_reason: gen.stopReason,
       prompt_logprobs: scored ? promptLogprobsJson(scored, req.prompt_logprobs ?? 0) : null,
@@ -192,21 +196,24 @@ function streamReply(req: CompletionRequest, head: Head, choices: Choice[], n: n
   const includeUsage = req.stream_options?.include_usage === true;
   const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
   const base = { id: head.id, object: "text_completion", created: head.created, model: head.model };
-  const steps = completionSteps(choices, ({ choice: { promptIds, gen, logprobs }, index, t, last, text, offset }) => {
-    const choice = {
-      index,
-      text,
-      logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, offset) : null,
-      finish_reason: last ? gen.finishReason : null,
-      stop_reason: last ? gen.stopReason : null,
-      prompt_token_ids: wantIds && t === 0 ? promptIds : null,
-      token_ids: wantIds ? [gen.ids[t]!] : null,
-    };
-    const usage = continuous
-      ? { prompt_tokens: promptIds.length, total_tokens: promptIds.length + t + 1, completion_tokens: t + 1 }
-      : null;
-    return JSON.stringify({ ...base, choices: [choice], usage });
-  });
+  const steps = completionSteps(
+    choices,
+    ({ choice: { promptIds, gen, logprobs, format }, index, t, last, text, offset }) => {
+      const choice = {
+        index,
+        text,
+        logprobs: logprobs ? completionLogprobs([logprobs[t]!], req.logprobs ?? 0, offset, format.tokenString) : null,
+        finish_reason: last ? gen.finishReason : null,
+        stop_reason: last ? gen.stopReason : null,
+        prompt_token_ids: wantIds && t === 0 ? promptIds : null,
+        token_ids: wantIds ? [gen.ids[t]!] : null,
+      };
+      const usage = continuous
+        ? { prompt_tokens: promptIds.length, total_tokens: promptIds.length + t + 1, completion_tokens: t + 1 }
+        : null;
+      return JSON.stringify({ ...base, choices: [choice], usage });
+    },
+  );
   const tail = includeUsage ? [JSON.stringify({ ...base, choices: [], usage: usageOf(choices, n) })] : [];
   return { kind: "stream", steps, tail };
 }
