@@ -10,10 +10,10 @@
 // `--family qwen3-coder` runs the sessions on Qwen3-Coder's chat format: the sim answers with XML tool calls
 // (`--tool-call-parser qwen3_coder`, its template) and the gateway is given a model directory of that family.
 import { Command } from "commander";
-import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { startSim, type ScriptTurn, type SimServer } from "../sim/index.ts";
+import { startSim, type ScriptToolCall, type ScriptTurn, type SimServer } from "../sim/index.ts";
 import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
 import type { CallRecord } from "../store/records.ts";
 import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
@@ -22,6 +22,7 @@ import {
   harnessDirs,
   killLiveRuns,
   runCli,
+  type CliRun,
   type Reconstruction,
 } from "../test/e2e/harness-run.ts";
 import { HARNESSES, isInstalled, SERVED_MODEL, type Harness } from "../test/e2e/harnesses.ts";
@@ -61,6 +62,76 @@ function subAgentSession(h: Harness): ScriptTurn[] {
     ...(h.sideThreads ?? []),
   ];
 }
+
+function reversedArguments(call: ScriptToolCall): ScriptToolCall {
+  const args = call.arguments;
+  return typeof args === "string" ? call : { ...call, arguments: Object.fromEntries(Object.entries(args).reverse()) };
+}
+
+/**
+ * A session of 24 model calls: a shell call a turn, varied as a model varies them (every third turn two calls at once,
+ * every fifth text before its call, every seventh without thinking, every fourth with its arguments in reverse order —
+ * models do not keep a schema's key order, and harnesses that parse arguments with their schema write them back in
+ * its order), the last turn answers.
+ */
+function longSession(h: Harness): ScriptTurn[] {
+  const first: ScriptTurn = {
+    reasoning: "Start.",
+    content: "Writing the parts.",
+    tool_calls: [h.shell("printf 1 > f1")],
+  };
+  const turns: ScriptTurn[] = [...Array<ScriptTurn>(h.cannedAssistantTurns ?? 0).fill(first), first];
+  for (let i = 2; i <= 22; i++) {
+    const write = h.shell(`printf ${i % 10} > p${i}`);
+    const calls = [i % 4 === 0 ? reversedArguments(write) : write, ...(i % 3 === 0 ? [h.shell(`wc -c p${i}`)] : [])];
+    turns.push({
+      ...(i % 7 === 0 ? {} : { reasoning: `Step ${i}: one more part.` }),
+      ...(i % 5 === 0 ? { content: `Writing part ${i}.` } : {}),
+      tool_calls: calls,
+    });
+  }
+  turns.push({ reasoning: "Combine.", tool_calls: [h.shell(`printf ${EXPECTED} > all.txt`)] });
+  turns.push({ reasoning: "Everything is written.", content: `Done: all.txt holds ${EXPECTED}.` });
+  return [...turns, ...(h.sideThreads ?? [])];
+}
+
+/** Three prompts in one session: the second and third continue the first (the harness's continue/resume switch). */
+function continuedSession(h: Harness): ScriptTurn[] {
+  return [
+    ...Array<ScriptTurn>(h.cannedAssistantTurns ?? 0).fill({ content: "Ready." }),
+    { reasoning: "First file.", content: "Writing f1.", tool_calls: [h.shell("printf 12 > f1")] },
+    { reasoning: "Written.", content: "f1 holds 12." },
+    { reasoning: "Second file.", tool_calls: [h.shell("printf 345 > f2")] },
+    { reasoning: "Written.", content: "f2 holds 345." },
+    { reasoning: "Combine them.", tool_calls: [h.shell("cat f1 f2 > all.txt")] },
+    { reasoning: "Done.", content: `Done: all.txt holds ${EXPECTED}.` },
+    ...(h.sideThreads ?? []),
+  ];
+}
+
+/** A session to run: the sim's script and the prompts (each after the first continues the session). */
+export interface SessionPlan {
+  script: ScriptTurn[];
+  prompts: string[];
+  /** Why this harness cannot run the session (listed in the table instead). */
+  unsupported?: string;
+}
+
+const PROMPT = "Build all.txt as scripted: write the files, then combine them.";
+const one = (script: ScriptTurn[]): SessionPlan => ({ script, prompts: [PROMPT] });
+
+const SESSIONS: Record<string, (h: Harness) => SessionPlan> = {
+  main: (h) => one(mainSession(h)),
+  "sub-agent": (h) =>
+    h.subAgent
+      ? one(subAgentSession(h))
+      : { script: [], prompts: [], unsupported: h.noSubAgent ?? "no sub-agent tool" },
+  long: (h) => one(longSession(h)),
+  continued: (h) => ({
+    script: continuedSession(h),
+    prompts: ["Write f1 as scripted.", "Now write f2.", "Combine them into all.txt."],
+  }),
+};
 
 interface Row {
   harness: string;
@@ -122,7 +193,7 @@ async function startServe(
   ];
   const serve = spawnCli(args);
   try {
-    const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 60_000);
+    const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 180_000);
     return { serve, url: url! };
   } catch (error) {
     await serve.kill();
@@ -148,10 +219,11 @@ function qwen3CoderModelDir(): string {
 async function runSession(
   h: Harness,
   session: string,
-  script: ScriptTurn[],
+  plan: SessionPlan,
   serveArgs: string[],
   timeoutMs: number,
   family: Family,
+  saveDir: string | undefined,
 ): Promise<Row> {
   let sim: SimServer | null = null;
   let serve: CliProcess | null = null;
@@ -162,7 +234,7 @@ async function runSession(
     const coder = family === "qwen3-coder";
     sim = await startSim({
       port: 0,
-      script,
+      script: plan.script,
       maxModelLen: 131_072,
       ...(coder ? { toolCallParser: "qwen3_coder" } : {}),
     });
@@ -171,13 +243,12 @@ async function runSession(
     const started = await startServe(sim.url, h.modelMap, [...familyArgs, ...serveArgs], dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
-    const { command, args, env } = h.launch(
-      dirs,
-      rollout,
-      "Build all.txt as scripted: write the files, then combine them.",
-      SERVED_MODEL,
-    );
-    const run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs });
+    let run: CliRun | null = null;
+    for (const [i, prompt] of plan.prompts.entries()) {
+      const { command, args, env } = h.launch(dirs, rollout, prompt, SERVED_MODEL, { resume: i > 0 });
+      run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs });
+      if (run.timedOut || run.code !== 0) break;
+    }
     const calls = await rolloutCalls(started.url, rollout.id);
     let written = "";
     try {
@@ -185,6 +256,7 @@ async function runSession(
     } catch {
       written = "(none)";
     }
+    if (run === null) throw new Error("a session without prompts");
     const outcome = run.timedOut
       ? "timeout"
       : run.code !== 0
@@ -194,6 +266,11 @@ async function runSession(
           : `all.txt=${JSON.stringify(written)}`;
     if (outcome !== "ok")
       process.stderr.write(`  ${h.name}: ${outcome}\n  ${run.stderr.slice(-1500).replaceAll("\n", "\n  ")}\n`);
+    if (saveDir) {
+      mkdirSync(saveDir, { recursive: true });
+      const file = join(saveDir, `${h.name.replaceAll("/", "-")}-${session}.json`);
+      writeFileSync(file, JSON.stringify(calls.sort((a, b) => a.seq - b.seq)));
+    }
     const rec = calls.length ? await finishAndReconstruct(started.url, rollout.id) : null;
     return summarize(h.name, session, outcome, calls, rec);
   } finally {
@@ -233,9 +310,14 @@ async function main(): Promise<void> {
     )
     .option("--harness <names>", `comma-separated subset of: ${HARNESSES.map((h) => h.name).join(", ")}`)
     .option(
-      "--sub-agent",
-      "also run a session with a sub-agent, for harnesses that have one (Claude Code's Agent, Codex's spawn_agent)",
-      false,
+      "--sessions <names>",
+      `comma-separated sessions to run: ${Object.keys(SESSIONS).join(", ")}; "all" runs every one`,
+      "main",
+    )
+    .option("--sub-agent", "also run the sub-agent session (same as adding sub-agent to --sessions)", false)
+    .option(
+      "--save-calls <dir>",
+      "write each session's call records (request bodies, ids) to <dir>/<harness>-<session>.json",
     )
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
     .option(
@@ -246,7 +328,21 @@ async function main(): Promise<void> {
     .allowUnknownOption()
     .allowExcessArguments();
   program.parse(process.argv);
-  const opts = program.opts<{ harness?: string; subAgent: boolean; timeoutMs: number; family: string }>();
+  const opts = program.opts<{
+    harness?: string;
+    sessions: string;
+    subAgent: boolean;
+    saveCalls?: string;
+    timeoutMs: number;
+    family: string;
+  }>();
+  const sessionNames = opts.sessions === "all" ? Object.keys(SESSIONS) : opts.sessions.split(",");
+  if (opts.subAgent && !sessionNames.includes("sub-agent")) sessionNames.push("sub-agent");
+  const unknown = sessionNames.filter((n) => !(n in SESSIONS));
+  if (unknown.length > 0) {
+    process.stderr.write(`--sessions: unknown ${unknown.join(", ")}; known: ${Object.keys(SESSIONS).join(", ")}\n`);
+    process.exit(2);
+  }
   if (opts.family !== "qwen3" && opts.family !== "qwen3-coder") {
     process.stderr.write(`--family: expected qwen3 or qwen3-coder, got ${opts.family}\n`);
     process.exit(2);
@@ -256,29 +352,33 @@ async function main(): Promise<void> {
   const wanted = opts.harness ? new Set(opts.harness.split(",")) : null;
   const harnesses = HARNESSES.filter((h) => !wanted || wanted.has(h.name));
   const rows: Row[] = [];
-  const sessions = harnesses.flatMap((h) => [
-    { h, session: "main", script: mainSession(h) },
-    ...(opts.subAgent && h.subAgent ? [{ h, session: "sub-agent", script: subAgentSession(h) }] : []),
-  ]);
+  const sessions = harnesses.flatMap((h) =>
+    sessionNames.map((session) => ({ h, session, plan: SESSIONS[session]!(h) })),
+  );
   process.stderr.write(
     `rlgate harness matrix: ${sessions.length} sessions, family ${family}, serve ${serveArgs.join(" ") || "(defaults)"}\n`,
   );
-  for (const [i, { h, session, script }] of sessions.entries()) {
+  for (const [i, { h, session, plan }] of sessions.entries()) {
     if (!isInstalled(h)) {
       rows.push(summarize(h.name, session, "not installed", [], null));
+      continue;
+    }
+    if (plan.unsupported) {
+      rows.push(summarize(h.name, session, `n/a: ${plan.unsupported}`, [], null));
       continue;
     }
     const started = Date.now();
     process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
     try {
-      rows.push(await runSession(h, session, script, serveArgs, opts.timeoutMs, family));
+      rows.push(await runSession(h, session, plan, serveArgs, opts.timeoutMs, family, opts.saveCalls));
     } catch (error) {
       rows.push(summarize(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`, [], null));
     }
     process.stderr.write(` ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   }
   printTable(rows);
-  if (rows.some((r) => r.outcome !== "ok" && r.outcome !== "not installed")) process.exitCode = 1;
+  if (rows.some((r) => r.outcome !== "ok" && r.outcome !== "not installed" && !r.outcome.startsWith("n/a")))
+    process.exitCode = 1;
 }
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -1,6 +1,8 @@
 // The rules that name a divergence. Both the prefix tree and the naive reference gather the same facts about where a
 // prompt left the existing sequences; this one function decides what that means.
-import type { AttachKind } from "./types.ts";
+import { breakCause } from "./thread-rules.ts";
+import type { ChatFormat } from "./chat-format.ts";
+import type { AttachKind, BreakCause } from "./types.ts";
 
 export interface DivergenceFacts {
   /** No sequence in the tree yet. */
@@ -16,6 +18,9 @@ export interface DivergenceFacts {
   oldBranch: number | null;
   /** Sampler of the old branch's token at the divergence, if that token was sampled. */
   oldOwner: number | null;
+  /** The old branch's token at the divergence (null: none, the prompt went past its end). */
+  oldToken: number | null;
+  format: ChatFormat;
   /** Whether the prompt and the old branch differ in their system prompts (see chat-format.ts). */
   inSystemPrompt(): boolean;
   /** Whether the prompt has fewer turns than the prompt of `oldBranch`'s call. */
@@ -40,6 +45,8 @@ export interface Divergence {
   parent: number | null;
   /** A compaction found from the summary it starts from (`parent` wrote it). */
   fromSummary: boolean;
+  /** Why, where the ids tell (re-serializations and branches). */
+  cause: BreakCause | null;
 }
 
 function at(
@@ -48,8 +55,9 @@ function at(
   from: number | null,
   parent = ref,
   fromSummary = false,
+  cause: BreakCause | null = null,
 ): Divergence {
-  return { kind, ref, from, parent, fromSummary };
+  return { kind, ref, from, parent, fromSummary, cause };
 }
 
 export function classifyDivergence(f: DivergenceFacts): Divergence {
@@ -60,10 +68,11 @@ export function classifyDivergence(f: DivergenceFacts): Divergence {
   if (old === null) throw new Error("divergence without an old branch");
   // The prompt ends inside an earlier sequence (e.g. a continuation prefilled from an earlier completion).
   if (f.matched === f.promptLength) return at("branch", old, old);
-  if (f.oldOwner !== null) return at("reserialization", old, f.oldOwner);
+  const cause = (contextual: boolean) => breakCause(f.oldToken, f.format, contextual);
+  if (f.oldOwner !== null) return at("reserialization", old, f.oldOwner, old, false, cause(false));
   // Parting in the markup of a turn whose completion was sampled is a re-rendering of that turn, too.
   const markup = f.markupOwner();
-  if (markup !== null) return at("reserialization", old, markup);
+  if (markup !== null) return at("reserialization", old, markup, old, false, cause(false));
   if (f.inSystemPrompt()) {
     // A new thread that starts from an answer of this rollout is its compaction, whatever its system prompt says
     // (Claude Code's first system block carries a per-conversation hash).
@@ -74,5 +83,6 @@ export function classifyDivergence(f: DivergenceFacts): Divergence {
     const summary = f.summarySource();
     return at("compaction", old, summary ?? old, summary ?? old, summary !== null);
   }
-  return at("branch", old, old);
+  // Context that changed under the same system prompt, with no fewer turns: the harness rewrote what it wrote.
+  return at("branch", old, old, old, false, cause(true));
 }

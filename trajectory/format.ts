@@ -2,7 +2,7 @@
 // branches, breaks), and each trajectory's text with sampled spans set apart from context, in ANSI colours or, with
 // colour off, in brackets: ⟦#call.choice trained⟧ ⟨#call.choice sampled, trained elsewhere⟩ ⟮#call.choice segment not
 // trained⟯ ⟪#call.choice! untrusted⟫.
-import type { Break, CallSummary, Reconstruction, SampledSpan, Trajectory } from "./types.ts";
+import type { Break, BreakCause, CallSummary, Reconstruction, SampledSpan, Trajectory } from "./types.ts";
 
 export interface FormatOptions {
   /** Ids to text (e.g. the Qwen3 tokenizer's decode, special tokens kept). */
@@ -51,6 +51,14 @@ function ref(r: { callSeq: number; choiceIndex: number } | null): string {
   return r === null ? "-" : `#${r.callSeq}.${r.choiceIndex}`;
 }
 
+/** Why a break split the trajectory, in the words `rlgate show` prints. */
+const CAUSE_TEXT: Record<BreakCause, string> = {
+  reasoning_dropped:
+    "the earlier turn is rendered without its reasoning (the chat template drops the reasoning of turns before the last user message; tokens mode keeps the sampled ids)",
+  context_changed:
+    "the harness changed context it wrote itself (a user or tool message) between calls: old and new context are each a trajectory",
+};
+
 export function describeBreak(b: Break): string {
   const where =
     b.kind === "reserialization"
@@ -60,7 +68,8 @@ export function describeBreak(b: Break): string {
       : b.kind === "retry"
         ? `same prompt as ${ref(b.from)}`
         : `from ${ref(b.from)}`;
-  return `${b.kind} @${b.at} ${where} (-${b.oldTokens} old / +${b.newTokens} new tokens)`;
+  const why = b.cause === undefined ? "" : ` — ${b.cause}: ${CAUSE_TEXT[b.cause]}`;
+  return `${b.kind} @${b.at} ${where} (-${b.oldTokens} old / +${b.newTokens} new tokens)${why}`;
 }
 
 export function formatSummary(rec: Reconstruction, color = false): string {

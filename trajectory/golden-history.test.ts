@@ -159,6 +159,7 @@ describe("golden: history rendering (Qwen3)", () => {
         offsetInCompletion: 0,
         oldTokens: first[0]!.completions[0]!.length,
         newTokens: second.prompt.length - firstPrompt.length,
+        cause: "reasoning_dropped",
       },
     ]);
     assert.equal(rec.trajectories.length, 2);

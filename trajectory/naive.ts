@@ -85,6 +85,8 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
       extended,
       oldBranch,
       oldOwner: oldBranch === null ? null : ownerAt(oldBranch, matched),
+      oldToken: oldBranch === null || matched >= seqs[oldBranch]!.length ? null : seqs[oldBranch]!.tokens[matched]!,
+      format,
       inSystemPrompt: () => divergesInSystemPrompt(P, matched, format),
       fewerTurns: () => countTurns(P, format) < countTurns(prompts[seqs[oldBranch!]!.callIndex]!, format),
       markupOwner: () =>

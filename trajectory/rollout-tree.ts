@@ -210,6 +210,8 @@ export class RolloutTree implements TrajectorySource {
       extended,
       oldBranch,
       oldOwner: oldNode === null ? null : ownerSeq(oldNode.chunk.owner[oldSlot]!),
+      oldToken: oldNode === null ? null : oldNode.chunk.tokens[oldSlot]!,
+      format,
       inSystemPrompt: () => divergesInSystemPrompt(prompt, matched, format),
       fewerTurns: () => {
         const old = this.#seqs[oldBranch!]!;

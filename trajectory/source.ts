@@ -109,6 +109,7 @@ export function attachCall(
       offsetInCompletion: d.kind === "reserialization" ? facts.matched - from.promptLength : null,
       oldTokens: from.length - facts.matched,
       newTokens: promptLength - facts.matched,
+      ...(d.cause === null ? {} : { cause: d.cause }),
     };
   }
   return { attach, brk };

@@ -2,7 +2,7 @@
 // whether a divergence falls in the markup of a turn whose completion was sampled (a re-serialization, not a branch),
 // and whether a new thread's prompt starts from a summary an earlier call produced (a compaction).
 import type { ChatFormat } from "./chat-format.ts";
-import type { TokenIds } from "./types.ts";
+import type { BreakCause, TokenIds } from "./types.ts";
 
 /** The old branch's token at a depth, and the sequence that sampled it (null: context). */
 export interface BranchToken {
@@ -41,6 +41,18 @@ export function markupBreakOwner(
     if (old.token === format.turnStart || old.token === format.turnEnd) return null;
   }
   return null;
+}
+
+/**
+ * Why a prompt left the old branch, where the ids tell. The old branch's token at the divergence is `<think>` (the
+ * first id of the format's empty think block): the new prompt renders that turn without its reasoning. Otherwise a
+ * divergence in context (no sampled or markup owner) that the classifier found no other kind for is context the
+ * harness changed (`contextual`: the caller's verdict on that).
+ */
+export function breakCause(oldToken: number | null, format: ChatFormat, contextual: boolean): BreakCause | null {
+  const thinkStart = format.emptyThink.length > 0 ? format.emptyThink[0]! : -1;
+  if (oldToken !== null && oldToken === thinkStart) return "reasoning_dropped";
+  return contextual ? "context_changed" : null;
 }
 
 /**

@@ -55,6 +55,17 @@ export interface CallAttach {
   segmentId: number;
 }
 
+/**
+ * Why a break happened, where its ids tell (thread-rules.ts `breakCause`):
+ * - `reasoning_dropped`: a re-serialization at the `<think>` of an earlier turn: the template no longer renders its
+ *   reasoning (Qwen3 drops the reasoning of turns before the last user message; a harness may drop it too).
+ * - `context_changed`: a branch in context the harness wrote (a user or tool message, an environment block) that it
+ *   changed between calls, under the same system prompt and with no fewer turns: the old and the new context are
+ *   both what the model saw, so each is a trajectory of its own.
+ */
+export type BreakCause = "reasoning_dropped" | "context_changed";
+export const BREAK_CAUSES: readonly BreakCause[] = ["reasoning_dropped", "context_changed"];
+
 /** A divergence met while attaching a call (every attach kind but root and extend). */
 export interface Break {
   kind: BreakKind;
@@ -73,6 +84,8 @@ export interface Break {
   oldTokens: number;
   /** Tokens of the new prompt after the divergence. */
   newTokens: number;
+  /** Why, where the ids tell; absent when they do not. */
+  cause?: BreakCause;
 }
 
 export interface Segment {

@@ -67,7 +67,7 @@ export class TokenPrompts {
       const threads = this.#threads.of(rolloutId);
       newThread = threads.empty ? "first_call" : "no_earlier_answer_matched";
       for (let k = messages.length - 1; k >= 1; k--) {
-        const node = threads.find(chain.at(k));
+        const node = threads.find(chain, k);
         if (!node) continue;
         try {
           const suffix = renderSuffix(this.format, messages[k - 1]!, messages.slice(k), settings);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { chainSeed, MessageChain, messageKey } from "./message-keys.ts";
+import { chainSeed, MessageChain, messageKey, splitKeys } from "./message-keys.ts";
 
 const toolCall = (args: string) => [{ id: "call_1", type: "function", function: { name: "read", arguments: args } }];
 
@@ -37,6 +37,24 @@ describe("message keys", () => {
     );
   });
 
+  test("the loose chain knows a changed tool-call turn by its ids, and nothing else by less than the strict key", () => {
+    const user = { role: "user", content: "go" };
+    const sampled = { role: "assistant", content: "\n\n", tool_calls: toolCall('{"path": "a", "limit": 1}') };
+    const answer = splitKeys(new MessageChain(chainSeed("m", null), [user]).extendedBy(sampled));
+    // OpenCode-style: the same ids, the arguments written back in another key order and the text dropped.
+    const echoed = { role: "assistant", content: null, tool_calls: toolCall('{"limit":1,"path":"a"}') };
+    const later = new MessageChain(chainSeed("m", null), [user, echoed]);
+    assert.notEqual(later.at(2), answer.strict);
+    assert.equal(later.looseAt(2), answer.loose);
+    // Without ids, or with other ids, a turn is its strict parts in the loose chain too.
+    const noIds = { role: "assistant", content: "", tool_calls: [{ function: { name: "read", arguments: "{}" } }] };
+    const noIdKeys = splitKeys(new MessageChain(chainSeed("m", null), [user]).extendedBy(noIds));
+    const changed = { ...noIds, tool_calls: [{ function: { name: "read", arguments: '{"x":1}' } }] };
+    assert.notEqual(new MessageChain(chainSeed("m", null), [user, changed]).looseAt(2), noIdKeys.loose);
+    const otherId = { ...sampled, tool_calls: [{ ...toolCall("{}")[0], id: "call_9" }] };
+    assert.notEqual(new MessageChain(chainSeed("m", null), [user, otherId]).looseAt(2), answer.loose);
+  });
+
   test("the chain keys prefixes, under a seed of model and tools", () => {
     const messages = [
       { role: "user", content: "a" },
@@ -45,7 +63,7 @@ describe("message keys", () => {
     ];
     const chain = new MessageChain(chainSeed("m", null), messages);
     const earlier = new MessageChain(chainSeed("m", null), messages.slice(0, 1));
-    assert.equal(earlier.extendedBy({ role: "assistant", content: "b\n" }), chain.at(2));
+    assert.equal(splitKeys(earlier.extendedBy({ role: "assistant", content: "b\n" })).strict, chain.at(2));
     assert.notEqual(new MessageChain(chainSeed("m", [{ type: "function" }]), messages).at(2), chain.at(2));
     assert.equal(chain.length, 3);
   });

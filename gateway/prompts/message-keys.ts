@@ -3,6 +3,10 @@
 // echo vLLM's "\n\n" before a tool call, keep or drop the trailing newline of text) and without its reasoning
 // (often dropped), tool-call arguments as parsed JSON (re-serialized by most harnesses), tool-call ids as given. The
 // keys of a message list are a hash chain, so "the first k messages" is one lookup.
+// Beside that strict chain runs a loose one, where an assistant turn with tool calls is known by its tool-call ids
+// alone: the ids the upstream gave are unique per answer, so a harness that echoes them but changed the turn (another
+// key order in the arguments, a dropped text, a call renamed after a failed parse) still continues the thread from
+// what the model sampled — as history repair, which finds turns by the same ids, puts the sampled turn back.
 import { createHash, type Hash } from "node:crypto";
 import type { Json } from "../upstream/fields.ts";
 import { isObject } from "../upstream/fields.ts";
@@ -46,33 +50,65 @@ export function messageParts(message: Json): string[] {
   return [role, String(message["name"] ?? ""), text(message["content"])];
 }
 
+/** The loose parts: an assistant turn whose tool calls all carry ids is those ids; any other message, its parts. */
+export function looseMessageParts(message: Json): string[] {
+  const calls = message["tool_calls"];
+  if (String(message["role"]) !== "assistant" || !Array.isArray(calls) || calls.length === 0)
+    return messageParts(message);
+  const ids = calls.map((call) => (isObject(call) && typeof call["id"] === "string" ? call["id"] : ""));
+  return ids.includes("") ? messageParts(message) : ["assistant", "\u0002ids", ...ids];
+}
+
 /** The parts of a message as one string (two messages a thread treats alike have the same key). */
 export function messageKey(message: Json): string {
   return JSON.stringify(messageParts(message));
 }
 
-function update(hash: Hash, message: Json): Hash {
+function update(hash: Hash, parts: readonly string[]): Hash {
   // Each part is preceded by its length, so no choice of content can make two different part lists hash alike.
-  for (const part of messageParts(message)) hash.update(`\u0000${part.length}:`).update(part);
+  for (const part of parts) hash.update(`\u0000${part.length}:`).update(part);
   return hash.update("\u0001");
 }
 
 const digest = (hash: Hash): string => hash.copy().digest("base64url").slice(0, 32);
 
+/** A call's continuation key holds both (a space never occurs in either); records written before hold the strict one. */
+export interface ContinuationKeys {
+  strict: string;
+  loose: string | null;
+}
+
+export function joinKeys(keys: ContinuationKeys): string {
+  return keys.loose === null ? keys.strict : `${keys.strict} ${keys.loose}`;
+}
+
+export function splitKeys(key: string): ContinuationKeys {
+  const at = key.indexOf(" ");
+  return at < 0 ? { strict: key, loose: null } : { strict: key.slice(0, at), loose: key.slice(at + 1) };
+}
+
 /**
- * The chain of a call's messages: `at(k)` keys its first k messages, under a seed that holds what else a prompt
- * depends on (the served model, the tools).
+ * The chains of a call's messages: `at(k)` keys its first k messages strictly, `looseAt(k)` loosely, under a seed
+ * that holds what else a prompt depends on (the served model, the tools).
  */
 export class MessageChain {
   readonly #keys: string[];
-  // One running hash over the keys: the key of k messages is its state after k of them (a copy is digested).
+  readonly #looseKeys: string[];
+  // One running hash per chain: the key of k messages is its state after k of them (a copy is digested).
   readonly #hash: Hash;
+  readonly #looseHash: Hash;
 
   constructor(seed: string, messages: readonly Json[]) {
     this.#hash = createHash("sha256").update(seed);
+    this.#looseHash = createHash("sha256").update("loose\u0000").update(seed);
     const keys = [digest(this.#hash)];
-    for (const message of messages) keys.push(digest(update(this.#hash, message)));
+    const looseKeys = [digest(this.#looseHash)];
+    for (const message of messages) {
+      keys.push(digest(update(this.#hash, messageParts(message))));
+      looseKeys.push(digest(update(this.#looseHash, looseMessageParts(message))));
+    }
     this.#keys = keys;
+    this.#looseKeys = looseKeys;
   }
 
   get length(): number {
@@ -83,9 +119,16 @@ export class MessageChain {
     return this.#keys[k]!;
   }
 
-  /** The key of these messages followed by an answer. */
+  looseAt(k: number): string {
+    return this.#looseKeys[k]!;
+  }
+
+  /** The keys of these messages followed by an answer, as stored with the call (`joinKeys`). */
   extendedBy(answer: Json): string {
-    return digest(update(this.#hash.copy(), answer));
+    return joinKeys({
+      strict: digest(update(this.#hash.copy(), messageParts(answer))),
+      loose: digest(update(this.#looseHash.copy(), looseMessageParts(answer))),
+    });
   }
 }
 

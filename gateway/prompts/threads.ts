@@ -3,6 +3,7 @@
 // stores only what it added), so memory grows with a rollout's unique tokens. Kept in memory for recent rollouts and
 // rebuilt from the store's call records when a rollout is not there (after a restart, or evicted).
 import { LRUCache } from "lru-cache";
+import { splitKeys, type MessageChain } from "./message-keys.ts";
 import type { CallRecord } from "../../store/records.ts";
 import type { SeenCalls } from "../../store/call-tokens.ts";
 import type { Store } from "../../store/store.ts";
@@ -54,8 +55,9 @@ export class RolloutThreads {
     return this.#byKey.size === 0;
   }
 
-  find(key: string): ThreadNode | undefined {
-    return this.#byKey.get(key);
+  /** The answer the first k messages of `chain` end with: strictly the same, or else the same by tool-call ids. */
+  find(chain: MessageChain, k: number): ThreadNode | undefined {
+    return this.#byKey.get(chain.at(k)) ?? this.#byKey.get(chain.looseAt(k));
   }
 
   node(seq: number, choice: number): ThreadNode | undefined {
@@ -82,7 +84,9 @@ export class RolloutThreads {
         choice: index,
         thread: call.thread,
       };
-      this.#byKey.set(choice.key, node);
+      const { strict, loose } = splitKeys(choice.key);
+      this.#byKey.set(strict, node);
+      if (loose !== null) this.#byKey.set(loose, node);
       this.#bySeq.set(`${call.seq}:${index}`, node);
     });
   }

@@ -13,6 +13,12 @@ export interface Launch {
   env: NodeJS.ProcessEnv;
 }
 
+/** How a run differs from a fresh one-prompt session. */
+export interface LaunchOptions {
+  /** Continue the harness's most recent session in this workspace with the prompt (its continue/resume switch). */
+  resume?: boolean;
+}
+
 export interface Harness {
   name: string;
   /** The CLI's entry point; the harness is skipped when it is absent. */
@@ -25,10 +31,18 @@ export interface Harness {
   sideThreads?: ScriptTurn[];
   /** The harness's sub-agent tool and how to call it with a prompt, where it has one rlgate tests. */
   subAgent?(prompt: string): ScriptToolCall;
+  /** Why the harness has no sub-agent session in the matrix. */
+  noSubAgent?: string;
   /** A call of the harness's shell tool running `command`. */
   shell(command: string): ScriptToolCall;
   /** Writes the config files into `dirs` and returns how to run `prompt`. */
-  launch(dirs: HarnessDirs, rollout: CreatedRollout, prompt: string, servedModel: string): Launch;
+  launch(
+    dirs: HarnessDirs,
+    rollout: CreatedRollout,
+    prompt: string,
+    servedModel: string,
+    options?: LaunchOptions,
+  ): Launch;
 }
 
 const modules = join(ROOT, "node_modules");
@@ -50,7 +64,7 @@ export const QWEN_CODE: Harness = {
   cli: join(modules, "@qwen-code", "qwen-code", "cli.js"),
   cannedAssistantTurns: 1,
   shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
-  launch(dirs, rollout, prompt, servedModel) {
+  launch(dirs, rollout, prompt, servedModel, options = {}) {
     mkdirSync(join(dirs.home, ".qwen"), { recursive: true });
     writeFileSync(join(dirs.home, ".qwen", "settings.json"), JSON.stringify(QWEN_SETTINGS, null, 2));
     const env = baseEnv(dirs, {
@@ -62,7 +76,12 @@ export const QWEN_CODE: Harness = {
       OPENAI_API_KEY: "sk-rlgate",
       OPENAI_MODEL: servedModel,
     });
-    return { command: process.execPath, args: [this.cli, "-p", prompt, "--yolo", "--auth-type", "openai"], env };
+    const resume = options.resume ? ["--continue"] : [];
+    return {
+      command: process.execPath,
+      args: [this.cli, ...resume, "-p", prompt, "--yolo", "--auth-type", "openai"],
+      env,
+    };
   },
 };
 
@@ -75,7 +94,7 @@ export const CLAUDE_CODE: Harness = {
     name: "Agent",
     arguments: { description: "Delegated step", prompt, subagent_type: "general-purpose" },
   }),
-  launch(dirs, rollout, prompt) {
+  launch(dirs, rollout, prompt, _servedModel, options = {}) {
     // The non-essential-traffic switch also stops the title-generation call that would open every session.
     const env = baseEnv(dirs, {
       ANTHROPIC_BASE_URL: rollout.base_urls.anthropic,
@@ -89,7 +108,14 @@ export const CLAUDE_CODE: Harness = {
     });
     return {
       command: this.cli,
-      args: ["-p", prompt, "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+      args: [
+        ...(options.resume ? ["--continue"] : []),
+        "-p",
+        prompt,
+        "--dangerously-skip-permissions",
+        "--model",
+        "claude-sonnet-4-5",
+      ],
       env,
     };
   },
@@ -124,14 +150,21 @@ export const CODEX: Harness = {
   shell: (command) => ({ name: "exec_command", arguments: { cmd: command } }),
   // Its multi-agent tools come as a namespace, flattened upstream as `{namespace}__{name}`.
   subAgent: (prompt) => ({ name: "multi_agent_v1__spawn_agent", arguments: { message: prompt } }),
-  launch(dirs, rollout, prompt) {
+  launch(dirs, rollout, prompt, _servedModel, options = {}) {
     const codexHome = join(dirs.home, ".codex");
     mkdirSync(codexHome, { recursive: true });
     writeFileSync(join(codexHome, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
     const env = baseEnv(dirs, { CODEX_HOME: codexHome, OPENAI_API_KEY: "sk-rlgate", RUST_LOG: "error" });
     return {
       command: process.execPath,
-      args: [this.cli, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt],
+      args: [
+        this.cli,
+        "exec",
+        ...(options.resume ? ["resume", "--last"] : []),
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        prompt,
+      ],
       env,
     };
   },
@@ -166,7 +199,7 @@ export const OPENCODE: Harness = {
   cli: join(modules, ".bin", "opencode"),
   sideThreads: [{ thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Scripted file task" }],
   shell: (command) => ({ name: "bash", arguments: { command, description: "Run a command" } }),
-  launch(dirs, rollout, prompt, servedModel) {
+  launch(dirs, rollout, prompt, servedModel, options = {}) {
     const configFile = join(dirs.dir, "opencode.json");
     writeFileSync(configFile, opencodeConfig(rollout.base_urls.openai, servedModel));
     const env = baseEnv(dirs, {
@@ -183,7 +216,7 @@ export const OPENCODE: Harness = {
       OPENCODE_DISABLE_CLAUDE_CODE: "1",
       OPENCODE_DISABLE_EXTERNAL_SKILLS: "1",
     });
-    return { command: this.cli, args: ["run", prompt], env };
+    return { command: this.cli, args: ["run", ...(options.resume ? ["--continue"] : []), prompt], env };
   },
 };
 
@@ -194,7 +227,7 @@ export function piHarness(api: "anthropic-messages" | "openai-responses" | "open
     cli: join(modules, "@mariozechner", "pi-coding-agent", "dist", "cli.js"),
     modelMap: `pi-*=${SERVED_MODEL}`,
     shell: (command) => ({ name: "bash", arguments: { command } }),
-    launch(dirs, rollout, prompt) {
+    launch(dirs, rollout, prompt, _servedModel, options = {}) {
       const agentDir = join(dirs.home, ".pi", "agent");
       mkdirSync(agentDir, { recursive: true });
       const baseUrl = api === "anthropic-messages" ? rollout.base_urls.anthropic : rollout.base_urls.openai;
@@ -213,7 +246,19 @@ export function piHarness(api: "anthropic-messages" | "openai-responses" | "open
       const env = baseEnv(dirs, { PI_OFFLINE: "1", PI_TELEMETRY: "0", PI_SKIP_VERSION_CHECK: "1" });
       return {
         command: process.execPath,
-        args: [this.cli, "--provider", "rlgate", "--model", "pi-model", "--no-session", "-p", prompt],
+        // Sessions are kept in the run's own directory, so a continued run finds the first one.
+        args: [
+          this.cli,
+          "--provider",
+          "rlgate",
+          "--model",
+          "pi-model",
+          "--session-dir",
+          join(dirs.home, "pi-sessions"),
+          ...(options.resume ? ["--continue"] : []),
+          "-p",
+          prompt,
+        ],
         env,
       };
     },
