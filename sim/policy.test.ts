@@ -152,3 +152,40 @@ describe("scripted threads", () => {
     );
   });
 });
+
+describe("scripted prompts", () => {
+  const script = [
+    { content: "main 0" },
+    { prompt: "second task", content: "second 0", tool_calls: [{ name: "Bash", arguments: { command: "echo b" } }] },
+    { prompt: "second task", content: "second done" },
+    { prompt: "<summary>", content: "the summary" },
+  ];
+  const play = (messages: { role: string; content: string; tool_call_id?: string }[]) =>
+    decideTurn(viewFromChat(messages as never, [], undefined, undefined), { seed: 0, choice: 0, script }).content;
+
+  test("a turn keyed by its prompt plays after as many tool results as turns before it, whatever the history holds", () => {
+    assert.equal(play([{ role: "user", content: "go" }]), "main 0");
+    const history = [
+      { role: "user", content: "go" },
+      { role: "assistant", content: "main 0" },
+      { role: "user", content: "the second task" },
+    ];
+    assert.equal(play(history), "second 0");
+    assert.equal(
+      play([...history, { role: "assistant", content: "second 0" }, { role: "tool", tool_call_id: "c", content: "b" }]),
+      "second done",
+    );
+    // A summarization request after a long history, and the compacted history that follows it.
+    assert.equal(
+      play([...history, { role: "assistant", content: "x" }, { role: "user", content: "<summary>" }]),
+      "the summary",
+    );
+    assert.equal(
+      play([
+        { role: "user", content: "the summary" },
+        { role: "user", content: "the second task" },
+      ]),
+      "second 0",
+    );
+  });
+});

@@ -30,11 +30,19 @@ export function decideTurn(view: ConversationView, ctx: PolicyContext): SimTurn 
 /** The turns of the thread a conversation belongs to: the first `thread` its opening user text contains, else the rest. */
 function threadTurns(view: ConversationView, script: readonly ScriptTurn[]): readonly ScriptTurn[] {
   const thread = script.find((t) => t.thread !== undefined && view.openingUserText.includes(t.thread))?.thread;
-  return script.filter((t) => t.thread === thread);
+  return script.filter((t) => t.thread === thread && t.prompt === undefined);
+}
+
+/** The turn of the first `prompt` the last user message contains, by the tool results since (see script.ts). */
+function promptTurn(view: ConversationView, script: readonly ScriptTurn[]): ScriptTurn | null | undefined {
+  const prompt = script.find((t) => t.prompt !== undefined && view.lastUserText.includes(t.prompt))?.prompt;
+  if (prompt === undefined) return undefined;
+  return script.filter((t) => t.prompt === prompt)[view.toolResults.length] ?? null;
 }
 
 function scriptedTurn(view: ConversationView, script: readonly ScriptTurn[]): SimTurn {
-  const turn = threadTurns(view, script)[view.assistantTurns];
+  const byPrompt = promptTurn(view, script);
+  const turn = byPrompt === undefined ? threadTurns(view, script)[view.assistantTurns] : byPrompt;
   if (!turn) return { reasoning: "The scripted conversation is over.", content: "Done.", toolCalls: [] };
   return { reasoning: turn.reasoning ?? "", content: turn.content ?? "", toolCalls: turn.tool_calls ?? [] };
 }

@@ -2,11 +2,21 @@
 // to play is chosen by how many assistant messages the request's history already holds. Turns with a `thread` play
 // only in conversations whose opening user messages (before any assistant message) contain that text (a sub-agent
 // started with a scripted prompt), counted among the turns of that thread; the other turns play everywhere else.
+// Turns with a `prompt` play, before any thread, in conversations whose last user message contains that text, the
+// k-th of them after k tool results (one tool call a turn): a session of several user prompts, a harness's
+// summarization request, and what comes after a compaction — where counting the history's assistant turns would not
+// tell which turn is next.
 import { readFileSync } from "node:fs";
 import { RlgateError } from "../util/errors.ts";
 
 export type ScriptToolCall = { name: string; arguments: Record<string, unknown> | string };
-export type ScriptTurn = { reasoning?: string; content?: string; tool_calls?: ScriptToolCall[]; thread?: string };
+export type ScriptTurn = {
+  reasoning?: string;
+  content?: string;
+  tool_calls?: ScriptToolCall[];
+  thread?: string;
+  prompt?: string;
+};
 
 export class ScriptError extends RlgateError<"RLGATE_SIM_BAD_SCRIPT"> {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -35,7 +45,7 @@ export function parseScript(raw: unknown, source = "script"): ScriptTurn[] {
 function parseTurn(turn: unknown, where: string): ScriptTurn {
   if (!isObject(turn)) throw new ScriptError(`${where} is not an object`);
   const out: ScriptTurn = {};
-  for (const key of ["reasoning", "content", "thread"] as const) {
+  for (const key of ["reasoning", "content", "thread", "prompt"] as const) {
     const value = turn[key];
     if (value === undefined || value === null) continue;
     if (typeof value !== "string") throw new ScriptError(`${where}: ${key} must be a string`);
