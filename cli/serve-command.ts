@@ -10,6 +10,7 @@ import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { DEFAULT_ROLLOUT_TIMEOUT_MS } from "../gateway/rollout-deadlines.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
+import { familyOfParser } from "../tokenizer/families.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
@@ -295,12 +296,18 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
   };
 }
 
+/** The built-in sim's family and tool parser, as the banner names them. */
+function simFamily(opts: ServeOptions): string {
+  const parser = builtInSimOptions(opts).toolCallParser ?? "hermes";
+  return `${familyOfParser(parser).name.replace(/ \(.*\)$/, "")}, ${parser} tool calls`;
+}
+
 /** The start-up banner, printed once (by the primary, with workers). */
 export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
   const u = at.url;
   console.log(`rlgate gateway listening on ${u}`);
   console.log(
-    `  upstream:      ${at.sim ? `${at.upstreams[0]} (built-in simulated ${opts.upstreamFlavor}, Qwen3 tokenizer, ${builtInSimOptions(opts).toolCallParser ?? "hermes"} tool calls, ${opts.simMaxModelLen}-token context)` : `${at.upstreams.join(", ")} (${opts.upstreamFlavor})`}`,
+    `  upstream:      ${at.sim ? `${at.upstreams[0]} (built-in simulated ${opts.upstreamFlavor}, ${simFamily(opts)}, ${opts.simMaxModelLen}-token context)` : `${at.upstreams.join(", ")} (${opts.upstreamFlavor})`}`,
   );
   if (at.upstreams.length > 1 || opts.upstreamsFile)
     console.log(

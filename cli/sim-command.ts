@@ -3,6 +3,7 @@ import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
+import { FAMILIES } from "../tokenizer/families.ts";
 import { StartRefusal } from "../util/refusal.ts";
 import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
@@ -55,7 +56,7 @@ export function simCommand(): Command {
     )
     .option(
       "--tool-call-parser <name>",
-      "vLLM's --tool-call-parser: hermes (Qwen3, default) or qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given)",
+      "vLLM's --tool-call-parser, and with it the model family served: hermes (Qwen3, default), qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given) or llama3_json (Llama 3.x: its tokenizer and template, JSON tool calls, no reasoning)",
       "hermes",
     )
     .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")
@@ -67,9 +68,10 @@ export function simCommand(): Command {
     .option("--moe-top-k <k>", "experts per token and layer (with --moe-layers)", integer)
     .option("--moe-experts <n>", "experts per layer (with --moe-layers)", integer)
     .action(async (opts) => {
-      if (opts.toolCallParser !== "hermes" && opts.toolCallParser !== "qwen3_coder")
+      const parsers: string[] = Object.values(FAMILIES).map((f) => f.toolParser);
+      if (!parsers.includes(opts.toolCallParser))
         throw new StartRefusal(
-          `--tool-call-parser: expected hermes or qwen3_coder, got ${String(opts.toolCallParser)}`,
+          `--tool-call-parser: expected ${parsers.join(", ")}; got ${String(opts.toolCallParser)}`,
         );
       if (opts.flavor !== "vllm" && opts.flavor !== "sglang")
         throw new StartRefusal(`--flavor: expected vllm or sglang, got ${String(opts.flavor)}`);
@@ -101,7 +103,7 @@ export function simCommand(): Command {
         flavor: opts.flavor,
         ...(moe ? { moe } : {}),
       });
-      const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${opts.toolCallParser === "qwen3_coder" ? ", qwen3_coder tool calls" : ""}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;
+      const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${opts.toolCallParser !== "hermes" ? `, ${opts.toolCallParser} tool calls` : ""}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;
       console.log(`rlgate sim (simulated ${what}, ${opts.model}) listening on ${sim.url}`);
       console.log(`  OpenAI base URL: ${sim.url}/v1${script ? `   script: ${script.length} turns` : ""}`);
       let closing = false;

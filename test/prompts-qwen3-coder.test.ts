@@ -232,15 +232,13 @@ describe("rlgate serve --model-dir with Qwen3-Coder's files", () => {
   });
 
   test("a template of a family rlgate does not build is refused at start in one sentence", async () => {
-    const dir = modelDir(
-      "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>{{ m.content }}<|eot_id|>{% endfor %}",
-    );
+    const dir = modelDir("{% for m in messages %}<｜{{ m.role }}｜>{{ m.content }}{% endfor %}<｜Assistant｜>");
     const cli = spawnCli(["serve", "--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir]);
     const [code] = (await once(cli.child, "exit")) as [number | null];
     assert.equal(code, 1);
     assert.match(
       cli.output(),
-      /rlgate: --model-dir \S+: the chat template is Llama 3\.x's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\); not yet: gpt-oss \(harmony\), DeepSeek V3\.1, Llama 3\.x\)/,
+      /rlgate: --model-dir \S+: the chat template is DeepSeek V3\.1's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\), Llama 3\.x \(llama3_json tool calls\); not yet: gpt-oss \(harmony\), DeepSeek V3\.1\)/,
     );
     assert.doesNotMatch(cli.output(), /at familyOfTemplate/);
   });

@@ -1,0 +1,213 @@
+// Llama 3.x end to end: the sim answers as vLLM serving Llama 3.2 (`--tool-call-parser llama3_json`, its tokenizer and
+// chat template, JSON tool calls, no reasoning), the gateway renders and parses the same family (tokens mode) or
+// forwards messages (with history repair by Llama's rules), and agent sessions reconstruct as one trajectory.
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
+import type { ScriptTurn } from "../sim/index.ts";
+import { llama3Files } from "../tokenizer/llama3.ts";
+import { llama3ChatFormat } from "../tokenizer/model-format.ts";
+import { seededRandom } from "../util/seeded-random.ts";
+import {
+  createRollout,
+  postJson,
+  readSse,
+  rolloutCalls,
+  spawnCli,
+  startStack,
+  tempDir,
+  type Stack,
+} from "./helpers.ts";
+
+type Json = Record<string, any>;
+
+const TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "run_shell_command",
+      description: "Run a shell command",
+      parameters: {
+        type: "object",
+        properties: { command: { type: "string" }, timeout: { type: "integer" } },
+        required: ["command"],
+      },
+    },
+  },
+];
+
+function assemble(events: unknown[]): Json {
+  const message: Json = { role: "assistant", content: null, tool_calls: [] };
+  for (const event of events) {
+    if (typeof event === "string") continue;
+    const delta = (event as Json).choices?.[0]?.delta;
+    if (!delta) continue;
+    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
+    for (const call of delta.tool_calls ?? []) {
+      const entry = (message.tool_calls[call.index] ??= {
+        id: call.id,
+        type: "function",
+        function: { name: "", arguments: "" },
+      });
+      if (call.function?.name) entry.function.name = call.function.name;
+      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
+    }
+  }
+  if (message.content === "") message.content = null;
+  return message;
+}
+
+async function chat(base: string, body: Json): Promise<Json> {
+  if (body.stream) {
+    const res = await fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 200);
+    return assemble(await readSse(res));
+  }
+  const res = await postJson(`${base}/chat/completions`, body);
+  assert.equal(res.status, 200, res.text);
+  return res.json.choices[0].message;
+}
+
+// One call a turn (Llama's template renders no more), some turns with text before it (the model does not write it:
+// the sim drops it as Llama would), some text-only answers the user follows up on.
+function script(random: () => number, turns: number): ScriptTurn[] {
+  return Array.from({ length: turns }, (_, t) => {
+    const turn: ScriptTurn = { reasoning: "Llama has no reasoning: never written." };
+    if (random() < 0.5) turn.content = `Let me check ${t} é.`;
+    if (t === 1 || t === turns - 1) turn.content = `Found ${t} files 😀.`;
+    else
+      turn.tool_calls = [
+        {
+          name: "run_shell_command",
+          arguments: { command: `ls ${t} && wc -l` /* no ";": vLLM's parser splits on it */, timeout: 10 * t },
+        },
+      ];
+    return turn;
+  });
+}
+
+/** How harnesses echo an answer: content trimmed or with a newline more, arguments re-serialized. */
+function echo(random: () => number, answer: Json): Json {
+  const content: string | null = answer.content;
+  const r = random();
+  return {
+    role: "assistant",
+    content: content === null ? null : r < 0.4 ? content.trim() : r < 0.7 ? `${content}\n` : content,
+    tool_calls: (answer.tool_calls ?? []).map((call: Json) => ({
+      ...call,
+      function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
+    })),
+  };
+}
+
+async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
+  const rollout = await createRollout(stack.gateway.url);
+  const messages: Json[] = [
+    { role: "system", content: "You are an agent." },
+    { role: "user", content: "Do the task." },
+  ];
+  for (const expected of turns) {
+    const answer = await chat(rollout.base_urls.openai, {
+      model: "Qwen/Qwen3-8B",
+      messages,
+      tools: TOOLS,
+      stream: random() < 0.5,
+    });
+    assert.deepEqual(
+      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
+      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
+    );
+    // A turn with a call is the call alone; a text answer is the text.
+    assert.equal(answer.content, expected.tool_calls ? null : expected.content);
+    assert.equal(answer.reasoning_content ?? null, null);
+    messages.push(echo(random, answer));
+    for (const call of answer.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
+    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
+  }
+  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+  assert.equal(calls.length, turns.length);
+  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+  // Llama's template trims a text answer and writes a call the way the model wrote it: nothing to put back.
+  assert.deepEqual(
+    calls.flatMap((c) => c.repairs ?? []),
+    [],
+  );
+  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+  return { calls, stats: finished.json.trajectories.stats };
+}
+
+describe("Llama 3.x (llama3_json tool calls) end to end", () => {
+  for (const prompts of ["tokens", "messages"] as const) {
+    test(`${prompts} mode: sessions with calls, text before them and text answers are one trajectory`, async () => {
+      for (let s = 0; s < 3; s++) {
+        const random = seededRandom(500 + s);
+        const turns = script(random, 3 + Math.floor(random() * 3));
+        const stack = await startStack({
+          sim: { script: turns, toolCallParser: "llama3_json" },
+          gateway: { prompts, model: llama3ChatFormat() },
+        });
+        try {
+          const { calls, stats } = await session(stack, random, turns);
+          if (prompts === "tokens") for (const call of calls) assert.equal(call.prompt?.mode, "tokens");
+          // Every prompt is a Llama prompt: BOS, then the system turn.
+          for (const call of calls) assert.deepEqual(call.promptTokenIds?.slice(0, 3), [128000, 128006, 9125]);
+          assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
+          assert.equal(
+            Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0),
+            0,
+          );
+          assert.equal(stats.trained_tokens, stats.sampled_tokens);
+          assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
+        } finally {
+          await stack.close();
+        }
+      }
+    });
+  }
+});
+
+describe("rlgate serve --model-dir with Llama 3.2's files", () => {
+  const dirs: string[] = [];
+  after(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+  test("the family is picked from the template; the built-in sim answers in Llama's syntax, tokens mode parses it", async () => {
+    const dir = tempDir("model");
+    const data = tempDir("store");
+    dirs.push(dir, data);
+    const files = llama3Files();
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
+    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
+    writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
+    const serve = spawnCli([
+      "serve",
+      ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
+    ]);
+    try {
+      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 60_000);
+      await serve.waitFor(/llama3_json tool calls/);
+      const rollout = await createRollout(url!);
+      const answer = await chat(rollout.base_urls.openai, {
+        model: "Qwen/Qwen3-8B",
+        messages: [{ role: "user", content: "list the files" }],
+        tools: TOOLS,
+        stream: true,
+      });
+      assert.equal(answer.content, null);
+      assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
+      assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
+      const [call] = await rolloutCalls(url!, rollout.id);
+      assert.equal(call!.prompt?.mode, "tokens");
+      assert.equal(call!.promptTokenIds?.[0], 128000);
+    } finally {
+      serve.child.kill("SIGTERM");
+      await once(serve.child, "exit");
+    }
+  });
+});
