@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
 import { resolveHarness, type Harness } from "../runner/harnesses.ts";
 import { Progress, summaryTable } from "../runner/progress.ts";
+import { DATASETS, loadDataset, type DatasetKind } from "../runner/datasets.ts";
 import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTasks, type Task } from "../runner/task.ts";
@@ -39,9 +40,29 @@ export function runCommand(): Command {
       "For each task and each of its n rollouts: create the rollout on the gateway (group = the task), run the " +
         "harness in a bubblewrap sandbox whose workspace is an overlay over the task image and whose only way out is " +
         "the gateway, grade it in a fresh sandbox (hidden tests copied in, edits to test paths reverted), and finish " +
-        "it with reward and status (ok, timeout, infra_error). Task format and limits: docs/runner.md.",
+        "it with reward and status (ok, timeout, infra_error). With --sandbox podman, tasks that name an OCI image " +
+        "run in containers instead (SWE-bench-style datasets with --dataset swebench). Task format and limits: " +
+        "docs/runner.md.",
     )
-    .requiredOption("--tasks <dir|file>", "a task folder, its task.json, or a folder of task folders")
+    .requiredOption(
+      "--tasks <dir|file>",
+      "a task folder, its task.json, or a folder of task folders; with --dataset: the dataset's file",
+    )
+    .addOption(
+      new Option(
+        "--sandbox <kind>",
+        "bwrap: folder tasks in bubblewrap sandboxes (no daemon); podman: tasks that name an OCI image, each rollout in a container (rootful podman, runc)",
+      )
+        .choices(["bwrap", "podman"])
+        .default("bwrap"),
+    )
+    .addOption(
+      new Option(
+        "--dataset <format>",
+        "read --tasks as a dataset: swebench = JSONL rows {instance_id, image, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, test_patch?, test_cmd?} (reward 1 when all those tests pass); needs --sandbox podman",
+      ).choices([...DATASETS]),
+    )
+    .option("--image-template <ref>", "with --dataset: the image of rows without one, {instance_id} replaced")
     .requiredOption(
       "--harness <name|template>",
       "a preset (qwen-code, claude-code, codex, opencode, pi) or a shell command with {prompt} (also {base_url}, {anthropic_base_url}, {model}, {rollout})",
@@ -95,7 +116,9 @@ export function runCommand(): Command {
       let tasks: Task[];
       let harness: Harness;
       try {
-        tasks = loadTasks(opts.tasks);
+        tasks = opts.dataset
+          ? loadDataset(opts.dataset as DatasetKind, opts.tasks, { imageTemplate: opts.imageTemplate })
+          : loadTasks(opts.tasks);
         harness = resolveHarness(opts.harness);
       } catch (error) {
         console.error(`rlgate run: ${(error as Error).message}`);
@@ -133,6 +156,7 @@ export function runCommand(): Command {
       try {
         const results = await runTasks({
           tasks,
+          sandbox: opts.sandbox,
           harness,
           n: opts.n,
           concurrency: opts.concurrency,

@@ -3,6 +3,7 @@
 // from a later commit) and the workdir handed to the container user. Built once and cached, content-addressed: the
 // tag is a hash of the base image's id, the Containerfile and the workspace's files, so a second run of the same task
 // (or any machine's run with the same inputs) finds it and starts rollouts at once.
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,19 +38,20 @@ function hashTree(dir: string, hash = createHash("sha256"), rel = ""): ReturnTyp
   return hash;
 }
 
+// One RUN step (each step is a container start and a commit): the setup runs in a shell of its own, so that its own
+// `exit` or `cd` ends only itself; images without git keep their workspace as it is.
+const PREPARE = `set -e; mkdir -p "$1"; cd "$1"; if [ -n "$2" ]; then (cd "$1" && bash -ec "$2"); fi
+if command -v git >/dev/null; then ${SQUASH}; fi; chown -R ${CONTAINER_UID}:${CONTAINER_UID} "$1"`;
+
 export function containerfile(task: Task, baseId: string): string {
   const w = task.workdir;
-  const owner = `${CONTAINER_UID}:${CONTAINER_UID}`;
-  const run = (script: string) => `RUN ["bash", "-c", ${JSON.stringify(script)}]`;
+  const run = ["bash", "-c", PREPARE, "prepare", w, task.setup ?? ""];
   return [
     `FROM ${baseId}`,
     "USER root",
     ...(task.workspace ? [`COPY . ${w}/`] : []),
-    run(`mkdir -p ${w}`),
+    `RUN ${JSON.stringify(run)}`,
     `WORKDIR ${w}`,
-    ...(task.setup ? [run(`set -e\n${task.setup}`)] : []),
-    // Images without git keep their workspace as it is.
-    run(`set -e; if command -v git >/dev/null; then ${SQUASH}; fi; chown -R ${owner} ${w}`),
     "",
   ].join("\n");
 }
@@ -81,25 +83,37 @@ export function preparePodmanImage(task: Task): PodmanImage {
   try {
     writeFileSync(join(scratch, "Containerfile"), file);
     const runtime = podmanRuntime();
-    const build = podman([
-      "build",
-      ...(runtime ? ["--runtime", runtime] : []),
-      "--network",
-      "none",
-      "--pull=never",
-      "--layers=false",
-      ...baseUlimits(),
-      "--tag",
-      tag,
-      "--file",
-      join(scratch, "Containerfile"),
-      task.workspace ?? scratch,
-    ]);
-    const log = `${build.stdout}${build.stderr}`;
+    // One stream (2>&1): a failing step's output keeps its order, and is cut out of the build's log below.
+    const build = spawnSync(
+      "bash",
+      [
+        "-c",
+        'exec podman "$@" 2>&1',
+        "podman",
+        "build",
+        ...(runtime ? ["--runtime", runtime] : []),
+        "--network",
+        "none",
+        "--pull=never",
+        "--layers=false",
+        ...baseUlimits(),
+        "--tag",
+        tag,
+        "--file",
+        join(scratch, "Containerfile"),
+        task.workspace ?? scratch,
+      ],
+      { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+    );
+    const log = `${build.stdout ?? ""}${build.error?.message ?? ""}`;
     if (build.status !== 0) {
       const exit = /exit status (\d+)/.exec(log)?.[1] ?? build.status;
+      // What the failing step printed: after its "STEP i/n:" line, before podman's "Error: building at STEP".
+      const lastStep = [...log.matchAll(/^STEP \d+\/\d+: .*$/gm)].pop();
+      const end = log.lastIndexOf("Error: building at STEP");
+      const output = lastStep && end > lastStep.index! ? log.slice(lastStep.index! + lastStep[0].length + 1, end) : log;
       throw new ImageError(
-        `preparing the image of task '${task.name}' failed (exit ${exit}): ${log.trim().slice(-2000)}`,
+        `preparing the image of task '${task.name}' failed (exit ${exit}): ${output.trim().slice(-2000)}`,
       );
     }
     return { tag, path, cached: false, log, ms: Date.now() - started };

@@ -160,7 +160,8 @@ export async function gradeInPodman(o: {
     const verdict = testOutcomes(r.log, o.task.reward);
     return { exit, log, reward: verdict.passed ? 1 : 0, error: null, verdict };
   } finally {
-    removeContainers([grader], [graded]);
+    // The agent's container goes too (rollout.ts removes it again, harmlessly): one call for both.
+    removeContainers([o.agent, grader], [graded]);
   }
 }
 

@@ -9,7 +9,9 @@
 // Runtime: runc, when installed. crun (podman's Debian default) refuses a cgroup v1 host whose v2 hierarchy holds a
 // controller ("cgroups in hybrid mode not supported"), which is what this project's machines and CI are.
 import { execFile, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { SandboxError, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
 
 /** The uid:gid agents and tests run as inside containers (the image's workdir is chowned to it when prepared). */
@@ -101,6 +103,9 @@ export function containerArgs(spec: ContainerSpec): string[] {
     "run",
     "--name",
     spec.name,
+    // The container's id names its cgroup: the watchdog reads it here, without a CLI call.
+    "--cidfile",
+    cidfileOf(spec.name),
     "--network",
     "none",
     "--hostname",
@@ -144,6 +149,7 @@ export class Container {
   #stopped: SandboxExit["stopped"] = null;
   #cgroups: { pids: string; memory: string } | null = null;
   #looking = false;
+  readonly #cidfile: string;
   #peakProcesses = 0;
   #peakMemory = 0;
   readonly #limits: SandboxLimits;
@@ -151,6 +157,8 @@ export class Container {
   constructor(spec: ContainerSpec, options: { timeoutMs: number; signal?: AbortSignal }) {
     this.name = spec.name;
     this.#limits = spec.limits;
+    this.#cidfile = cidfileOf(spec.name);
+    rmSync(this.#cidfile, { force: true });
     const runtime = podmanRuntime();
     const started = Date.now();
     this.child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
@@ -169,6 +177,7 @@ export class Container {
       this.child.on("close", (code, signal) => {
         clearTimeout(timer);
         clearInterval(watch);
+        rmSync(this.#cidfile, { force: true });
         options.signal?.removeEventListener("abort", onAbort);
         // An OOM kill between two samples is still known to podman (conmon watches the cgroup's OOM events).
         if (!this.#stopped && code !== 0 && inspect(this.name, "{{.State.OOMKilled}}") === "true")
@@ -195,6 +204,7 @@ export class Container {
 
   #check(): void {
     if (this.#stopped) return;
+    this.#cgroups ??= cgroupfsOf(this.#cidfile);
     if (!this.#cgroups) {
       if (this.#looking) return;
       this.#looking = true;
@@ -219,6 +229,10 @@ export class Container {
 
 const WATCH_MS = 500;
 
+function cidfileOf(name: string): string {
+  return join(tmpdir(), `rlgate-${name}.cid`);
+}
+
 function readNumber(path: string): number | null {
   try {
     const n = Number(readFileSync(path, "utf8").trim());
@@ -239,6 +253,22 @@ function oomKills(memoryDir: string): number {
     }
   }
   return 0;
+}
+
+/** podman's cgroupfs layout (its cgroup manager where systemd does not run, as in containers and CI): no CLI call. */
+function cgroupfsOf(cidfile: string): { pids: string; memory: string } | null {
+  let id: string;
+  try {
+    id = readFileSync(cidfile, "utf8").trim();
+  } catch {
+    return null;
+  }
+  for (const [pids, memory] of [
+    [`/sys/fs/cgroup/pids/libpod_parent/libpod-${id}`, `/sys/fs/cgroup/memory/libpod_parent/libpod-${id}`],
+    [`/sys/fs/cgroup/libpod_parent/libpod-${id}`, `/sys/fs/cgroup/libpod_parent/libpod-${id}`],
+  ] as const)
+    if (existsSync(pids) && existsSync(memory)) return { pids, memory };
+  return null;
 }
 
 /** The pids and memory cgroup folders of a container's init process (cgroup v1 or v2), from /proc. */
@@ -273,8 +303,14 @@ export function chownTree(dir: string): void {
   spawnSync("chown", ["-R", `${CONTAINER_UID}:${CONTAINER_UID}`, dir]);
 }
 
+const removed = new Set<string>();
+
 /** Removes containers and images a rollout made; never throws (what is already gone is fine). */
-export function removeContainers(names: string[], images: string[] = []): void {
+export function removeContainers(all: string[], images: string[] = []): void {
+  // Each name once: the grade stage removes the agent's container early, the rollout's cleanup then has nothing to do.
+  const names = all.filter((n) => !removed.has(n));
+  for (const n of names) removed.add(n);
+  if (removed.size > 10_000) removed.clear();
   if (names.length) podman(["rm", "--force", "--time", "0", "--ignore", ...names], { timeoutMs: 60_000 });
   if (images.length) podman(["rmi", "--force", "--ignore", ...images], { timeoutMs: 60_000 });
 }

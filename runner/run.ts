@@ -1,7 +1,7 @@
 // `rlgate run`: tasks × n rollouts of a harness, each in its own sandbox, at most `concurrency` at a time.
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
@@ -162,7 +162,6 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           image,
           backend: kind,
           imagePath: paths.get(task),
-          containerName: `${basename(root)}-r${i}`,
           sample,
           groupSize: o.n,
           group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
