@@ -6,6 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
+import { branchSummary } from "../runner/branch.ts";
+import { BranchPointError, parseBranchAt, type BranchAt } from "../runner/branch-points.ts";
 import { resolveHarness, type Harness } from "../runner/harnesses.ts";
 import { Progress, summaryTable } from "../runner/progress.ts";
 import { DATASETS, loadDataset, type DatasetKind } from "../runner/datasets.ts";
@@ -31,6 +33,15 @@ function bytes(value: string): number {
   if (!match) throw new InvalidArgumentError("expected a size such as 4g, 512m or 1073741824");
   const scale = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? "").toLowerCase() as ""];
   return Math.floor(Number(match[1]) * scale);
+}
+
+function branchAt(value: string): BranchAt {
+  try {
+    return parseBranchAt(value);
+  } catch (error) {
+    if (error instanceof BranchPointError) throw new InvalidArgumentError(error.message);
+    throw error;
+  }
 }
 
 export function runCommand(): Command {
@@ -111,6 +122,27 @@ export function runCommand(): Command {
     )
     .option("--work-dir <dir>", "where task images and rollout folders go (default: the system's temporary folder)")
     .option("--keep", "keep the task images and rollout folders (upper layers, logs) instead of removing them", false)
+    .option(
+      "--branch <K>",
+      "after each rollout (the backbone), K branches of it: the harness runs again in a fresh sandbox, the gateway answers the calls before a decision point with the backbone's answers and samples from there (docs/runner.md#branching); groups hold n × (1 + K)",
+      positive,
+    )
+    .addOption(
+      new Option(
+        "--branch-at <how>",
+        "decision points: entropy (the calls whose sampled tokens were least likely), uniform (spread over the calls), or calls=i,j (0-based call positions)",
+      )
+        .argParser(branchAt)
+        .default(parseBranchAt("entropy"), "entropy"),
+    )
+    .addOption(
+      new Option(
+        "--on-divergence <what>",
+        "a branch whose prompt differs from the backbone's before its point (a tool's output changed): sample on from there, or drop it (finished aborted, never trained)",
+      )
+        .choices(["sample", "drop"])
+        .default("sample"),
+    )
     .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
     .action(async (opts) => {
       let tasks: Task[];
@@ -152,7 +184,7 @@ export function runCommand(): Command {
       const onSignal = () => ac.abort();
       process.once("SIGINT", onSignal);
       process.once("SIGTERM", onSignal);
-      const progress = new Progress(tasks.length * opts.n);
+      const progress = new Progress(tasks.length * opts.n * (1 + (opts.branch ?? 0)));
       try {
         const results = await runTasks({
           tasks,
@@ -173,10 +205,11 @@ export function runCommand(): Command {
           mountReadOnly: (opts.mountRo ?? []).map((d: string) => resolve(d)),
           signal: ac.signal,
           events: progress.events(),
+          ...(opts.branch ? { branching: { k: opts.branch, at: opts.branchAt, onDivergence: opts.onDivergence } } : {}),
         });
         progress.close();
         if (opts.json) console.log(JSON.stringify(results, null, 2));
-        else console.log(summaryTable(results));
+        else console.log([summaryTable(results), branchSummary(results)].filter(Boolean).join("\n"));
       } catch (error) {
         progress.close();
         console.error(`rlgate run: ${error instanceof Error ? error.message : String(error)}`);

@@ -54,6 +54,8 @@ export class ControlClient {
     /** The training round (a positive integer): with the group it names the RL group. */
     round?: number;
     metadata: Record<string, unknown>;
+    /** A branch of a finished rollout (`rlgate run --branch`). */
+    branch?: { of: string; at_call: number; on_divergence: string; seed?: number };
   }): Promise<CreatedRollout> {
     return this.#call("POST", "/api/rollouts", body);
   }
@@ -64,6 +66,16 @@ export class ControlClient {
   ): Promise<FinishedRollout> {
     const r = await this.#call("POST", `/api/rollouts/${encodeURIComponent(id)}/finish`, body);
     return { calls: r.calls ?? 0, trajectories: r.trajectories?.stats?.retained_trajectories ?? null };
+  }
+
+  /** A rollout as the control API shows it (snake_case). */
+  rollout(id: string): Promise<any> {
+    return this.#call("GET", `/api/rollouts/${encodeURIComponent(id)}`);
+  }
+
+  /** A rollout's call records as the control API shows them (snake_case). */
+  async calls(id: string): Promise<unknown[]> {
+    return (await this.#call("GET", `/api/rollouts/${encodeURIComponent(id)}/calls`)).calls;
   }
 
   /** Fails with the gateway's reason when the control API is out of reach (unreachable, or a token missing or wrong). */

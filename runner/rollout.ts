@@ -10,6 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBridge, type Bridge } from "./bridge.ts";
 import type { ControlClient } from "./control-client.ts";
+import { branchCost, type BranchCost, type BranchJob } from "./branch.ts";
 import { commonEnv, type Harness } from "./harnesses.ts";
 import { chownTree, removeContainers } from "./podman.ts";
 import { CONTAINER_BIN, gradeInPodman, nodeMount, startAgentContainer } from "./podman-rollout.ts";
@@ -40,6 +41,8 @@ export interface RolloutResult {
   /** The stage the rollout ended in (where it failed, or "done"). */
   stage: Stage;
   error: string | null;
+  /** A branch rollout (`--branch`): its backbone, point, number, and what it cost (null when it could not be read). */
+  branch?: BranchJob & { cost: BranchCost | null };
 }
 
 export interface RolloutOptions {
@@ -74,6 +77,8 @@ export interface RolloutOptions {
   keep: boolean;
   signal?: AbortSignal;
   onStage?: (stage: Stage, detail?: string) => void;
+  /** Run as a branch of a finished rollout (runner/branch.ts): the gateway replays the calls before its point. */
+  branch?: BranchJob;
 }
 
 /** The port the harness reaches the gateway at inside its sandbox (its own network namespace: nothing else uses it). */
@@ -149,10 +154,21 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       task: o.task.name,
       harness: o.harness.name,
       ...(o.round === undefined ? {} : { round: o.round }),
+      ...(o.branch
+        ? {
+            branch: {
+              of: o.branch.of,
+              at_call: o.branch.atCall,
+              on_divergence: o.branch.onDivergence,
+              ...(o.branch.seed === undefined ? {} : { seed: o.branch.seed }),
+            },
+          }
+        : {}),
       metadata: {
         group_size: o.groupSize,
         sample: o.sample,
         ...(o.generation === undefined ? {} : { generation: o.generation }),
+        ...(o.branch ? { branch_index: o.branch.index } : {}),
         runner: { stage: "prepare" },
       },
     });
@@ -269,6 +285,14 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       );
     else if (agentExit.code === 126 || agentExit.code === 127)
       fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
+    // A branch dropped on divergence is never graded nor trained (finished aborted, without a reward).
+    const divergence =
+      o.branch && error === null ? (await o.control.rollout(created.id)).metadata?.branch?.divergence : null;
+    if (divergence?.action === "drop")
+      fail(
+        "aborted",
+        `diverged from its backbone before its decision point (call ${divergence.at}: ${divergence.reason})`,
+      );
 
     if (error === null && podman) {
       enter("grade");
@@ -301,7 +325,15 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
             { src: image, dest: "/rlgate/image" },
             ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : []),
           ],
-          env: { HOME: "/tmp", TMPDIR: "/tmp", PATH: "/usr/local/bin:/usr/bin:/bin", RLGATE_SAMPLE: String(o.sample) },
+          // The agent's environment is the backbone's (a replay must see what it saw); the grader also learns the
+          // branch's number (0: not a branch).
+          env: {
+            HOME: "/tmp",
+            TMPDIR: "/tmp",
+            PATH: "/usr/local/bin:/usr/bin:/bin",
+            RLGATE_SAMPLE: String(o.sample),
+            RLGATE_BRANCH: String(o.branch?.index ?? 0),
+          },
           argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
           limits: o.limits,
         },
@@ -343,6 +375,10 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       endStage = "finish";
     }
   }
+  const branch =
+    o.branch && rolloutId !== null
+      ? { ...o.branch, cost: await branchCost(o.control, o.branch, rolloutId).catch(() => null) }
+      : undefined;
   if (!o.keep) {
     const leftover = removeSandboxFolder(o.dir);
     if (leftover) error = error ? `${error}; ${leftover}` : leftover;
@@ -360,5 +396,6 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     seconds: (Date.now() - started) / 1000,
     stage: endStage,
     error,
+    ...(branch ? { branch } : {}),
   };
 }

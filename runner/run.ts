@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync }
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { planBranches, type BranchJob, type BranchOptions } from "./branch.ts";
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
@@ -48,6 +49,8 @@ export interface RunOptions {
   /** Model passed to presets; the gateway's served model by default. */
   model?: string;
   events?: RunEvents;
+  /** After each rollout, K branches of it (runner/branch.ts); the group then holds n × (1 + K) rollouts. */
+  branching?: BranchOptions;
 }
 
 export interface RunEvents {
@@ -128,7 +131,14 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     await control.check();
     const model = o.model ?? (await control.servedModel());
     const install = sandboxTools(o.mountReadOnly ?? []);
-    const jobs: { task: Task; sample: number; image: string | { error: string } }[] = [];
+    // `branched`: a branch's job (one that could not be made too), which has no branches of its own.
+    const jobs: {
+      task: Task;
+      sample: number;
+      image: string | { error: string };
+      branch?: BranchJob;
+      branched?: boolean;
+    }[] = [];
     // podman: PATH as each task's image sets it.
     const paths = new Map<Task, string>();
     for (const [t, task] of o.tasks.entries()) {
@@ -150,12 +160,23 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
       for (let sample = 0; sample < o.n; sample++)
         jobs.push({ task, sample, image: "error" in image ? image : image.dir });
     }
-    const results: RolloutResult[] = new Array(jobs.length);
+    const results: RolloutResult[] = [];
+    const branches = o.branching?.k ?? 0;
+    // With --branch, a finished backbone queues its branches: workers wait for them while backbones still run.
     let next = 0;
+    let running = 0;
+    let waiting: Array<() => void> = [];
+    const waitForJobs = () => new Promise<void>((resolve) => waiting.push(resolve));
     const worker = async () => {
-      while (next < jobs.length && !o.signal?.aborted) {
+      while (!o.signal?.aborted) {
+        if (next >= jobs.length) {
+          if (running === 0 || branches === 0) break;
+          await waitForJobs();
+          continue;
+        }
         const i = next++;
-        const { task, sample, image } = jobs[i]!;
+        running++;
+        const { task, sample, image, branch, branched } = jobs[i]!;
         const key = { task: task.name, sample };
         results[i] = await runRollout({
           task,
@@ -163,7 +184,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           backend: kind,
           imagePath: paths.get(task),
           sample,
-          groupSize: o.n,
+          groupSize: o.n * (1 + branches),
           group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
           generation: o.generation,
           round: o.round,
@@ -180,11 +201,24 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           keep: o.keep ?? false,
           signal: o.signal,
           onStage: (stage, detail) => o.events?.stage?.(key, stage, detail),
+          branch,
         });
         o.events?.done?.(key, results[i]!);
+        if (o.branching && !branched) {
+          const plan = await planBranches(control, results[i]!, o.branching);
+          if ("jobs" in plan) for (const b of plan.jobs) jobs.push({ task, sample, image, branch: b, branched: true });
+          // A backbone without branches still fills its group: its K rollouts end as infra_error, saying why.
+          else
+            for (let k = 0; k < branches; k++) jobs.push({ task, sample, image: { error: plan.skip }, branched: true });
+        }
+        running--;
+        const woken = waiting;
+        waiting = [];
+        for (const w of woken) w();
       }
     };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
+    const total = jobs.length * (1 + branches);
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, total)) }, worker));
     return results.filter(Boolean);
   } finally {
     if (!o.keep) removeSandboxFolder(root);
