@@ -95,7 +95,7 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
           return i < old.length ? { token: old.tokens[i]!, sampledBy: ownerAt(oldBranch!, i) } : null;
         }),
       summarySource: () => {
-        const index = new GramIndex(P);
+        const index = new GramIndex(P, format);
         for (let t = firstId - 1; t >= 0; t--) {
           const sampled = seqs[t]!.tokens.subarray(seqs[t]!.promptLength);
           const [start, end] = contentRange(sampled, format);

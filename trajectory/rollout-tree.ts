@@ -219,7 +219,7 @@ export class RolloutTree implements TrajectorySource {
       },
       markupOwner: () => markupBreakOwner(prompt, matched, format, this.#reader(oldBranch!)),
       summarySource: () => {
-        const index = new GramIndex(prompt);
+        const index = new GramIndex(prompt, format);
         for (let id = this.#seqs.length - 1; id >= 0; id--) {
           const seq = this.#seqs[id]!;
           const sampled = this.#sampledIds(seq);

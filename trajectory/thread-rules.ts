@@ -79,13 +79,36 @@ export const MIN_SUMMARY_TOKENS = 8;
 const SUMMARY_RUN = 64;
 const GRAM = 8;
 
-/** 8-gram index of a prompt, built once per call and probed with every earlier completion. */
+/**
+ * [start, end) of the assistant turns of a prompt, its generation prompt left out: the turns whose role ids are those
+ * of the turn the prompt ends with (`<|im_start|>assistant`).
+ */
+function assistantTurns(ids: TokenIds, format: ChatFormat): Array<[number, number]> {
+  const starts: number[] = [];
+  for (let i = 0; i < ids.length; i++) if (ids[i] === format.turnStart) starts.push(i);
+  const last = starts[starts.length - 1];
+  if (last === undefined || last + 1 >= ids.length) return [];
+  const role = ids[last + 1];
+  const turns: Array<[number, number]> = [];
+  for (let k = 0; k < starts.length - 1; k++) {
+    if (ids[starts[k]! + 1] === role) turns.push([starts[k]!, starts[k + 1]!]);
+  }
+  return turns;
+}
+
+/**
+ * 8-gram index of a prompt, built once per call and probed with every earlier completion. Runs inside the prompt's
+ * own assistant turns do not count: a prompt that holds a history (a summarizer's request) holds its answers there,
+ * while a thread that starts from a summary holds it in a user or system turn.
+ */
 export class GramIndex {
   readonly #ids: TokenIds;
   readonly #grams = new Map<number, number[]>();
+  readonly #assistant: Array<[number, number]>;
 
-  constructor(ids: TokenIds) {
+  constructor(ids: TokenIds, format: ChatFormat) {
     this.#ids = ids;
+    this.#assistant = assistantTurns(ids, format);
     for (let i = 0; i + GRAM <= ids.length; i++) {
       const h = gramHash(ids, i);
       const list = this.#grams.get(h);
@@ -109,10 +132,14 @@ export class GramIndex {
       for (const at of hits) {
         let n = 0;
         while (j + n < end && at + n < ids.length && content[j + n] === ids[at + n]) n++;
-        if (n >= need) return true;
+        if (n >= need && !this.#inAssistantTurn(at)) return true;
       }
     }
     return false;
+  }
+
+  #inAssistantTurn(at: number): boolean {
+    return this.#assistant.some(([start, end]) => start <= at && at < end);
   }
 }
 

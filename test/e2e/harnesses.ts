@@ -17,6 +17,8 @@ export interface Launch {
 export interface LaunchOptions {
   /** Continue the harness's most recent session in this workspace with the prompt (its continue/resume switch). */
   resume?: boolean;
+  /** Set the harness's context budget so low that it compacts by itself (harnesses without a compaction command). */
+  compact?: boolean;
 }
 
 export interface Harness {
@@ -31,6 +33,13 @@ export interface Harness {
   sideThreads?: ScriptTurn[];
   /** The harness's sub-agent tool and how to call it with a prompt, where it has one rlgate tests. */
   subAgent?(prompt: string): ScriptToolCall;
+  /**
+   * How the harness compacts its context: the prompt that asks for it in a continued session (its slash command; none
+   * when it compacts by itself past a context budget, which `LaunchOptions.compact` sets low), and text of its
+   * summarization request that the sim answers with a summary. Absent: `noCompaction` says why.
+   */
+  compaction?: { command?: string; summaryRequest: string };
+  noCompaction?: string;
   /** Why the harness has no sub-agent session in the matrix. */
   noSubAgent?: string;
   /** A call of the harness's shell tool running `command`. */
@@ -63,6 +72,8 @@ export const QWEN_CODE: Harness = {
   name: "qwen-code",
   cli: join(modules, "@qwen-code", "qwen-code", "cli.js"),
   cannedAssistantTurns: 1,
+  // `/compress` runs in -p mode too; its request ends with this instruction under a summarizer's system prompt.
+  compaction: { command: "/compress", summaryRequest: "generate the <state_snapshot>" },
   shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
   launch(dirs, rollout, prompt, servedModel, options = {}) {
     mkdirSync(join(dirs.home, ".qwen"), { recursive: true });
@@ -89,6 +100,10 @@ export const CLAUDE_CODE: Harness = {
   name: "claude-code",
   cli: join(modules, ".bin", "claude"),
   modelMap: `claude-*=${SERVED_MODEL}`,
+  compaction: {
+    command: "/compact",
+    summaryRequest: "Your task is to create a detailed summary of the conversation so far",
+  },
   shell: (command) => ({ name: "Bash", arguments: { command, description: "Run a command" } }),
   subAgent: (prompt) => ({
     name: "Agent",

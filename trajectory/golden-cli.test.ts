@@ -1,0 +1,111 @@
+// Golden tests from real harness CLI sessions (issue 28): the request bodies each CLI sent through the gateway to the
+// simulated vLLM (`npm run harness-matrix -- --sessions … --save-calls DIR`), with the prompt ids the model saw and the
+// ids it sampled, reconstructed as a trainer gets them. One per case of the issue: a compaction's summarizer,
+// Codex's sub-agent notification, a continued session whose harness rewrote its own context, a 24-call session in
+// tokens mode.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { reconstructRollout } from "./reconstruct.ts";
+import { fixtureCalls, loadCliFixture, unpackBody, type CliFixture } from "./testing/cli-fixtures.ts";
+import type { Reconstruction, SegmentKind } from "./types.ts";
+
+function reconstruct(fixture: CliFixture): Reconstruction {
+  return reconstructRollout(fixtureCalls(fixture), { rolloutId: fixture.session });
+}
+
+function countBy<T>(items: readonly T[], key: (item: T) => string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const item of items) out[key(item)] = (out[key(item)] ?? 0) + 1;
+  return out;
+}
+
+/** Messages of a call's body as the CLI sent it (chat) or as it went upstream (Messages, Responses). */
+function chatMessages(fixture: CliFixture, index: number): Array<Record<string, unknown>> {
+  const call = fixture.calls[index]!;
+  const received = unpackBody(fixture, call.received);
+  const body = Array.isArray(received["messages"]) ? received : unpackBody(fixture, call.forwarded);
+  return body["messages"] as Array<Record<string, unknown>>;
+}
+
+/** Each sampled token (a call's choice, at its depth) is trained in one trajectory at most. */
+function assertTrainedOnce(rec: Reconstruction): void {
+  const seen = new Set<string>();
+  for (const t of rec.trajectories.filter((t) => t.trained)) {
+    for (const span of t.spans.filter((s) => s.kind === "trained")) {
+      for (let i = span.start; i < span.end; i++) {
+        const key = `${span.callSeq}:${span.choiceIndex}:${i}`;
+        assert.ok(!seen.has(key), `${key} trained twice`);
+        seen.add(key);
+      }
+    }
+  }
+}
+
+describe("golden: real harness CLI sessions (issue 28)", () => {
+  it("Qwen Code /compress: the summarizer (its own system prompt, no tools, the history in its prompt) is auxiliary, not a sub-agent", () => {
+    const fixture = loadCliFixture("qwen-code-compaction-messages");
+    const summarizer = fixture.calls.findIndex((c) => c.tools === 0);
+    const system = chatMessages(fixture, summarizer)[0]!;
+    assert.match(String(system["content"]), /summarizes internal chat history/);
+    const rec = reconstruct(fixture);
+    const kinds = countBy(rec.segments, (s) => s.kind);
+    assert.equal(kinds["sub_agent"], undefined);
+    assert.equal(rec.segments.find((s) => s.callSeqs.includes(fixture.calls[summarizer]!.seq))!.kind, "auxiliary");
+    // The history it summarizes holds main's answers in assistant turns: they are not a summary it starts from.
+    assert.ok(rec.breaks.every((b) => b.kind !== "compaction" || b.callSeq !== fixture.calls[summarizer]!.seq));
+    assertTrainedOnce(rec);
+  });
+
+  it("Codex sub-agent, messages mode: the <subagent_notification> user turn makes Qwen3's template drop main's reasoning — a break that says so", () => {
+    const fixture = loadCliFixture("codex-sub-agent-messages");
+    const rec = reconstruct(fixture);
+    assert.deepEqual(
+      countBy(rec.segments, (s) => s.kind),
+      { main: 1, sub_agent: 1 } as Record<SegmentKind, number>,
+    );
+    const last = chatMessages(fixture, fixture.calls.length - 1);
+    const notification = last[last.length - 1]!;
+    assert.equal(notification["role"], "user");
+    assert.match(String(notification["content"]), /^<subagent_notification>/);
+    const split = rec.breaks.filter((b) => b.kind === "reserialization");
+    assert.equal(split.length, 1);
+    assert.equal(split[0]!.callSeq, fixture.calls[fixture.calls.length - 1]!.seq);
+    assert.equal(split[0]!.offsetInCompletion, 0);
+    assert.equal(split[0]!.cause, "reasoning_dropped");
+    assertTrainedOnce(rec);
+  });
+
+  it("Qwen Code continued (--continue), tokens mode: the harness rewrote its startup context, so each prompt is a thread whose break says context_changed", () => {
+    const fixture = loadCliFixture("qwen-code-continued-tokens");
+    // The folder listing in Qwen Code's first user message shows the files the first prompt wrote.
+    const first = String(JSON.stringify(chatMessages(fixture, 0)[1]!["content"]));
+    const third = String(JSON.stringify(chatMessages(fixture, 2)[1]!["content"]));
+    assert.notEqual(first, third);
+    assert.match(third, /f1/);
+    assert.equal(fixture.calls[2]!.prompt?.newThread, "no_earlier_answer_matched");
+    const rec = reconstruct(fixture);
+    const breaks = rec.breaks.map((b) => [b.kind, b.cause]);
+    assert.deepEqual(breaks, [
+      ["branch", "context_changed"],
+      ["branch", "context_changed"],
+    ]);
+    assert.equal(rec.trajectories.filter((t) => t.trained).length, 3);
+    assertTrainedOnce(rec);
+  });
+
+  it("OpenCode, 24 calls, tokens mode: one main trajectory that continues every call, the title call auxiliary", () => {
+    const fixture = loadCliFixture("opencode-long-tokens");
+    assert.ok(fixture.calls.length >= 24);
+    const rec = reconstruct(fixture);
+    assert.deepEqual(rec.breaks, []);
+    assert.deepEqual(
+      countBy(rec.trajectories, (t) => t.segment),
+      { main: 1, auxiliary: 1 },
+    );
+    const main = rec.trajectories.find((t) => t.segment === "main")!;
+    const unique = rec.stats.uniqueTokens;
+    const auxiliary = rec.trajectories.find((t) => t.segment === "auxiliary")!;
+    assert.ok(main.tokenIds.length / (unique - auxiliary.tokenIds.length) <= 1.02);
+    assertTrainedOnce(rec);
+  });
+});
