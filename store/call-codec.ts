@@ -2,7 +2,16 @@
 // reference to an earlier call's sequence plus the tokens that are new.
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./call-tokens.ts";
-import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
+import {
+  jsonFromBytes,
+  RawJson,
+  spliceBytes,
+  SplicedJson,
+  StreamedJson,
+  type CallRecord,
+  type ChoiceCapture,
+} from "./records.ts";
+import { foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
 import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
@@ -22,12 +31,31 @@ export interface StoredCall extends Omit<
   requestReceived: Uint8Array;
   /** The forwarded body's bytes, or — when it is the received body with fields spliced in — where and what. */
   requestForwarded: Uint8Array | StoredSplice;
-  response: Uint8Array;
+  /** JSON bytes; or a native stream as the harness received it, folded into its whole response when read. */
+  response: Uint8Array | StoredStream;
+}
+
+/** A streamed response as stored: the events' bytes (the token fields spliced to null) and what they fold into. */
+export interface StoredStream {
+  sse: Uint8Array;
+  object: StreamObject;
 }
 
 export interface StoredSplice {
   at: number;
   insert: Uint8Array;
+}
+
+/** The response as stored: a stream's events as they are (folded when read), any other body as JSON bytes. */
+function responseAsStored(response: unknown): Uint8Array | StoredStream {
+  if (response instanceof StreamedJson) return { sse: response.sse, object: response.object };
+  return jsonBytes(response);
+}
+
+/** A stored response's value (a stream folded into its whole response; records before streams were kept: JSON). */
+export function storedResponse(response: Uint8Array | StoredStream): unknown {
+  if (response instanceof Uint8Array) return jsonFromBytes(response);
+  return foldChunks(streamChunks(response.sse), response.object);
 }
 
 function jsonBytes(value: unknown): Uint8Array {
@@ -53,7 +81,7 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
     ...rest,
     requestReceived: jsonBytes(call.requestReceived),
     requestForwarded: forwardedAsStored(call),
-    response: jsonBytes(call.response),
+    response: responseAsStored(call.response),
     promptRef: ref,
     promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),
     choices: call.choices.map((c) => ({ ...c, tokenIds: packInt32(c.tokenIds)!, logprobs: packFloat32(c.logprobs) })),
@@ -82,7 +110,7 @@ export class CallDecoder {
       ...rest,
       requestReceived: jsonFromBytes(stored.requestReceived),
       requestForwarded: jsonFromBytes(forwardedBytes(stored)),
-      response: jsonFromBytes(stored.response),
+      response: storedResponse(stored.response),
       promptTokenIds: prompt ? toNumbers(prompt) : null,
       choices: stored.choices.map((c) => ({
         ...c,

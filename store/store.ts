@@ -8,10 +8,10 @@ import { EventEmitter } from "node:events";
 import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { CallTokens, PromptRefIndex, SeenCalls } from "./call-tokens.ts";
-import { CallDecoder, encodeCall, type StoredCall } from "./call-codec.ts";
+import { CallDecoder, encodeCall, storedResponse, type StoredCall } from "./call-codec.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
-import { jsonFromBytes, type CallRecord, type RolloutRecord } from "./records.ts";
+import type { CallRecord, RolloutRecord } from "./records.ts";
 import { sliceRouting } from "../util/routed-experts.ts";
 import {
   MAX_AGREEMENT_RECORDS,
@@ -553,7 +553,7 @@ export class Store {
       if (value.api !== api || value.status !== "ok") continue;
       let response: unknown;
       try {
-        response = jsonFromBytes(value.response);
+        response = storedResponse(value.response);
       } catch {
         continue;
       }

@@ -2,7 +2,7 @@
 // as the upstream sent it, minus the token-id and logprob fields rlgate asked for itself. Streams are relayed event by
 // event as they arrive; the final `[DONE]` (or the end of the body) is held back until the call's record is committed,
 // so a harness never sees a complete answer that is not on disk.
-import { RawJson, type ApiSurface } from "../../store/records.ts";
+import { RawJson, StreamedJson, type ApiSurface } from "../../store/records.ts";
 import type { CallOutcome } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
 import { harnessResponseHeaders } from "../headers.ts";
@@ -134,14 +134,13 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
     }
   });
 
-  const response = assembler.assembled();
-  codec.stripWhole(response, wants);
+  // The record keeps the stream as the harness received it; its whole response is folded when the record is read.
   const base = {
     httpStatus: 200,
-    response,
+    response: new StreamedJson(stream.written, codec.streamObject),
     promptTokenIds: assembler.promptTokenIds,
     choices: assembler.captures(),
-    usage: response["usage"] as CallOutcome["usage"],
+    usage: assembler.usage as CallOutcome["usage"],
     routedExperts: assembler.routedExperts,
   };
   if (failure !== null || ex.harnessGone) return ex.fail(failure, base);

@@ -106,6 +106,7 @@ function harnessChunk(data: string, chunk: Json, wants: HarnessWants): string {
 }
 
 const chat: ApiCodec = {
+  streamObject: "chat.completion",
   prepare: prepareChatRequest,
   captureWhole: captureChatResponse,
   stripWhole: nullUnwanted,
@@ -131,6 +132,7 @@ const chat: ApiCodec = {
 };
 
 const completions: ApiCodec = {
+  streamObject: "text_completion",
   prepare: prepareCompletionRequest,
   captureWhole: captureCompletionResponse,
   stripWhole: nullUnwanted,

@@ -1,48 +1,47 @@
-// Assembles a streamed chat completion into one chat.completion-shaped record, and collects per-choice token ids and
-// logprobs from the chunks' deltas. vLLM sends prompt_token_ids on the first chunk only; each chunk's token_ids is
-// that chunk's delta, so the concatenation over chunks is the sampled sequence.
+// Captures a streamed chat completion's per-choice token ids and logprobs from its chunks, and folds the chunks into
+// one chat.completion-shaped object when a whole response is asked for (store/stream-response.ts: the fold a stored
+// stream is read with). vLLM sends prompt_token_ids on the first chunk only; each chunk's token_ids is that chunk's
+// delta, so the concatenation over chunks is the sampled sequence.
 import type { ChoiceCapture } from "../../../store/records.ts";
+import { foldChatChunks } from "../../../store/stream-response.ts";
 import { chatLogprobEntries, chatLogprobs, choicesOf, logprobOf, numberArray } from "../../upstream/fields.ts";
 import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
 import { routedPayloads, type RoutedPayload } from "../../upstream/routed-experts.ts";
 
 type Json = Record<string, unknown>;
 
-interface ToolCallParts {
-  id?: string;
-  type?: string;
-  name: string;
-  arguments: string;
-}
-
 interface ChoiceState {
   index: number;
-  role: string;
-  content: string | null;
-  reasoning: string | null;
-  toolCalls: Map<number, ToolCallParts>;
   tokenIds: number[];
-  logprobs: number[];
-  logprobsSeen: boolean;
-  logprobEntries: unknown[];
+  logprobs: number[] | null;
   finishReason: string | null;
-  stopReason: unknown;
+}
+
+/** Whether a delta carried text or tool calls (for time-to-first-token). */
+function deltaCarries(delta: Json): boolean {
+  const content = delta["content"];
+  if (typeof content === "string" && content.length) return true;
+  const reasoning = delta["reasoning_content"] ?? delta["reasoning"];
+  if (typeof reasoning === "string" && reasoning.length) return true;
+  const calls = delta["tool_calls"];
+  return Array.isArray(calls) && calls.length > 0;
 }
 
 export class ChatStreamAssembler implements StreamAssembler {
   promptTokenIds: number[] | null = null;
   readonly routedExperts: RoutedPayload[] = [];
+  usage: unknown = null;
   #choices = new Map<number, ChoiceState>();
-  #head: Json | null = null;
-  #usage: unknown = null;
+  // Kept to be folded only if the whole response is asked for: a native stream's record keeps its bytes instead.
+  readonly #chunks: Json[] = [];
   #sawTokens = false;
 
   /** Adds one parsed chunk; returns true if it carried sampled tokens or text (for time-to-first-token). */
   add(chunk: Json): boolean {
-    this.#head ??= chunk;
+    this.#chunks.push(chunk);
     const prompt = numberArray(chunk["prompt_token_ids"]);
     if (prompt && this.promptTokenIds === null) this.promptTokenIds = prompt;
-    if (chunk["usage"] != null) this.#usage = chunk["usage"];
+    if (chunk["usage"] != null) this.usage = chunk["usage"];
     for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     const choices = chunk["choices"];
     let carried = false;
@@ -58,17 +57,12 @@ export class ChatStreamAssembler implements StreamAssembler {
       }
       const entries = chatLogprobEntries(choice);
       if (entries) {
-        state.logprobsSeen = true;
-        for (const entry of entries) {
-          state.logprobs.push(logprobOf(entry));
-          state.logprobEntries.push(entry);
-        }
+        state.logprobs ??= [];
+        for (const entry of entries) state.logprobs.push(logprobOf(entry));
       }
       const delta = choice["delta"];
-      if (typeof delta === "object" && delta !== null) carried = this.#addDelta(state, delta as Json) || carried;
+      if (typeof delta === "object" && delta !== null && deltaCarries(delta as Json)) carried = true;
       if (typeof choice["finish_reason"] === "string") state.finishReason = choice["finish_reason"];
-      if (choice["stop_reason"] !== undefined && choice["stop_reason"] !== null)
-        state.stopReason = choice["stop_reason"];
     }
     if (carried) this.#sawTokens = true;
     return carried;
@@ -81,97 +75,22 @@ export class ChatStreamAssembler implements StreamAssembler {
   #state(index: number): ChoiceState {
     let state = this.#choices.get(index);
     if (!state) {
-      state = {
-        index,
-        role: "assistant",
-        content: null,
-        reasoning: null,
-        toolCalls: new Map(),
-        tokenIds: [],
-        logprobs: [],
-        logprobsSeen: false,
-        logprobEntries: [],
-        finishReason: null,
-        stopReason: null,
-      };
+      state = { index, tokenIds: [], logprobs: null, finishReason: null };
       this.#choices.set(index, state);
     }
     return state;
-  }
-
-  #addDelta(state: ChoiceState, delta: Json): boolean {
-    let carried = false;
-    if (typeof delta["role"] === "string") state.role = delta["role"];
-    if (typeof delta["content"] === "string" && delta["content"].length) {
-      state.content = (state.content ?? "") + delta["content"];
-      carried = true;
-    }
-    const reasoning = delta["reasoning_content"] ?? delta["reasoning"];
-    if (typeof reasoning === "string" && reasoning.length) {
-      state.reasoning = (state.reasoning ?? "") + reasoning;
-      carried = true;
-    }
-    if (Array.isArray(delta["tool_calls"])) {
-      for (const raw of delta["tool_calls"] as Json[]) {
-        const index = typeof raw["index"] === "number" ? raw["index"] : state.toolCalls.size;
-        let call = state.toolCalls.get(index);
-        if (!call) {
-          call = { name: "", arguments: "" };
-          state.toolCalls.set(index, call);
-        }
-        if (typeof raw["id"] === "string") call.id = raw["id"];
-        if (typeof raw["type"] === "string") call.type = raw["type"];
-        const fn = raw["function"] as Json | undefined;
-        if (fn && typeof fn["name"] === "string") call.name += fn["name"];
-        if (fn && typeof fn["arguments"] === "string") call.arguments += fn["arguments"];
-        carried = true;
-      }
-    }
-    return carried;
   }
 
   /** The captured choices, ordered by index. */
   captures(): ChoiceCapture[] {
     return [...this.#choices.values()]
       .sort((a, b) => a.index - b.index)
-      .map((s) => ({
-        index: s.index,
-        tokenIds: s.tokenIds,
-        logprobs: s.logprobsSeen ? s.logprobs : null,
-        finishReason: s.finishReason,
-      }));
+      .map((s) => ({ index: s.index, tokenIds: s.tokenIds, logprobs: s.logprobs, finishReason: s.finishReason }));
   }
 
   /** One chat.completion object equivalent to the stream the harness received (before field stripping). */
   assembled(): Json {
-    const head = this.#head ?? {};
-    return {
-      id: head["id"] ?? null,
-      object: "chat.completion",
-      created: head["created"] ?? null,
-      model: head["model"] ?? null,
-      choices: [...this.#choices.values()]
-        .sort((a, b) => a.index - b.index)
-        .map((s) => ({
-          index: s.index,
-          message: {
-            role: s.role,
-            content: s.content,
-            reasoning_content: s.reasoning,
-            tool_calls: [...s.toolCalls.entries()]
-              .sort(([a], [b]) => a - b)
-              .map(([, c]) => ({
-                id: c.id,
-                type: c.type ?? "function",
-                function: { name: c.name, arguments: c.arguments },
-              })),
-          },
-          logprobs: s.logprobsSeen ? { content: s.logprobEntries } : null,
-          finish_reason: s.finishReason,
-          stop_reason: s.stopReason,
-        })),
-      usage: this.#usage,
-    };
+    return foldChatChunks(this.#chunks);
   }
 }
 
