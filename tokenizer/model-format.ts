@@ -31,6 +31,8 @@ export interface ModelChatFormat {
   /** The text each sampled id releases when detokenized incrementally (special tokens release none). */
   textPieces(ids: readonly number[]): string[];
   tokenString(id: number): string;
+  /** The vocabulary piece of an id (byte-level form, e.g. "Ġhello"): what vLLM's /tokenize returns as token_strs. */
+  tokenPiece(id: number): string;
   readonly turnStart: { text: string; id: number };
   readonly turnEnd: { text: string; id: number };
   /** The ids a prompt that opens with a system turn starts with (`<|im_start|>system`). */
@@ -55,6 +57,7 @@ interface FormatParts {
   template: ChatTemplate;
   family: ChatFamily;
   text: TokenText;
+  tokenPiece(id: number): string;
   stopIds: readonly number[];
 }
 
@@ -84,6 +87,7 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
     render: (messages, options) => parts.template.render(messages, options),
     textPieces: parts.text.textPieces,
     tokenString: parts.text.tokenString,
+    tokenPiece: parts.tokenPiece,
     turnStart,
     turnEnd,
     systemHeader: parts.encode(markup.systemStart),
@@ -112,6 +116,7 @@ function qwenFormat(source: string, template: string, family: ChatFamily): Model
     template: new ChatTemplate(template, { bos: "", eos: family.markup.turnEnd }),
     family,
     text: QWEN3_TEXT,
+    tokenPiece: tok.idToToken,
     stopIds: [tok.imEndId, single("<|endoftext|>")!],
   });
 }
@@ -225,6 +230,7 @@ function formatOfFiles(source: string, where: string, files: ModelFiles): ModelC
       isAdded: (id) => addedIds.has(id),
       isSpecial: (id) => addedIds.get(id) === true,
     })),
+    tokenPiece: idToToken,
     stopIds,
   });
 }

@@ -1,6 +1,6 @@
 // vLLM's small routes: models, health, version, tokenize and detokenize.
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
-import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
+import { simFormat } from "../sim-format.ts";
 import type { HandlerInput } from "../flavor.ts";
 import { chatPrompt, encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
@@ -69,6 +69,7 @@ export function tokenize({ body, ctx }: HandlerInput): Reply {
         enableThinking: typeof thinking === "boolean" ? thinking : undefined,
         addGenerationPrompt: req.add_generation_prompt ?? true,
         template: ctx.chatTemplate,
+        format: simFormat(ctx),
       }).ids;
     } catch (cause) {
       throw badRequest((cause as Error).message, cause);
@@ -77,14 +78,14 @@ export function tokenize({ body, ctx }: HandlerInput): Reply {
     const req = parseBody(tokenizeTextRequest, body);
     checkModel(req.model, ctx);
     strs = req.return_token_strs === true;
-    tokens = encodeCached(req.prompt);
+    tokens = encodeCached(req.prompt, simFormat(ctx));
   }
-  const tok = qwen3Tokenizer();
+  const format = simFormat(ctx);
   const body2 = {
     count: tokens.length,
     max_model_len: ctx.maxModelLen,
     tokens,
-    token_strs: strs ? tokens.map((id) => tok.idToToken(id)) : null,
+    token_strs: strs ? tokens.map((id) => format.tokenPiece(id)) : null,
   };
   return { kind: "json", status: 200, body: body2 };
 }
@@ -93,5 +94,5 @@ export function detokenize({ body, ctx }: HandlerInput): Reply {
   const req = parseBody(detokenizeRequest, body);
   checkModel(req.model, ctx);
   validateIds(req.tokens, VOCAB_SIZE);
-  return { kind: "json", status: 200, body: { prompt: qwen3Tokenizer().decode(req.tokens) } };
+  return { kind: "json", status: 200, body: { prompt: simFormat(ctx).decode(req.tokens) } };
 }
