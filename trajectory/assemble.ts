@@ -30,17 +30,21 @@ export function trajectoryId(rolloutId: string, callSeq: number, choiceIndex: nu
 export function assemble(src: TrajectorySource, options: ReconstructOptions): Reconstruction {
   const { rolloutId } = options;
   const reward = options.reward ?? null;
-  const { segments, mainUnclear } = src.segments.finalize(options.trainSegments ?? DEFAULT_TRAIN_SEGMENTS);
+  const { segments, mainUnclear, detached } = src.segments.finalize(options.trainSegments ?? DEFAULT_TRAIN_SEGMENTS);
   const seqs = src.seqs;
+  // A detached summarizer's call is in its own segment now (segments.ts `detachSummarizers`).
+  const segmentIdOf = (callSeq: number, attached: number): number => detached.get(callSeq) ?? attached;
+  const segmentOfSeq = (id: number): Segment => segments[segmentIdOf(seqs[id]!.callSeq, seqs[id]!.segmentId)]!;
 
   // The call that opened a segment is named after the segment's final kind: a proposed compaction that turned out to
   // be a fork is the sub-agent it is; the main agent's first call is its root; a side call is auxiliary (no break).
   const breakOf = new Map<number, Break>();
   const attachOf = new Map<number, (typeof src.treeCalls)[number]["attach"]>();
   for (const call of src.treeCalls) {
-    const segment = segments[call.attach.segmentId]!;
+    const segmentId = segmentIdOf(call.callSeq, call.attach.segmentId);
+    const segment = segments[segmentId]!;
     const kind = segment.firstCallSeq === call.callSeq ? openingKind(segment) : call.attach.kind;
-    attachOf.set(call.callSeq, { ...call.attach, kind });
+    attachOf.set(call.callSeq, { ...call.attach, kind, segmentId });
     if (call.brk !== null && kind !== "root" && kind !== "auxiliary")
       breakOf.set(call.callSeq, { ...call.brk, kind: kind as BreakKind });
   }
@@ -51,7 +55,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
   const trajectoryOfSeq = new Map<number, string>();
   const live: Array<{ rep: number; members: number[] }> = [];
   let deadLeaves = 0;
-  const groups = src.leafGroups();
+  const groups = [...src.leafGroups(), ...detachedLeaves(src, detached)];
   for (const members of groups) {
     const alive = members.filter((id) => !src.isDead(id));
     for (const id of members) fate.set(id, alive.includes(id) ? "leaf" : "dead");
@@ -66,12 +70,12 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
   const routing = src.routing?.() ?? null;
   const raws = new Map<number, RawTrajectory>();
   for (const pass of [true, false]) {
-    for (const { rep } of live) if (segments[seqs[rep]!.segmentId]!.trained === pass) raws.set(rep, emit(rep, true));
+    for (const { rep } of live) if (segmentOfSeq(rep).trained === pass) raws.set(rep, emit(rep, true));
   }
   const trajectories: Trajectory[] = [];
   for (const { rep, members } of live) {
     const leafSeq = seqs[rep]!;
-    const segment = segments[leafSeq.segmentId]!;
+    const segment = segmentOfSeq(rep);
     const raw = raws.get(rep)!;
     const id = trajectoryId(rolloutId, leafSeq.callSeq, leafSeq.choiceIndex);
     for (const m of members) trajectoryOfSeq.set(m, id);
@@ -168,6 +172,21 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
   const flags = rolloutFlags(src, trajectories.length, options, mainUnclear);
   routingFlags(flags, src, routing, trajectories);
   return { rolloutId, trajectories, calls, segments, breaks, stats, flags };
+}
+
+/**
+ * A detached summarizer that extended its agent's last sequence leaves that sequence without a leaf: it is one now, so
+ * the agent's trajectory ends where its work did.
+ */
+function detachedLeaves(src: TrajectorySource, detached: ReadonlyMap<number, number>): number[][] {
+  const out: number[][] = [];
+  for (const call of src.treeCalls) {
+    if (!detached.has(call.callSeq) || call.attach.kind !== "extend" || call.attach.ref === null) continue;
+    const { callSeq, choiceIndex } = call.attach.ref;
+    const id = src.seqs.findIndex((s) => s.callSeq === callSeq && s.choiceIndex === choiceIndex);
+    if (id >= 0) out.push([id]);
+  }
+  return out;
 }
 
 function routingOf(routing: RolloutRouting | null, raw: RawTrajectory["routing"]): TrajectoryRouting | null {

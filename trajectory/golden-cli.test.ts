@@ -42,17 +42,56 @@ function assertTrainedOnce(rec: Reconstruction): void {
 }
 
 describe("golden: real harness CLI sessions (issue 28)", () => {
-  it("Qwen Code /compress: the summarizer (its own system prompt, no tools, the history in its prompt) is auxiliary, not a sub-agent", () => {
+  it("Qwen Code /compress: the summarizer (its own system prompt, no tools, the history in its prompt) is auxiliary, the continuation a compaction thread", () => {
     const fixture = loadCliFixture("qwen-code-compaction-messages");
     const summarizer = fixture.calls.findIndex((c) => c.tools === 0);
-    const system = chatMessages(fixture, summarizer)[0]!;
-    assert.match(String(system["content"]), /summarizes internal chat history/);
+    assert.match(String(chatMessages(fixture, summarizer)[0]!["content"]), /summarizes internal chat history/);
     const rec = reconstruct(fixture);
-    const kinds = countBy(rec.segments, (s) => s.kind);
-    assert.equal(kinds["sub_agent"], undefined);
-    assert.equal(rec.segments.find((s) => s.callSeqs.includes(fixture.calls[summarizer]!.seq))!.kind, "auxiliary");
-    // The history it summarizes holds main's answers in assistant turns: they are not a summary it starts from.
-    assert.ok(rec.breaks.every((b) => b.kind !== "compaction" || b.callSeq !== fixture.calls[summarizer]!.seq));
+    const segmentOf = (i: number) => rec.segments.find((s) => s.callSeqs.includes(fixture.calls[i]!.seq))!;
+    assert.deepEqual(
+      rec.segments.map((s) => s.kind),
+      ["main", "auxiliary", "compaction"],
+    );
+    assert.equal(segmentOf(summarizer).kind, "auxiliary");
+    // The history it summarizes holds main's answers in assistant turns: not a summary it starts from (before issue
+    // 28 this call was a sub-agent and the continuation a branch of main).
+    const compaction = rec.breaks.find((b) => b.kind === "compaction")!;
+    assert.equal(compaction.callSeq, fixture.calls[summarizer + 1]!.seq);
+    assert.deepEqual(compaction.from, { callSeq: fixture.calls[summarizer]!.seq, choiceIndex: 0 });
+    assert.ok(compaction.oldTokens > 0);
+    assert.deepEqual(
+      rec.breaks.map((b) => b.kind),
+      ["compaction"],
+    );
+    assert.deepEqual(
+      rec.trajectories.filter((t) => t.trained).map((t) => t.segment),
+      ["main"],
+    );
+    assertTrainedOnce(rec);
+  });
+
+  it("Claude Code /compact: the summary request at the end of main's history is auxiliary, main one trajectory, the continuation a compaction", () => {
+    const fixture = loadCliFixture("claude-code-compaction-messages");
+    const rec = reconstruct(fixture);
+    assert.deepEqual(
+      rec.segments.map((s) => [s.kind, s.callSeqs.length]),
+      [
+        ["main", 3],
+        ["compaction", 2],
+        ["auxiliary", 1],
+      ],
+    );
+    const summarizer = rec.segments[2]!.firstCallSeq;
+    const request = chatMessages(
+      fixture,
+      fixture.calls.findIndex((c) => c.seq === summarizer),
+    );
+    assert.match(JSON.stringify(request[request.length - 1]), /create a detailed summary of the conversation/);
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.from?.callSeq]),
+      [["compaction", summarizer]],
+    );
+    assert.equal(rec.trajectories.filter((t) => t.segment === "main").length, 1);
     assertTrainedOnce(rec);
   });
 

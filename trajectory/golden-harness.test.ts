@@ -225,14 +225,16 @@ describe("golden: real harness sessions (Qwen3)", () => {
     const rec = reconstructRollout(log.calls, { rolloutId: "r5" });
     assert.deepEqual(
       rec.calls.map((c) => c.attach?.kind),
-      ["root", "extend", "sub_agent", "reserialization", "compaction", "extend"],
+      ["root", "extend", "sub_agent", "auxiliary", "compaction", "extend"],
     );
+    // Call 4 asked for the summary at the end of main's history: the summarizer, auxiliary (issue 28).
     assert.deepEqual(
       rec.segments.map((s) => [s.kind, s.parentId, s.callSeqs]),
       [
-        ["main", null, [1, 2, 4]],
+        ["main", null, [1, 2]],
         ["sub_agent", 0, [3]],
         ["compaction", 0, [5, 6]],
+        ["auxiliary", 0, [4]],
       ],
     );
     const compaction = rec.breaks.find((b) => b.kind === "compaction")!;

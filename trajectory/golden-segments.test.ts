@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
+import { qwen3Tokenizer } from "../tokenizer/qwen3.ts";
 import { reconstructRollout } from "./reconstruct.ts";
 import {
   assistantMessage,
@@ -150,14 +151,15 @@ describe("golden: segments (Qwen3)", () => {
 
     const rec = reconstructRollout(log.calls, { rolloutId: "r5" });
     const at = commonPrefix(c1.prompt, m3.prompt);
-    // The summary request adds a user message, so the template strips <think> from the turns before it: call 3
-    // leaves the tree at call 1's first sampled token (a re-serialization inside the main segment).
+    // The summary request adds a user message (so the template strips <think> from the turns before it: call 3
+    // leaves the tree at call 1's first sampled token). Call 3 wrote the summary the compaction starts from and ends
+    // main's history: the summarizer, an auxiliary segment of its own (issue 28), with no break of main.
     assert.deepEqual(
       rec.calls.map((c) => [c.callSeq, c.attach?.kind, c.attach?.segmentId]),
       [
         [1, "root", 0],
         [2, "extend", 0],
-        [3, "reserialization", 0],
+        [3, "auxiliary", 2],
         [4, "compaction", 1],
         [5, "extend", 1],
       ],
@@ -165,22 +167,22 @@ describe("golden: segments (Qwen3)", () => {
     assert.deepEqual(
       rec.segments.map((s) => [s.kind, s.parentId, s.callSeqs]),
       [
-        ["main", null, [1, 2, 3]],
+        ["main", null, [1, 2]],
         ["compaction", 0, [4, 5]],
+        ["auxiliary", 0, [3]],
       ],
     );
     assert.deepEqual(
       rec.breaks.map((b) => [b.kind, b.callSeq, b.at, b.from?.callSeq, b.oldTokens, b.newTokens]),
-      [
-        ["reserialization", 3, m1.prompt.length, 1, m1.completions[0]!.length, m3.prompt.length - m1.prompt.length],
-        ["compaction", 4, at, 3, m3.prompt.length + m3.completions[0]!.length - at, c1.prompt.length - at],
-      ],
+      [["compaction", 4, at, 3, m3.prompt.length + m3.completions[0]!.length - at, c1.prompt.length - at]],
     );
     assert.ok(at < m1.prompt.length, "the compaction parts from the history inside the first user message");
     const [beforeSummary, summary, compT] = rec.trajectories as [Trajectory, Trajectory, Trajectory];
     assert.equal(beforeSummary.trajectoryId, "r5:2:0");
     assert.deepEqual([...beforeSummary.lossMask], maskOf(beforeSummary.tokenIds.length, ranges(m1, m2)));
     assert.equal(summary.trajectoryId, "r5:3:0");
+    assert.equal(summary.segment, "auxiliary");
+    assert.equal(summary.trained, false);
     assert.deepEqual([...summary.lossMask], maskOf(summary.tokenIds.length, ranges(m3)));
     assert.equal(compT.trajectoryId, "r5:5:0");
     assert.equal(compT.segment, "compaction");
@@ -193,6 +195,52 @@ describe("golden: segments (Qwen3)", () => {
     );
     const all = reconstructRollout(log.calls, { rolloutId: "r5", trainSegments: ["main", "compaction"] });
     assert.deepEqual([...all.trajectories[2]!.lossMask], maskOf(compT.tokenIds.length, ranges(c1, c2)));
+  });
+
+  it("(5c) tokens mode: a summary request that extends main's last sequence is auxiliary, and main's trajectory ends before it", () => {
+    const log = new CallLog();
+    const main: ChatMessage[] = [MAIN_SYSTEM, { role: "user", content: "Migrate the config loader to tomllib." }];
+    const read = call("read_file", { path: "src/config.py" }, "Read the loader.");
+    const m1 = log.chat(main, [read], { tools: MAIN_TOOLS });
+    // Tokens mode continues the thread from the sampled ids: the summary request extends call 1 exactly.
+    const request = "\n<|im_start|>user\nSummarize the conversation so far for a fresh context.<|im_end|>\n";
+    const summaryTurn = answer("Task: migrate src/config.py from toml to tomllib; it reads the file with toml.load.");
+    const m2 = log.chat(main, [summaryTurn], { tools: MAIN_TOOLS });
+    const extended = [
+      ...m1.prompt,
+      ...m1.completions[0]!,
+      ...qwen3Tokenizer().encode(`${request}<|im_start|>assistant\n`),
+    ];
+    log.calls[1] = { ...log.calls[1]!, promptIds: extended };
+    const compacted: ChatMessage[] = [
+      MAIN_SYSTEM,
+      { role: "user", content: `Summary of earlier work: ${summaryTurn.content}\nContinue.` },
+    ];
+    log.chat(compacted, [answer("Replaced toml with tomllib.")], { tools: MAIN_TOOLS });
+
+    const rec = reconstructRollout(log.calls, { rolloutId: "r5c" });
+    assert.deepEqual(
+      rec.segments.map((s) => [s.kind, s.callSeqs]),
+      [
+        ["main", [1]],
+        ["compaction", [3]],
+        ["auxiliary", [2]],
+      ],
+    );
+    assert.deepEqual(
+      rec.breaks.map((b) => b.kind),
+      ["compaction"],
+    );
+    const mainT = rec.trajectories.find((t) => t.segment === "main")!;
+    assert.equal(mainT.trajectoryId, "r5c:1:0");
+    assert.deepEqual([...mainT.lossMask], maskOf(mainT.tokenIds.length, ranges(m1)));
+    const summarizer = rec.trajectories.find((t) => t.segment === "auxiliary")!;
+    assert.equal(summarizer.trained, false);
+    // It shares main's tokens and trains none of them; its own answer is what it would add.
+    assert.equal(
+      summarizer.lossMask.reduce((n, m) => n + m, 0),
+      m2.completions[0]!.length,
+    );
   });
 
   it("(5b) a same-system-prompt restart whose old history goes on is a fork (sub-agent), not a compaction", () => {

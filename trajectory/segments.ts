@@ -28,6 +28,8 @@ interface Draft {
   summarized: boolean;
   /** Every call offered no tools (known) and answered briefly. */
   sideCalls: boolean;
+  /** A compaction found from its summary: the call that wrote it. */
+  summaryCallSeq: number | null;
 }
 
 function isSideCall(shape: CallShape): boolean {
@@ -38,13 +40,22 @@ export interface FinalSegments {
   segments: Segment[];
   /** Why the main agent cannot be told apart (null when it can). */
   mainUnclear: string | null;
+  /** Calls taken out of the segment they attached to, and the segment they are in now (a summarizer's). */
+  detached: Map<number, number>;
 }
 
 export class SegmentBook {
   readonly #drafts: Draft[] = [];
 
-  /** `fromSummary`: a compaction whose parent wrote the summary it starts from. */
-  open(kind: SegmentKind, parentId: number | null, callSeq: number, shape: CallShape, fromSummary: boolean): number {
+  /** `fromSummary`: a compaction whose parent wrote the summary it starts from, in call `summaryCallSeq`. */
+  open(
+    kind: SegmentKind,
+    parentId: number | null,
+    callSeq: number,
+    shape: CallShape,
+    fromSummary: boolean,
+    summaryCallSeq: number | null = null,
+  ): number {
     const id = this.#drafts.length;
     this.#drafts.push({
       id,
@@ -55,6 +66,7 @@ export class SegmentBook {
       continued: false,
       summarized: false,
       sideCalls: isSideCall(shape),
+      summaryCallSeq: fromSummary ? summaryCallSeq : null,
     });
     if (kind === "compaction" && fromSummary && parentId !== null) this.#drafts[parentId]!.summarized = true;
     return id;
@@ -105,7 +117,7 @@ export class SegmentBook {
         if (i !== main.id && d.parentId !== null && side[d.parentId]) parents[i] = main.id;
       });
     }
-    const segments = drafts.map((draft, i) => ({
+    const segments: Segment[] = drafts.map((draft, i) => ({
       id: draft.id,
       kind: kinds[i]!,
       parentId: parents[i]!,
@@ -113,6 +125,39 @@ export class SegmentBook {
       callSeqs: [...draft.callSeqs].sort((a, b) => a - b),
       trained: trainSegments.includes(kinds[i]!),
     }));
-    return { segments, mainUnclear };
+    return { segments, mainUnclear, detached: detachSummarizers(drafts, segments, trainSegments) };
   }
+}
+
+/**
+ * A summarizing call that extends its agent's own history (Claude Code and Codex append the summary request to the
+ * conversation) is that thread's last call and writes the summary a compaction starts from: it is the harness's
+ * bookkeeping, not the agent's work, so it becomes an auxiliary segment of its own, and the agent's trajectory ends
+ * where its work did. Summarizers of a thread of their own are auxiliary already (`finalize`).
+ */
+function detachSummarizers(
+  drafts: readonly Draft[],
+  segments: Segment[],
+  trainSegments: readonly SegmentKind[],
+): Map<number, number> {
+  const detached = new Map<number, number>();
+  for (const draft of drafts) {
+    const summary = draft.summaryCallSeq;
+    if (summary === null || segments[draft.id]!.kind !== "compaction" || detached.has(summary)) continue;
+    const owner = segments.find((s) => s.callSeqs.includes(summary));
+    if (!owner || owner.kind === "auxiliary" || owner.firstCallSeq === summary) continue;
+    if (owner.callSeqs[owner.callSeqs.length - 1] !== summary) continue;
+    owner.callSeqs = owner.callSeqs.filter((seq) => seq !== summary);
+    const id = segments.length;
+    segments.push({
+      id,
+      kind: "auxiliary",
+      parentId: owner.id,
+      firstCallSeq: summary,
+      callSeqs: [summary],
+      trained: trainSegments.includes("auxiliary"),
+    });
+    detached.set(summary, id);
+  }
+  return detached;
 }

@@ -85,7 +85,14 @@ export function attachCall(
   let segmentId: number;
   if (refSeq === null) segmentId = segments.open("main", null, callSeq, shape, false);
   else if (d.kind === "sub_agent" || d.kind === "compaction")
-    segmentId = segments.open(d.kind, seqs[d.parent!]!.segmentId, callSeq, shape, d.fromSummary);
+    segmentId = segments.open(
+      d.kind,
+      seqs[d.parent!]!.segmentId,
+      callSeq,
+      shape,
+      d.fromSummary,
+      seqs[d.parent!]!.callSeq,
+    );
   else {
     segmentId = refSeq.segmentId;
     segments.join(segmentId, callSeq, shape, d.kind === "extend" || d.kind === "reserialization");
@@ -107,7 +114,8 @@ export function attachCall(
       at: facts.matched,
       from: { callSeq: from.callSeq, choiceIndex: from.choiceIndex },
       offsetInCompletion: d.kind === "reserialization" ? facts.matched - from.promptLength : null,
-      oldTokens: from.length - facts.matched,
+      // A compaction's `from` wrote its summary and may end before the divergence: count the branch it left.
+      oldTokens: (d.kind === "compaction" ? seqs[d.ref!]! : from).length - facts.matched,
       newTokens: promptLength - facts.matched,
       ...(d.cause === null ? {} : { cause: d.cause }),
     };

@@ -137,9 +137,10 @@ export const CLAUDE_CODE: Harness = {
 };
 
 /** Codex's config: its defaults plus the one provider entry, and the switches that keep it off the network. */
-export function codexConfig(baseUrl: string, model: string): string {
+export function codexConfig(baseUrl: string, model: string, autoCompactTokens?: number): string {
   return [
     `model = "${model}"`,
+    ...(autoCompactTokens ? [`model_auto_compact_token_limit = ${autoCompactTokens}`] : []),
     `model_provider = "rlgate"`,
     `check_for_update_on_startup = false`,
     "",
@@ -158,6 +159,8 @@ export function codexConfig(baseUrl: string, model: string): string {
   ].join("\n");
 }
 
+const CODEX_AUTO_COMPACT_TOKENS = 9000;
+
 export const CODEX: Harness = {
   name: "codex",
   cli: join(modules, "@openai", "codex", "bin", "codex.js"),
@@ -165,10 +168,14 @@ export const CODEX: Harness = {
   shell: (command) => ({ name: "exec_command", arguments: { cmd: command } }),
   // Its multi-agent tools come as a namespace, flattened upstream as `{namespace}__{name}`.
   subAgent: (prompt) => ({ name: "multi_agent_v1__spawn_agent", arguments: { message: prompt } }),
+  // No compaction command in `codex exec`: it compacts by itself past model_auto_compact_token_limit.
+  compaction: { summaryRequest: "CONTEXT CHECKPOINT COMPACTION" },
   launch(dirs, rollout, prompt, _servedModel, options = {}) {
     const codexHome = join(dirs.home, ".codex");
     mkdirSync(codexHome, { recursive: true });
-    writeFileSync(join(codexHome, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex"));
+    // Its prompt is some 8,700 tokens: a limit a little above compacts a few calls in.
+    const autoCompact = options.compact ? CODEX_AUTO_COMPACT_TOKENS : undefined;
+    writeFileSync(join(codexHome, "config.toml"), codexConfig(rollout.base_urls.openai, "gpt-5.1-codex", autoCompact));
     const env = baseEnv(dirs, { CODEX_HOME: codexHome, OPENAI_API_KEY: "sk-rlgate", RUST_LOG: "error" });
     return {
       command: process.execPath,
