@@ -1,0 +1,190 @@
+// bench/gateway-cpu.ts — rlgate's CPU per call against the bare forwarder's, interleaved: both (and, with --base, the
+// gateway of another checkout, e.g. the code before a change) take turns in blocks of calls at concurrency 1 against
+// one simulated vLLM, round after round, so a machine whose load drifts weighs on every target alike. Each block's CPU
+// per call is the target process's own user + system time (/proc/PID/stat) over its calls; the figures are the
+// medians over rounds, with the lowest and highest round beside them, and the same for rlgate's ratio to the
+// forwarder and its added p50 (both computed within each round).
+//
+//   npx tsx bench/gateway-cpu.ts                         7 rounds of 400 calls a target, streamed and non-streamed
+//   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { Pool } from "undici";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const { values: args } = parseArgs({
+  options: {
+    base: { type: "string" },
+    rounds: { type: "string", default: "7" },
+    calls: { type: "string", default: "400" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+if (args.help) {
+  console.log(`usage: tsx bench/gateway-cpu.ts [--base DIR] [--rounds R] [--calls N]
+
+rlgate serve, the bare http-proxy forwarder (asking for token ids, as rlgate does) and, with --base, rlgate serve from
+the checkout DIR (its node_modules installed), take turns: R rounds of N calls each at concurrency 1, streamed then
+non-streamed. Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
+forwarder and added p50, computed per round.`);
+  process.exit(0);
+}
+const ROUNDS = Number(args.rounds);
+const CALLS = Number(args.calls);
+if (!(ROUNDS >= 1 && CALLS >= 10)) throw new Error("--rounds must be ≥ 1 and --calls ≥ 10");
+
+const BODY = {
+  model: "Qwen/Qwen3-8B",
+  messages: [
+    { role: "system", content: "You are a coding agent." },
+    { role: "user", content: "What is in this directory?" },
+  ],
+  max_tokens: 64,
+};
+
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function start(cwd: string, args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
+      if (match) resolve({ child, url: match[1]! });
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    child.once("exit", (code) => reject(new Error(`${what} exited (${code}): ${out.slice(-2000)}`)));
+  });
+}
+
+interface Target {
+  name: string;
+  pid: number;
+  pool: Pool;
+  path: string;
+  /** The forwarder sends the fields rlgate adds, so the sim does the same work behind both. */
+  ids: boolean;
+}
+
+async function block(target: Target, body: string, calls: number): Promise<{ cpu: number; p50: number }> {
+  const times: number[] = [];
+  const before = cpuSeconds(target.pid);
+  for (let i = 0; i < calls; i++) {
+    const t0 = performance.now();
+    const res = await target.pool.request({
+      method: "POST",
+      path: target.path,
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    for await (const _chunk of res.body);
+    if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${target.name}`);
+    times.push(performance.now() - t0);
+  }
+  const cpu = ((cpuSeconds(target.pid) - before) * 1000) / calls;
+  times.sort((a, b) => a - b);
+  return { cpu, p50: times[Math.floor(times.length / 2)]! };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const spread = (values: number[], digits: number) =>
+  `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-cpu-"));
+  const children: ChildProcess[] = [];
+  try {
+    const sim = await start(ROOT, ["cli/index.ts", "sim", "--port", "0"], "sim");
+    children.push(sim.child);
+    const checkouts: Array<[string, string]> = [["rlgate", ROOT]];
+    if (args.base) checkouts.push(["rlgate (base)", resolve(args.base)]);
+    const targets: Target[] = [];
+    const forwarder = await start(ROOT, ["bench/bare-forwarder.ts", sim.url], "forwarder");
+    children.push(forwarder.child);
+    targets.push({
+      name: "proxy+ids",
+      pid: forwarder.child.pid!,
+      pool: new Pool(forwarder.url, { connections: 1 }),
+      path: "/v1/chat/completions",
+      ids: true,
+    });
+    for (const [name, cwd] of checkouts) {
+      const data = join(dir, `data-${targets.length}`);
+      const serve = ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", data];
+      const gateway = await start(cwd, serve, name);
+      children.push(gateway.child);
+      const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
+      const id = ((await created.json()) as { id: string }).id;
+      targets.push({
+        name,
+        pid: gateway.child.pid!,
+        pool: new Pool(gateway.url, { connections: 1 }),
+        path: `/r/${id}/v1/chat/completions`,
+        ids: false,
+      });
+    }
+    console.log(
+      `bench/gateway-cpu — ${ROUNDS} rounds × ${CALLS} calls a target, concurrency 1, targets interleaved; load average ${loadavg()[0]!.toFixed(2)} at the start`,
+    );
+    for (const stream of [true, false]) {
+      const bodies = {
+        plain: JSON.stringify({ ...BODY, stream }),
+        ids: JSON.stringify({ ...BODY, stream, return_token_ids: true, logprobs: true }),
+      };
+      const bodyOf = (t: Target) => (t.ids ? bodies.ids : bodies.plain);
+      for (const target of targets) await block(target, bodyOf(target), 1000); // warm-up: JIT, pools
+      const cpu = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+      const p50 = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+      for (let round = 0; round < ROUNDS; round++) {
+        // Each round starts with another target, so none always runs right after the same one.
+        for (let k = 0; k < targets.length; k++) {
+          const target = targets[(round + k) % targets.length]!;
+          const figures = await block(target, bodyOf(target), CALLS);
+          cpu.get(target.name)!.push(figures.cpu);
+          p50.get(target.name)!.push(figures.p50);
+        }
+      }
+      console.log(`\n${stream ? "STREAMED" : "NON-STREAMED"}`);
+      console.log(
+        "target            cpu ms/call (min–max)      p50 ms (min–max)        ×forwarder cpu      added p50 ms",
+      );
+      const fwCpu = cpu.get("proxy+ids")!;
+      const fwP50 = p50.get("proxy+ids")!;
+      for (const target of targets) {
+        const mine = cpu.get(target.name)!;
+        const lat = p50.get(target.name)!;
+        const vs = target.ids
+          ? ""
+          : spread(
+              mine.map((c, r) => c / fwCpu[r]!),
+              2,
+            ).padEnd(20);
+        const added = target.ids
+          ? ""
+          : spread(
+              lat.map((l, r) => l - fwP50[r]!),
+              3,
+            );
+        console.log(
+          `${target.name.padEnd(16)}  ${spread(mine, 3).padEnd(25)}  ${spread(lat, 3).padEnd(22)}  ${vs}${added}`,
+        );
+      }
+    }
+    console.log(`\nload average ${loadavg()[0]!.toFixed(2)} at the end`);
+    await Promise.all(targets.map((t) => t.pool.close()));
+  } finally {
+    for (const child of children) child.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
