@@ -74,6 +74,7 @@ export const QWEN_CODE: Harness = {
   cannedAssistantTurns: 1,
   // `/compress` runs in -p mode too; its request ends with this instruction under a summarizer's system prompt.
   compaction: { command: "/compress", summaryRequest: "generate the <state_snapshot>" },
+  noSubAgent: "its task tool (sub-agents) is not scripted in the matrix yet",
   shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
   launch(dirs, rollout, prompt, servedModel, options = {}) {
     mkdirSync(join(dirs.home, ".qwen"), { recursive: true });
@@ -219,6 +220,8 @@ export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
 export const OPENCODE: Harness = {
   name: "opencode",
   cli: join(modules, ".bin", "opencode"),
+  noSubAgent: "its task tool (sub-agents) is not scripted in the matrix yet",
+  noCompaction: "no compaction command in `opencode run`; it compacts past its model's context limit, not scripted yet",
   sideThreads: [{ thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Scripted file task" }],
   shell: (command) => ({ name: "bash", arguments: { command, description: "Run a command" } }),
   launch(dirs, rollout, prompt, servedModel, options = {}) {
@@ -246,6 +249,8 @@ export const OPENCODE: Harness = {
 export function piHarness(api: "anthropic-messages" | "openai-responses" | "openai-completions"): Harness {
   return {
     name: `pi/${api}`,
+    noSubAgent: "pi has no sub-agent tool",
+    noCompaction: "no compaction command in -p mode; it compacts past contextWindow − reserveTokens, not scripted yet",
     cli: join(modules, "@mariozechner", "pi-coding-agent", "dist", "cli.js"),
     modelMap: `pi-*=${SERVED_MODEL}`,
     shell: (command) => ({ name: "bash", arguments: { command } }),
