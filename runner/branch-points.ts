@@ -61,7 +61,8 @@ export function pickBranchPoints(calls: readonly RecordedCall[], k: number, at: 
       throw new BranchPointError(`call ${bad} is past the backbone's ${count} call(s) (0-based positions)`);
     distinct = at.calls;
   } else if (at.kind === "uniform") {
-    distinct = [...new Set(Array.from({ length: Math.min(k, count) }, (_, i) => Math.floor(((i + 0.5) * count) / k)))];
+    const m = Math.min(k, count);
+    distinct = Array.from({ length: m }, (_, i) => Math.floor(((i + 0.5) * count) / m));
   } else {
     const scored = decisionCalls(calls).map((c, i) => ({ i, s: callSurprisal(c) }));
     scored.sort((a, b) => b.s - a.s || a.i - b.i);

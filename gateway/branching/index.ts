@@ -65,18 +65,21 @@ function plain(body: unknown): unknown {
   return body instanceof RawJson ? body.value() : body;
 }
 
-/** The branch's state, read from its stored calls when not in memory (another worker served them, a restart). */
+/**
+ * The branch's state. While it replays, it is read from its stored calls each time (with gateway workers another
+ * worker may have served the call before; a replayed call is stored before its answer is sent); once it samples, the
+ * state in memory says so (the decision call is recorded only when it ends), and nothing is read any more.
+ */
 function stateOf(ctx: GatewayContext, b: Branching, rolloutId: string, spec: BranchSpec): BranchState {
-  let state = b.states.get(rolloutId);
-  if (!state) {
-    const calls = ctx.store.listCalls(rolloutId).filter((c) => c.status !== "rejected");
-    state = {
-      replayed: new Map(calls.filter((c) => c.replayOf).map((c) => [c.replayOf!.seq, c.seq])),
-      calls: calls.length,
-      sampling: Boolean(spec.divergence) || calls.some((c) => !c.replayOf),
-    };
-    b.states.set(rolloutId, state);
-  }
+  const cached = b.states.get(rolloutId);
+  if (cached?.sampling) return cached;
+  const calls = ctx.store.listCalls(rolloutId).filter((c) => c.status !== "rejected");
+  const state: BranchState = {
+    replayed: new Map(calls.filter((c) => c.replayOf).map((c) => [c.replayOf!.seq, c.seq])),
+    calls: Math.max(calls.length, cached?.calls ?? 0),
+    sampling: Boolean(spec.divergence) || calls.some((c) => !c.replayOf),
+  };
+  b.states.set(rolloutId, state);
   return state;
 }
 
