@@ -3,14 +3,15 @@
 // restoring the test paths from the pristine image, copying or patching in the hidden tests, then the test command —
 // the only time the agent's code runs. Only this process (root) writes the result file, in a folder that is root's
 // alone (mode 0700), bind-mounted from the runner: the test command can print what it likes, it cannot write the result.
-// usage: node podman-grade-init.cjs JSON   ({uid, workdir, testsDir, testPaths, verifier, patch, timeoutSec, path})
+// usage: node podman-grade-init.cjs JSON   ({uid, workdir, testsDir, testPaths, verifier, timeoutSec, path, logLimit?})
 "use strict";
 const { spawn } = require("node:child_process");
 const { writeFileSync, renameSync } = require("node:fs");
 
 const RESULT = "/rlgate/result";
-const LOG_LIMIT = 1024 * 1024;
 const o = JSON.parse(process.argv[2] || "{}");
+// Kubernetes reads the result as a termination message (at most 4096 bytes): it asks for a short log there.
+const LOG_LIMIT = o.logLimit ?? 1024 * 1024;
 const env = { HOME: "/tmp", TMPDIR: "/tmp", PATH: o.path, LANG: "C.UTF-8", RLGATE_SAMPLE: String(o.sample ?? "") };
 
 const RESTORE = `

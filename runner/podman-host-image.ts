@@ -15,7 +15,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { CONTAINER_UID, podman } from "./podman.ts";
 
 /** What tasks and harnesses need at least: a shell and coreutils, Python, git, and what the isolation tests probe with. */
@@ -163,4 +164,14 @@ export async function ensureHostImage(packages: string[] = HOST_IMAGE_PACKAGES):
   } finally {
     rmSync(extra, { recursive: true, force: true });
   }
+}
+
+// `npx tsx runner/podman-host-image.ts`: builds (or finds) the image and tags it localhost/rlgate-host-base:latest,
+// a stable name for task.json's "image".
+if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  const tag = await ensureHostImage();
+  const latest = "localhost/rlgate-host-base:latest";
+  const r = podman(["tag", tag, latest]);
+  if (r.status !== 0) throw new Error(`podman tag ${tag} ${latest}: ${r.stderr}`);
+  console.log(`${tag}\n${latest}`);
 }

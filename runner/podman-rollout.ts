@@ -60,7 +60,7 @@ export interface PodmanGrade {
   verdict: TestsVerdict | null;
 }
 
-interface GraderResult {
+export interface GraderResult {
   stage: "setup" | "test";
   code: number | null;
   signal: string | null;

@@ -1,7 +1,8 @@
 // Runs first inside a sandbox (plain CommonJS: no tsx, no rlgate code in there). It listens on 127.0.0.1:PORT in the
 // sandbox's own network namespace and pipes each connection to the Unix socket of the runner's bridge, so a harness
 // reaches the gateway at http://127.0.0.1:PORT; then it runs the harness command and exits as it exits.
-// usage: node sandbox-init.cjs PORT SOCKET -- COMMAND ARGS...
+// Under Kubernetes the target is HOST:PORT (the gateway's Service) instead of a socket path.
+// usage: node sandbox-init.cjs PORT SOCKET|HOST:PORT -- COMMAND ARGS...
 "use strict";
 const net = require("node:net");
 const { spawn } = require("node:child_process");
@@ -12,8 +13,11 @@ if (!port || !socketPath || dashes !== "--" || command.length === 0) {
   process.exit(2);
 }
 
+const hostPort = /^([^/][^:]*):(\d+)$/.exec(socketPath);
+const target = hostPort ? { host: hostPort[1], port: Number(hostPort[2]) } : { path: socketPath };
+
 const server = net.createServer((inside) => {
-  const outside = net.connect(socketPath);
+  const outside = net.connect(target);
   inside.pipe(outside);
   outside.pipe(inside);
   inside.on("error", () => outside.destroy());
