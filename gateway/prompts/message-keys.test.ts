@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { chainSeed, MessageChain, messageKey, splitKeys } from "./message-keys.ts";
+import { RolloutThreads } from "./threads.ts";
 
 const toolCall = (args: string) => [{ id: "call_1", type: "function", function: { name: "read", arguments: args } }];
 
@@ -66,5 +67,24 @@ describe("message keys", () => {
     assert.equal(splitKeys(earlier.extendedBy({ role: "assistant", content: "b\n" })).strict, chain.at(2));
     assert.notEqual(new MessageChain(chainSeed("m", [{ type: "function" }]), messages).at(2), chain.at(2));
     assert.equal(chain.length, 3);
+  });
+
+  test("a thread continues from the sampled ids when the harness echoes an answer's tool-call ids but rewrote it", () => {
+    const threads = new RolloutThreads();
+    const user = { role: "user", content: "go" };
+    const sampled = { role: "assistant", content: "\n\n", tool_calls: toolCall('{"path": "a", "limit": 1}') };
+    const chain = new MessageChain(chainSeed("m", null), [user]);
+    threads.add({
+      seq: 1,
+      thread: 1,
+      parent: null,
+      promptIds: [1, 2],
+      choices: [{ tokenIds: [3, 4], key: chain.extendedBy(sampled) }],
+    });
+    const echoed = { role: "assistant", content: null, tool_calls: toolCall('{"limit":1,"path":"a"}') };
+    const later = new MessageChain(chainSeed("m", null), [user, echoed, { role: "tool", tool_call_id: "call_1" }]);
+    assert.equal(threads.find(later, 2)?.seq, 1);
+    const renamed = { ...echoed, tool_calls: [{ id: "call_2", function: { name: "read", arguments: "{}" } }] };
+    assert.equal(threads.find(new MessageChain(chainSeed("m", null), [user, renamed]), 2), undefined);
   });
 });
