@@ -95,6 +95,23 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
     assertTrainedOnce(rec);
   });
 
+  it("Codex auto-compaction (model_auto_compact_token_limit): the CONTEXT CHECKPOINT summarizer is auxiliary, main one trajectory", () => {
+    const fixture = loadCliFixture("codex-compaction-messages");
+    const rec = reconstruct(fixture);
+    assert.deepEqual(
+      rec.segments.map((s) => s.kind),
+      ["main", "auxiliary", "compaction"],
+    );
+    const summarizer = fixture.calls.findIndex((c) => c.seq === rec.segments[1]!.firstCallSeq);
+    assert.match(JSON.stringify(chatMessages(fixture, summarizer).at(-1)), /CONTEXT CHECKPOINT COMPACTION/);
+    assert.deepEqual(rec.breaks.find((b) => b.kind === "compaction")!.from, {
+      callSeq: fixture.calls[summarizer]!.seq,
+      choiceIndex: 0,
+    });
+    assert.equal(rec.trajectories.filter((t) => t.segment === "main").length, 1);
+    assertTrainedOnce(rec);
+  });
+
   it("Codex sub-agent, messages mode: the <subagent_notification> user turn makes Qwen3's template drop main's reasoning — a break that says so", () => {
     const fixture = loadCliFixture("codex-sub-agent-messages");
     const rec = reconstruct(fixture);
