@@ -8,7 +8,7 @@ import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { boundedStringify } from "../util/bounded-json.ts";
 import { checkControlToken } from "./access.ts";
-import { branchInputSchema, resolveBranch } from "./branching/spec.ts";
+import { branchInputSchema, branchOf, resolveBranch } from "./branching/spec.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
@@ -125,6 +125,13 @@ function deadlineOf(ctx: GatewayContext, createdAt: number, input: CreateInput):
   return ctx.config.rolloutTimeoutMs > 0 ? createdAt + Math.round(ctx.config.rolloutTimeoutMs) : null;
 }
 
+function sameBranch(existing: RolloutRecord, input: CreateInput): boolean {
+  const kept = branchOf(existing);
+  return kept === null || input.branch === undefined
+    ? kept === null && input.branch === undefined
+    : kept.of === input.branch.of && kept.at_call === input.branch.at_call;
+}
+
 /** Whether a repeated create asks for the rollout that exists (same group, task, harness and metadata, still open). */
 function sameCreation(existing: RolloutRecord, input: CreateInput): boolean {
   return (
@@ -135,7 +142,9 @@ function sameCreation(existing: RolloutRecord, input: CreateInput): boolean {
     (existing.round ?? null) === (input.round ?? null) &&
     (input.deadline_s === undefined ||
       existing.deadlineAt === existing.createdAt + Math.round(input.deadline_s * 1000)) &&
-    // A branch's settings were resolved into its metadata on creation (call_seq, seed): the rest is compared.
+    // A branch's settings were resolved into its metadata on creation (call_seq, seed): its backbone and point, and
+    // the rest of the metadata, are compared.
+    sameBranch(existing, input) &&
     JSON.stringify(input.branch ? { ...existing.metadata, branch: undefined } : existing.metadata) ===
       JSON.stringify(input.branch ? { ...input.metadata, branch: undefined } : (input.metadata ?? {}))
   );

@@ -184,6 +184,14 @@ describe("branch rollouts at the gateway (messages mode, scripted model)", () =>
     await finish(url, child.id, 0);
     const r = await postJson(`${url}/api/rollouts`, { branch: { of: child.id, at_call: 0 } });
     assert.match(r.json.error.message, /itself a branch/);
+    // A create retried with PUT answers the same branch again; another point under that id is a conflict.
+    const put = (at: number) =>
+      fetch(`${url}/api/rollouts/branch-put`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ branch: { of: backbones["false"]!.id, at_call: at } }),
+      }).then((res) => res.status);
+    assert.deepEqual([await put(1), await put(1), await put(2)], [201, 200, 409]);
   });
 });
 
