@@ -2,20 +2,30 @@
 // workspace an overlay over the task image (what `rlgate run` does: nothing copied per rollout) against a plain copy
 // of the workspace (cp -a, as a runner without overlays would do, then the same sandbox over the copy), for a small
 // workspace (the example task) and a large one (files × size below). Medians of --runs.
+// Then, where podman runs, the example task as an image task per rollout: a container started from the cached task
+// image (what every rollout after the first does), against bwrap, against a cold image (the task image built first:
+// what the first rollout of a task on a machine pays), and a whole podman rollout's sandbox work (agent container,
+// commit, grading container, removal) with trivial commands.
 //
-//   npm run bench:sandbox [-- --runs 10 --files 4000 --kb 16]
+//   npm run bench:sandbox [-- --runs 10 --files 4000 --kb 16 --cold-runs 3]
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { podman, podmanUnavailable, removeContainers } from "../runner/podman.ts";
+import { ensureHostImage } from "../runner/podman-host-image.ts";
+import { preparePodmanImage } from "../runner/podman-image.ts";
+import { gradeInPodman, startAgentContainer } from "../runner/podman-rollout.ts";
 import { DEFAULT_LIMITS, ownTreeForSandbox, Sandbox, sandboxUnavailable } from "../runner/sandbox.ts";
+import { loadTask } from "../runner/task.ts";
 
 const { values: args } = parseArgs({
   options: {
     runs: { type: "string", default: "10" },
     files: { type: "string", default: "4000" },
     kb: { type: "string", default: "16" },
+    "cold-runs": { type: "string", default: "3" },
   },
 });
 const RUNS = Number(args.runs);
@@ -116,9 +126,106 @@ for (let i = 0; i < files; i++) {
 }
 spawnSync("sync");
 console.log(`sandbox start-up, median of ${RUNS} runs (prepare until the harness's first instruction runs)`);
+/** A container from `image` whose command reports at once: ms until it has (the container removed after). */
+async function startContainer(image: string, name: string): Promise<number> {
+  const started = performance.now();
+  let first = 0;
+  const task = { ...loadTask(join(new URL("..", import.meta.url).pathname, "examples", "tasks", "fix-add")), image };
+  const box = startAgentContainer({
+    name,
+    image,
+    task,
+    mounts: [],
+    env: { PATH: "/usr/bin:/bin" },
+    argv: ["echo", "started"],
+    limits: DEFAULT_LIMITS,
+    timeoutMs: 60_000,
+  });
+  box.child.stdout!.once("data", () => (first = performance.now()));
+  const exit = await box.exited;
+  removeContainers([name]);
+  if (exit.code !== 0 || first === 0) throw new Error(`container failed: ${JSON.stringify(exit)}`);
+  return first - started;
+}
+
+async function measurePodman(): Promise<void> {
+  const base = await ensureHostImage();
+  const example = join(new URL("..", import.meta.url).pathname, "examples", "tasks", "fix-add");
+  const task = { ...loadTask(example), image: base };
+  const prepared = preparePodmanImage(task);
+  const bwrapStarts: number[] = [];
+  const cached: number[] = [];
+  const whole: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const dir = join(root, `bwrap-${i}`);
+    mkdirSync(dir);
+    bwrapStarts.push(await startSandbox(smallImage, dir));
+    cached.push(await startContainer(prepared.tag, `rlgate-bench-${process.pid}-${i}`));
+    // A whole rollout's container work: agent, commit, fresh grading container, removal.
+    const t0 = performance.now();
+    const name = `rlgate-bench-${process.pid}-w${i}`;
+    const agent = startAgentContainer({
+      name,
+      image: prepared.tag,
+      task,
+      mounts: [],
+      env: { PATH: "/usr/bin:/bin" },
+      argv: ["true"],
+      limits: DEFAULT_LIMITS,
+      timeoutMs: 60_000,
+    });
+    await agent.exited;
+    const rdir = join(root, `rollout-${i}`);
+    mkdirSync(rdir);
+    const graded = await gradeInPodman({
+      agent: name,
+      image: prepared.tag,
+      path: prepared.path,
+      task: { ...task, verifier: "true", tests: null },
+      sample: 0,
+      dir: rdir,
+      limits: DEFAULT_LIMITS,
+    });
+    if (graded.reward !== 1) throw new Error(`grading failed: ${graded.error} ${graded.log}`);
+    whole.push(performance.now() - t0);
+  }
+  const cold: number[] = [];
+  const coldRuns = Number(args["cold-runs"]);
+  for (let i = 0; i < coldRuns; i++) {
+    // A task image no run has built: the workspace differs by a file, so its content address does too.
+    const variant = join(root, `cold-${i}`);
+    cpSync(example, variant, { recursive: true });
+    writeFileSync(join(variant, "workspace", "cold.txt"), `${process.pid} ${i}\n`);
+    const t0 = performance.now();
+    const image = preparePodmanImage({ ...loadTask(variant), image: base });
+    const built = performance.now() - t0;
+    cold.push(built + (await startContainer(image.tag, `rlgate-bench-${process.pid}-c${i}`)));
+    podman(["rmi", "--force", image.tag]);
+  }
+  const b = median(bwrapStarts);
+  const c = median(cached);
+  const k = coldRuns ? median(cold) : NaN;
+  console.log(
+    `\nper rollout, the example task (median of ${RUNS}; cold: ${coldRuns}), until its first instruction runs:`,
+  );
+  console.log(`  bwrap (overlay over the task folder)     ${b.toFixed(1).padStart(8)} ms`);
+  console.log(
+    `  podman, container from the cached image  ${c.toFixed(1).padStart(8)} ms   ${(c / b).toFixed(2)}x bwrap`,
+  );
+  console.log(
+    `  podman, cold image (build, then start)   ${k.toFixed(1).padStart(8)} ms   ${(k / c).toFixed(1)}x cached`,
+  );
+  console.log(
+    `  podman, a whole rollout's container work (agent, commit, grader, removal) ${median(whole).toFixed(1)} ms`,
+  );
+}
+
 try {
   await measure("example task (2 files)", smallImage);
   await measure(`large (${files} files x ${kb} KiB = ${Math.round((files * kb) / 1024)} MiB)`, large);
+  const noPodman = podmanUnavailable();
+  if (noPodman) console.log(`\npodman: not measured (${noPodman})`);
+  else await measurePodman();
 } finally {
   rmSync(root, { recursive: true, force: true });
 }
