@@ -125,29 +125,80 @@ function runOptions(gateway: Gateway, task: Task, work: string): RunOptions {
 const byPosition = (calls: CallRecord[]) =>
   calls.filter((c) => c.status === "ok" && c.promptTokenIds !== null).sort((a, b) => a.seq - b.seq);
 
+interface Run {
+  sim: SimServer;
+  gateway: Gateway;
+  results: RolloutResult[];
+  dirs: Record<string, string>;
+}
+
+async function closeRun(run: Run | undefined): Promise<void> {
+  await run?.gateway.close();
+  await run?.sim.close();
+  for (const d of Object.values(run?.dirs ?? {})) rmSync(d, { recursive: true, force: true });
+}
+
+/** The deterministic task: the sim's own policy (a shell call, then an answer), its wording drawn from the seed. */
+async function deterministicRun(): Promise<Run> {
+  const dirs = { data: tempDir("branch-e2e-store"), core: tempDir("branch-e2e-core"), work: tempDir("branch-e2e") };
+  chmodSync(dirs.work, 0o755);
+  const sim = await startSim({ port: 0, seed: 11 });
+  const gateway = await startGateway({ upstream: sim.url, port: 0, grpcPort: 0, dataDir: dirs.data });
+  const task = writeTask(dirs.work, "say-notes", "Run a command, then say what it printed.");
+  const results = await runTasks({
+    ...runOptions(gateway, task, dirs.work),
+    // Seeds under which the sim's wording at both points differs from the backbone's (it draws one of four).
+    branching: { k: 2, at: { kind: "uniform" }, onDivergence: "sample", seed: 1 },
+  });
+  return { sim, gateway, results, dirs };
+}
+
+/** The task whose first tool prints random bytes, branched after it with --on-divergence drop. */
+async function divergenceRun(): Promise<Run> {
+  const dirs = { data: tempDir("branch-div-store"), work: tempDir("branch-div") };
+  chmodSync(dirs.work, 0o755);
+  const shell = (command: string) => ({ name: "run_shell_command", arguments: { command, description: command } });
+  const sim = await startSim({
+    port: 0,
+    // Qwen Code's first request already holds an assistant turn (its context acknowledgement): turn 0 is never played.
+    script: [
+      { content: "unused" },
+      { reasoning: "Draw some bytes.", tool_calls: [shell("od -An -N8 -tx1 /dev/urandom")] },
+      { reasoning: "Read the notes.", tool_calls: [shell("cat notes.txt")] },
+      { reasoning: "Done.", content: "Done." },
+    ],
+  });
+  const gateway = await startGateway({ upstream: sim.url, port: 0, dataDir: dirs.data });
+  const task = writeTask(dirs.work, "random-tool", "Draw random bytes, then read notes.txt.");
+  const results = await runTasks({
+    ...runOptions(gateway, task, dirs.work),
+    branching: { k: 1, at: { kind: "calls", calls: [2] }, onDivergence: "drop" },
+  });
+  return { sim, gateway, results, dirs };
+}
+
+// Both runs start together (their sandboxes overlap: Qwen Code waits more than it computes); each suite awaits its own.
+let runs: { deterministic: Promise<Run>; divergence: Promise<Run> } | null = null;
+function startRuns(): NonNullable<typeof runs> {
+  if (!runs) {
+    runs = { deterministic: deterministicRun(), divergence: divergenceRun() };
+    for (const run of Object.values(runs)) run.catch(() => undefined); // reported by the suite that awaits it
+  }
+  return runs;
+}
+
 describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages", { skip }, () => {
+  let run: Run;
   let sim: SimServer;
   let gateway: Gateway;
   let results: RolloutResult[];
-  const dirs = { data: tempDir("branch-e2e-store"), core: tempDir("branch-e2e-core"), work: tempDir("branch-e2e") };
+  let dirs: Record<string, string>;
 
   before(async () => {
-    chmodSync(dirs.work, 0o755);
-    // The sim's own policy: a shell call, then an answer; its wording depends on the request's seed.
-    sim = await startSim({ port: 0, seed: 11 });
-    gateway = await startGateway({ upstream: sim.url, port: 0, grpcPort: 0, dataDir: dirs.data });
-    const task = writeTask(dirs.work, "say-notes", "Run a command, then say what it printed.");
-    results = await runTasks({
-      ...runOptions(gateway, task, dirs.work),
-      // Seeds under which the sim's wording at both points differs from the backbone's (it draws one of four).
-      branching: { k: 2, at: { kind: "uniform" }, onDivergence: "sample", seed: 1 },
-    });
+    run = await startRuns().deterministic;
+    ({ sim, gateway, results, dirs } = run);
   });
-  after(async () => {
-    await gateway.close();
-    await sim.close();
-    for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
-  });
+  after(() => closeRun(run));
 
   test("each branch replays exactly up to its point (no upstream call, prompts equal) and samples anew there", async () => {
     assert.equal(results.length, 3);
@@ -193,7 +244,7 @@ describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages"
         gateways: [gateway.grpc!.address],
         port: 0,
         metricsPort: null,
-        dataDir: dirs.core,
+        dataDir: dirs.core!,
         estimator: "tree",
         batchUnit: "group",
         tokenBudget: 1_000_000,
@@ -219,36 +270,16 @@ describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages"
 });
 
 describe("rlgate run --branch --on-divergence drop: a tool that prints random bytes", { skip }, () => {
+  let run: Run;
   let sim: SimServer;
   let gateway: Gateway;
   let results: RolloutResult[];
-  const dirs = { data: tempDir("branch-div-store"), work: tempDir("branch-div") };
 
   before(async () => {
-    chmodSync(dirs.work, 0o755);
-    const shell = (command: string) => ({ name: "run_shell_command", arguments: { command, description: command } });
-    sim = await startSim({
-      port: 0,
-      // Qwen Code's first request already holds an assistant turn (its context acknowledgement): turn 0 is never played.
-      script: [
-        { content: "unused" },
-        { reasoning: "Draw some bytes.", tool_calls: [shell("od -An -N8 -tx1 /dev/urandom")] },
-        { reasoning: "Read the notes.", tool_calls: [shell("cat notes.txt")] },
-        { reasoning: "Done.", content: "Done." },
-      ],
-    });
-    gateway = await startGateway({ upstream: sim.url, port: 0, dataDir: dirs.data });
-    const task = writeTask(dirs.work, "random-tool", "Draw random bytes, then read notes.txt.");
-    results = await runTasks({
-      ...runOptions(gateway, task, dirs.work),
-      branching: { k: 1, at: { kind: "calls", calls: [2] }, onDivergence: "drop" },
-    });
+    run = await startRuns().divergence;
+    ({ sim, gateway, results } = run);
   });
-  after(async () => {
-    await gateway.close();
-    await sim.close();
-    for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
-  });
+  after(() => closeRun(run));
 
   test("the branch's second prompt differs from the backbone's: divergence recorded, the branch dropped", async () => {
     const [backbone, branch] = results;
