@@ -12,6 +12,7 @@ import { SseParser } from "../gateway/sse-parser.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
 import { RawJson, StreamedJson, type CallRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
+import { compactStream } from "../store/stream-response.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 const NOTHING_ASKED = { promptTokenIds: false, tokenIds: false, logprobs: false };
@@ -67,6 +68,12 @@ async function run(store: Store, rolloutId: string, stream: Buffer, calls: numbe
   return (used.user + used.system) / calls;
 }
 
+/** The bytes a stream's events are stored in (their shared head kept once). */
+function storedBytes(sse: Buffer): number {
+  const compact = compactStream(sse);
+  return compact ? compact.sse.length + compact.head.length : sse.length;
+}
+
 export async function benchRecordCommit(stream: Buffer, calls: number, runs = 5): Promise<RecordFigures> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-record-"));
   const store = new Store({ path: dir, promptIndex: new PromptIndex() });
@@ -100,7 +107,7 @@ export async function benchRecordCommit(stream: Buffer, calls: number, runs = 5)
     return {
       kept: median(kept),
       assembled: median(assembled),
-      keptBytes: Buffer.concat(events.written).length,
+      keptBytes: storedBytes(Buffer.concat(events.written)),
       assembledBytes: Buffer.byteLength(JSON.stringify(whole)),
     };
   } finally {

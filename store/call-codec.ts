@@ -11,7 +11,7 @@ import {
   type CallRecord,
   type ChoiceCapture,
 } from "./records.ts";
-import { foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
+import { compactStream, expandStream, foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
 import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
@@ -37,8 +37,10 @@ export interface StoredCall extends Omit<
 
 /** A streamed response as stored: the events' bytes (the token fields spliced to null) and what they fold into. */
 export interface StoredStream {
+  /** The events; with a `head`, each event that starts with a NUL byte starts with `head` instead (compactStream). */
   sse: Uint8Array;
   object: StreamObject;
+  head?: Uint8Array;
 }
 
 export interface StoredSplice {
@@ -48,14 +50,19 @@ export interface StoredSplice {
 
 /** The response as stored: a stream's events as they are (folded when read), any other body as JSON bytes. */
 function responseAsStored(response: unknown): Uint8Array | StoredStream {
-  if (response instanceof StreamedJson) return { sse: response.sse, object: response.object };
+  if (response instanceof StreamedJson) {
+    const sse = Buffer.from(response.sse.buffer, response.sse.byteOffset, response.sse.byteLength);
+    const compact = compactStream(sse);
+    return compact ? { ...compact, object: response.object } : { sse, object: response.object };
+  }
   return jsonBytes(response);
 }
 
 /** A stored response's value (a stream folded into its whole response; records before streams were kept: JSON). */
 export function storedResponse(response: Uint8Array | StoredStream): unknown {
   if (response instanceof Uint8Array) return jsonFromBytes(response);
-  return foldChunks(streamChunks(response.sse), response.object);
+  const sse = response.head ? expandStream(response.sse, response.head) : response.sse;
+  return foldChunks(streamChunks(sse), response.object);
 }
 
 function jsonBytes(value: unknown): Uint8Array {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { StreamedJson } from "./records.ts";
 import { Store } from "./store.ts";
-import { foldChatChunks, foldCompletionChunks, streamChunks } from "./stream-response.ts";
+import { compactStream, expandStream, foldChatChunks, foldCompletionChunks, streamChunks } from "./stream-response.ts";
 import { testCallRecord } from "./test-support.ts";
 
 const HEAD = { id: "chatcmpl-1", object: "chat.completion.chunk", created: 7, model: "m" };
@@ -131,4 +131,16 @@ test("a streamed call is stored as its events and read as its whole response; re
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("a stream's shared head is stored once and given back to each event: the bytes read back are the bytes kept", () => {
+  const sse = Buffer.from(`${CHAT_EVENTS.map(event).join("")}: comment\n\ndata: [DONE]\n\n`);
+  const compact = compactStream(sse)!;
+  // Every data event but [DONE] loses its head for one marker byte; the head is kept once.
+  const h = compact.head.length;
+  assert.equal(compact.sse.length + h, sse.length - CHAT_EVENTS.length * (h - 1) + h);
+  assert.deepStrictEqual(expandStream(compact.sse, compact.head), sse);
+  // Not a stream of JSON data events, or an event that starts with the marker: kept as it is.
+  assert.equal(compactStream(Buffer.from(": hi\n\ndata: {}\n\n")), null);
+  assert.equal(compactStream(Buffer.from(`${event(CHAT_EVENTS[0])}\u0000x\n\n`)), null);
 });
