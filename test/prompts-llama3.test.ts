@@ -10,16 +10,8 @@ import type { ScriptTurn } from "../sim/index.ts";
 import { llama3Files } from "../tokenizer/llama3.ts";
 import { llama3ChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import {
-  createRollout,
-  postJson,
-  readSse,
-  rolloutCalls,
-  spawnCli,
-  startStack,
-  tempDir,
-  type Stack,
-} from "./helpers.ts";
+import { createRollout, postJson, rolloutCalls, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
+import { chat, echo } from "./family-chat.ts";
 
 type Json = Record<string, any>;
 
@@ -38,42 +30,6 @@ const TOOLS = [
   },
 ];
 
-function assemble(events: unknown[]): Json {
-  const message: Json = { role: "assistant", content: null, tool_calls: [] };
-  for (const event of events) {
-    if (typeof event === "string") continue;
-    const delta = (event as Json).choices?.[0]?.delta;
-    if (!delta) continue;
-    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
-    for (const call of delta.tool_calls ?? []) {
-      const entry = (message.tool_calls[call.index] ??= {
-        id: call.id,
-        type: "function",
-        function: { name: "", arguments: "" },
-      });
-      if (call.function?.name) entry.function.name = call.function.name;
-      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
-    }
-  }
-  if (message.content === "") message.content = null;
-  return message;
-}
-
-async function chat(base: string, body: Json): Promise<Json> {
-  if (body.stream) {
-    const res = await fetch(`${base}/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    assert.equal(res.status, 200);
-    return assemble(await readSse(res));
-  }
-  const res = await postJson(`${base}/chat/completions`, body);
-  assert.equal(res.status, 200, res.text);
-  return res.json.choices[0].message;
-}
-
 // One call a turn (Llama's template renders no more), some turns with text before it (the model does not write it:
 // the sim drops it as Llama would), some text-only answers the user follows up on.
 function script(random: () => number, turns: number): ScriptTurn[] {
@@ -90,20 +46,6 @@ function script(random: () => number, turns: number): ScriptTurn[] {
       ];
     return turn;
   });
-}
-
-/** How harnesses echo an answer: content trimmed or with a newline more, arguments re-serialized. */
-function echo(random: () => number, answer: Json): Json {
-  const content: string | null = answer.content;
-  const r = random();
-  return {
-    role: "assistant",
-    content: content === null ? null : r < 0.4 ? content.trim() : r < 0.7 ? `${content}\n` : content,
-    tool_calls: (answer.tool_calls ?? []).map((call: Json) => ({
-      ...call,
-      function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
-    })),
-  };
 }
 
 async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
@@ -190,7 +132,8 @@ describe("rlgate serve --model-dir with Llama 3.2's files", () => {
       ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
     ]);
     try {
-      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 60_000);
+      // Loading the tokenizer in the primary and the worker takes seconds alone, minutes on a loaded machine.
+      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 240_000);
       await serve.waitFor(/llama3_json tool calls/);
       const rollout = await createRollout(url!);
       const answer = await chat(rollout.base_urls.openai, {

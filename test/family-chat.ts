@@ -1,0 +1,58 @@
+// What the chat-format family tests (prompts-<family>.test.ts) share: a chat call through the gateway, streamed or
+// not, read back as one assistant message, and the changes a harness makes when it echoes an answer.
+import assert from "node:assert/strict";
+import { postJson, readSse } from "./helpers.ts";
+
+type Json = Record<string, any>;
+
+/** The assistant message a stream's deltas add up to. */
+export function assemble(events: unknown[]): Json {
+  const message: Json = { role: "assistant", content: null, tool_calls: [] };
+  for (const event of events) {
+    if (typeof event === "string") continue;
+    const delta = (event as Json).choices?.[0]?.delta;
+    if (!delta) continue;
+    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
+    for (const call of delta.tool_calls ?? []) {
+      const entry = (message.tool_calls[call.index] ??= {
+        id: call.id,
+        type: "function",
+        function: { name: "", arguments: "" },
+      });
+      if (call.function?.name) entry.function.name = call.function.name;
+      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
+    }
+  }
+  if (message.content === "") message.content = null;
+  return message;
+}
+
+/** One chat call at `base` (an OpenAI base URL), its answer's message. */
+export async function chat(base: string, body: Json): Promise<Json> {
+  if (body.stream) {
+    const res = await fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 200);
+    return assemble(await readSse(res));
+  }
+  const res = await postJson(`${base}/chat/completions`, body);
+  assert.equal(res.status, 200, res.text);
+  return res.json.choices[0].message;
+}
+
+/** How harnesses echo an answer: content trimmed or with a newline more, arguments re-serialized. */
+export function echo(random: () => number, answer: Json): Json {
+  const content: string | null = answer.content;
+  const r = random();
+  return {
+    role: "assistant",
+    content: content === null ? null : r < 0.4 ? content.trim() : r < 0.7 ? `${content}\n` : content,
+    tool_calls: (answer.tool_calls ?? []).map((call: Json) => ({
+      ...call,
+      function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
+    })),
+  };
+}
