@@ -62,10 +62,24 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--sandbox <kind>",
-        "bwrap: folder tasks in bubblewrap sandboxes (no daemon); podman: tasks that name an OCI image, each rollout in a container (rootful podman, runc)",
+        "bwrap: folder tasks in bubblewrap sandboxes (no daemon); podman: tasks that name an OCI image, each rollout in a container (rootful podman, runc); kubernetes: image tasks, each rollout a Pod on the cluster of your kubeconfig (docs/deploy.md#kubernetes)",
       )
-        .choices(["bwrap", "podman"])
+        .choices(["bwrap", "podman", "kubernetes"])
         .default("bwrap"),
+    )
+    .option("--namespace <ns>", "with --sandbox kubernetes: the namespace of rollout Pods", "rlgate")
+    .option(
+      "--tools-image <ref>",
+      "with --sandbox kubernetes: the rlgate image Pods copy node and the harness CLIs from (docs/deploy/kubernetes/Containerfile)",
+    )
+    .option(
+      "--gateway-service <host:port>",
+      "with --sandbox kubernetes: the gateway as rollout Pods reach it (default: the host and port of --gateway)",
+    )
+    .option(
+      "--gateway-labels <k=v,...>",
+      "with --sandbox kubernetes: labels of the gateway's Pods, the one place rollout Pods may connect to",
+      "app.kubernetes.io/name=rlgate-gateway",
     )
     .addOption(
       new Option(
@@ -189,6 +203,19 @@ export function runCommand(): Command {
         const results = await runTasks({
           tasks,
           sandbox: opts.sandbox,
+          kubernetes:
+            opts.sandbox === "kubernetes"
+              ? {
+                  namespace: opts.namespace,
+                  toolsImage: opts.toolsImage ?? "",
+                  gatewayService: opts.gatewayService ?? new URL(gatewayUrl).host,
+                  gatewayLabels: Object.fromEntries(
+                    String(opts.gatewayLabels)
+                      .split(",")
+                      .map((kv) => kv.split("=") as [string, string]),
+                  ),
+                }
+              : undefined,
           harness,
           n: opts.n,
           concurrency: opts.concurrency,

@@ -2,14 +2,19 @@
 // the OpenAPI definitions of each kind, validated field by field) — no cluster here, so nothing below runs a Pod.
 // Also the deploy manifests in docs/deploy/kubernetes/, and the isolation each rollout Pod states.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { loadAllYaml } from "@kubernetes/client-node";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
+import { resolveHarness } from "./harnesses.ts";
+import { runTasks } from "./run.ts";
 import { DEFAULT_LIMITS } from "./sandbox.ts";
+import { loadTask } from "./task.ts";
 import { rolloutManifests, type KubeRolloutSpec } from "./kubernetes.ts";
 
 const KINDS: Record<string, new (data: any) => { validate(): void }> = {
@@ -129,4 +134,58 @@ test("docs/deploy/kubernetes/rlgate.yaml: every object valid against the Kuberne
   for (const object of docs) validate(object);
   const services = docs.filter((d: any) => d.kind === "Service").map((d: any) => d.metadata.name);
   assert.deepEqual(services, ["rlgate-gateway", "rlgate-core"]);
+});
+
+test("rlgate run --sandbox kubernetes: a cluster it cannot reach, a folder task or no tools image is refused before any rollout", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-kubeconfig-"));
+  // A kubeconfig whose API server is nowhere (port 9 on loopback: nothing listens).
+  writeFileSync(
+    join(dir, "config"),
+    [
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters: [{name: none, cluster: {server: 'https://127.0.0.1:9'}}]",
+      "users: [{name: none, user: {token: x}}]",
+      "contexts: [{name: none, context: {cluster: none, user: none}}]",
+      "current-context: none",
+    ].join("\n"),
+  );
+  const saved = process.env["KUBECONFIG"];
+  process.env["KUBECONFIG"] = join(dir, "config");
+  const example = loadTask(new URL("../examples/tasks/fix-add", import.meta.url).pathname);
+  const options = {
+    harness: resolveHarness("echo {prompt}"),
+    n: 1,
+    concurrency: 1,
+    gatewayUrl: "http://127.0.0.1:9",
+    limits: DEFAULT_LIMITS,
+    workDir: dir,
+    sandbox: "kubernetes" as const,
+    kubernetes: {
+      namespace: "rlgate",
+      toolsImage: "registry.example.com/rlgate:latest",
+      gatewayService: "rlgate-gateway.rlgate.svc:8700",
+      gatewayLabels: { "app.kubernetes.io/name": "rlgate-gateway" },
+    },
+  };
+  try {
+    const imageTask = { ...example, image: "registry.example.com/tasks/fix-add:1", workspace: null };
+    await assert.rejects(
+      runTasks({ ...options, tasks: [imageTask] }),
+      /cannot sandbox rollouts on this machine: the cluster cannot be reached or namespace rlgate read/,
+    );
+    await assert.rejects(runTasks({ ...options, tasks: [example] }), /names no image: --sandbox kubernetes/);
+    await assert.rejects(
+      runTasks({ ...options, tasks: [{ ...example, image: "x" }] }),
+      /has a workspace\/ folder or a setup: build its image with --sandbox podman/,
+    );
+    await assert.rejects(
+      runTasks({ ...options, tasks: [imageTask], kubernetes: { ...options.kubernetes, toolsImage: "" } }),
+      /needs --tools-image/,
+    );
+  } finally {
+    if (saved === undefined) delete process.env["KUBECONFIG"];
+    else process.env["KUBECONFIG"] = saved;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

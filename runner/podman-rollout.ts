@@ -137,32 +137,35 @@ export async function gradeInPodman(o: {
     box.child.stdout!.on("data", add);
     box.child.stderr!.on("data", add);
     const exit = await box.exited;
-    let r: GraderResult;
+    let r: GraderResult | null = null;
     try {
       r = JSON.parse(readFileSync(join(result, "result.json"), "utf8")) as GraderResult;
     } catch {
-      return { exit, log, reward: null, error: `the grader wrote no result (${exitText(exit)})`, verdict: null };
+      /* judged below */
     }
-    if (r.timedOut)
-      return { exit, log, reward: null, error: `grading ran past verifier_timeout (${timeoutSec} s)`, verdict: null };
-    if (r.stage === "setup")
-      return {
-        exit,
-        log,
-        reward: null,
-        error: `grading could not be set up: ${r.log.trim().slice(-500)}`,
-        verdict: null,
-      };
-    if (r.error)
-      return { exit, log, reward: null, error: `the test command could not start: ${r.error}`, verdict: null };
-    if (o.task.reward.kind === "exit_code")
-      return { exit, log, reward: r.code === 0 ? 1 : 0, error: null, verdict: null };
-    const verdict = testOutcomes(r.log, o.task.reward);
-    return { exit, log, reward: verdict.passed ? 1 : 0, error: null, verdict };
+    return { exit, log, ...judgeGrade(o.task, r, r?.log ?? "", exitText(exit)) };
   } finally {
     // The agent's container goes too (rollout.ts removes it again, harmlessly): one call for both.
     removeContainers([o.agent, grader], [graded]);
   }
+}
+
+/** The reward from the grader's result (podman's file, Kubernetes' termination message), or why there is none.
+ * `log` is the test command's output the named tests are read from. */
+export function judgeGrade(
+  task: Task,
+  r: GraderResult | null,
+  log: string,
+  exitText: string,
+): Pick<PodmanGrade, "reward" | "error" | "verdict"> {
+  const none = (error: string) => ({ reward: null, error, verdict: null });
+  if (!r) return none(`the grader wrote no result (${exitText})`);
+  if (r.timedOut) return none(`grading ran past verifier_timeout (${task.verifierTimeoutSec} s)`);
+  if (r.stage === "setup") return none(`grading could not be set up: ${r.log.trim().slice(-500)}`);
+  if (r.error) return none(`the test command could not start: ${r.error}`);
+  if (task.reward.kind === "exit_code") return { reward: r.code === 0 ? 1 : 0, error: null, verdict: null };
+  const verdict = testOutcomes(log, task.reward);
+  return { reward: verdict.passed ? 1 : 0, error: null, verdict };
 }
 
 function exitText(exit: SandboxExit): string {

@@ -14,6 +14,7 @@ import { branchCost, type BranchCost, type BranchJob } from "./branch.ts";
 import { commonEnv, type Harness } from "./harnesses.ts";
 import { chownTree, removeContainers } from "./podman.ts";
 import { CONTAINER_BIN, gradeInPodman, nodeMount, startAgentContainer } from "./podman-rollout.ts";
+import { runKubernetesStages, type KubeTarget } from "./kubernetes-rollout.ts";
 import {
   MOUNT_FAILED,
   ownForSandbox,
@@ -49,8 +50,10 @@ export interface RolloutOptions {
   task: Task;
   /** The task image's folder (bwrap) or tag (podman), or why it could not be made. */
   image: string | { error: string };
-  /** bwrap (default): folder tasks in bubblewrap; podman: image tasks in containers. */
-  backend?: "bwrap" | "podman";
+  /** bwrap (default): folder tasks in bubblewrap; podman: image tasks in containers; kubernetes: image tasks as Pods. */
+  backend?: "bwrap" | "podman" | "kubernetes";
+  /** kubernetes: the cluster, namespace, tools image and gateway Service. */
+  kubernetes?: KubeTarget;
   /** podman: PATH as the image sets it. */
   imagePath?: string;
   /** podman: the agent container's name (unique on the machine). */
@@ -204,149 +207,189 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     }
     if (podman) chownTree(dirs.home);
     else ownTreeForSandbox(dirs.home);
-    bridge = await startBridge({
-      socketPath: join(dirs.run, "gateway.sock"),
-      gatewayUrl: o.control.url,
-      rolloutId: created.id,
-      rolloutKey: o.rolloutKeyToBridge ? created.key : undefined,
-    });
-
-    enter("agent");
-    const env = {
-      HOME,
-      TMPDIR: "/tmp",
-      TERM: "dumb",
-      NO_COLOR: "1",
-      CI: "1",
-      PATH: [
-        ...(podman ? [CONTAINER_BIN] : []),
-        ...o.pathPrefix,
-        ...(podman ? [o.imagePath ?? "/usr/local/bin:/usr/bin:/bin"] : ["/usr/local/bin", "/usr/bin", "/bin"]),
-      ].join(":"),
-      RLGATE_SAMPLE: String(o.sample),
-      ...commonEnv(ctx),
-      ...launch.env,
-      ...o.env,
-    };
-    const initArgv = [INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv];
-    const name = o.containerName ?? `rlgate-${created.id}`;
-    if (podman) containers.push(name);
-    const agent = podman
-      ? startAgentContainer({
-          name,
-          image,
-          task: o.task,
-          mounts: [
-            ...o.binds.map((b) => ({ type: "bind" as const, src: b.src, dest: b.dest })),
-            { type: "bind", src: dirs.home, dest: HOME, rw: true },
-            { type: "bind", src: dirs.run, dest: RUN },
-            { type: "bind", src: INIT_SOURCE, dest: INIT },
-          ],
-          env,
-          argv: [nodeMount().dest, ...initArgv],
-          limits: o.limits,
-          timeoutMs: o.timeoutMs,
-          signal: o.signal,
-        })
-      : new Sandbox(
-          {
-            lower: [image],
-            upper: dirs.upper,
-            work: dirs.work,
-            mountpoint: dirs.mnt,
-            binds: [
-              ...o.binds,
-              { src: dirs.home, dest: HOME, rw: true },
-              { src: dirs.run, dest: RUN },
-              { src: INIT_SOURCE, dest: INIT },
-            ],
-            env,
-            argv: [process.execPath, ...initArgv],
-            limits: o.limits,
-          },
-          { timeoutMs: o.timeoutMs, signal: o.signal },
-        );
-    const agentExit = await runBox("agent", agent);
-    await bridge.close();
-    bridge = null;
-    logs["agent_exit"] = describeExit(agentExit);
-    if (agentExit.stopped === "timeout") {
-      fail("timeout", `the harness ran past ${Math.round(o.timeoutMs / 1000)} s`);
-      reward = 0;
-    } else if (agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
-    else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
-    else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
-    else if (agentExit.code === MOUNT_FAILED)
-      fail(
-        "infra_error",
-        podman
-          ? `the container could not start: ${logs["agent"]?.trim().slice(-500)}`
-          : `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`,
-      );
-    else if (agentExit.code === 126 || agentExit.code === 127)
-      fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
-    // A branch dropped on divergence is never graded nor trained (finished aborted, without a reward).
-    const divergence =
-      o.branch && error === null ? (await o.control.rollout(created.id)).metadata?.branch?.divergence : null;
-    if (divergence?.action === "drop")
-      fail(
-        "aborted",
-        `diverged from its backbone before its decision point (call ${divergence.at}: ${divergence.reason})`,
-      );
-
-    if (error === null && podman) {
-      enter("grade");
-      const graded = await gradeInPodman({
-        agent: name,
-        image,
-        path: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
+    if (o.backend === "kubernetes") {
+      // One Pod does both stages (runner/kubernetes.ts); no bridge: the harness reaches the gateway's Service.
+      enter("agent");
+      const k = await runKubernetesStages({
+        target: o.kubernetes!,
         task: o.task,
+        image,
+        imagePath: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
+        rolloutId: created.id,
+        rolloutKey: created.key,
         sample: o.sample,
-        dir: o.dir,
+        env: {
+          HOME,
+          TMPDIR: "/tmp",
+          TERM: "dumb",
+          NO_COLOR: "1",
+          CI: "1",
+          RLGATE_SAMPLE: String(o.sample),
+          ...commonEnv(ctx),
+          ...launch.env,
+          ...o.env,
+        },
+        argv: launch.argv,
         limits: o.limits,
+        timeoutMs: o.timeoutMs,
         signal: o.signal,
       });
-      logs["grade"] = tail(graded.log);
-      logs["grade_exit"] = describeExit(graded.exit);
-      if (graded.verdict) logs["grade_tests"] = JSON.stringify(graded.verdict.notPassed.slice(0, 50));
-      if (graded.exit.stopped === "aborted") fail("aborted", "the run was interrupted");
-      else if (graded.error !== null) fail("infra_error", graded.error);
-      else reward = graded.reward;
-    } else if (error === null) {
-      enter("grade");
-      const grader = new Sandbox(
-        {
-          // The agent's upper layer is now read-only: grading writes to a layer of its own.
-          lower: [dirs.upper, image],
-          upper: dirs.gradeUpper,
-          work: dirs.gradeWork,
-          mountpoint: dirs.gradeMnt,
-          binds: [
-            { src: image, dest: "/rlgate/image" },
-            ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : []),
-          ],
-          // The agent's environment is the backbone's (a replay must see what it saw); the grader also learns the
-          // branch's number (0: not a branch).
-          env: {
-            HOME: "/tmp",
-            TMPDIR: "/tmp",
-            PATH: "/usr/local/bin:/usr/bin:/bin",
-            RLGATE_SAMPLE: String(o.sample),
-            RLGATE_BRANCH: String(o.branch?.index ?? 0),
-          },
-          argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
+      Object.assign(logs, k.logs);
+      logs["agent_exit"] = describeExit(k.agentExit);
+      if (k.error) fail("infra_error", k.error);
+      else if (k.agentExit.stopped === "timeout") {
+        fail("timeout", `the harness ran past ${Math.round(o.timeoutMs / 1000)} s`);
+        reward = 0;
+      } else if (k.agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
+      else if (k.agentExit.stopped) fail("infra_error", `agent ${describeExit(k.agentExit)}`);
+      else if (k.harnessExit === 126 || k.harnessExit === 127)
+        fail("infra_error", `the harness could not start: ${k.logs["agent"]?.trim().slice(-500)}`);
+      else reward = k.reward;
+    } else {
+      bridge = await startBridge({
+        socketPath: join(dirs.run, "gateway.sock"),
+        gatewayUrl: o.control.url,
+        rolloutId: created.id,
+        rolloutKey: o.rolloutKeyToBridge ? created.key : undefined,
+      });
+
+      enter("agent");
+      const env = {
+        HOME,
+        TMPDIR: "/tmp",
+        TERM: "dumb",
+        NO_COLOR: "1",
+        CI: "1",
+        PATH: [
+          ...(podman ? [CONTAINER_BIN] : []),
+          ...o.pathPrefix,
+          ...(podman ? [o.imagePath ?? "/usr/local/bin:/usr/bin:/bin"] : ["/usr/local/bin", "/usr/bin", "/bin"]),
+        ].join(":"),
+        RLGATE_SAMPLE: String(o.sample),
+        ...commonEnv(ctx),
+        ...launch.env,
+        ...o.env,
+      };
+      const initArgv = [INIT, String(SANDBOX_GATEWAY_PORT), `${RUN}/gateway.sock`, "--", ...launch.argv];
+      const name = o.containerName ?? `rlgate-${created.id}`;
+      if (podman) containers.push(name);
+      const agent = podman
+        ? startAgentContainer({
+            name,
+            image,
+            task: o.task,
+            mounts: [
+              ...o.binds.map((b) => ({ type: "bind" as const, src: b.src, dest: b.dest })),
+              { type: "bind", src: dirs.home, dest: HOME, rw: true },
+              { type: "bind", src: dirs.run, dest: RUN },
+              { type: "bind", src: INIT_SOURCE, dest: INIT },
+            ],
+            env,
+            argv: [nodeMount().dest, ...initArgv],
+            limits: o.limits,
+            timeoutMs: o.timeoutMs,
+            signal: o.signal,
+          })
+        : new Sandbox(
+            {
+              lower: [image],
+              upper: dirs.upper,
+              work: dirs.work,
+              mountpoint: dirs.mnt,
+              binds: [
+                ...o.binds,
+                { src: dirs.home, dest: HOME, rw: true },
+                { src: dirs.run, dest: RUN },
+                { src: INIT_SOURCE, dest: INIT },
+              ],
+              env,
+              argv: [process.execPath, ...initArgv],
+              limits: o.limits,
+            },
+            { timeoutMs: o.timeoutMs, signal: o.signal },
+          );
+      const agentExit = await runBox("agent", agent);
+      await bridge.close();
+      bridge = null;
+      logs["agent_exit"] = describeExit(agentExit);
+      if (agentExit.stopped === "timeout") {
+        fail("timeout", `the harness ran past ${Math.round(o.timeoutMs / 1000)} s`);
+        reward = 0;
+      } else if (agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
+      else if (agentExit.stopped) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
+      else if (agentExit.startError) fail("infra_error", `agent sandbox ${describeExit(agentExit)}`);
+      else if (agentExit.code === MOUNT_FAILED)
+        fail(
+          "infra_error",
+          podman
+            ? `the container could not start: ${logs["agent"]?.trim().slice(-500)}`
+            : `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`,
+        );
+      else if (agentExit.code === 126 || agentExit.code === 127)
+        fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
+      // A branch dropped on divergence is never graded nor trained (finished aborted, without a reward).
+      const divergence =
+        o.branch && error === null ? (await o.control.rollout(created.id)).metadata?.branch?.divergence : null;
+      if (divergence?.action === "drop")
+        fail(
+          "aborted",
+          `diverged from its backbone before its decision point (call ${divergence.at}: ${divergence.reason})`,
+        );
+
+      if (error === null && podman) {
+        enter("grade");
+        const graded = await gradeInPodman({
+          agent: name,
+          image,
+          path: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
+          task: o.task,
+          sample: o.sample,
+          dir: o.dir,
           limits: o.limits,
-        },
-        { timeoutMs: o.task.verifierTimeoutSec * 1000, signal: o.signal },
-      );
-      const gradeExit = await runBox("grade", grader);
-      logs["grade_exit"] = describeExit(gradeExit);
-      if (gradeExit.stopped === "aborted") fail("aborted", "the run was interrupted");
-      else if (gradeExit.stopped || gradeExit.startError)
-        fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
-      else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
-        fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
-      } else reward = gradeExit.code === 0 ? 1 : 0;
+          signal: o.signal,
+        });
+        logs["grade"] = tail(graded.log);
+        logs["grade_exit"] = describeExit(graded.exit);
+        if (graded.verdict) logs["grade_tests"] = JSON.stringify(graded.verdict.notPassed.slice(0, 50));
+        if (graded.exit.stopped === "aborted") fail("aborted", "the run was interrupted");
+        else if (graded.error !== null) fail("infra_error", graded.error);
+        else reward = graded.reward;
+      } else if (error === null) {
+        enter("grade");
+        const grader = new Sandbox(
+          {
+            // The agent's upper layer is now read-only: grading writes to a layer of its own.
+            lower: [dirs.upper, image],
+            upper: dirs.gradeUpper,
+            work: dirs.gradeWork,
+            mountpoint: dirs.gradeMnt,
+            binds: [
+              { src: image, dest: "/rlgate/image" },
+              ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : []),
+            ],
+            // The agent's environment is the backbone's (a replay must see what it saw); the grader also learns the
+            // branch's number (0: not a branch).
+            env: {
+              HOME: "/tmp",
+              TMPDIR: "/tmp",
+              PATH: "/usr/local/bin:/usr/bin:/bin",
+              RLGATE_SAMPLE: String(o.sample),
+              RLGATE_BRANCH: String(o.branch?.index ?? 0),
+            },
+            argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
+            limits: o.limits,
+          },
+          { timeoutMs: o.task.verifierTimeoutSec * 1000, signal: o.signal },
+        );
+        const gradeExit = await runBox("grade", grader);
+        logs["grade_exit"] = describeExit(gradeExit);
+        if (gradeExit.stopped === "aborted") fail("aborted", "the run was interrupted");
+        else if (gradeExit.stopped || gradeExit.startError)
+          fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
+        else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
+          fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
+        } else reward = gradeExit.code === 0 ? 1 : 0;
+      }
     }
   } catch (e) {
     fail("infra_error", e instanceof Error ? e.message : String(e));

@@ -9,6 +9,8 @@ import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
 import { podmanUnavailable } from "./podman.ts";
 import { preparePodmanImage } from "./podman-image.ts";
+import { KubernetesCluster } from "./kubernetes-cluster.ts";
+import type { KubeTarget } from "./kubernetes-rollout.ts";
 import { runRollout, type RolloutResult, type Stage } from "./rollout.ts";
 import {
   removeSandboxFolder,
@@ -19,12 +21,24 @@ import {
 } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
-export type SandboxKind = "bwrap" | "podman";
+export type SandboxKind = "bwrap" | "podman" | "kubernetes";
+
+/** Where `--sandbox kubernetes` runs rollouts (docs/deploy.md#kubernetes). */
+export interface KubernetesOptions {
+  namespace: string;
+  /** The rlgate image rollout Pods copy node, the harness CLIs and the in-sandbox scripts from. */
+  toolsImage: string;
+  /** The gateway's Service as Pods reach it, HOST:PORT. */
+  gatewayService: string;
+  /** Labels of the gateway's Pods (the rollout NetworkPolicy's one egress). */
+  gatewayLabels: Record<string, string>;
+}
 
 export interface RunOptions {
   tasks: Task[];
   /** bwrap (default): folder tasks in bubblewrap sandboxes; podman: tasks that name an OCI image, in containers. */
   sandbox?: SandboxKind;
+  kubernetes?: KubernetesOptions;
   harness: Harness;
   n: number;
   concurrency: number;
@@ -108,12 +122,30 @@ function unreachableBySandbox(dir: string): void {
   }
 }
 
+function kubernetesTarget(k: KubernetesOptions | undefined): KubeTarget {
+  if (!k?.toolsImage)
+    throw new SandboxError("--sandbox kubernetes needs --tools-image (the rlgate image Pods copy tools from)");
+  const [host, port] = k.gatewayService.split(/:(?=\d+$)/);
+  if (!host || !port) throw new SandboxError(`--gateway-service ${k.gatewayService}: expected HOST:PORT`);
+  return {
+    cluster: new KubernetesCluster(),
+    namespace: k.namespace,
+    toolsImage: k.toolsImage,
+    gateway: { host, port: Number(port), podLabels: k.gatewayLabels },
+  };
+}
+
 export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
   const kind = o.sandbox ?? "bwrap";
   for (const task of o.tasks) {
-    if (kind === "podman" && !task.image)
+    if (kind !== "bwrap" && !task.image)
       throw new SandboxError(
-        `task '${task.name}' names no image: --sandbox podman runs tasks with "image" in task.json`,
+        `task '${task.name}' names no image: --sandbox ${kind} runs tasks with "image" in task.json`,
+      );
+    // Nodes pull the image as it is: what preparing adds (workspace/, setup, the squash) is podman's to build.
+    if (kind === "kubernetes" && (task.workspace || task.setup))
+      throw new SandboxError(
+        `task '${task.name}' has a workspace/ folder or a setup: build its image with --sandbox podman, push it, and name that image`,
       );
     if (kind === "bwrap" && task.image)
       throw new SandboxError(`task '${task.name}' runs in the image ${task.image}: use --sandbox podman`);
@@ -125,7 +157,13 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
   // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
   chmodSync(root, 0o711);
   try {
-    const why = kind === "podman" ? podmanUnavailable() : sandboxUnavailable(join(root, "probe"));
+    const cluster = kind === "kubernetes" ? kubernetesTarget(o.kubernetes) : undefined;
+    const why =
+      kind === "podman"
+        ? podmanUnavailable()
+        : cluster
+          ? await cluster.cluster.unavailable(cluster.namespace)
+          : sandboxUnavailable(join(root, "probe"));
     if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
     const control = new ControlClient(o.gatewayUrl, o.token);
     await control.check();
@@ -145,13 +183,15 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
       // A task whose image cannot be made (its setup failed) still has its rollouts: each finishes as infra_error.
       const made =
-        kind === "podman"
-          ? Promise.resolve().then(() => {
-              const p = preparePodmanImage(task);
-              paths.set(task, p.path);
-              return { dir: p.tag, ms: p.ms };
-            })
-          : prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
+        kind === "kubernetes"
+          ? Promise.resolve({ dir: task.image!, ms: 0 })
+          : kind === "podman"
+            ? Promise.resolve().then(() => {
+                const p = preparePodmanImage(task);
+                paths.set(task, p.path);
+                return { dir: p.tag, ms: p.ms };
+              })
+            : prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
       const image = await made.then(
         (done): { dir: string; ms: number } => done,
         (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
@@ -182,6 +222,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           task,
           image,
           backend: kind,
+          kubernetes: cluster,
           imagePath: paths.get(task),
           sample,
           groupSize: o.n * (1 + branches),
