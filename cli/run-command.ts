@@ -84,7 +84,7 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--dataset <format>",
-        "read --tasks as a dataset: swebench = JSONL rows {instance_id, image, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, test_patch?, test_cmd?} (reward 1 when all those tests pass); needs --sandbox podman",
+        "read --tasks as a dataset: swebench = JSONL rows {instance_id, image, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, test_patch?, test_cmd?} (reward 1 when all those tests pass); needs --sandbox podman or kubernetes",
       ).choices([...DATASETS]),
     )
     .option("--image-template <ref>", "with --dataset: the image of rows without one, {instance_id} replaced")
