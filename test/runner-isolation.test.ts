@@ -112,22 +112,27 @@ for (const { kind, unavailable } of BACKENDS)
         assert.equal(r!.calls, 1, "the one call through the bridge is the rollout's");
       });
 
-      test("with a control token on the gateway, the bridge authenticates the harness's calls with the rollout's key", async () => {
-        const guarded = await startStack({ gateway: { controlToken: "secret-token" } });
-        try {
-          const call = `curl -s -o /dev/null -w 'gateway=%{http_code}\\n' "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
-          const [r] = await run(call, { gatewayUrl: guarded.gateway.url, token: "secret-token" });
-          assert.equal(r!.status, "ok", r!.error ?? "");
-          assert.equal(r!.calls, 1);
-          await assert.rejects(
-            run(call, { gatewayUrl: guarded.gateway.url }),
-            /GET \/api\/rollouts\?limit=1: 401 the control API needs 'Authorization: Bearer <token>'/,
-            "without --token the run stops before any rollout, saying why",
-          );
-        } finally {
-          await guarded.close();
-        }
-      });
+      test(
+        "with a control token on the gateway, the bridge authenticates the harness's calls with the rollout's key",
+        // The bridge is the runner's, the same for both backends (the network test shows podman reaches it): once.
+        { skip: kind !== "bwrap" && "the bridge is the same code for every backend: tested once, with bwrap" },
+        async () => {
+          const guarded = await startStack({ gateway: { controlToken: "secret-token" } });
+          try {
+            const call = `curl -s -o /dev/null -w 'gateway=%{http_code}\\n' "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
+            const [r] = await run(call, { gatewayUrl: guarded.gateway.url, token: "secret-token" });
+            assert.equal(r!.status, "ok", r!.error ?? "");
+            assert.equal(r!.calls, 1);
+            await assert.rejects(
+              run(call, { gatewayUrl: guarded.gateway.url }),
+              /GET \/api\/rollouts\?limit=1: 401 the control API needs 'Authorization: Bearer <token>'/,
+              "without --token the run stops before any rollout, saying why",
+            );
+          } finally {
+            await guarded.close();
+          }
+        },
+      );
 
       test("a --mount-ro folder is visible read-only at its own path, its bin/ on PATH", async () => {
         const tools = join(work, "tools");
