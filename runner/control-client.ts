@@ -24,15 +24,23 @@ export class ControlClient {
   }
 
   async #call(method: string, path: string, body?: unknown): Promise<any> {
-    let res: Response;
-    try {
-      res = await fetch(`${this.url}${path}`, {
+    const send = () =>
+      fetch(`${this.url}${path}`, {
         method,
         headers: this.#headers,
         body: body === undefined ? undefined : JSON.stringify(body),
       });
+    let res: Response;
+    try {
+      res = await send();
     } catch (cause) {
-      throw new ControlError(`gateway ${this.url} unreachable: ${(cause as Error).message}`, { cause });
+      // A kept-alive socket the gateway closed as this request went out resets it: a GET is safe to send again, once.
+      try {
+        if (method !== "GET") throw cause;
+        res = await send();
+      } catch {
+        throw new ControlError(`gateway ${this.url} unreachable: ${(cause as Error).message}`, { cause });
+      }
     }
     const text = await res.text();
     if (!res.ok) {
