@@ -183,6 +183,7 @@ async function measurePodman(): Promise<void> {
       path: prepared.path,
       task: { ...task, verifier: "true", tests: null },
       sample: 0,
+      branch: 0,
       dir: rdir,
       limits: DEFAULT_LIMITS,
     });

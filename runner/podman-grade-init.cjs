@@ -12,7 +12,14 @@ const RESULT = "/rlgate/result";
 const o = JSON.parse(process.argv[2] || "{}");
 // Kubernetes reads the result as a termination message (at most 4096 bytes): it asks for a short log there.
 const LOG_LIMIT = o.logLimit ?? 1024 * 1024;
-const env = { HOME: "/tmp", TMPDIR: "/tmp", PATH: o.path, LANG: "C.UTF-8", RLGATE_SAMPLE: String(o.sample ?? "") };
+const env = {
+  HOME: "/tmp",
+  TMPDIR: "/tmp",
+  PATH: o.path,
+  LANG: "C.UTF-8",
+  RLGATE_SAMPLE: String(o.sample ?? ""),
+  RLGATE_BRANCH: String(o.branch ?? 0),
+};
 
 const RESTORE = `
 cd "$1" || exit 1

@@ -75,6 +75,8 @@ export async function gradeInPodman(o: {
   path: string;
   task: Task;
   sample: number;
+  /** The branch's number (0: not a branch), for the grader as bwrap's gets it. */
+  branch: number;
   dir: string;
   limits: SandboxLimits;
   signal?: AbortSignal;
@@ -122,6 +124,7 @@ export async function gradeInPodman(o: {
             verifier: o.task.verifier,
             timeoutSec,
             sample: o.sample,
+            branch: o.branch,
             path: o.path,
           }),
         ],

@@ -344,6 +344,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
           path: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
           task: o.task,
           sample: o.sample,
+          branch: o.branch?.index ?? 0,
           dir: o.dir,
           limits: o.limits,
           signal: o.signal,
