@@ -5,8 +5,11 @@
 // tokens) and trained ÷ sampled tokens, read from GET /api/rollouts/{id}/trajectories.
 // The session: text before a tool call, parallel tool calls (two at once, twice), a turn without thinking, eight
 // model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
-// `--sub-agent` adds a session where the harness's sub-agent tool (Claude Code's Agent, Codex's
-// multi_agent_v1.spawn_agent) starts a sub-agent that runs a step of its own.
+// `--sessions` adds more (docs/harnesses.md): `sub-agent` (the harness's sub-agent tool, Claude Code's Agent or
+// Codex's multi_agent_v1.spawn_agent, starts a sub-agent that runs a step of its own; `--sub-agent` is the same),
+// `long` (24 model calls), `continued` (three prompts, the later ones through the CLI's continue switch) and
+// `compaction` (work, the harness's compaction, more work). A harness that cannot run a session is listed with why.
+// `--save-calls DIR` keeps each session's call records: the source of trajectory/golden-cli.test.ts's fixtures.
 // `--family qwen3-coder` (or `llama3`) runs the sessions on that family's chat format: the sim answers in its tool-call
 // syntax (`--tool-call-parser qwen3_coder` / `llama3_json`, its template) and the gateway is given a model directory of
 // that family (matrix-families.ts).
