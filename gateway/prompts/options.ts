@@ -41,6 +41,9 @@ const HANDLED = new Set([
   "parallel_tool_calls",
   "metadata",
   "store",
+  // pi always sends it; none of the built-in families' templates reads it, so it changes nothing the model sees (a
+  // family whose template does, as gpt-oss's, must render with it before this may stay here).
+  "reasoning_effort",
 ]);
 
 /** Why a chat request cannot be served from tokens, or null when it can. */
