@@ -43,10 +43,15 @@ export function baseUlimits(): string[] {
 }
 let hardNofile = 4096;
 
+// conmon, which podman leaves watching each container, writes a file named `oom` into its working folder when the
+// memory cgroup kills in the container: podman runs from the temporary folder, never from the user's.
+const PODMAN_CWD = tmpdir();
+
 /** `podman` with the runtime chosen above; synchronous, for short commands (inspect, commit, rm, build). */
 export function podman(args: string[], options: { input?: string; timeoutMs?: number } = {}) {
   const runtime = podmanRuntime();
   const r = spawnSync("podman", [...(runtime ? ["--runtime", runtime] : []), ...args], {
+    cwd: PODMAN_CWD,
     encoding: "utf8",
     input: options.input,
     timeout: options.timeoutMs ?? 600_000,
@@ -162,6 +167,7 @@ export class Container {
     const runtime = podmanRuntime();
     const started = Date.now();
     this.child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
+      cwd: PODMAN_CWD,
       stdio: ["ignore", "pipe", "pipe"],
       env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: process.env["HOME"] ?? "/root" },
     });
@@ -199,7 +205,10 @@ export class Container {
     this.#stopped ??= why;
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     // Killing the attached client would leave the container running: the engine is told.
-    spawn("podman", ["kill", "--signal", "KILL", this.name], { stdio: "ignore" }).on("error", () => {});
+    spawn("podman", ["kill", "--signal", "KILL", this.name], { cwd: PODMAN_CWD, stdio: "ignore" }).on(
+      "error",
+      () => {},
+    );
   }
 
   #check(): void {
