@@ -7,12 +7,13 @@
 //
 //   npx tsx bench/gateway-cpu.ts                         7 rounds of 400 calls a target, streamed and non-streamed
 //   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
+import { spawnListening } from "./spawn-listening.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
@@ -49,21 +50,6 @@ function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function start(cwd: string, args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
-      if (match) resolve({ child, url: match[1]! });
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("exit", (code) => reject(new Error(`${what} exited (${code}): ${out.slice(-2000)}`)));
-  });
 }
 
 interface Target {
@@ -103,12 +89,12 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-cpu-"));
   const children: ChildProcess[] = [];
   try {
-    const sim = await start(ROOT, ["cli/index.ts", "sim", "--port", "0"], "sim");
+    const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", { cwd: ROOT });
     children.push(sim.child);
     const checkouts: Array<[string, string]> = [["rlgate", ROOT]];
     if (args.base) checkouts.push(["rlgate (base)", resolve(args.base)]);
     const targets: Target[] = [];
-    const forwarder = await start(ROOT, ["bench/bare-forwarder.ts", sim.url], "forwarder");
+    const forwarder = await spawnListening(["bench/bare-forwarder.ts", sim.url], "forwarder", { cwd: ROOT });
     children.push(forwarder.child);
     targets.push({
       name: "proxy+ids",
@@ -120,7 +106,7 @@ async function main(): Promise<void> {
     for (const [name, cwd] of checkouts) {
       const data = join(dir, `data-${targets.length}`);
       const serve = ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", data];
-      const gateway = await start(cwd, serve, name);
+      const gateway = await spawnListening(serve, name, { cwd });
       children.push(gateway.child);
       const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
       const id = ((await created.json()) as { id: string }).id;

@@ -8,13 +8,14 @@
 //   npx tsx bench/gateway-profile.ts                        2 × 4000 calls (~1 min)
 //   npx tsx bench/gateway-profile.ts --calls 1000 --keep DIR   fewer calls; keep the .cpuprofile (open it in Chrome's
 //                                                              DevTools or speedscope for the flame graph)
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, cpSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { profileSteps, printSteps, type Profile } from "./profile-steps.ts";
+import { spawnListening } from "./spawn-listening.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
@@ -43,28 +44,6 @@ const BODY = {
   max_tokens: 64,
 };
 
-function spawnListening(
-  nodeArgs: string[],
-  args: string[],
-  what: string,
-): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", ...args], {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
-      if (match) resolve({ child, url: match[1]! });
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("exit", (code, signal) => reject(new Error(`${what} exited (${code ?? signal}): ${out.slice(-2000)}`)));
-  });
-}
-
 async function calls(pool: Pool, path: string, body: string, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
     const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
@@ -79,12 +58,12 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-profile-"));
   const children: ChildProcess[] = [];
   try {
-    const sim = await spawnListening([], ["cli/index.ts", "sim", "--port", "0"], "sim");
+    const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", { cwd: ROOT });
     children.push(sim.child);
     const gateway = await spawnListening(
-      ["--cpu-prof", "--cpu-prof-dir", join(dir, "prof")],
       ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", join(dir, "data")],
       "gateway",
+      { cwd: ROOT, nodeArgs: ["--cpu-prof", "--cpu-prof-dir", join(dir, "prof")] },
     );
     children.push(gateway.child);
     const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
