@@ -95,7 +95,9 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
       param: "metadata.train_segments",
     });
   }
-  const branch = input.branch ? resolveBranch(ctx.store, id, input.branch) : null;
+  const branch = input.branch
+    ? resolveBranch(ctx.store, id, input.branch, ctx.tokenPrompts ? "tokens" : "messages")
+    : null;
   const createdAt = Date.now();
   const rollout: RolloutRecord = {
     id,
@@ -129,7 +131,7 @@ function sameBranch(existing: RolloutRecord, input: CreateInput): boolean {
   const kept = branchOf(existing);
   return kept === null || input.branch === undefined
     ? kept === null && input.branch === undefined
-    : kept.of === input.branch.of && kept.at_call === input.branch.at_call;
+    : kept.of === input.branch.of && kept.at_call === input.branch.at_call && kept.at_token === input.branch.at_token;
 }
 
 /** Whether a repeated create asks for the rollout that exists (same group, task, harness and metadata, still open). */

@@ -9,76 +9,20 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startCore } from "../rl-core/core/index.ts";
 import { trainerPython } from "./grpc-helpers.ts";
+import { runAgent, stableTool, type Message } from "./branching-agent.ts";
 import {
   AGENT_SCRIPT,
   createRollout,
   postJson,
-  readSse,
   ROOT,
   rolloutCalls,
   startStack,
   tempDir,
-  TOOLS,
   until,
   type Stack,
 } from "./helpers.ts";
 
 const python = trainerPython();
-
-type Message = Record<string, any>;
-
-/** A tool-using agent: posts its history, runs each tool call with `tool` (the environment), until a plain answer. */
-async function runAgent(
-  baseUrl: string,
-  tool: (turn: number) => string,
-  options: { stream?: boolean; maxTurns?: number } = {},
-): Promise<{ status: number; answers: Message[]; error?: string }> {
-  const messages: Message[] = [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "How many files are here?" },
-  ];
-  const answers: Message[] = [];
-  for (let turn = 0; turn < (options.maxTurns ?? 6); turn++) {
-    const res = await fetch(`${baseUrl}/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages, tools: TOOLS, ...(options.stream ? { stream: true } : {}) }),
-    });
-    if (res.status !== 200) return { status: res.status, answers, error: await res.text() };
-    const message = options.stream ? assemble(await readSse(res)) : ((await res.json()) as any).choices[0].message;
-    answers.push(message);
-    messages.push({ role: "assistant", content: message.content ?? null, tool_calls: message.tool_calls });
-    if (!message.tool_calls?.length) break;
-    for (const call of message.tool_calls) messages.push({ role: "tool", tool_call_id: call.id, content: tool(turn) });
-  }
-  return { status: 200, answers };
-}
-
-/** The message a chat stream carries (content, reasoning, whole tool calls). */
-function assemble(events: unknown[]): Message {
-  const message: Message = { content: "", reasoning_content: "", tool_calls: [] };
-  for (const e of events) {
-    if (e === "[DONE]") continue;
-    for (const choice of (e as any).choices ?? []) {
-      const d = choice.delta ?? {};
-      if (d.content) message.content += d.content;
-      if (d.reasoning_content) message.reasoning_content += d.reasoning_content;
-      for (const call of d.tool_calls ?? []) {
-        const into = (message.tool_calls[call.index] ??= {
-          id: "",
-          type: "function",
-          function: { name: "", arguments: "" },
-        });
-        if (call.id) into.id = call.id;
-        if (call.function?.name) into.function.name += call.function.name;
-        if (call.function?.arguments) into.function.arguments += call.function.arguments;
-      }
-    }
-  }
-  return message;
-}
-
-const stableTool = (turn: number) => `file${turn}.txt`;
 
 async function finish(url: string, id: string, reward: number | null, status = "ok") {
   const r = await postJson(`${url}/api/rollouts/${id}/finish`, { reward, status });

@@ -2,25 +2,28 @@
 // before the decision point are answered with the backbone rollout's recorded answers (no upstream call) while its
 // tools really run. A call is replayed only when its identity equals a backbone call's (identity.ts); one that
 // differs is a divergence, recorded on the rollout, after which the branch samples on or is dropped. At the point
-// the call goes to the model (with the branch's seed, decision-seed.ts) and so does every call after it.
+// the call goes to the model (with the branch's seed, decision-seed.ts) and so does every call after it; a point at
+// a token position (tokens mode) keeps the backbone's sampled ids before it as prompt (decisionPrefix, read by the
+// tokens prompt mode), and the harness gets them back in front of the continuation.
 //
 // A replayed call is recorded on the branch with its origin (`replayOf`) and with the backbone's ids as context:
 // its prompt ids are the backbone call's prompt followed by the answer's sampled ids, and its choices carry no
 // sampled ids of their own. Those tokens were sampled, and are trained, in the backbone; in the branch they are what
 // the model was given, so reconstruction puts them on the branch's path as context (mask 0) and the RL core's group
 // tree (one trie over the group's rows) joins the branch to the backbone where their ids agree.
+import type { IncomingMessage } from "node:http";
 import { LRUCache } from "lru-cache";
 import { RawJson, type ApiSurface, type CallRecord, type PromptRecord } from "../../store/records.ts";
 import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import type { HarnessCall } from "../relay/exchange.ts";
-import { markDecision } from "./decision-seed.ts";
+import { decisionCut, markDecision, type TokenCut } from "./decision-seed.ts";
 import { callIdentity, firstDifference } from "./identity.ts";
 import { replayBody, sendReplay, unreplayable } from "./replay-answer.ts";
 import { branchOf, replayableCalls, type BranchSpec, type Divergence } from "./spec.ts";
 
 export { branchInputSchema, resolveBranch, branchOf, type BranchInput, type BranchSpec } from "./spec.ts";
-export { branchSeeded } from "./decision-seed.ts";
+export { branchSeeded, type TokenCut } from "./decision-seed.ts";
 
 interface BackboneCall {
   seq: number;
@@ -145,6 +148,53 @@ function replayRecord(ctx: GatewayContext, call: HarnessCall, api: ApiSurface, f
   return record;
 }
 
+function tokenCutOf(ctx: GatewayContext, rolloutId: string, spec: BranchSpec): TokenCut | null {
+  if (spec.at_token === undefined) return null;
+  const point = ctx.store.getCall(spec.of, spec.call_seq);
+  if (!point?.promptTokenIds) return null;
+  return {
+    rolloutId,
+    backboneSeq: point.seq,
+    promptIds: point.promptTokenIds,
+    prefixIds: (point.choices[0]?.tokenIds ?? []).slice(0, spec.at_token),
+  };
+}
+
+/**
+ * The sampled ids a token-position decision call keeps before sampling on ([] for any other call), given the prompt
+ * ids tokens mode rendered for it. They continue the backbone's call only if that prompt is the backbone's: one that
+ * differs (the branch's thread came out otherwise) is a divergence, and the call is sampled from its start, or the
+ * branch dropped, as the branch says.
+ */
+export async function decisionPrefix(
+  ctx: GatewayContext,
+  req: IncomingMessage,
+  promptIds: readonly number[],
+): Promise<readonly number[]> {
+  const cut = decisionCut(req);
+  if (!cut) return [];
+  if (sameIds(promptIds, cut.promptIds)) return cut.prefixIds;
+  const spec = branchOf(ctx.store.getRollout(cut.rolloutId));
+  const divergence: Divergence = {
+    at: spec?.at_call ?? -1,
+    reason: `the decision call's prompt ids differ from those of the backbone's call ${cut.backboneSeq}`,
+    action: spec?.on_divergence ?? "sample",
+  };
+  await recordDivergence(ctx, cut.rolloutId, divergence);
+  if (divergence.action === "drop")
+    throw new GatewayError(
+      "RLGATE_CONFLICT",
+      `branch rollout '${cut.rolloutId}' diverged from its backbone at its decision point (${divergence.reason}): dropped`,
+    );
+  return [];
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /**
  * Answers a branch rollout's call from its backbone when it comes before the decision point and matches; true when
  * it did (the harness has its answer). False: the call goes upstream as usual. A dropped branch's calls are refused.
@@ -171,7 +221,7 @@ export async function answerFromBackbone(ctx: GatewayContext, call: HarnessCall,
   if (match?.seq === spec.call_seq) {
     // The decision point: sampled anew, with the branch's seed unless the harness chose one.
     state.sampling = true;
-    markDecision(call.req, spec.seed);
+    markDecision(call.req, spec.seed, tokenCutOf(ctx, rolloutId, spec));
     return false;
   }
   const from = match ? ctx.store.getCall(spec.of, match.seq) : undefined;

@@ -14,6 +14,11 @@ export const branchInputSchema = z
     of: z.string().min(1).max(128),
     /** The decision point: the backbone's call at this position (0-based, among its calls that ended ok). */
     at_call: z.number().int().nonnegative(),
+    /**
+     * A token position inside the decision call (tokens prompt mode): the branch keeps the backbone's first `at_token`
+     * sampled ids of that call (its first choice) and samples on from there. Absent: the whole call is sampled anew.
+     */
+    at_token: z.number().int().nonnegative().optional(),
     /** What a prompt that differs from the backbone's before the point does: sample on from there, or drop. */
     on_divergence: z.enum(DIVERGENCE_ACTIONS).default("sample"),
     /** Seed the decision call is sampled with when the harness sets none (default: drawn from the rollout id). */
@@ -41,6 +46,8 @@ export interface BranchSpec {
   at_call: number;
   /** The backbone call at the decision point. */
   call_seq: number;
+  /** The token position inside it (tokens mode); absent for a call-level point. */
+  at_token?: number;
   on_divergence: DivergenceAction;
   seed: number;
   divergence?: Divergence | null;
@@ -58,7 +65,12 @@ function seedOf(id: string): number {
 }
 
 /** Checks a branch request against its backbone and gives what is kept in the new rollout's metadata. */
-export function resolveBranch(store: Store, rolloutId: string, input: BranchInput): BranchSpec {
+export function resolveBranch(
+  store: Store,
+  rolloutId: string,
+  input: BranchInput,
+  promptMode: "messages" | "tokens",
+): BranchSpec {
   const backbone = store.getRollout(input.of);
   const bad = (message: string) => new GatewayError("RLGATE_BAD_REQUEST", `branch: ${message}`, { param: "branch" });
   if (!backbone) throw bad(`unknown backbone rollout '${input.of}'`);
@@ -68,14 +80,37 @@ export function resolveBranch(store: Store, rolloutId: string, input: BranchInpu
   const point = calls[input.at_call];
   if (!point)
     throw bad(`at_call ${input.at_call} is past the backbone's ${calls.length} replayable call(s) (0-based positions)`);
+  if (input.at_token !== undefined) tokenPointProblem(point, input.at_token, promptMode, bad);
   return {
     of: input.of,
     at_call: input.at_call,
     call_seq: point.seq,
+    ...(input.at_token === undefined ? {} : { at_token: input.at_token }),
     on_divergence: input.on_divergence,
     seed: input.seed ?? seedOf(rolloutId),
     divergence: null,
   };
+}
+
+/**
+ * A token position is served only where the gateway renders the prompt itself (tokens mode): in messages mode the
+ * upstream renders the chat, and its chat route cannot be asked to continue an assistant turn from given ids.
+ */
+function tokenPointProblem(
+  point: CallRecord,
+  atToken: number,
+  promptMode: "messages" | "tokens",
+  bad: (message: string) => Error,
+): void {
+  if (promptMode !== "tokens")
+    throw bad("at_token needs the gateway in --prompts tokens (in messages mode the upstream renders the prompt)");
+  if (point.prompt?.mode !== "tokens")
+    throw bad(
+      `the backbone's call ${point.seq} was not served from tokens (${point.prompt?.fallbackReason ?? "messages mode"})`,
+    );
+  const sampled = point.choices[0]?.tokenIds.length ?? 0;
+  if (atToken >= sampled)
+    throw bad(`at_token ${atToken} is past the ${sampled} token(s) the backbone's call ${point.seq} sampled`);
 }
 
 /** The branch settings of a rollout; null for an ordinary rollout. */

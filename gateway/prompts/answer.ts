@@ -31,6 +31,11 @@ export interface AnswerSettings {
   includeReasoning: boolean;
   /** The request's tools: the XML tool parser converts parameter values by their schemas. */
   tools?: readonly unknown[] | null;
+  /**
+   * Ids the answer starts with that were sampled earlier and sent as prompt (a branch cut at a token position): the
+   * harness gets them in front of the new ones, parsed as one answer; the capture records only the new ones.
+   */
+  prefix?: readonly number[] | null;
 }
 
 /** The tool-call syntax of the served model's family, for this request's tools. */
@@ -78,10 +83,11 @@ export function chatFromCompletion(
     const index = typeof raw["index"] === "number" ? raw["index"] : position;
     promptIds ??= numberArray(raw["prompt_token_ids"]);
     const ids = numberArray(raw["token_ids"]) ?? [];
-    const text = typeof raw["text"] === "string" ? raw["text"] : "";
+    const prefix = settings.prefix ?? [];
+    const text = settings.format.textPieces(prefix).join("") + (typeof raw["text"] === "string" ? raw["text"] : "");
     const parsed = parseChatOutput(text, settings.toolParsing, syntaxOf(settings), settings.format.family.reasons);
     const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
-    answers.push({ index, message, tokenIds: ids });
+    answers.push({ index, message, tokenIds: prefix.length ? [...prefix, ...ids] : ids });
     const finish = raw["finish_reason"];
     return {
       index,
@@ -119,6 +125,8 @@ function routingFields(holder: Json): Json {
 
 interface PendingToken {
   id: number;
+  /** Sent as prompt (a branch's kept prefix): part of the answer's text, not of what this call sampled. */
+  context: boolean;
   piece: string;
   logprob: number | null;
   /** Usage of the completion chunk it came in (continuous usage stats). */
@@ -189,20 +197,19 @@ export class ChatChunkStream {
         };
         head["prompt_token_ids"] = numberArray(raw["prompt_token_ids"]) ?? numberArray(chunk["prompt_token_ids"]);
         out.push(head);
+        const prefix = this.#settings.prefix ?? [];
+        const prefixPieces = this.#settings.format.textPieces(prefix);
+        prefix.forEach((id, k) =>
+          this.#add(state!, { id, context: true, piece: prefixPieces[k]!, logprob: null, usage: null }, out),
+        );
       }
       const ids = numberArray(raw["token_ids"]) ?? [];
       const text = typeof raw["text"] === "string" ? raw["text"] : "";
       const logprobs = completionLogprobs(raw);
       const pieces = this.#pieces(ids, text);
       ids.forEach((id, k) => {
-        // The previous token is not the last one: it can go now.
-        this.#release(state, state.tokens.length, out);
-        state.tokens.push({ id, piece: pieces[k]!, logprob: logprobs?.[k] ?? null, usage: chunk["usage"] ?? null });
-        state.ids.push(id);
-        state.pieces.push(pieces[k]!);
-        if (state.held === null && this.#settings.toolParsing && this.#syntax.opensCall(pieces[k]!, state.text))
-          state.held = state.tokens.length - 1;
-        state.text += pieces[k]!;
+        const usage = chunk["usage"] ?? null;
+        this.#add(state, { id, context: false, piece: pieces[k]!, logprob: logprobs?.[k] ?? null, usage }, out);
       });
       if (typeof raw["finish_reason"] === "string") {
         state.finishReason = raw["finish_reason"];
@@ -235,6 +242,17 @@ export class ChatChunkStream {
         },
         tokenIds: c.ids,
       }));
+  }
+
+  /** Takes the next token of a choice: the one before it is not the last, so it can go now (unless held). */
+  #add(state: ChoiceStream, token: PendingToken, out: Json[]): void {
+    this.#release(state, state.tokens.length, out);
+    state.tokens.push(token);
+    state.ids.push(token.id);
+    state.pieces.push(token.piece);
+    if (state.held === null && this.#settings.toolParsing && this.#syntax.opensCall(token.piece, state.text))
+      state.held = state.tokens.length - 1;
+    state.text += token.piece;
   }
 
   #open(index: number): ChoiceStream {
@@ -328,11 +346,13 @@ export class ChatChunkStream {
       index: state.index,
       delta: deltaBody,
       logprobs:
-        token && token.logprob !== null ? logprobEntries(this.#settings.format, [token.id], [token.logprob]) : null,
+        token && token.logprob !== null && !token.context
+          ? logprobEntries(this.#settings.format, [token.id], [token.logprob])
+          : null,
       finish_reason: last ? (state.toolsStreamed ? "tool_calls" : state.finishReason) : null,
     };
     if (last) choice["stop_reason"] = state.stopReason;
-    choice["token_ids"] = token ? [token.id] : [];
+    choice["token_ids"] = token && !token.context ? [token.id] : [];
     const chunk: Json = { ...this.#base, choices: [choice] };
     if (token?.usage != null) chunk["usage"] = token.usage;
     return chunk;

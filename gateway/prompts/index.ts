@@ -18,6 +18,7 @@ import { completionBody, enableThinkingOf, fallbackReason, requestedMaxTokens } 
 import { renderFull, renderSuffix, SuffixRenderError, type RenderSettings } from "./render.ts";
 import { idsOf, ThreadBook, type ThreadNode } from "./threads.ts";
 import { upstreamContextLength } from "./context-length.ts";
+import { decisionPrefix } from "../branching/index.ts";
 
 export const PROMPT_MODES = ["messages", "tokens"] as const;
 export type PromptModeName = (typeof PROMPT_MODES)[number];
@@ -163,6 +164,10 @@ export async function runChatCall(
     if (opened) await relay(opened);
     return;
   }
+  // A branch cut at a token position (gateway/branching): the backbone's sampled ids up to it are sent as prompt and
+  // given back to the harness in front of what the model samples on, as one answer.
+  const prefix = await decisionPrefix(ctx, call.req, plan.promptIds);
+  const sentIds = prefix.length ? [...plan.promptIds, ...prefix] : plan.promptIds;
   let maxTokens = requestedMaxTokens(spec.chat);
   if (maxTokens === null) {
     // /v1/completions would stop after 16 tokens: a chat call's default is the rest of the context.
@@ -172,27 +177,24 @@ export async function runChatCall(
       if (opened) await relay(opened);
       return;
     }
-    maxTokens = Math.max(1, contextLength - plan.promptIds.length);
-  }
+    maxTokens = Math.max(1, contextLength - sentIds.length);
+  } else maxTokens = Math.max(1, maxTokens - prefix.length);
   ctx.metrics.promptModes.inc({
     mode: "tokens",
     reason: plan.parent ? "continued" : plan.record.newThread!.split(":")[0]!,
   });
   // Routed experts: the positions of the thread whose routing the rollout holds are not asked for again (SGLang).
   const routing = ctx.config.routedExperts
-    ? { startLen: rolloutId === null ? 0 : ctx.store.routedPrefix(rolloutId, plan.promptIds) }
+    ? { startLen: rolloutId === null ? 0 : ctx.store.routedPrefix(rolloutId, sentIds) }
     : null;
-  const prepared = ctx.flavor.completions.prepare(
-    completionBody(spec.chat, plan.promptIds, maxTokens),
-    spec.stream,
-    routing,
-  );
+  const prepared = ctx.flavor.completions.prepare(completionBody(spec.chat, sentIds, maxTokens), spec.stream, routing);
   const tools = spec.chat["tools"];
   const answerSettings = {
     format: tokens.format,
     toolParsing: Array.isArray(tools) && tools.length > 0 && spec.chat["tool_choice"] !== "none",
     includeReasoning: spec.chat["include_reasoning"] !== false,
     tools: Array.isArray(tools) ? tools : null,
+    prefix: prefix.length ? prefix : null,
   };
   let answered: { answers: AnsweredChoice[]; keys: string[] } | null = null;
   const ex = await openExchange(ctx, call, {

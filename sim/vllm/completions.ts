@@ -12,6 +12,7 @@ import {
 } from "../logprobs.ts";
 import { vllmRoutedExperts } from "../moe.ts";
 import { decideTurn } from "../policy.ts";
+import { continueTurn, partialTurn } from "../partial-turn.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import { VOCAB_SIZE } from "../../tokenizer/token-text.ts";
@@ -79,15 +80,17 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   for (const prompt of prompts(req.prompt, format)) {
     if (prompt.ids.length === 0) throw badRequest("The decoder prompt cannot be empty");
     const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
-    const view = viewFromPromptText(prompt.text, format.family.markup);
+    // A prompt ending inside an assistant turn is that turn continued (sim/partial-turn.ts).
+    const partial = partialTurn(prompt.text, format.family.markup);
+    const view = viewFromPromptText(partial?.head ?? prompt.text, format.family.markup);
     if (!simThinks(ctx)) view.thinking = false;
     const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
     const settings = { seed: ctx.seed, noise: ctx.logprobNoise };
     // Teacher forcing (`rlgate replay score`): every prompt token scored given the tokens before it.
     const scoredPrompt = req.prompt_logprobs != null ? promptLogprobs(settings, prompt.ids, req.prompt_logprobs) : null;
     for (let i = 0; i < n; i++) {
-      const gen = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
-        maxTokens,
+      const whole = generate(decideTurn(view, { seed, choice: i, script: ctx.script }), {
+        maxTokens: partial ? Number.MAX_SAFE_INTEGER : maxTokens,
         // A rendered chat ends its turn (<|im_end|>); plain text ends with <|endoftext|> (a generation-config stop id).
         stopToken: view.chatShaped ? format.turnEnd.id : format.endOfText,
         stop: stopList(req.stop),
@@ -96,6 +99,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
         syntax,
         format,
       });
+      const gen = partial ? continueTurn(whole, partial.text, maxTokens) : whole;
       const logprobs = req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
       choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt, format });
     }
