@@ -26,6 +26,8 @@ export interface RenderOptions {
   enableThinking?: boolean;
   /** A jinja chat template to render with instead of Qwen3's own (a server started with another template). */
   template?: string;
+  /** The request's reasoning_effort: harmony (gpt-oss) writes it in the system message; the templates read none. */
+  reasoningEffort?: string | null;
 }
 
 function contentText(content: ChatMessage["content"]): string {

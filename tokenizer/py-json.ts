@@ -25,3 +25,8 @@ function pyNumber(n: number): string {
   const m = /^(-?[\d.]+)e([+-])(\d)$/.exec(s);
   return m ? `${m[1]}e${m[2]}0${m[3]}` : s;
 }
+
+/** Python's plain `json.dumps(value)`: as pyJson, with every non-ASCII UTF-16 unit written as a lowercase \u escape. */
+export function pyJsonAscii(value: unknown): string {
+  return pyJson(value).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
