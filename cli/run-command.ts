@@ -144,7 +144,7 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--branch-at <how>",
-        "decision points: entropy (the calls whose sampled tokens were least likely), uniform (spread over the calls), or calls=i,j (0-based call positions)",
+        "decision points: entropy (the calls whose sampled tokens were least likely), uniform (spread over the calls), or calls=i,j (0-based call positions); with --prompts tokens also token positions: tokens:entropy (the least likely sampled tokens), tokens:uniform, or tokens=i:p,j:q (call i, token p)",
       )
         .argParser(branchAt)
         .default(parseBranchAt("entropy"), "entropy"),

@@ -3,7 +3,7 @@
 // point with the backbone's recorded answers and samples from the point on. This file picks the points, and measures
 // what a branch cost: the tokens the model sampled for it, against the backbone's (a full new rollout's) count.
 import type { ControlClient } from "./control-client.ts";
-import { decisionCalls, pickBranchPoints, type BranchAt, type RecordedCall } from "./branch-points.ts";
+import { branchPoints, decisionCalls, type BranchAt, type RecordedCall } from "./branch-points.ts";
 import type { RolloutResult } from "./rollout.ts";
 
 export interface BranchOptions {
@@ -22,6 +22,8 @@ export interface BranchOptions {
 export interface BranchJob {
   of: string;
   atCall: number;
+  /** A token position in that call (tokens mode); absent: the whole call is sampled anew. */
+  atToken?: number;
   index: number;
   onDivergence: "sample" | "drop";
   seed?: number;
@@ -66,11 +68,12 @@ export async function planBranches(
     return { skip: `its backbone ${backbone.rolloutId ?? "(never created)"} ended ${backbone.status}` };
   try {
     const calls = (await control.calls(backbone.rolloutId)) as RecordedCall[];
-    const points = pickBranchPoints(calls, options.k, options.at);
+    const points = branchPoints(calls, options.k, options.at);
     return {
-      jobs: points.map((atCall, i) => ({
+      jobs: points.map((point, i) => ({
         of: backbone.rolloutId!,
-        atCall,
+        atCall: point.call,
+        ...(point.token === undefined ? {} : { atToken: point.token }),
         index: i + 1,
         onDivergence: options.onDivergence,
         ...(options.seed === undefined ? {} : { seed: branchSeed(options.seed, backbone.sample, i + 1) }),
@@ -107,10 +110,11 @@ export function branchSummary(results: readonly RolloutResult[]): string {
     const b = r.branch!;
     const cost = b.cost;
     const div = cost?.divergence ? `; diverged at call ${cost.divergence.at} (${cost.divergence.action})` : "";
+    const at = `call ${b.atCall}${b.atToken === undefined ? "" : ` token ${b.atToken}`}`;
     lines.push(
       cost
-        ? `  ${r.task}#${r.sample}.${b.index} at call ${b.atCall}: ${cost.replayedCalls} replayed, ${cost.sampledCalls} sampled calls; ${cost.sampledTokens} / ${cost.backboneSampledTokens} tokens${div}`
-        : `  ${r.task}#${r.sample}.${b.index} at call ${b.atCall}: ${r.status}`,
+        ? `  ${r.task}#${r.sample}.${b.index} at ${at}: ${cost.replayedCalls} replayed, ${cost.sampledCalls} sampled calls; ${cost.sampledTokens} / ${cost.backboneSampledTokens} tokens${div}`
+        : `  ${r.task}#${r.sample}.${b.index} at ${at}: ${r.status}`,
     );
     if (cost) {
       own += cost.sampledTokens;

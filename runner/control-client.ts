@@ -63,7 +63,7 @@ export class ControlClient {
     round?: number;
     metadata: Record<string, unknown>;
     /** A branch of a finished rollout (`rlgate run --branch`). */
-    branch?: { of: string; at_call: number; on_divergence: string; seed?: number };
+    branch?: { of: string; at_call: number; at_token?: number; on_divergence: string; seed?: number };
   }): Promise<CreatedRollout> {
     return this.#call("POST", "/api/rollouts", body);
   }

@@ -162,6 +162,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
             branch: {
               of: o.branch.of,
               at_call: o.branch.atCall,
+              ...(o.branch.atToken === undefined ? {} : { at_token: o.branch.atToken }),
               on_divergence: o.branch.onDivergence,
               ...(o.branch.seed === undefined ? {} : { seed: o.branch.seed }),
             },

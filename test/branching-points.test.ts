@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import {
   BranchPointError,
+  branchPoints,
   callSurprisal,
   parseBranchAt,
   pickBranchPoints,
@@ -22,8 +23,17 @@ describe("branch points", () => {
     assert.deepEqual(parseBranchAt("entropy"), { kind: "entropy" });
     assert.deepEqual(parseBranchAt("uniform"), { kind: "uniform" });
     assert.deepEqual(parseBranchAt("calls=3,0"), { kind: "calls", calls: [3, 0] });
-    for (const bad of ["calls=", "calls=a", "random", "calls=1,,2"])
-      assert.throws(() => parseBranchAt(bad), /entropy, uniform or calls=i,j/);
+    assert.deepEqual(parseBranchAt("tokens:entropy"), { kind: "token-entropy" });
+    assert.deepEqual(parseBranchAt("tokens:uniform"), { kind: "token-uniform" });
+    assert.deepEqual(parseBranchAt("tokens=1:5,0:2"), {
+      kind: "tokens",
+      points: [
+        { call: 1, token: 5 },
+        { call: 0, token: 2 },
+      ],
+    });
+    for (const bad of ["calls=", "calls=a", "random", "calls=1,,2", "tokens=1", "tokens:random"])
+      assert.throws(() => parseBranchAt(bad), /entropy, uniform, calls=i,j, tokens:entropy/);
   });
 
   test("entropy: the calls whose sampled tokens were least likely, in call order; failed calls do not count", () => {
@@ -50,5 +60,32 @@ describe("branch points", () => {
     const calls = [call(1, [-1]), call(2, [-1])];
     assert.throws(() => pickBranchPoints(calls, 1, { kind: "calls", calls: [2] }), BranchPointError);
     assert.throws(() => pickBranchPoints([], 1, { kind: "entropy" }), /no call that ended ok/);
+  });
+
+  test("token positions: the least likely sampled tokens of calls served from tokens, spread, or as given", () => {
+    const tokens = (seq: number, logprobs: number[]) => ({ ...call(seq, logprobs), prompt: { mode: "tokens" } });
+    // Call 1 was served as messages (a fallback): its tokens are no candidates, however unlikely.
+    const calls = [tokens(1, [-0.1, -3, -0.2]), call(2, [-9, -9]), tokens(3, [-1, -0.5, -4, -0.1])];
+    assert.deepEqual(branchPoints(calls, 2, { kind: "token-entropy" }), [
+      { call: 0, token: 1 },
+      { call: 2, token: 2 },
+    ]);
+    // 7 candidates, 3 points: the 1st, 4th and 6th (middles of three equal spans).
+    assert.deepEqual(branchPoints(calls, 3, { kind: "token-uniform" }), [
+      { call: 0, token: 1 },
+      { call: 2, token: 0 },
+      { call: 2, token: 2 },
+    ]);
+    assert.deepEqual(branchPoints(calls, 3, { kind: "tokens", points: [{ call: 2, token: 3 }] }).length, 3);
+    assert.deepEqual(branchPoints(calls, 1, { kind: "entropy" }), [{ call: 1 }], "call points stay whole calls");
+    assert.throws(
+      () => branchPoints(calls, 1, { kind: "tokens", points: [{ call: 1, token: 0 }] }),
+      /--prompts tokens/,
+    );
+    assert.throws(
+      () => branchPoints(calls, 1, { kind: "tokens", points: [{ call: 0, token: 3 }] }),
+      /past the 3 token/,
+    );
+    assert.throws(() => branchPoints([call(1, [-1])], 1, { kind: "token-entropy" }), /no backbone call was served/);
   });
 });

@@ -49,6 +49,7 @@ describe("branches at a token position (tokens mode, scripted model)", () => {
       const backbone = backbones[String(stream)]!;
       const base = await rolloutCalls(url, backbone.id);
       const sampled = base[1]!.choices[0]!.tokenIds;
+      assert.equal(base[1]!.prompt?.mode, "tokens");
       // Three tokens into the tool call (`<tool_call>`, "\n", `{"`): its name and arguments come after the cut.
       const atToken = sampled.indexOf(TOKEN.toolCallOpen) + 3;
       assert.ok(atToken > 3 && atToken < sampled.length);
