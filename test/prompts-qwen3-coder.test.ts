@@ -181,7 +181,7 @@ describe("rlgate serve --model-dir with Qwen3-Coder's files", () => {
     assert.equal(code, 1);
     assert.match(
       cli.output(),
-      /rlgate: --model-dir \S+: the chat template is DeepSeek V3\.1's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\), Llama 3\.x \(llama3_json tool calls\); not yet: gpt-oss \(harmony\), DeepSeek V3\.1\)/,
+      /rlgate: --model-dir \S+: the chat template is DeepSeek V3 \/ R1's, a family rlgate does not render yet \(built in: Qwen3 \(hermes tool calls\), Qwen3-Coder \/ Qwen3\.5 \(XML tool calls\), Llama 3\.x \(llama3_json tool calls\), DeepSeek V3\.1 \(deepseek_v31 tool calls\), gpt-oss \(harmony\); not yet: DeepSeek V3 \/ R1\)/,
     );
     assert.doesNotMatch(cli.output(), /at familyOfTemplate/);
   });

@@ -1,16 +1,16 @@
 // Tokenization cached per turn. Added tokens are split out before BPE runs, so encoding a rendered chat block by
-// block (split before each turn-start marker) gives exactly the ids of encoding it whole; agent histories resend the
-// same turns call after call, so most blocks are found in the cache.
+// block (split before each turn opener: ChatML's one, or DeepSeek's several) gives exactly the ids of encoding it
+// whole; agent histories resend the same turns call after call, so most blocks are found in the cache.
 import { LRUCache } from "lru-cache";
 
 export class BlockEncoder {
   readonly #encode: (text: string) => number[];
-  readonly #boundary: string;
+  readonly #boundaries: readonly string[];
   readonly #cache: LRUCache<string, number[]>;
 
-  constructor(encode: (text: string) => number[], boundary: string, maxBlocks = 8192) {
+  constructor(encode: (text: string) => number[], boundaries: string | readonly string[], maxBlocks = 8192) {
     this.#encode = encode;
-    this.#boundary = boundary;
+    this.#boundaries = typeof boundaries === "string" ? [boundaries] : boundaries;
     this.#cache = new LRUCache({ max: maxBlocks });
   }
 
@@ -18,8 +18,11 @@ export class BlockEncoder {
     const ids: number[] = [];
     let start = 0;
     while (start < text.length) {
-      let end = text.indexOf(this.#boundary, start + 1);
-      if (end < 0) end = text.length;
+      let end = text.length;
+      for (const boundary of this.#boundaries) {
+        const at = text.indexOf(boundary, start + 1);
+        if (at >= 0 && at < end) end = at;
+      }
       const block = text.slice(start, end);
       let blockIds = this.#cache.get(block);
       if (!blockIds) {

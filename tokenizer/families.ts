@@ -4,11 +4,12 @@
 // rules) reads it from a family here, never by value.
 import type { ToolParserName } from "./output-parser.ts";
 import { writesXmlToolCalls } from "./qwen3-coder.ts";
+import type { TurnMarks } from "./turn-marks.ts";
 
 export interface FamilyMarkup {
-  /** Opens every turn, the generation prompt included (`<|im_start|>`, `<|start_header_id|>`). */
+  /** Opens the model's turn, the generation prompt's (`<|im_start|>`, `<|start_header_id|>`, `<｜Assistant｜>`). */
   readonly turnStart: string;
-  /** Closes a turn (`<|im_end|>`, `<|eot_id|>`). */
+  /** Closes a turn the model samples (`<|im_end|>`, `<|eot_id|>`, `<｜end▁of▁sentence｜>`). */
   readonly turnEnd: string;
   /** What the template writes before a role's content. */
   header(role: string): string;
@@ -27,6 +28,8 @@ export interface FamilyMarkup {
    * `<|return|>` after the final answer); a turn ended by one of them is closed already.
    */
   readonly alsoEnds?: readonly string[];
+  /** How every turn opens and closes, where that is more than `turnStart` … `turnEnd` (turn-marks.ts). */
+  readonly turns?: TurnMarks;
 }
 
 /** A chat-format family rlgate renders and parses, and the vLLM tool parser it answers like. */
@@ -78,6 +81,28 @@ const HARMONY: FamilyMarkup = {
   alsoEnds: ["<|call|>", "<|return|>"],
 };
 
+// DeepSeek V3.1 (vLLM's tool_chat_template_deepseekv31.jinja): `<｜begin▁of▁sentence｜>` and the system prompt, then
+// `<｜User｜>text`, `<｜Assistant｜></think>answer<｜end▁of▁sentence｜>` (`<think>` when thinking), tool results as
+// `<｜tool▁output▁begin｜>…<｜tool▁output▁end｜>` with the model's turn right after them. The template's indentation
+// writes spaces around its markers (two before the generation prompt's `<｜Assistant｜>`, four before its `</think>`).
+const DEEPSEEK_V31: FamilyMarkup = {
+  turnStart: "<｜Assistant｜>",
+  turnEnd: "<｜end▁of▁sentence｜>",
+  header: (role) => (role === "user" ? "<｜User｜>" : role === "tool" ? "<｜tool▁output▁begin｜>" : "<｜Assistant｜>"),
+  // The template's first lines leave two newlines before the BOS token it writes.
+  systemStart: "\n\n<｜begin▁of▁sentence｜>",
+  think: { open: "<think>", close: "</think>", empty: "</think>" },
+  toolCallOpen: "<｜tool▁calls▁begin｜>",
+  endOfText: "<｜end▁of▁sentence｜>",
+  bos: "<｜begin▁of▁sentence｜>",
+  turns: {
+    starts: ["<｜User｜>", "<｜Assistant｜>", "<｜tool▁output▁begin｜>"],
+    ends: ["<｜end▁of▁sentence｜>", "<｜tool▁output▁end｜>"],
+    roleAfterStart: false,
+    modelTurnAfter: ["<｜tool▁output▁end｜>"],
+  },
+};
+
 export const FAMILIES = {
   qwen3: { name: "Qwen3 (hermes tool calls)", id: "qwen3", toolParser: "hermes", reasons: true, markup: CHATML },
   qwen3Coder: {
@@ -93,6 +118,15 @@ export const FAMILIES = {
     toolParser: "llama3_json",
     reasons: false,
     markup: LLAMA3,
+  },
+  deepseekV31: {
+    name: "DeepSeek V3.1 (deepseek_v31 tool calls)",
+    id: "deepseek-v3.1",
+    toolParser: "deepseek_v31",
+    // Served with --reasoning-parser deepseek_v3, which splits reasoning only when the request turns thinking on
+    // (chat_template_kwargs.thinking); rlgate serves and simulates V3.1 in its default, non-thinking mode.
+    reasons: false,
+    markup: DEEPSEEK_V31,
   },
   gptoss: {
     name: "gpt-oss (harmony)",
@@ -112,7 +146,8 @@ export function familyOfParser(parser: ToolParserName): ChatFamily {
 
 /** Families known by name whose formats are not built: a template of theirs is refused, saying so. */
 const NOT_BUILT: Array<{ name: string; marks: string[] }> = [
-  { name: "DeepSeek V3.1", marks: ["<｜tool▁calls▁begin｜>", "<｜Assistant｜>"] },
+  // V3's and R1's templates write `type<｜tool▁sep｜>name` and a fenced JSON block; V3.1's the name and raw JSON.
+  { name: "DeepSeek V3 / R1", marks: ["<｜tool▁calls▁begin｜>", "<｜Assistant｜>"] },
 ];
 
 /** Thrown when a model directory cannot serve as the chat format; the message says what is missing. */
@@ -124,7 +159,8 @@ export class ModelFormatError extends Error {
  * The family a chat template belongs to, from its turn markers and how it writes tool calls: `<function=…>` with
  * `<parameter=…>` is Qwen3-Coder's XML; a ChatML template with `<tool_call>` blocks (or none at all) is Qwen3's
  * hermes; `<|start_header_id|>` … `<|eot_id|>` turns are Llama 3's; `<|channel|>` and `<|call|>` are harmony's
- * (gpt-oss, which vLLM renders with openai_harmony whatever the template says).
+ * (gpt-oss, which vLLM renders with openai_harmony whatever the template says); `<｜Assistant｜></think>` before
+ * tool calls is DeepSeek V3.1's.
  */
 export function familyOfTemplate(template: string, source: string): ChatFamily {
   if (writesXmlToolCalls(template)) return FAMILIES.qwen3Coder;
@@ -132,6 +168,8 @@ export function familyOfTemplate(template: string, source: string): ChatFamily {
   if (has(CHATML) && !template.includes("<function=")) return FAMILIES.qwen3;
   if (has(LLAMA3)) return FAMILIES.llama3;
   if (template.includes("<|channel|>") && template.includes("<|call|>")) return FAMILIES.gptoss;
+  if (template.includes("<｜Assistant｜></think>") && template.includes("<｜tool▁call▁begin｜>"))
+    return FAMILIES.deepseekV31;
   const known = NOT_BUILT.find((f) => f.marks.some((mark) => template.includes(mark)));
   throw new ModelFormatError(
     `${source}: the chat template is ${known ? `${known.name}'s, a family rlgate does not render yet` : "of no family rlgate knows"} (built in: ${Object.values(

@@ -136,6 +136,7 @@ describe("Llama 3.x format", () => {
       thinkEnd: -1,
       toolCallStart: 128010,
       emptyThink: [],
+      turns: { starts: [128006], ends: [128009], roleIds: 1, modelTurnAfter: [] },
     });
     assert.deepEqual(format.stopIds, [128001, 128008, 128009]);
     assert.equal(format.think, null);

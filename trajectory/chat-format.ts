@@ -1,12 +1,13 @@
 // Token-id rules for "near the root" and "system prompt". Reconstruction never decodes text: a chat format is the
 // few special ids that delimit turns.
 import type { ModelChatFormat } from "../tokenizer/model-format.ts";
+import { turnIdsOf, turnMarksOf, type TurnIds } from "../tokenizer/turn-marks.ts";
 import type { TokenIds } from "./types.ts";
 
 export interface ChatFormat {
-  /** Opens every turn, the generation prompt included (`<|im_start|>`, Llama 3's `<|start_header_id|>`). */
+  /** Opens the model's turn, the generation prompt's (`<|im_start|>`, `<|start_header_id|>`, `<｜Assistant｜>`). */
   turnStart: number;
-  /** Closes a turn (`<|im_end|>`). */
+  /** Closes a sampled turn (`<|im_end|>`, DeepSeek's `<｜end▁of▁sentence｜>`). */
   turnEnd: number;
   /** Ids a system turn starts with (`<|im_start|>system`). */
   systemHeader: readonly number[];
@@ -16,6 +17,8 @@ export interface ChatFormat {
   toolCallStart: number;
   /** What a generation prompt ends with when thinking is off (`<think>\n\n</think>\n\n`). */
   emptyThink: readonly number[];
+  /** Every turn's opener and closer (turnStart and turnEnd are the model's own), as the family delimits turns. */
+  turns: TurnIds;
 }
 
 /**
@@ -30,6 +33,7 @@ export const QWEN3_CHAT_FORMAT: ChatFormat = {
   thinkEnd: 151668,
   toolCallStart: 151657,
   emptyThink: [151667, 271, 151668, 271],
+  turns: { starts: [151644], ends: [151645], roleIds: 1, modelTurnAfter: [] },
 };
 
 /** The token-level rules of a served model's chat format, as its family names them (-1: it has no such token). */
@@ -41,6 +45,7 @@ export function chatFormatOf(model: ModelChatFormat): ChatFormat {
     thinkEnd: model.think?.thinkClose ?? -1,
     toolCallStart: model.toolCallStart,
     emptyThink: [...model.emptyThink],
+    turns: turnIdsOf(turnMarksOf(model.family.markup), model.tokenId),
   };
 }
 
@@ -53,21 +58,24 @@ function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {
 /**
  * Whether two prompts that agree on their first `divergence` tokens have different system prompts.
  * They do when they part inside the header of the first turn (different roles: one has a system turn, the other
- * does not, or not a chat at all), or inside the system turn up to and including its `<|im_end|>`.
+ * does not, or not a chat at all), or inside the system turn up to and including its `<|im_end|>` (or, where the
+ * system prompt has no closer, up to the first turn's opener: DeepSeek's `<｜User｜>`).
  */
 export function divergesInSystemPrompt(prompt: TokenIds, divergence: number, format: ChatFormat): boolean {
   const header = format.systemHeader;
   if (divergence < header.length) return true;
   if (!startsWith(prompt, header)) return false;
+  const { starts, ends } = format.turns;
   for (let i = header.length; i < prompt.length; i++) {
-    if (prompt[i] === format.turnEnd) return divergence <= i;
+    if (ends.includes(prompt[i]!) || starts.includes(prompt[i]!)) return divergence <= i;
   }
   return true;
 }
 
-/** Turns in a prompt: the number of turn-start ids (the generation prompt counts as one). */
+/** Turns in a prompt: the number of turn openers (the generation prompt counts as one). */
 export function countTurns(prompt: TokenIds, format: ChatFormat): number {
+  const starts = format.turns.starts;
   let n = 0;
-  for (let i = 0; i < prompt.length; i++) if (prompt[i] === format.turnStart) n++;
+  for (let i = 0; i < prompt.length; i++) if (starts.includes(prompt[i]!)) n++;
   return n;
 }

@@ -25,20 +25,21 @@ export function markupBreakOwner(
   format: ChatFormat,
   oldAt: (i: number) => BranchToken | null,
 ): number | null {
+  const { starts, ends, roleIds } = format.turns;
   let turn = -1;
   for (let i = matched - 1; i >= 0; i--) {
-    if (prompt[i] === format.turnStart) {
+    if (starts.includes(prompt[i]!)) {
       turn = i;
       break;
     }
   }
   // The turn's start and its role must be shared: parting on the role is a different turn, not its markup.
-  if (turn < 0 || matched < turn + 2) return null;
+  if (turn < 0 || matched < turn + 1 + roleIds) return null;
   for (let k = 0; k < MAX_MARKUP; k++) {
     const old = oldAt(matched + k);
     if (old === null) return null;
     if (old.sampledBy !== null) return old.sampledBy;
-    if (old.token === format.turnStart || old.token === format.turnEnd) return null;
+    if (starts.includes(old.token) || ends.includes(old.token)) return null;
   }
   return null;
 }
@@ -81,17 +82,29 @@ const GRAM = 8;
 
 /**
  * [start, end) of the assistant turns of a prompt, its generation prompt left out: the turns whose role ids are those
- * of the turn the prompt ends with (`<|im_start|>assistant`).
+ * of the turn the prompt ends with (`<|im_start|>assistant`); where the opener is the role (DeepSeek), the turns the
+ * model's opener starts and those that start with no opener after a tool output.
  */
 function assistantTurns(ids: TokenIds, format: ChatFormat): Array<[number, number]> {
+  const { starts: openers, roleIds, modelTurnAfter } = format.turns;
+  const MODEL = -2;
   const starts: number[] = [];
-  for (let i = 0; i < ids.length; i++) if (ids[i] === format.turnStart) starts.push(i);
-  const last = starts[starts.length - 1];
-  if (last === undefined || last + 1 >= ids.length) return [];
-  const role = ids[last + 1];
+  const roles: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    if (openers.includes(ids[i]!)) {
+      starts.push(i);
+      roles.push(roleIds === 0 ? ids[i]! : (ids[i + 1] ?? -1));
+    } else if (modelTurnAfter.includes(ids[i]!) && i + 1 < ids.length && !openers.includes(ids[i + 1]!)) {
+      starts.push(i + 1);
+      roles.push(MODEL);
+    }
+  }
+  const last = starts.length - 1;
+  if (last < 0 || (roleIds === 1 && starts[last]! + 1 >= ids.length)) return [];
+  const role = roleIds === 0 ? format.turnStart : roles[last]!;
   const turns: Array<[number, number]> = [];
-  for (let k = 0; k < starts.length - 1; k++) {
-    if (ids[starts[k]! + 1] === role) turns.push([starts[k]!, starts[k + 1]!]);
+  for (let k = 0; k < last; k++) {
+    if (roles[k] === role || roles[k] === MODEL) turns.push([starts[k]!, starts[k + 1]!]);
   }
   return turns;
 }
