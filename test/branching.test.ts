@@ -175,51 +175,52 @@ describe(
   "a backbone and its branches: one group, one tree",
   { skip: python ? false : "no /usr/bin/python3 with grpc and numpy" },
   () => {
-    test("the RL core's tree advantages equal an independent NumPy TreeRL recomputation", async () => {
-      const stack = await startStack({ sim: { seed: 11 }, gateway: { grpcPort: 0 } });
-      const coreDir = tempDir("branch-core");
-      const core = await startCore({
-        gateways: [stack.gateway.grpc!.address],
-        port: 0,
-        metricsPort: null,
-        dataDir: coreDir,
-        estimator: "tree",
-        batchUnit: "group",
-        tokenBudget: 1_000_000,
-        batchTimeoutMs: 200,
-        groupTimeoutMs: 60_000,
-      });
-      try {
-        const url = stack.gateway.url;
-        const group = { group: "task", metadata: { group_size: 4 } };
-        const backbone = await createRollout(url, group);
-        await runAgent(backbone.base_urls.openai, stableTool);
-        await finish(url, backbone.id, 1);
-        // Branches at both calls; rewards spread so that the tree's nodes have values of their own.
-        for (const [at, seed, reward] of [
-          [0, 1, 0],
-          [1, 2, 0.5],
-          [1, 3, 0.25],
-        ] as const) {
-          const b = await createRollout(url, { ...group, branch: { of: backbone.id, at_call: at, seed } });
-          assert.equal((await runAgent(b.base_urls.openai, stableTool)).status, 200);
-          await finish(url, b.id, reward);
+    for (const estimator of ["tree", "branch-grpo"] as const)
+      test(`the RL core's ${estimator} advantages equal an independent NumPy recomputation`, async () => {
+        const stack = await startStack({ sim: { seed: 11 }, gateway: { grpcPort: 0 } });
+        const coreDir = tempDir("branch-core");
+        const core = await startCore({
+          gateways: [stack.gateway.grpc!.address],
+          port: 0,
+          metricsPort: null,
+          dataDir: coreDir,
+          estimator,
+          batchUnit: "group",
+          tokenBudget: 1_000_000,
+          batchTimeoutMs: 200,
+          groupTimeoutMs: 60_000,
+        });
+        try {
+          const url = stack.gateway.url;
+          const group = { group: "task", metadata: { group_size: 4 } };
+          const backbone = await createRollout(url, group);
+          await runAgent(backbone.base_urls.openai, stableTool);
+          await finish(url, backbone.id, 1);
+          // Branches at both calls; rewards spread so that the tree's nodes have values of their own.
+          for (const [at, seed, reward] of [
+            [0, 1, 0],
+            [1, 2, 0.5],
+            [1, 3, 0.25],
+          ] as const) {
+            const b = await createRollout(url, { ...group, branch: { of: backbone.id, at_call: at, seed } });
+            assert.equal((await runAgent(b.base_urls.openai, stableTool)).status, 200);
+            await finish(url, b.id, reward);
+          }
+          await until(() => (core.status().groupsDone >= 1 ? true : undefined), 60_000, "the group");
+          await core.flush();
+          const { stdout } = await promisify(execFile)(
+            python!,
+            ["test/e2e/numpy_reference.py", "--core", core.address, "--estimator", estimator, "--batches", "1"],
+            { cwd: ROOT, timeout: 120_000 },
+          );
+          const ref = JSON.parse(stdout);
+          assert.equal(ref.rows, 4, stdout);
+          assert.ok(ref.max_abs_diff_advantages < 1e-6, stdout);
+        } finally {
+          await core.close();
+          await stack.close();
+          rmSync(coreDir, { recursive: true, force: true });
         }
-        await until(() => (core.status().groupsDone >= 1 ? true : undefined), 60_000, "the group");
-        await core.flush();
-        const { stdout } = await promisify(execFile)(
-          python!,
-          ["test/e2e/numpy_reference.py", "--core", core.address, "--estimator", "tree", "--batches", "1"],
-          { cwd: ROOT, timeout: 120_000 },
-        );
-        const ref = JSON.parse(stdout);
-        assert.equal(ref.rows, 4, stdout);
-        assert.ok(ref.max_abs_diff_advantages < 1e-6, stdout);
-      } finally {
-        await core.close();
-        await stack.close();
-        rmSync(coreDir, { recursive: true, force: true });
-      }
-    });
+      });
   },
 );

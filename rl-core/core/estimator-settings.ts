@@ -52,7 +52,7 @@ export function estimatorSettingsProblem(s: EstimatorSettings): string | null {
   if (s.lossAgg === "seq-mean-token-sum-norm" && !(maxLen > 0))
     return "--loss-agg seq-mean-token-sum-norm needs --max-len L (Dr.GRPO's constant, e.g. the generation budget of a rollout in tokens): every rollout's token sum is divided by the same L, which a batch's own longest rollout is not";
   if ((s.singleton ?? "zero") === "raw" && !OUTCOME_ESTIMATORS.includes(s.estimator))
-    return `--singleton raw applies to the outcome estimators (${OUTCOME_ESTIMATORS.join(", ")}), not ${s.estimator}: ${s.estimator === "tree" ? "a tree of one rollout is its own root, V(n) − V(root) = 0" : "reinforce++ has no baseline, a group of one is trained like any other"}`;
+    return `--singleton raw applies to the outcome estimators (${OUTCOME_ESTIMATORS.join(", ")}), not ${s.estimator}: ${s.estimator === "tree" || s.estimator === "branch-grpo" ? "a tree of one rollout is its own root, V(n) − V(root) = 0" : "reinforce++ has no baseline, a group of one is trained like any other"}`;
   const overlong = s.overlong ?? "off";
   const buffer = s.overlongBuffer ?? 0;
   if (overlong === "penalty" && !(maxLen > 0 && buffer > 0 && buffer <= maxLen))
@@ -64,8 +64,8 @@ export function estimatorSettingsProblem(s: EstimatorSettings): string | null {
   if (s.klEstimator !== undefined && !["k1", "k2", "k3"].includes(s.klEstimator))
     return `--kl-estimator must be k1, k2 or k3, not ${s.klEstimator}`;
   if (klCoef > 0) {
-    if (s.estimator === "tree")
-      return "--kl-coef puts KL in the reward of served batches for the outcome estimators and reinforce++, not tree (its node values are computed once, in the core, before any ref logprobs exist)";
+    if (s.estimator === "tree" || s.estimator === "branch-grpo")
+      return `--kl-coef puts KL in the reward of served batches for the outcome estimators and reinforce++, not ${s.estimator} (its node values are computed once, in the core, before any ref logprobs exist)`;
     const needsWholeGroups =
       OUTCOME_ESTIMATORS.includes(s.estimator) || (s.estimator === "reinforce++" && s.whitenScope === "group");
     if (needsWholeGroups && s.batchUnit !== "group")

@@ -165,7 +165,7 @@ export async function rolloutValues(
 }
 
 /**
- * Token advantages of a group's trajectories for the token-level estimators (tree, reinforce++). `rewards[k]` is
+ * Token advantages of a group's trajectories for the token-level estimators (tree, branch-grpo, reinforce++). `rewards[k]` is
  * kept rollout k's reward (as shaped), `kept` the number of kept rollouts.
  */
 async function tokenLevelAdvantages(
@@ -177,7 +177,7 @@ async function tokenLevelAdvantages(
 ): Promise<Float32Array> {
   const offsets = new Int32Array(trajs.length + 1);
   trajs.forEach((t, i) => (offsets[i + 1] = offsets[i]! + t.tokenIds.length));
-  if (options.estimator === "tree") {
+  if (options.estimator === "tree" || options.estimator === "branch-grpo") {
     // One prefix tree per group: rollouts of one task share their prompt, and any sampled prefix they share.
     // A kept rollout that left no trained trajectory still counts in V(root), the group mean, as in every outcome
     // estimator: it joins as an empty row, a tree of its own with no tokens (so no advantage of its own), hung under
@@ -201,7 +201,7 @@ async function tokenLevelAdvantages(
       groupIds: new Int32Array(rowsIds.length),
       rowSample: Int32Array.from(samples),
     };
-    return (await computeAdvantagesAsync(batch, { estimator: "tree", tree })).advantages;
+    return (await computeAdvantagesAsync(batch, { estimator: options.estimator, tree })).advantages;
   }
   const batch: RolloutBatch = {
     offsets,
@@ -268,7 +268,7 @@ export async function groupAdvantages(
   for (const t of trajs) for (const m of t.lossMask) context.tokens[t.keptIndex]! += m;
 
   let advantages: Float32Array;
-  if (options.estimator === "tree" || options.estimator === "reinforce++") {
+  if (options.estimator === "tree" || options.estimator === "branch-grpo" || options.estimator === "reinforce++") {
     advantages = await tokenLevelAdvantages(trajs, lossMask, rewards, kept.length, options);
   } else {
     const values = await rolloutValues(

@@ -331,10 +331,10 @@ export class TrainerService {
     const estimator = req.estimator || "gae";
     const normalize = (req.normalize || "none") as NormalizeBy;
     const scope = this.#options.whitenScope ?? "batch";
-    if (estimator === "tree") {
+    if (estimator === "tree" || estimator === "branch-grpo") {
       throw new LinkError(
         "RLGATE_BAD_REQUEST",
-        "the tree estimator runs in the core (--estimator tree), not on request",
+        `the ${estimator} estimator runs in the core (--estimator ${estimator}), not on request`,
       );
     }
     const gamma = req.gamma ?? 1;

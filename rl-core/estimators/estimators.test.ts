@@ -236,6 +236,40 @@ for (const kernels of availableBackends()) {
       assertClose(run(batch, { estimator: "tree", tree }).advantages, [0, 1, 0, 1, 0, -1, 0, -1], "tokens");
     });
 
+    test("branch-grpo: each segment against the rollouts at the branch point it leaves, GRPO-normalized", () => {
+      // The tree test's group: trunk 0 -> 1 -> {3 (r=1), 4 (r=0)}; 0 -> 2 (r=1).
+      const batch: RolloutBatch = {
+        offsets: i32(0, 4, 8, 11),
+        lossMask: u8(0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1),
+        rewards: f64(1, 0, 1),
+        groupIds: i32(0, 0, 0),
+      };
+      const tree = {
+        parent: i32(-1, 0, 0, 1, 1),
+        tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2),
+        rowLeaf: i32(3, 4, 2),
+      };
+      const eps = 1e-6;
+      const top = Math.sqrt(1 / 3) + eps; // rewards 1, 0, 1 at the trunk: mean 2/3, unbiased std sqrt(1/3)
+      const split = Math.SQRT1_2 + eps; // rewards 1, 0 at node 1
+      const out = run(batch, { estimator: "branch-grpo", tree });
+      const a1 = (0.5 - 2 / 3) / top;
+      const a2 = (1 - 2 / 3) / top;
+      assertClose(out.advantages, [0, 0, a1, 0.5 / split, 0, 0, 0, -0.5 / split, 0, 0, a2], "tokens");
+    });
+
+    test("branch-grpo: without branching it is GRPO", () => {
+      const batch: RolloutBatch = {
+        offsets: i32(0, 4, 8),
+        lossMask: u8(0, 1, 0, 1, 0, 1, 0, 1),
+        rewards: f64(1, 0),
+        groupIds: i32(5, 5),
+      };
+      const tree = { parent: i32(-1, 0, -1, 2), tokenNode: i32(0, 0, 1, 1, 2, 2, 3, 3), rowLeaf: i32(1, 3) };
+      const grpo = run({ ...batch, offsets: i32(0, 4, 8) }, { estimator: "grpo" }).advantages;
+      assertClose(run(batch, { estimator: "branch-grpo", tree }).advantages, [...grpo], "tokens");
+    });
+
     test("tree: rows of two groups under one root are refused", () => {
       const batch: RolloutBatch = {
         offsets: i32(0, 1, 2),

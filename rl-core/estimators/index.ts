@@ -11,6 +11,7 @@ import { outcomeSteps } from "./outcome.ts";
 import { reinforceSteps } from "./reinforce.ts";
 import { runAsync, runSync, type Steps } from "./steps.ts";
 import { treeSteps } from "./tree.ts";
+import { branchGrpoSteps } from "./branch-grpo.ts";
 import type { AdvantageResult, EstimatorSpec, NormalizeBy, RolloutBatch } from "./types.ts";
 
 export * from "./types.ts";
@@ -37,6 +38,8 @@ export function advantageSteps(batch: RolloutBatch, spec: EstimatorSpec): Steps<
       return gaeSteps(batch, spec);
     case "tree":
       return treeSteps(batch, spec);
+    case "branch-grpo":
+      return branchGrpoSteps(batch, spec);
     default:
       throw new EstimatorError(String((spec as { estimator: unknown }).estimator), "unknown estimator");
   }

@@ -14,7 +14,7 @@ import { prepareBatch } from "./batch.ts";
 import { EstimatorError } from "./errors.ts";
 import { normalizeSteps } from "./normalize.ts";
 import { call, type Steps } from "./steps.ts";
-import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
+import type { AdvantageResult, EstimatorSpec, RolloutBatch, TreeSpec } from "./types.ts";
 
 export type TreeEstimatorSpec = Extract<EstimatorSpec, { estimator: "tree" }>;
 
@@ -57,15 +57,26 @@ export function sampleNodeValues(
   return { value, leafCount };
 }
 
-export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<AdvantageResult> {
-  const p = prepareBatch("tree", batch, true);
-  const { parent, tokenNode, rowLeaf } = spec.tree ?? {};
-  if (!(parent instanceof Int32Array)) throw new EstimatorError("tree", "tree.parent must be an Int32Array");
+/** A group forest: every rollout tree hung under its group's virtual root (nodes 0..groups-1). */
+export interface GroupForest {
+  p: ReturnType<typeof prepareBatch>;
+  groups: number;
+  /** Parent per node of the extended forest (-1 for a group's virtual root). */
+  ext: Int32Array;
+  /** Per row: its leaf in the extended forest (-1 for rows without a group). */
+  leafNode: Int32Array;
+}
+
+/** Checks a tree spec against the batch and joins the rollout trees of each group under one virtual root. */
+export function groupForest(name: string, batch: RolloutBatch, tree: Partial<TreeSpec> | undefined): GroupForest {
+  const p = prepareBatch(name, batch, true);
+  const { parent, tokenNode, rowLeaf } = tree ?? {};
+  if (!(parent instanceof Int32Array)) throw new EstimatorError(name, "tree.parent must be an Int32Array");
   if (!(tokenNode instanceof Int32Array) || tokenNode.length !== p.tokens) {
-    throw new EstimatorError("tree", `tree.tokenNode must be an Int32Array with one entry per token (${p.tokens})`);
+    throw new EstimatorError(name, `tree.tokenNode must be an Int32Array with one entry per token (${p.tokens})`);
   }
   if (!(rowLeaf instanceof Int32Array) || rowLeaf.length !== p.rows) {
-    throw new EstimatorError("tree", `tree.rowLeaf must be an Int32Array with one entry per row (${p.rows})`);
+    throw new EstimatorError(name, `tree.rowLeaf must be an Int32Array with one entry per row (${p.rows})`);
   }
   const n = parent.length;
   const groups = p.numGroups;
@@ -74,7 +85,7 @@ export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<
   const rootOf = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const q = parent[i]!;
-    if (q < -1 || q >= i) throw new EstimatorError("tree", `tree.parent[${i}] = ${q}: nodes must follow their parent`);
+    if (q < -1 || q >= i) throw new EstimatorError(name, `tree.parent[${i}] = ${q}: nodes must follow their parent`);
     rootOf[i] = q < 0 ? i : rootOf[q]!;
   }
   // Hang every rollout tree under its group's virtual root (nodes 0..groups-1 of the extended forest).
@@ -83,20 +94,36 @@ export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<
   for (let r = 0; r < p.rows; r++) {
     if (groupIds[r]! < 0) continue;
     const leaf = rowLeaf[r]!;
-    if (leaf < 0 || leaf >= n) throw new EstimatorError("tree", `row ${r} has leaf node ${leaf}, outside 0..${n - 1}`);
+    if (leaf < 0 || leaf >= n) throw new EstimatorError(name, `row ${r} has leaf node ${leaf}, outside 0..${n - 1}`);
     const root = rootOf[leaf]!;
     if (rootGroup[root] !== -1 && rootGroup[root] !== groupIds[r]) {
-      throw new EstimatorError("tree", `tree rooted at node ${root} holds rows of two groups`);
+      throw new EstimatorError(name, `tree rooted at node ${root} holds rows of two groups`);
     }
     rootGroup[root] = groupIds[r]!;
     leafNode[r] = groups + leaf;
   }
   const ext = new Int32Array(groups + n).fill(-1);
   for (let i = 0; i < n; i++) ext[groups + i] = parent[i]! >= 0 ? groups + parent[i]! : rootGroup[i]!;
+  return { p, groups, ext, leafNode };
+}
 
-  const { value, leafCount } = batch.rowSample
-    ? sampleNodeValues(ext, leafNode, batch.rowSample, batch.rewards)
-    : yield* call("treeNodeValues", { parent: ext, leafNode, leafReward: batch.rewards });
+/** V(n) (mean of `rewards` over the leaves, or samples, under n) and the count of those leaves. */
+export function* nodeValues(
+  batch: RolloutBatch,
+  forest: GroupForest,
+  rewards: Float64Array,
+): Steps<{ value: Float64Array; leafCount: Int32Array }> {
+  return batch.rowSample
+    ? sampleNodeValues(forest.ext, forest.leafNode, batch.rowSample, rewards)
+    : yield* call("treeNodeValues", { parent: forest.ext, leafNode: forest.leafNode, leafReward: rewards });
+}
+
+export function* treeSteps(batch: RolloutBatch, spec: TreeEstimatorSpec): Steps<AdvantageResult> {
+  const forest = groupForest("tree", batch, spec.tree);
+  const { p, groups, ext } = forest;
+  const n = ext.length - groups;
+  const tokenNode = spec.tree.tokenNode;
+  const { value, leafCount } = yield* nodeValues(batch, forest, batch.rewards);
 
   const scale = spec.scaleBySqrtLeaves ?? true;
   const top = new Int32Array(groups + n); // root of each node in the extended forest

@@ -89,6 +89,13 @@ export type EstimatorSpec =
       tree: TreeSpec;
       /** Divide a node's advantage by sqrt(leaves under it), as TreeRL. Default true. */
       scaleBySqrtLeaves?: boolean;
+    })
+  | (CommonOptions & {
+      /** GRPO per branch point: a segment against the rollouts through the branch point it leaves (branch-grpo.ts). */
+      estimator: "branch-grpo";
+      tree: TreeSpec;
+      /** Added to the std, as GRPO's. Default 1e-6. */
+      eps?: number;
     });
 
 export type EstimatorName = EstimatorSpec["estimator"];
@@ -102,6 +109,7 @@ export const ESTIMATOR_NAMES: readonly EstimatorName[] = [
   "opo",
   "gae",
   "tree",
+  "branch-grpo",
 ];
 
 export interface AdvantageResult {

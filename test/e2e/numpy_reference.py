@@ -92,6 +92,37 @@ def tree_advantages(rows):
     return out
 
 
+def branch_grpo_advantages(rows, eps=1e-6):
+    """GRPO per branch point over one group: for each trained token, its prefix's rollouts S (V = their mean reward);
+    the branch point is the longest shorter prefix with more rollouts (else the group's root, every rollout), with
+    rollouts Q; A = (V - mean(Q)) / (unbiased std(Q) + eps), 0 when Q holds one rollout."""
+    rollouts = {}
+    for ids, _mask, rid, reward in rows:
+        rollouts[rid] = reward
+    prefix_sets = {}
+    for ids, _mask, rid, _reward in rows:
+        for t in range(len(ids)):
+            prefix_sets.setdefault(tuple(ids[: t + 1]), set()).add(rid)
+    out = []
+    for ids, mask, _rid, _reward in rows:
+        adv = np.zeros(len(ids))
+        for t in range(len(ids)):
+            if not mask[t]:
+                continue
+            s = prefix_sets[tuple(ids[: t + 1])]
+            q = set(rollouts)
+            for u in range(t - 1, -1, -1):
+                if len(prefix_sets[tuple(ids[: u + 1])]) > len(s):
+                    q = prefix_sets[tuple(ids[: u + 1])]
+                    break
+            if len(q) < 2:
+                continue
+            point = np.array([rollouts[x] for x in q])
+            adv[t] = (np.mean([rollouts[x] for x in s]) - point.mean()) / (point.std(ddof=1) + eps)
+        out.append(adv)
+    return out
+
+
 def reference(batch, estimator, normalize, loss_agg, max_len=0):
     rows = batch.rows
     mask = batch.loss_mask.astype(bool)
@@ -109,9 +140,10 @@ def reference(batch, estimator, normalize, loss_agg, max_len=0):
         for r in members:
             signal[r] = has_signal
             singleton[r] = len(rollout_ids) < 2
-        if estimator == "tree":
+        if estimator in ("tree", "branch-grpo"):
             rows_of = [(batch.token_ids[batch.row(r)].tolist(), mask[batch.row(r)], batch.row_info[r].rollout_id, batch.row_info[r].reward) for r in members]
-            for r, a in zip(members, tree_advantages(rows_of)):
+            per_row = tree_advantages(rows_of) if estimator == "tree" else branch_grpo_advantages(rows_of)
+            for r, a in zip(members, per_row):
                 adv[batch.row(r)] = a
         else:
             values = dict(zip(rollout_ids, outcome_values(estimator, rewards, tokens)))
@@ -178,7 +210,7 @@ def main():
             adv, weights = reference(batch, args.estimator, args.normalize, args.loss_agg, args.max_len)
             worst_adv = max(worst_adv, float(np.max(np.abs(adv - batch.advantages), initial=0.0)))
             worst_w = max(worst_w, float(np.max(np.abs(weights - batch.loss_weights), initial=0.0)))
-            if args.estimator != "tree":
+            if args.estimator not in ("tree", "branch-grpo"):
                 asked = client.compute_advantages(batch_id=batch.batch_id, estimator=args.estimator, normalize=args.normalize)
                 worst_asked = max(worst_asked, float(np.max(np.abs(asked["advantages"] - batch.advantages), initial=0.0)))
             for r in range(batch.rows):
