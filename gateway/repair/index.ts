@@ -9,6 +9,7 @@ import type { Store } from "../../store/store.ts";
 import type { ChatFamily } from "../../tokenizer/families.ts";
 import { QWEN3_CHAT_FORMAT, type ChatFormat } from "../../trajectory/chat-format.ts";
 import { isObject, type Json } from "../upstream/fields.ts";
+import { DEEPSEEK_V31_TURN } from "./deepseek-v31-turn.ts";
 import { LLAMA3_TURN } from "./llama3-turn.ts";
 import { QWEN3_CODER_TURN } from "./qwen3-coder-turn.ts";
 import { QWEN3_TURN, type TurnRules } from "./qwen3-turn.ts";
@@ -18,6 +19,7 @@ import { contentText, recordedTurns, RolloutTurns, toolCallsOf, type RecordedTur
 export function turnRulesOf(family: ChatFamily): TurnRules {
   if (family.toolParser === "qwen3_coder") return QWEN3_CODER_TURN;
   if (family.toolParser === "llama3_json") return LLAMA3_TURN;
+  if (family.toolParser === "deepseek_v31") return DEEPSEEK_V31_TURN;
   return QWEN3_TURN;
 }
 
