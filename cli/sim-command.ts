@@ -56,7 +56,7 @@ export function simCommand(): Command {
     )
     .option(
       "--tool-call-parser <name>",
-      "vLLM's --tool-call-parser, and with it the model family served: hermes (Qwen3, default), qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given) or llama3_json (Llama 3.x: its tokenizer and template, JSON tool calls, no reasoning)",
+      "vLLM's --tool-call-parser, and with it the model family served: hermes (Qwen3, default), qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given), llama3_json (Llama 3.x: its tokenizer and template, JSON tool calls, no reasoning) or openai (gpt-oss: harmony prompts as vLLM renders them, analysis reasoning, calls to=functions.NAME)",
       "hermes",
     )
     .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")

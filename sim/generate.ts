@@ -10,6 +10,7 @@ import {
   type ToolCallSpan,
   type ToolSyntax,
 } from "../tokenizer/output-parser.ts";
+import { writeHarmonyTurn } from "../tokenizer/harmony-completion.ts";
 import { writeLlamaToolCalls } from "../tokenizer/llama3-json.ts";
 import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import { writeXmlToolCalls } from "../tokenizer/qwen3-coder.ts";
@@ -45,6 +46,8 @@ export interface GenerateOptions {
 export interface FormattedTurn {
   text: string;
   toolCalls: ToolCallSpan[];
+  /** The turn's own stop token where the family's turns end in more than one way (harmony's `<|call|>`, `<|return|>`). */
+  stop?: { token: string; eos: boolean };
 }
 
 /**
@@ -52,6 +55,15 @@ export interface FormattedTurn {
  * with the XML syntax the calls are written as Qwen3-Coder writes them (qwen3-coder.ts) and found by reading them.
  */
 export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): FormattedTurn {
+  if (syntax.parser === "openai") {
+    const written = writeHarmonyTurn({
+      reasoning: turn.reasoning === null ? null : turn.reasoning.normalize("NFC"),
+      content: turn.content.normalize("NFC"),
+      calls: turn.toolCalls.map((call) => ({ name: call.name.normalize("NFC"), arguments: call.arguments })),
+    });
+    // <|return|> is the tokenizer's EOS (stop_reason null); <|call|> is a stop id of the request.
+    return { text: written.text, toolCalls: [], stop: { token: written.stop, eos: written.stop === "<|return|>" } };
+  }
   let text = "";
   if (turn.reasoning !== null) text += `<think>\n${turn.reasoning.normalize("NFC")}\n</think>\n\n`;
   const content = turn.content.normalize("NFC");
@@ -95,12 +107,14 @@ export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): Formatte
 export function generate(turn: SimTurn, options: GenerateOptions): Generation {
   const formatted = formatTurn(turn, options.syntax);
   const format = options.format;
-  let ids = [...encodeCached(formatted.text, format), options.stopToken];
+  const ownStop = formatted.stop && format && options.stopToken !== format.endOfText ? formatted.stop : undefined;
+  const stopToken = ownStop ? format!.tokenId(ownStop.token)! : options.stopToken;
+  let ids = [...encodeCached(formatted.text, format), stopToken];
   let pieces = format ? format.textPieces(ids) : textPieces(ids);
   let finishReason: Generation["finishReason"] = "stop";
   // The turn's own end is an EOS (stop_reason null); any other stop id is reported.
   const turnEnd = format ? format.turnEnd.id : TOKEN.imEnd;
-  let stopReason: Generation["stopReason"] = options.stopToken === turnEnd ? null : options.stopToken;
+  let stopReason: Generation["stopReason"] = (ownStop ? ownStop.eos : stopToken === turnEnd) ? null : stopToken;
   let cutText: number | undefined;
 
   // stop_token_ids end the turn at the first one sampled (it stays in the ids).

@@ -25,6 +25,8 @@ export interface ChatPromptInput {
   template?: string;
   /** The served chat format (template and tokenizer) when no template is given; undefined: Qwen3's. */
   format?: ModelChatFormat;
+  /** The request's reasoning_effort (harmony writes it in the system message). */
+  reasoningEffort?: string | null;
 }
 
 export function chatPrompt(input: ChatPromptInput): ChatPrompt {
@@ -36,13 +38,14 @@ export function chatPrompt(input: ChatPromptInput): ChatPrompt {
     addGenerationPrompt,
     input.template ?? null,
     input.template ? null : (input.format?.source ?? null),
+    input.reasoningEffort ?? null,
   ]);
   let prompt = promptCache.get(key);
   if (!prompt) {
-    const { messages, tools, enableThinking, template } = input;
+    const { messages, tools, enableThinking, template, reasoningEffort } = input;
     const format = template ? undefined : input.format;
     const text = format
-      ? format.render(messages, { tools, enableThinking, addGenerationPrompt })
+      ? format.render(messages, { tools, enableThinking, addGenerationPrompt, reasoningEffort })
       : renderChat(messages, { tools, enableThinking, addGenerationPrompt, template });
     prompt = { text, ids: encodeCached(text, format) };
     promptCache.set(key, prompt);

@@ -11,10 +11,11 @@
 // deltas the sim's chat route sends for those ids.
 import { randomUUID } from "node:crypto";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
+import { HarmonyStream } from "../../tokenizer/harmony-parse.ts";
 import {
   chatDeltaJson,
   chatMessageJson,
-  parseChatOutput,
+  parseAnswer,
   streamDeltas,
   ThinkState,
   toolSyntax,
@@ -85,7 +86,8 @@ export function chatFromCompletion(
     const ids = numberArray(raw["token_ids"]) ?? [];
     const prefix = settings.prefix ?? [];
     const text = settings.format.textPieces(prefix).join("") + (typeof raw["text"] === "string" ? raw["text"] : "");
-    const parsed = parseChatOutput(text, settings.toolParsing, syntaxOf(settings), settings.format.family.reasons);
+    const sampled = prefix.length ? [...prefix, ...ids] : ids;
+    const parsed = parseAnswer(settings.format, sampled, text, settings.toolParsing, syntaxOf(settings));
     const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
     answers.push({ index, message, tokenIds: prefix.length ? [...prefix, ...ids] : ids });
     const finish = raw["finish_reason"];
@@ -144,6 +146,8 @@ interface ChoiceStream {
   sent: number;
   held: number | null;
   think: ThinkState;
+  /** gpt-oss: the harmony parser's state, which decides every token's delta (channels, not think markup). */
+  harmony: HarmonyStream | null;
   callIds: string[];
   toolsStreamed: boolean;
   finishReason: string | null;
@@ -265,6 +269,7 @@ export class ChatChunkStream {
       sent: 0,
       held: null,
       think: new ThinkState(this.#settings.format.think),
+      harmony: this.#settings.format.family.toolParser === "openai" ? new HarmonyStream(this.#settings.format) : null,
       callIds: [],
       toolsStreamed: false,
       finishReason: null,
@@ -298,6 +303,7 @@ export class ChatChunkStream {
   /** A token before any tool call: reasoning or content by where the think block is (as streamDeltas decides it). */
   #plainDelta(state: ChoiceStream, t: number): TokenDelta | null {
     const token = state.tokens[t]!;
+    if (state.harmony) return state.harmony.next(token.id, token.piece);
     const kind = state.think.next(token.id);
     if (kind === "markup" || !token.piece) return null;
     return kind === "reasoning" ? { reasoning_content: token.piece } : { content: token.piece };

@@ -15,7 +15,7 @@ import type { AnsweredChoice } from "./answer.ts";
 import { CompletionAsChat } from "./completion-as-chat.ts";
 import { chainSeed, MessageChain } from "./message-keys.ts";
 import { completionBody, enableThinkingOf, fallbackReason, requestedMaxTokens } from "./options.ts";
-import { renderFull, renderSuffix, SuffixRenderError, type RenderSettings } from "./render.ts";
+import { renderFull, renderSuffix, SuffixRenderError, turnClosers, type RenderSettings } from "./render.ts";
 import { idsOf, ThreadBook, type ThreadNode } from "./threads.ts";
 import { upstreamContextLength } from "./context-length.ts";
 import { decisionPrefix } from "../branching/index.ts";
@@ -61,7 +61,12 @@ export class TokenPrompts {
   plan(rolloutId: string | null, chat: Json): TokenPlan {
     const messages = chat["messages"] as Json[];
     const tools = Array.isArray(chat["tools"]) && chat["tools"].length ? (chat["tools"] as unknown[]) : null;
-    const settings: RenderSettings = { tools, enableThinking: enableThinkingOf(chat) };
+    const effort = chat["reasoning_effort"];
+    const settings: RenderSettings = {
+      tools,
+      enableThinking: enableThinkingOf(chat),
+      reasoningEffort: typeof effort === "string" ? effort : null,
+    };
     const chain = new MessageChain(chainSeed(chat["model"], tools), messages);
     let newThread = "unattributed";
     if (rolloutId !== null) {
@@ -74,7 +79,7 @@ export class TokenPrompts {
           const suffix = renderSuffix(this.format, messages[k - 1]!, messages.slice(k), settings);
           const earlier = idsOf(node);
           // A turn cut short (max_tokens, a stop string) is closed as the template closes every turn.
-          if (earlier[earlier.length - 1] !== this.format.turnEnd.id) earlier.push(this.format.turnEnd.id);
+          if (!turnClosers(this.format).includes(earlier[earlier.length - 1]!)) earlier.push(this.format.turnEnd.id);
           for (const id of suffix) earlier.push(id);
           return {
             promptIds: earlier,

@@ -41,8 +41,8 @@ const HANDLED = new Set([
   "parallel_tool_calls",
   "metadata",
   "store",
-  // pi always sends it; none of the built-in families' templates reads it, so it changes nothing the model sees (a
-  // family whose template does, as gpt-oss's, must render with it before this may stay here).
+  // pi always sends it; gpt-oss's prompt says it (`Reasoning: …` in the system message, render.ts passes it on), the
+  // other built-in families' templates read none of it.
   "reasoning_effort",
 ]);
 

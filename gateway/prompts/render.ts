@@ -11,6 +11,8 @@ import type { Json } from "../upstream/fields.ts";
 export interface RenderSettings {
   tools: unknown[] | null;
   enableThinking: boolean | undefined;
+  /** The request's reasoning_effort (harmony writes it in the system message). */
+  reasoningEffort?: string | null;
 }
 
 /** A whole conversation with the generation prompt. */
@@ -19,6 +21,7 @@ export function renderFull(format: ModelChatFormat, messages: readonly Json[], s
     tools: settings.tools,
     enableThinking: settings.enableThinking,
     addGenerationPrompt: true,
+    reasoningEffort: settings.reasoningEffort,
   });
   return format.encode(text);
 }
@@ -28,19 +31,25 @@ export class SuffixRenderError extends Error {
   readonly code = "RLGATE_SUFFIX_RENDER";
 }
 
-function count(text: string, marker: string): number {
-  let n = 0;
-  for (let at = text.indexOf(marker); at >= 0; at = text.indexOf(marker, at + marker.length)) n++;
-  return n;
+/** The texts that close a turn: the family's turn end, and harmony's `<|call|>` / `<|return|>`. */
+function closerTexts(format: ModelChatFormat): string[] {
+  return [format.turnEnd.text, ...(format.family.markup.alsoEnds ?? [])];
 }
 
-function nthEnd(text: string, marker: string, n: number): number {
-  let at = -1;
-  for (let i = 0; i < n; i++) {
-    at = text.indexOf(marker, at + 1);
-    if (at < 0) return -1;
-  }
-  return at + marker.length;
+/** The ids that close a turn: a sampled answer ending with one is closed already. */
+export function turnClosers(format: ModelChatFormat): number[] {
+  return closerTexts(format)
+    .map((text) => format.tokenId(text))
+    .filter((id): id is number => id !== undefined);
+}
+
+// Where each closer ends in a text, in order.
+function closerEnds(text: string, markers: readonly string[]): number[] {
+  const ends: number[] = [];
+  for (const marker of markers)
+    for (let at = text.indexOf(marker); at >= 0; at = text.indexOf(marker, at + marker.length))
+      ends.push(at + marker.length);
+  return ends.sort((a, b) => a - b);
 }
 
 /**
@@ -62,9 +71,9 @@ export function renderSuffixText(
     addGenerationPrompt: true,
     enableThinking: settings.enableThinking,
   });
-  const marker = format.turnEnd.text;
-  const turns = count(before, marker);
-  const cut = nthEnd(after, marker, turns);
+  const markers = closerTexts(format);
+  const turns = closerEnds(before, markers).length;
+  const cut = turns === 0 ? -1 : (closerEnds(after, markers)[turns - 1] ?? -1);
   if (turns === 0 || cut < 0)
     throw new SuffixRenderError(`the chat template wrote ${turns} turn ends for the earlier answer`);
   return after.slice(cut);

@@ -4,7 +4,13 @@
 // when not asked for); a streamed request with either flag (or `return_meta_info`) is refused with a 400, so chat
 // streams never carry ids. Model names are not checked: the response echoes the requested one ("default" if none).
 import type { HandlerInput } from "../flavor.ts";
-import { parseChatOutput, streamDeltas, type TokenDelta, type ToolSyntax } from "../../tokenizer/output-parser.ts";
+import {
+  answerDeltas,
+  parseAnswer,
+  toolSyntax,
+  type TokenDelta,
+  type ToolSyntax,
+} from "../../tokenizer/output-parser.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import { planChat, type Choice } from "../vllm/chat.ts";
@@ -68,7 +74,7 @@ function jsonReply(
   const ids = req["return_token_ids"] === true;
   const promptIdsWanted = ids || req["return_prompt_token_ids"] === true;
   const out = choices.map(({ gen, logprobs }, index) => {
-    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined, format.family.reasons);
+    const parsed = parseAnswer(format, gen.ids, gen.text, toolParsing !== null, toolParsing ?? toolSyntax("hermes"));
     const choice: Record<string, unknown> = {
       index,
       message: {
@@ -151,7 +157,7 @@ function streamReply(
     });
   const steps: string[][] = [choices.map((_, i) => chunk(i, delta({ role: "assistant", content: "" })))];
   const plans = choices.map(({ gen }) => ({
-    deltas: streamDeltas(gen, toolParsing, format.think),
+    deltas: answerDeltas(format, gen, toolParsing),
     callIds: [] as string[],
     toolsStreamed: false,
   }));

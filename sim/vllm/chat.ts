@@ -6,10 +6,10 @@ import type { HandlerInput, SimContext } from "../flavor.ts";
 import { generate, type Generation } from "../generate.ts";
 import { contextHash, sampledLogprobs, type TokenLogprob } from "../logprobs.ts";
 import {
+  answerDeltas,
   chatDeltaJson,
   chatMessageJson,
-  parseChatOutput,
-  streamDeltas,
+  parseAnswer,
   toolSyntax,
   type TokenDelta,
   type ToolSyntax,
@@ -59,7 +59,15 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
 
   let promptIds: number[];
   try {
-    promptIds = chatPrompt({ messages, tools, enableThinking, template: ctx.chatTemplate, format }).ids;
+    const reasoningEffort = typeof req.reasoning_effort === "string" ? req.reasoning_effort : null;
+    promptIds = chatPrompt({
+      messages,
+      tools,
+      enableThinking,
+      template: ctx.chatTemplate,
+      format,
+      reasoningEffort,
+    }).ids;
   } catch (cause) {
     // The chat template raises on histories it cannot render; vLLM reports those as 400.
     throw badRequest((cause as Error).message, cause);
@@ -128,7 +136,7 @@ function jsonReply(
   let completionTokens = 0;
   const out = choices.map(({ gen, logprobs }, index) => {
     completionTokens += gen.ids.length;
-    const parsed = parseChatOutput(gen.text, toolParsing !== null, toolParsing ?? undefined, format.family.reasons);
+    const parsed = parseAnswer(format, gen.ids, gen.text, toolParsing !== null, toolParsing ?? toolSyntax("hermes"));
     return {
       index,
       message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false),
@@ -199,7 +207,7 @@ function streamReply(
   }
 
   const plans = choices.map(({ gen }) => ({
-    deltas: streamDeltas(gen, toolParsing !== null, format.think),
+    deltas: answerDeltas(format, gen, toolParsing !== null),
     callIds: [] as string[],
     toolsStreamed: false,
   }));

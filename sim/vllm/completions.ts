@@ -15,10 +15,9 @@ import { decideTurn } from "../policy.ts";
 import { continueTurn, partialTurn } from "../partial-turn.ts";
 import { encodeCached } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
-import { VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import { toolSyntax } from "../../tokenizer/output-parser.ts";
-import { simFormat, simThinks } from "../sim-format.ts";
+import { simFormat, simThinks, simVocabSize } from "../sim-format.ts";
 import {
   checkLogprobCount,
   checkModel,
@@ -43,7 +42,11 @@ export interface Choice {
   format: ModelChatFormat;
 }
 
-function prompts(prompt: CompletionRequest["prompt"], format: ModelChatFormat): { text: string; ids: number[] }[] {
+function prompts(
+  prompt: CompletionRequest["prompt"],
+  format: ModelChatFormat,
+  vocabSize: number,
+): { text: string; ids: number[] }[] {
   const list: (string | number[])[] =
     typeof prompt === "string"
       ? [prompt]
@@ -53,7 +56,7 @@ function prompts(prompt: CompletionRequest["prompt"], format: ModelChatFormat): 
   if (list.length === 0) throw badRequest("Either prompt or prompt_embeds must be provided and non-empty.");
   return list.map((p) => {
     if (typeof p === "string") return { text: p, ids: encodeCached(p, format) };
-    validateIds(p, VOCAB_SIZE);
+    validateIds(p, vocabSize);
     return { text: format.decode(p), ids: p };
   });
 }
@@ -77,7 +80,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
   const syntax = toolSyntax(ctx.toolParser ?? "hermes");
   const format = simFormat(ctx);
   const choices: Choice[] = [];
-  for (const prompt of prompts(req.prompt, format)) {
+  for (const prompt of prompts(req.prompt, format, simVocabSize(ctx))) {
     if (prompt.ids.length === 0) throw badRequest("The decoder prompt cannot be empty");
     const maxTokens = resolveMaxTokens(req.max_tokens, prompt.ids.length, ctx);
     // A prompt ending inside an assistant turn is that turn continued (sim/partial-turn.ts).

@@ -1,10 +1,9 @@
 // vLLM's small routes: models, health, version, tokenize and detokenize.
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
-import { simFormat } from "../sim-format.ts";
+import { simFormat, simVocabSize } from "../sim-format.ts";
 import type { HandlerInput } from "../flavor.ts";
 import { chatPrompt, encodeCached } from "../prompt.ts";
 import { badRequest, type Reply } from "../reply.ts";
-import { VOCAB_SIZE } from "../../tokenizer/token-text.ts";
 import { VLLM_VERSION, checkModel, randomId, validateIds } from "./common.ts";
 import { detokenizeRequest, parseBody, tokenizeChatRequest, tokenizeTextRequest } from "./requests.ts";
 
@@ -93,6 +92,6 @@ export function tokenize({ body, ctx }: HandlerInput): Reply {
 export function detokenize({ body, ctx }: HandlerInput): Reply {
   const req = parseBody(detokenizeRequest, body);
   checkModel(req.model, ctx);
-  validateIds(req.tokens, VOCAB_SIZE);
+  validateIds(req.tokens, simVocabSize(ctx));
   return { kind: "json", status: 200, body: { prompt: simFormat(ctx).decode(req.tokens) } };
 }

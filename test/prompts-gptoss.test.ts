@@ -1,0 +1,105 @@
+// gpt-oss end to end: the sim answers as vLLM serving gpt-oss (`--tool-call-parser openai`: harmony prompts rendered
+// as vLLM renders them, analysis reasoning, one call to=functions.NAME a turn ended by <|call|>, final answers ended by
+// <|return|>), the gateway renders and parses the same format in tokens mode, and agent sessions reconstruct as one
+// trajectory.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import type { ScriptTurn } from "../sim/index.ts";
+import { GPTOSS_VOCAB_SIZE } from "../tokenizer/gptoss.ts";
+import { gptossChatFormat } from "../tokenizer/model-format.ts";
+import { seededRandom } from "../util/seeded-random.ts";
+import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { chat, echo } from "./family-chat.ts";
+
+type Json = Record<string, any>;
+
+const TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "run_shell_command",
+      description: "Run a shell command",
+      parameters: {
+        type: "object",
+        properties: { command: { type: "string" }, timeout: { type: "integer" } },
+        required: ["command"],
+      },
+    },
+  },
+];
+
+// One call a turn (<|call|> stops the model), some with a commentary preamble, text answers the user follows up on.
+function script(random: () => number, turns: number): ScriptTurn[] {
+  return Array.from({ length: turns }, (_, t) => {
+    const turn: ScriptTurn = { reasoning: `Step ${t}: think é.` };
+    if (random() < 0.5) turn.content = `Let me check ${t}.`;
+    if (t === 1 || t === turns - 1) turn.content = `Found ${t} files 😀.`;
+    else turn.tool_calls = [{ name: "run_shell_command", arguments: { command: `ls ${t}; wc -l é`, timeout: 10 * t } }];
+    return turn;
+  });
+}
+
+async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
+  const rollout = await createRollout(stack.gateway.url);
+  const messages: Json[] = [
+    { role: "system", content: "You are an agent." },
+    { role: "user", content: "Do the task." },
+  ];
+  for (const expected of turns) {
+    const stream = random() < 0.5;
+    const answer = await chat(rollout.base_urls.openai, {
+      model: "Qwen/Qwen3-8B",
+      messages,
+      tools: TOOLS,
+      reasoning_effort: "low",
+      stream,
+    });
+    assert.deepEqual(
+      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
+      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
+    );
+    // A preamble before a call is content in vLLM's harmony stream, and left out of a whole answer (the openai tool
+    // parser's content is the final message only).
+    const preamble = stream && expected.content ? expected.content : null;
+    assert.equal(answer.content, expected.tool_calls ? preamble : expected.content);
+    messages.push(echo(random, answer));
+    for (const call of answer.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
+    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
+  }
+  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+  assert.equal(calls.length, turns.length);
+  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+  return { calls, stats: finished.json.trajectories.stats };
+}
+
+describe("gpt-oss (harmony, openai tool parser) end to end", () => {
+  test("tokens mode: sessions with calls, preambles and text answers are one trajectory", async () => {
+    for (let s = 0; s < 3; s++) {
+      const random = seededRandom(700 + s);
+      const turns = script(random, 3 + Math.floor(random() * 3));
+      const stack = await startStack({
+        sim: { script: turns, toolCallParser: "openai" },
+        gateway: { prompts: "tokens", model: gptossChatFormat(), vocabSize: GPTOSS_VOCAB_SIZE },
+      });
+      try {
+        const { calls, stats } = await session(stack, random, turns);
+        for (const call of calls) assert.equal(call.prompt?.mode, "tokens");
+        // Every prompt is a harmony prompt: <|start|>system<|message|>.
+        for (const call of calls) assert.deepEqual(call.promptTokenIds?.slice(0, 3), [200006, 17360, 200008]);
+        // Low effort reached the system message, rendered by the gateway as vLLM renders it.
+        assert.ok(gptossChatFormat().decode(calls[0]!.promptTokenIds!).includes("\n\nReasoning: low\n\n"));
+        assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
+        assert.equal(
+          Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0),
+          0,
+        );
+        assert.equal(stats.trained_tokens, stats.sampled_tokens);
+        assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
+      } finally {
+        await stack.close();
+      }
+    }
+  });
+});
