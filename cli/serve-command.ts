@@ -11,6 +11,7 @@ import { DEFAULT_ROLLOUT_TIMEOUT_MS } from "../gateway/rollout-deadlines.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { familyOfParser } from "../tokenizer/families.ts";
+import { vocabSizeOfModelDir } from "../tokenizer/model-format.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
@@ -162,7 +163,7 @@ export function serveCommand(): Command {
     .option("--metrics-public", "serve /metrics without the control token", false)
     .option(
       "--vocab-size <n>",
-      "token ids of the served model: ids the upstream reports at or above it flag the call (default: known for Qwen3)",
+      "token ids of the served model: ids the upstream reports at or above it flag the call (default: --model-dir's config.json vocab_size, else known for Qwen3, Llama 3 and gpt-oss by model name)",
       integer,
     )
     .option(
@@ -283,7 +284,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     controlToken: opts.token,
     requireKey: opts.requireKey,
     metricsPublic: opts.metricsPublic,
-    vocabSize: opts.vocabSize,
+    vocabSize: opts.vocabSize ?? (opts.modelDir ? vocabSizeOfModelDir(resolve(opts.modelDir)) : undefined),
     upstreamTimeoutMs: opts.upstreamTimeout,
     rolloutTimeoutMs: opts.rolloutTimeout,
     trajectories: { trainSegments: opts.trainSegments },

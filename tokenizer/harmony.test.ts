@@ -2,13 +2,17 @@
 // of harmony's own test_render_functions_with_parameters, and vLLM's chat-to-harmony rules), and outputs written the
 // way harmony's StreamableParser and vLLM's `openai` tool parser read them, with what vLLM answers for each.
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
 import type { ChatMessage } from "./chat-template.ts";
 import { familyOfTemplate, FAMILIES } from "./families.ts";
 import { parseHarmonyHeader } from "./harmony-parse.ts";
 import { renderHarmony } from "./harmony-render.ts";
-import { gptossChatFormat } from "./model-format.ts";
+import { gptossFiles, GPTOSS_VOCAB_SIZE } from "./gptoss.ts";
+import { familyOfModelDir, gptossChatFormat, loadModelChatFormat, vocabSizeOfModelDir } from "./model-format.ts";
 import { answerDeltas, parseAnswer, toolSyntax, type TokenDelta } from "./output-parser.ts";
 
 const format = gptossChatFormat();
@@ -356,5 +360,25 @@ describe("gpt-oss family", () => {
     assert.equal(rules.turnEnd, 200007);
     assert.deepEqual(rules.systemHeader, [200006, 17360]);
     assert.deepEqual([...format.stopIds].sort(), [200002, 200012]);
+  });
+});
+
+describe("--model-dir with gpt-oss's files", () => {
+  test("config.json's model_type gpt_oss picks harmony (as vLLM does) and its vocab_size bounds the ids", () => {
+    const dir = mkdtempSync(join(tmpdir(), "rlgate-gptoss-"));
+    try {
+      const files = gptossFiles();
+      writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
+      writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
+      writeFileSync(join(dir, "config.json"), JSON.stringify({ model_type: "gpt_oss", vocab_size: GPTOSS_VOCAB_SIZE }));
+      // No chat template: vLLM renders gpt-oss with harmony and reads none.
+      assert.equal(familyOfModelDir(dir), FAMILIES.gptoss);
+      assert.equal(vocabSizeOfModelDir(dir), 201_088);
+      const loaded = loadModelChatFormat(dir);
+      const messages: ChatMessage[] = [{ role: "user", content: "hi" }];
+      assert.deepEqual(loaded.encode(loaded.render(messages)), format.encode(format.render(messages)));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

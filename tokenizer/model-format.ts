@@ -168,10 +168,22 @@ function templateOf(dir: string, inConfig: unknown): string {
   return readFileSync(separate, "utf8");
 }
 
+/** vLLM serves a model whose config.json says `model_type: gpt_oss` with harmony, whatever its template. */
+function isGptoss(dir: string): boolean {
+  return readJson(dir, "config.json", false)?.["model_type"] === "gpt_oss";
+}
+
 /** The family of a model directory's chat template, read without loading its tokenizer (refused as at load). */
 export function familyOfModelDir(dir: string): ChatFamily {
+  if (isGptoss(dir)) return FAMILIES.gptoss;
   const tokenizerConfig = readJson(dir, "tokenizer_config.json", true)!;
   return familyOfTemplate(templateOf(dir, tokenizerConfig["chat_template"]), `--model-dir ${dir}`);
+}
+
+/** The `vocab_size` of a model directory's config.json (the rows of its embedding), when it has one. */
+export function vocabSizeOfModelDir(dir: string): number | undefined {
+  const size = readJson(dir, "config.json", false)?.["vocab_size"];
+  return typeof size === "number" && Number.isInteger(size) && size > 0 ? size : undefined;
 }
 
 /** Loads a model's chat format from its Hugging Face files. */
@@ -179,6 +191,10 @@ export function loadModelChatFormat(dir: string): ModelChatFormat {
   const tokenizerJSON = readJson(dir, "tokenizer.json", true)!;
   const tokenizerConfig = readJson(dir, "tokenizer_config.json", true)!;
   const generationConfig = readJson(dir, "generation_config.json", false);
+  if (isGptoss(dir)) {
+    const files = { tokenizerJSON, tokenizerConfig, generationConfig, chatTemplate: "" };
+    return formatOfFiles(dir, `--model-dir ${dir}`, files, FAMILIES.gptoss);
+  }
   const chatTemplate = templateOf(dir, tokenizerConfig["chat_template"]);
   return formatOfFiles(dir, `--model-dir ${dir}`, { tokenizerJSON, tokenizerConfig, generationConfig, chatTemplate });
 }
