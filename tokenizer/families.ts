@@ -91,7 +91,8 @@ const DEEPSEEK_V31: FamilyMarkup = {
   header: (role) => (role === "user" ? "<｜User｜>" : role === "tool" ? "<｜tool▁output▁begin｜>" : "<｜Assistant｜>"),
   // The template's first lines leave two newlines before the BOS token it writes.
   systemStart: "\n\n<｜begin▁of▁sentence｜>",
-  think: { open: "<think>", close: "</think>", empty: "</think>" },
+  // vLLM's template writes the generation prompt's `</think>` four spaces after its `<｜Assistant｜>`.
+  think: { open: "<think>", close: "</think>", empty: "    </think>" },
   toolCallOpen: "<｜tool▁calls▁begin｜>",
   endOfText: "<｜end▁of▁sentence｜>",
   bos: "<｜begin▁of▁sentence｜>",
