@@ -102,4 +102,23 @@ describe("gpt-oss (harmony, openai tool parser) end to end", () => {
       }
     }
   });
+
+  test("messages mode: vLLM renders every earlier turn otherwise than the model wrote it, so each re-serializes", async () => {
+    const random = seededRandom(800);
+    const turns = script(random, 4);
+    const stack = await startStack({
+      sim: { script: turns, toolCallParser: "openai" },
+      gateway: { prompts: "messages", model: gptossChatFormat(), vocabSize: GPTOSS_VOCAB_SIZE },
+    });
+    try {
+      const { calls, stats } = await session(stack, random, turns);
+      for (const call of calls) assert.equal(call.prompt?.mode ?? "messages", "messages");
+      // A call's header comes back as `<|start|>assistant to=functions.NAME<|channel|>commentary json`, a final
+      // answer's <|return|> as <|end|>: each later prompt leaves the earlier completion inside its sampled span.
+      assert.equal(stats.breaks.reserialization, turns.length - 1, JSON.stringify(stats));
+      assert.equal(stats.retained_trajectories, turns.length);
+    } finally {
+      await stack.close();
+    }
+  });
 });

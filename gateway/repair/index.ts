@@ -10,6 +10,7 @@ import type { ChatFamily } from "../../tokenizer/families.ts";
 import { QWEN3_CHAT_FORMAT, type ChatFormat } from "../../trajectory/chat-format.ts";
 import { isObject, type Json } from "../upstream/fields.ts";
 import { DEEPSEEK_V31_TURN } from "./deepseek-v31-turn.ts";
+import { GPTOSS_TURN } from "./gptoss-turn.ts";
 import { LLAMA3_TURN } from "./llama3-turn.ts";
 import { QWEN3_CODER_TURN } from "./qwen3-coder-turn.ts";
 import { QWEN3_TURN, type TurnRules } from "./qwen3-turn.ts";
@@ -20,6 +21,7 @@ export function turnRulesOf(family: ChatFamily): TurnRules {
   if (family.toolParser === "qwen3_coder") return QWEN3_CODER_TURN;
   if (family.toolParser === "llama3_json") return LLAMA3_TURN;
   if (family.toolParser === "deepseek_v31") return DEEPSEEK_V31_TURN;
+  if (family.toolParser === "openai") return GPTOSS_TURN;
   return QWEN3_TURN;
 }
 
