@@ -8,13 +8,14 @@
 //
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { benchStreamRelay, benchWholeRelay, printStreamRelayRow, printWholeRelayRow } from "./stream-relay.ts";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
+import { spawnListening } from "./spawn-listening.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -64,27 +65,12 @@ async function rolloutPrefix(gatewayUrl: string): Promise<string> {
 /** Set when the bench stops its processes: their exits from then on are expected. */
 let stopping = false;
 
-function spawnListening(args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    let listening = false;
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
-      if (match && !listening) {
-        listening = true;
-        resolve({ child, url: match[1]! });
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("exit", (code, signal) => {
-      const message = `${what} exited (${code ?? signal}): ${out.slice(-4000)}`;
-      if (!listening) reject(new Error(message));
-      // A process dying mid-run otherwise shows only as refused connections.
-      else if (!stopping) console.error(message);
-    });
+function spawnServer(args: string[], what: string): Promise<{ child: ChildProcess; url: string }> {
+  return spawnListening(args, what, {
+    cwd: ROOT,
+    onExitAfterListening: (message) => {
+      if (!stopping) console.error(message);
+    },
   });
 }
 
@@ -248,11 +234,11 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "rlgate-bench-"));
   const children: ChildProcess[] = [];
   try {
-    const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim");
+    const sim = await spawnServer(["cli/index.ts", "sim", "--port", "0"], "sim");
     children.push(sim.child);
-    const bare = await spawnListening(["bench/bare-forwarder.ts", sim.url], "bare forwarder");
+    const bare = await spawnServer(["bench/bare-forwarder.ts", sim.url], "bare forwarder");
     children.push(bare.child);
-    const gateway = await spawnListening(
+    const gateway = await spawnServer(
       ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", dataDir],
       "gateway",
     );

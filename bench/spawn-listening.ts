@@ -1,10 +1,18 @@
 // A bench's server process (sim, forwarder, gateway) started through tsx, ready once it prints its URL.
 import { spawn, type ChildProcess } from "node:child_process";
 
+export interface SpawnOptions {
+  cwd: string;
+  nodeArgs?: string[];
+  /** Hears the process exit after it was listening, with its last output (a server dying mid-run otherwise shows only
+   *  as refused connections). */
+  onExitAfterListening?: (message: string) => void;
+}
+
 export function spawnListening(
   args: string[],
   what: string,
-  options: { cwd: string; nodeArgs?: string[] },
+  options: SpawnOptions,
 ): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", ...args], {
     cwd: options.cwd,
@@ -12,13 +20,21 @@ export function spawnListening(
   });
   return new Promise((resolve, reject) => {
     let out = "";
+    let listening = false;
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const match = /listening on (http:\/\/[^\s/]+)/.exec(out);
-      if (match) resolve({ child, url: match[1]! });
+      if (match && !listening) {
+        listening = true;
+        resolve({ child, url: match[1]! });
+      }
     };
     child.stdout!.on("data", onData);
     child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("exit", (code, signal) => reject(new Error(`${what} exited (${code ?? signal}): ${out.slice(-2000)}`)));
+    child.once("exit", (code, signal) => {
+      const message = `${what} exited (${code ?? signal}): ${out.slice(-4000)}`;
+      if (!listening) reject(new Error(message));
+      else options.onExitAfterListening?.(message);
+    });
   });
 }
