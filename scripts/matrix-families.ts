@@ -6,13 +6,14 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
 import { deepSeekV31Files } from "../tokenizer/deepseek-v31.ts";
+import { GPTOSS_VOCAB_SIZE, gptossFiles } from "../tokenizer/gptoss.ts";
 import { llama3Files } from "../tokenizer/llama3.ts";
 import type { ModelFiles } from "../tokenizer/model-format.ts";
 import type { ToolParserName } from "../tokenizer/output-parser.ts";
 import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
 import { tempDir } from "../test/helpers.ts";
 
-export const MATRIX_FAMILIES = ["qwen3", "qwen3-coder", "llama3", "deepseek-v3.1"] as const;
+export const MATRIX_FAMILIES = ["qwen3", "qwen3-coder", "llama3", "deepseek-v3.1", "gpt-oss"] as const;
 export type MatrixFamily = (typeof MATRIX_FAMILIES)[number];
 
 export interface FamilySetup {
@@ -46,6 +47,16 @@ function filesModelDir(files: ModelFiles): string {
 }
 
 /**
+ * gpt-oss's files with the config.json fields rlgate reads: `model_type` (vLLM serves gpt_oss with harmony, and so
+ * does `serve --model-dir`) and `vocab_size` (the bound of the ids the upstream reports).
+ */
+function gptossModelDir(): string {
+  const dir = filesModelDir(gptossFiles());
+  writeFileSync(join(dir, "config.json"), JSON.stringify({ model_type: "gpt_oss", vocab_size: GPTOSS_VOCAB_SIZE }));
+  return dir;
+}
+
+/**
  * Llama 3's template renders one tool call per assistant turn and raises on more (vLLM answers 400), so parallel calls
  * are made one after the other; text before a call and reasoning the Llama sim does not write.
  */
@@ -74,5 +85,8 @@ export function familySetup(family: MatrixFamily): FamilySetup {
         modelDir: () => filesModelDir(deepSeekV31Files()),
         script: (turns) => turns,
       };
+    // <|call|> ends a gpt-oss turn (vLLM stops every gpt-oss request at it): parallel calls are made one at a time.
+    case "gpt-oss":
+      return { toolCallParser: "openai", modelDir: gptossModelDir, script: oneCallPerTurn };
   }
 }
