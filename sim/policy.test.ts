@@ -188,4 +188,11 @@ describe("scripted prompts", () => {
       "second 0",
     );
   });
+
+  test("a summarizer's request that quotes the conversation's prompt before its own instruction gets the summary (OpenCode's)", () => {
+    assert.equal(
+      play([{ role: "user", content: "<conversation>[User]: the second task</conversation>\nWrite the <summary>." }]),
+      "the summary",
+    );
+  });
 });

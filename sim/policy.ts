@@ -33,9 +33,17 @@ function threadTurns(view: ConversationView, script: readonly ScriptTurn[]): rea
   return script.filter((t) => t.thread === thread && t.prompt === undefined);
 }
 
-/** The turn of the first `prompt` the last user message contains, by the tool results since (see script.ts). */
+/**
+ * The turn of the `prompt` the last user message contains, by the tool results since (see script.ts). Of several, the
+ * one written last: a summarizer's request quotes the conversation's prompts before its own instruction (OpenCode's).
+ */
 function promptTurn(view: ConversationView, script: readonly ScriptTurn[]): ScriptTurn | null | undefined {
-  const prompt = script.find((t) => t.prompt !== undefined && view.lastUserText.includes(t.prompt))?.prompt;
+  let prompt: string | undefined;
+  let at = -1;
+  for (const t of script) {
+    const where = t.prompt === undefined ? -1 : view.lastUserText.lastIndexOf(t.prompt);
+    if (where > at) [prompt, at] = [t.prompt, where];
+  }
   if (prompt === undefined) return undefined;
   return script.filter((t) => t.prompt === prompt)[view.toolResults.length] ?? null;
 }

@@ -1,8 +1,8 @@
 // Golden tests from real harness CLI sessions (issue 28): the request bodies each CLI sent through the gateway to the
 // simulated vLLM (`npm run harness-matrix -- --sessions … --save-calls DIR`), with the prompt ids the model saw and the
-// ids it sampled, reconstructed as a trainer gets them. One per case of the issue: a compaction's summarizer,
-// Codex's sub-agent notification, a continued session whose harness rewrote its own context, a 24-call session in
-// tokens mode.
+// ids it sampled, reconstructed as a trainer gets them. One per case of the issue: a compaction's summarizer (Qwen
+// Code, Claude Code, Codex, OpenCode), Codex's sub-agent notification, a continued session whose harness rewrote its
+// own context, a 24-call session in tokens mode.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { reconstructRollout } from "./reconstruct.ts";
@@ -109,6 +109,33 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
       choiceIndex: 0,
     });
     assert.equal(rec.trajectories.filter((t) => t.segment === "main").length, 1);
+    assertTrainedOnce(rec);
+  });
+
+  it("OpenCode auto-compaction (a small context limit), tokens mode: the title call and the summarizer auxiliary, the continuation a compaction of main — not a sub-agent because the title call came first", () => {
+    const fixture = loadCliFixture("opencode-compaction-tokens");
+    const rec = reconstruct(fixture);
+    const summarizer = fixture.calls.findIndex((c) => c.tools === 0 && c.seq !== fixture.calls[0]!.seq);
+    const request = chatMessages(fixture, summarizer);
+    assert.match(String(request[0]!["content"]), /context summarization agent/);
+    assert.match(String(request[1]!["content"]), /anchored summary/);
+    // OpenCode starts again from [system, "What did we do so far?", the summary as the assistant's answer, …].
+    const continuation = chatMessages(fixture, summarizer + 1);
+    assert.equal(continuation[2]!["role"], "assistant");
+    assert.match(String(continuation[2]!["content"]), /<state_snapshot>/);
+    const segmentOf = (i: number) => rec.segments.find((s) => s.callSeqs.includes(fixture.calls[i]!.seq))!;
+    assert.equal(segmentOf(0).kind, "auxiliary");
+    assert.equal(segmentOf(summarizer).kind, "auxiliary");
+    assert.equal(segmentOf(summarizer + 1).kind, "compaction");
+    assert.equal(segmentOf(summarizer + 1).parentId, segmentOf(1).id);
+    assert.deepEqual(
+      rec.breaks.map((b) => b.kind),
+      ["compaction"],
+    );
+    assert.deepEqual(
+      rec.trajectories.filter((t) => t.trained).map((t) => t.segment),
+      ["main"],
+    );
     assertTrainedOnce(rec);
   });
 

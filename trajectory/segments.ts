@@ -93,12 +93,16 @@ export class SegmentBook {
     const kinds: SegmentKind[] = [];
     const parents: Array<number | null> = drafts.map((d) => d.parentId);
     const side = drafts.map((d) => d.proposed !== "compaction" && !d.continued && (d.sideCalls || d.summarized));
+    // A thread opened off a side call is no sub-agent for this rule: the agent itself, when a title call came first.
+    const subAgent = (id: number) => {
+      const parentId = drafts[id]!.parentId;
+      return kinds[id] === "sub_agent" && !(parentId !== null && side[parentId]);
+    };
     for (const draft of drafts) {
       let kind = draft.proposed;
       if (kind === "compaction" && draft.parentId !== null && !side[draft.parentId]) {
         const parent = drafts[draft.parentId]!;
-        if (kinds[draft.parentId] === "sub_agent" || parent.callSeqs.some((seq) => seq > draft.firstCallSeq))
-          kind = "sub_agent";
+        if (subAgent(draft.parentId) || parent.callSeqs.some((seq) => seq > draft.firstCallSeq)) kind = "sub_agent";
       }
       kinds.push(kind);
     }

@@ -193,13 +193,16 @@ export const CODEX: Harness = {
   },
 };
 
-/** OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model. */
-export function opencodeConfig(baseUrl: string, model: string): string {
+/**
+ * OpenCode's config: one OpenAI-compatible provider at the rollout's base URL, serving the upstream's model; `limit`
+ * declares the model's context and output budget (OpenCode compacts once a call's tokens reach context − output).
+ */
+export function opencodeConfig(baseUrl: string, model: string, limit?: { context: number; output: number }): string {
   const provider = {
     npm: "@ai-sdk/openai-compatible",
     name: "rlgate",
     options: { baseURL: baseUrl, apiKey: "sk-rlgate" },
-    models: { [model]: { name: model } },
+    models: { [model]: { name: model, ...(limit ? { limit } : {}) } },
   };
   return JSON.stringify(
     {
@@ -217,16 +220,24 @@ export function opencodeConfig(baseUrl: string, model: string): string {
 /** OpenCode asks for a title with this text in its opening user messages (a scripted thread answers it). */
 export const OPENCODE_TITLE_THREAD = "Generate a title for this conversation";
 
+/** Its prompt is some 7,300 tokens: a budget a little above compacts once a tool's long output is in the history. */
+const OPENCODE_COMPACT_LIMIT = { context: 9400, output: 1000 };
+
 export const OPENCODE: Harness = {
   name: "opencode",
   cli: join(modules, ".bin", "opencode"),
   noSubAgent: "its task tool (sub-agents) is not scripted in the matrix yet",
-  noCompaction: "no compaction command in `opencode run`; it compacts past its model's context limit, not scripted yet",
+  // No compaction command in `opencode run`: it compacts by itself once a call's tokens reach the model's context limit
+  // less its output limit; the summarizer runs under "You are a context summarization agent" with this request.
+  compaction: { summaryRequest: "anchored summary" },
   sideThreads: [{ thread: OPENCODE_TITLE_THREAD, reasoning: "A short title.", content: "Scripted file task" }],
   shell: (command) => ({ name: "bash", arguments: { command, description: "Run a command" } }),
   launch(dirs, rollout, prompt, servedModel, options = {}) {
     const configFile = join(dirs.dir, "opencode.json");
-    writeFileSync(configFile, opencodeConfig(rollout.base_urls.openai, servedModel));
+    writeFileSync(
+      configFile,
+      opencodeConfig(rollout.base_urls.openai, servedModel, options.compact ? OPENCODE_COMPACT_LIMIT : undefined),
+    );
     const env = baseEnv(dirs, {
       XDG_CONFIG_HOME: join(dirs.home, ".config"),
       XDG_DATA_HOME: join(dirs.home, ".local", "share"),
