@@ -7,8 +7,9 @@
 // model turns; the shell commands really run in a temp workspace and build all.txt = "12345" (checked).
 // `--sessions` adds more (docs/harnesses.md): `sub-agent` (the harness's sub-agent tool, Claude Code's Agent or
 // Codex's multi_agent_v1.spawn_agent, starts a sub-agent that runs a step of its own; `--sub-agent` is the same),
-// `long` (24 model calls), `continued` (three prompts, the later ones through the CLI's continue switch) and
-// `compaction` (work, the harness's compaction, more work). A harness that cannot run a session is listed with why.
+// `long` (24 model calls), `irregular` (tool calls that do not follow the schema to the letter), `continued` (three
+// prompts, the later ones through the CLI's continue switch) and `compaction` (work, the harness's compaction, more
+// work). A harness that cannot run a session is listed with why.
 // `--save-calls DIR` keeps each session's call records: the source of trajectory/golden-cli.test.ts's fixtures.
 // `--family qwen3-coder` (or `llama3`) runs the sessions on that family's chat format: the sim answers in its tool-call
 // syntax (`--tool-call-parser qwen3_coder` / `llama3_json`, its template) and the gateway is given a model directory of
@@ -98,6 +99,54 @@ function longSession(h: Harness): ScriptTurn[] {
   return [...turns, ...(h.sideThreads ?? [])];
 }
 
+/** Arguments as a model may write them: spaced around the colons, non-ASCII escaped (harnesses re-serialize both). */
+function looselyWritten(call: ScriptToolCall): ScriptToolCall {
+  if (typeof call.arguments === "string") return call;
+  const fields = Object.entries(call.arguments).map(
+    ([k, v]) =>
+      `${JSON.stringify(k)} : ${JSON.stringify(v).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}`,
+  );
+  return { ...call, arguments: `{ ${fields.join(" , ")} }` };
+}
+
+const withArguments = (call: ScriptToolCall, extra: Record<string, unknown>): ScriptToolCall =>
+  typeof call.arguments === "string" ? call : { ...call, arguments: { ...call.arguments, ...extra } };
+
+/**
+ * Tool calls as models write them when they do not follow the schema to the letter, each of which a harness may
+ * write back otherwise than sampled (or refuse): text before two calls whose arguments are in reverse key order,
+ * arguments spaced and escaped, an argument the schema does not have, a number given as a string, a command that
+ * fails, the same call twice at once, several lines of text before a call without thinking.
+ */
+function irregularSession(h: Harness): ScriptTurn[] {
+  const first: ScriptTurn = {
+    reasoning: "Start.",
+    content: "Writing the parts.",
+    tool_calls: [h.shell("printf 1 > f1")],
+  };
+  return [
+    ...Array<ScriptTurn>(h.cannedAssistantTurns ?? 0).fill(first),
+    first,
+    {
+      reasoning: "Two at once, keys as they come.",
+      content: "Two more parts.",
+      tool_calls: [reversedArguments(h.shell("printf 2 > f2")), reversedArguments(h.shell("wc -c f2"))],
+    },
+    { reasoning: "Spaced arguments.", tool_calls: [looselyWritten(h.shell("printf 3 > f3 # café"))] },
+    { reasoning: "An extra argument.", tool_calls: [withArguments(h.shell("printf 4 > f4"), { note: "extra" })] },
+    { reasoning: "A number as a string.", tool_calls: [withArguments(h.shell("wc -c f4"), { timeout: "60000" })] },
+    { reasoning: "This one fails.", tool_calls: [h.shell("cat missing-file")] },
+    { reasoning: "The same call twice.", tool_calls: [h.shell("ls"), h.shell("ls")] },
+    {
+      content: "Next:\n\n- write f5\n- combine the parts\n",
+      tool_calls: [h.shell("printf 5 > f5")],
+    },
+    { reasoning: "Combine.", tool_calls: [h.shell("cat f1 f2 f3 f4 f5 > all.txt")] },
+    { reasoning: "Everything is written.", content: `Done: all.txt holds ${EXPECTED}.` },
+    ...(h.sideThreads ?? []),
+  ];
+}
+
 /** Three prompts in one session: the second and third continue the first (the harness's continue/resume switch). */
 function continuedSession(h: Harness): ScriptTurn[] {
   return [
@@ -162,6 +211,7 @@ const SESSIONS: Record<string, (h: Harness) => SessionPlan> = {
       ? one(subAgentSession(h))
       : { script: [], prompts: [], unsupported: h.noSubAgent ?? "no sub-agent tool" },
   long: (h) => one(longSession(h)),
+  irregular: (h) => one(irregularSession(h)),
   compaction: (h) =>
     h.compaction
       ? {
