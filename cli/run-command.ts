@@ -22,6 +22,13 @@ function positive(value: string): number {
   return n;
 }
 
+/** vLLM's default --max-logprobs is the most a server takes by default. */
+function topK(value: string): number {
+  const n = positive(value);
+  if (n > 20) throw new InvalidArgumentError("expected 1..20 (vLLM's default --max-logprobs is 20)");
+  return n;
+}
+
 function seconds(value: string): number {
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number of seconds > 0");
@@ -149,6 +156,11 @@ export function runCommand(): Command {
         .argParser(branchAt)
         .default(parseBranchAt("entropy"), "entropy"),
     )
+    .option(
+      "--entropy-top-k <k>",
+      "with --branch-at entropy or tokens:entropy: the backbone's calls ask the upstream for the k most likely tokens at each position (1..20), and the gateway records each sampled token's entropy from them (default 5)",
+      topK,
+    )
     .addOption(
       new Option(
         "--on-divergence <what>",
@@ -232,7 +244,16 @@ export function runCommand(): Command {
           mountReadOnly: (opts.mountRo ?? []).map((d: string) => resolve(d)),
           signal: ac.signal,
           events: progress.events(),
-          ...(opts.branch ? { branching: { k: opts.branch, at: opts.branchAt, onDivergence: opts.onDivergence } } : {}),
+          ...(opts.branch
+            ? {
+                branching: {
+                  k: opts.branch,
+                  at: opts.branchAt,
+                  onDivergence: opts.onDivergence,
+                  ...(opts.entropyTopK === undefined ? {} : { entropyTopK: opts.entropyTopK }),
+                },
+              }
+            : {}),
         });
         progress.close();
         if (opts.json) console.log(JSON.stringify(results, null, 2));

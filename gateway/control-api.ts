@@ -9,6 +9,7 @@ import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
 import { boundedStringify } from "../util/bounded-json.ts";
 import { checkControlToken } from "./access.ts";
 import { branchInputSchema, branchOf, resolveBranch } from "./branching/spec.ts";
+import { checkEntropyTopK } from "./branching/entropy.ts";
 import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
@@ -95,6 +96,7 @@ async function createRollout(ctx: GatewayContext, id: string, input: CreateInput
       param: "metadata.train_segments",
     });
   }
+  checkEntropyTopK(input.metadata);
   const branch = input.branch
     ? resolveBranch(ctx.store, id, input.branch, ctx.tokenPrompts ? "tokens" : "messages")
     : null;

@@ -52,7 +52,8 @@ export interface RecordedCall {
   seq: number;
   status: string;
   prompt_token_ids: number[] | null;
-  choices: Array<{ token_ids: number[]; logprobs: number[] | null }>;
+  /** `entropies`: per sampled token, from the top logprobs the backbone asked for (metadata.entropy_top_k). */
+  choices: Array<{ token_ids: number[]; logprobs: number[] | null; entropies?: number[] | null }>;
   replay_of?: unknown;
   /** How the prompt was made: token positions are points only in calls served from tokens. */
   prompt?: { mode?: string } | null;
@@ -64,16 +65,16 @@ export function decisionCalls(calls: readonly RecordedCall[]): RecordedCall[] {
 }
 
 /**
- * A call's uncertainty: the mean surprisal (−logprob) of the tokens it sampled, a one-sample estimate of the
- * policy's entropy along the answer (the gateway records the sampled tokens' logprobs, not full distributions).
- * 0 for a call without logprobs.
+ * A call's uncertainty: the mean over its sampled tokens of the policy's entropy there — from the top logprobs when
+ * the backbone asked for them (`entropies`), else each token's surprisal (−logprob), a one-sample estimate of it.
+ * 0 for a call with neither.
  */
 export function callSurprisal(call: RecordedCall): number {
   let sum = 0;
   let n = 0;
   for (const choice of call.choices)
-    for (const lp of choice.logprobs ?? []) {
-      sum -= lp;
+    for (const h of choice.entropies ?? (choice.logprobs ?? []).map((lp) => -lp)) {
+      sum += h;
       n++;
     }
   return n ? sum / n : 0;
@@ -81,7 +82,7 @@ export function callSurprisal(call: RecordedCall): number {
 
 /**
  * K decision points (positions, ascending, a point repeated when K exceeds the distinct ones: more samples at it).
- * entropy: the K calls with the highest surprisal; uniform: evenly spread; calls: as given, cycled to K.
+ * entropy: the K calls with the highest mean entropy (callSurprisal); uniform: evenly spread; calls: as given, cycled to K.
  */
 export function pickBranchPoints(
   calls: readonly RecordedCall[],
@@ -107,11 +108,16 @@ export function pickBranchPoints(
   return Array.from({ length: k }, (_, j) => distinct[j % distinct.length]!).sort((a, b) => a - b);
 }
 
-/** Per sampled token of a call's first choice, how uncertain the policy was there: its surprisal (−logprob). */
+/**
+ * Per sampled token of a call's first choice, how uncertain the policy was there: the entropy from its top logprobs
+ * when recorded, else its surprisal (−logprob).
+ */
 export function tokenScores(call: RecordedCall): number[] {
   const choice = call.choices[0];
   if (!choice) return [];
   return choice.token_ids.map((_, i) => {
+    const h = choice.entropies?.[i];
+    if (typeof h === "number" && Number.isFinite(h)) return h;
     const lp = choice.logprobs?.[i];
     return typeof lp === "number" && Number.isFinite(lp) ? -lp : 0;
   });

@@ -12,6 +12,11 @@ export interface BranchOptions {
   at: BranchAt;
   onDivergence: "sample" | "drop";
   /**
+   * With entropy points: how many top logprobs the backbone's calls ask for (1..20, default 5), from which the
+   * gateway records each sampled token's entropy.
+   */
+  entropyTopK?: number;
+  /**
    * Seeds for the decision calls, reproducible: branch k of sample s is sampled with a seed drawn from (seed, s, k).
    * Default: the gateway draws each branch's seed from its rollout id.
    */
@@ -46,6 +51,14 @@ function sampledTokens(calls: readonly RecordedCall[]): number {
   let n = 0;
   for (const c of calls) for (const choice of c.choices) n += choice.token_ids.length;
   return n;
+}
+
+export const DEFAULT_ENTROPY_TOP_K = 5;
+
+/** The top logprobs a backbone's calls ask for: with entropy points only (undefined otherwise). */
+export function entropyTopK(options: BranchOptions): number | undefined {
+  if (options.at.kind !== "entropy" && options.at.kind !== "token-entropy") return undefined;
+  return options.entropyTopK ?? DEFAULT_ENTROPY_TOP_K;
 }
 
 /** A seed per (run seed, sample, branch): branches at one prompt, of one backbone or of several, differ. */

@@ -82,6 +82,8 @@ export interface RolloutOptions {
   onStage?: (stage: Stage, detail?: string) => void;
   /** Run as a branch of a finished rollout (runner/branch.ts): the gateway replays the calls before its point. */
   branch?: BranchJob;
+  /** A backbone whose branch points go by entropy: its calls ask for this many top logprobs (runner/branch.ts). */
+  entropyTopK?: number;
 }
 
 /** The port the harness reaches the gateway at inside its sandbox (its own network namespace: nothing else uses it). */
@@ -173,6 +175,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
         sample: o.sample,
         ...(o.generation === undefined ? {} : { generation: o.generation }),
         ...(o.branch ? { branch_index: o.branch.index } : {}),
+        ...(o.entropyTopK === undefined ? {} : { entropy_top_k: o.entropyTopK }),
         runner: { stage: "prepare" },
       },
     });

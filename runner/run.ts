@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, statSync }
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { planBranches, type BranchJob, type BranchOptions } from "./branch.ts";
+import { entropyTopK, planBranches, type BranchJob, type BranchOptions } from "./branch.ts";
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
@@ -243,6 +243,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           signal: o.signal,
           onStage: (stage, detail) => o.events?.stage?.(key, stage, detail),
           branch,
+          ...(o.branching && !branched ? { entropyTopK: entropyTopK(o.branching) } : {}),
         });
         o.events?.done?.(key, results[i]!);
         if (o.branching && !branched) {

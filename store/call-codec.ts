@@ -14,9 +14,10 @@ import {
 import { compactStream, expandStream, foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
 import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
-export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs"> {
+export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs" | "entropies"> {
   tokenIds: Uint8Array;
   logprobs: Uint8Array | null;
+  entropies?: Uint8Array;
 }
 
 export interface StoredCall extends Omit<
@@ -91,7 +92,12 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
     response: responseAsStored(call.response),
     promptRef: ref,
     promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),
-    choices: call.choices.map((c) => ({ ...c, tokenIds: packInt32(c.tokenIds)!, logprobs: packFloat32(c.logprobs) })),
+    choices: call.choices.map(({ entropies, ...c }) => ({
+      ...c,
+      tokenIds: packInt32(c.tokenIds)!,
+      logprobs: packFloat32(c.logprobs),
+      ...(entropies ? { entropies: packFloat32(entropies)! } : {}),
+    })),
   };
 }
 
@@ -119,10 +125,11 @@ export class CallDecoder {
       requestForwarded: jsonFromBytes(forwardedBytes(stored)),
       response: storedResponse(stored.response),
       promptTokenIds: prompt ? toNumbers(prompt) : null,
-      choices: stored.choices.map((c) => ({
+      choices: stored.choices.map(({ entropies, ...c }) => ({
         ...c,
         tokenIds: unpackInt32(c.tokenIds) ?? [],
         logprobs: unpackFloat32(c.logprobs),
+        ...(entropies ? { entropies: unpackFloat32(entropies)! } : {}),
         ...(c.routing ? { routing: storedRouting(c.routing) } : {}),
       })),
     };

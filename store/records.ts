@@ -115,6 +115,11 @@ export interface ChoiceCapture {
   tokenIds: number[];
   /** Logprob of each sampled token, aligned with `tokenIds`; null when the upstream sent none. */
   logprobs: number[] | null;
+  /**
+   * The policy's entropy at each sampled token, from the top logprobs a rollout asked for (`metadata.entropy_top_k`,
+   * gateway/branching/entropy.ts), aligned with `tokenIds`; absent when none were asked for or sent.
+   */
+  entropies?: number[];
   finishReason: string | null;
   /**
    * MoE routing replay (`serve --routed-experts`): the experts of this choice's sequence (prompt ++ sampled ids)

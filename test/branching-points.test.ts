@@ -88,4 +88,14 @@ describe("branch points", () => {
     );
     assert.throws(() => branchPoints([call(1, [-1])], 1, { kind: "token-entropy" }), /no backbone call was served/);
   });
+
+  test("recorded entropies (top logprobs) rank calls and tokens before the sampled tokens' surprisal", () => {
+    const a = { ...call(1, [-0.1, -0.1]), prompt: { mode: "tokens" } };
+    const b = { ...call(2, [-5, -5]), prompt: { mode: "tokens" } };
+    a.choices[0]!.entropies = [2, 0.5];
+    b.choices[0]!.entropies = [0.1, 0.2];
+    assert.equal(callSurprisal(a), 1.25);
+    assert.deepEqual(pickBranchPoints([a, b], 1, { kind: "entropy" }), [0]);
+    assert.deepEqual(branchPoints([a, b], 1, { kind: "token-entropy" }), [{ call: 0, token: 0 }]);
+  });
 });

@@ -17,13 +17,21 @@ import { RawJson, type ApiSurface, type CallRecord, type PromptRecord } from "..
 import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import type { HarnessCall } from "../relay/exchange.ts";
-import { decisionCut, markDecision, type TokenCut } from "./decision-seed.ts";
+import { branchSeeded, decisionCut, markDecision, type TokenCut } from "./decision-seed.ts";
+import { askTopLogprobs, withTopLogprobs } from "./entropy.ts";
+import type { Json } from "../upstream/fields.ts";
 import { callIdentity, firstDifference } from "./identity.ts";
 import { replayBody, sendReplay, unreplayable } from "./replay-answer.ts";
 import { branchOf, replayableCalls, type BranchSpec, type Divergence } from "./spec.ts";
 
 export { branchInputSchema, resolveBranch, branchOf, type BranchInput, type BranchSpec } from "./spec.ts";
-export { branchSeeded, type TokenCut } from "./decision-seed.ts";
+export { type TokenCut } from "./decision-seed.ts";
+export { checkEntropyTopK, chatEntropies } from "./entropy.ts";
+
+/** What branching adds to a forwarded body: a decision call's seed, a backbone's top-logprob request. */
+export function branchForwarded(req: IncomingMessage, forwarded: Json, upstreamPath: string): Json {
+  return withTopLogprobs(req, branchSeeded(req, forwarded), upstreamPath);
+}
 
 interface BackboneCall {
   seq: number;
@@ -202,8 +210,13 @@ function sameIds(a: readonly number[], b: readonly number[]): boolean {
 export async function answerFromBackbone(ctx: GatewayContext, call: HarnessCall, api: ApiSurface): Promise<boolean> {
   const rolloutId = call.attribution.rolloutId;
   if (rolloutId === null) return false;
-  const spec = branchOf(ctx.store.getRollout(rolloutId));
-  if (!spec) return false;
+  const rollout = ctx.store.getRollout(rolloutId);
+  const spec = branchOf(rollout);
+  if (!spec) {
+    // A rollout that may be branched later: its calls record the policy's entropy when asked to (entropy.ts).
+    askTopLogprobs(call, rollout);
+    return false;
+  }
   const b = branchingOf(ctx);
   const state = stateOf(ctx, b, rolloutId, spec);
   const position = state.calls++;

@@ -23,11 +23,45 @@ function parseObject(text: string): Json | null {
 
 const event = (data: string): Buffer => Buffer.from(`data: ${data}\n\n`);
 
+/**
+ * A completion choice's top alternatives (`logprobs.top_logprobs`: per token a {text: logprob} map, asked for by a
+ * rollout that records entropies, gateway/branching/entropy.ts) as chat `top_logprobs` lists; null when it has none.
+ */
+function completionTops(choice: Json): Json[][] | null {
+  const logprobs = choice["logprobs"];
+  const tops = typeof logprobs === "object" && logprobs !== null ? (logprobs as Json)["top_logprobs"] : undefined;
+  if (!Array.isArray(tops) || tops.length === 0) return null;
+  return tops.map((top) =>
+    typeof top === "object" && top !== null
+      ? Object.entries(top as Record<string, unknown>).map(([token, logprob]) => ({ token, logprob, bytes: null }))
+      : [],
+  );
+}
+
+/** Puts each token's alternatives into the chat choice's logprob entries, in order; what is left stays queued. */
+function addTops(choice: Json, queue: Json[][]): void {
+  const logprobs = choice["logprobs"];
+  const content = typeof logprobs === "object" && logprobs !== null ? (logprobs as Json)["content"] : undefined;
+  if (!Array.isArray(content)) return;
+  for (const entry of content) {
+    const top = queue.shift();
+    if (top && typeof entry === "object" && entry !== null) (entry as Json)["top_logprobs"] = top;
+  }
+}
+
 export class CompletionAsChat implements UpstreamAnswer {
   readonly #upstream: UpstreamCall;
   readonly #settings: AnswerSettings;
   readonly #onAnswers: (answers: AnsweredChoice[]) => void;
   #answers: AnsweredChoice[] | null = null;
+  /** Per choice, streamed tokens' alternatives waiting for their chat chunk (chunks go out one token behind). */
+  readonly #tops = new Map<number, Json[][]>();
+
+  #queue(index: number): Json[][] {
+    let queue = this.#tops.get(index);
+    if (!queue) this.#tops.set(index, (queue = []));
+    return queue;
+  }
 
   /** `onAnswers`: called once the answer is complete, before the relay commits the call. */
   constructor(
@@ -67,6 +101,12 @@ export class CompletionAsChat implements UpstreamAnswer {
     const completion = parseObject(raw.toString("utf8"));
     if (!completion || !isCompletion(completion)) return raw;
     const { chat, answers } = chatFromCompletion(completion, this.#settings);
+    const upstreamChoices = Array.isArray(completion["choices"]) ? (completion["choices"] as Json[]) : [];
+    const chatChoices = Array.isArray(chat["choices"]) ? (chat["choices"] as Json[]) : [];
+    upstreamChoices.forEach((raw, i) => {
+      const tops = completionTops(raw);
+      if (tops && chatChoices[i]) addTops(chatChoices[i]!, tops);
+    });
     this.#answers = answers;
     this.#onAnswers(answers);
     return Buffer.from(JSON.stringify(chat));
@@ -94,7 +134,18 @@ export class CompletionAsChat implements UpstreamAnswer {
           out.push(ev.raw);
           continue;
         }
-        for (const chatChunk of chat.push(chunk)) out.push(event(JSON.stringify(chatChunk)));
+        for (const raw of chunk["choices"] as unknown[]) {
+          const tops = typeof raw === "object" && raw !== null ? completionTops(raw as Json) : null;
+          const index = (raw as Json)["index"];
+          if (tops) tops.forEach((top) => this.#queue(typeof index === "number" ? index : 0).push(top));
+        }
+        for (const chatChunk of chat.push(chunk)) {
+          for (const choice of (chatChunk["choices"] as Json[] | undefined) ?? []) {
+            const index = typeof choice["index"] === "number" ? choice["index"] : 0;
+            if (this.#tops.has(index)) addTops(choice, this.#queue(index));
+          }
+          out.push(event(JSON.stringify(chatChunk)));
+        }
       }
       return out.length === 0 ? true : sink(out.length === 1 ? out[0]! : Buffer.concat(out));
     });

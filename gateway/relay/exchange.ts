@@ -10,7 +10,7 @@ import {
   type SamplingParams,
 } from "../../store/records.ts";
 import type { Attribution } from "../attribution.ts";
-import { branchSeeded } from "../branching/decision-seed.ts";
+import { branchForwarded } from "../branching/index.ts";
 import { CallRecorder, type CallOutcome, type CallStart, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
 import { GatewayError } from "../errors.ts";
@@ -238,8 +238,8 @@ export async function openExchange(
   const chat = spec.upstreamPath === CHAT_PATH;
   // Every surface's chat request is final here (Messages and Responses translated): the one place history is repaired.
   const repaired = chat && ctx.repair !== null ? ctx.repair.repair(attribution.rolloutId, spec.forwarded) : null;
-  // A branch's decision call carries the branch's seed (gateway/branching/decision-seed.ts).
-  const forwarded = branchSeeded(req, repaired?.forwarded ?? spec.forwarded);
+  // A branch's decision call carries the branch's seed, a backbone's calls may ask for top logprobs (gateway/branching).
+  const forwarded = branchForwarded(req, repaired?.forwarded ?? spec.forwarded, spec.upstreamPath);
   const payload = forwardedPayload(forwarded, call.body, requestReceived);
   const tools = forwarded["tools"];
   const toolCount = spec.toolCount ?? (chat ? (Array.isArray(tools) ? tools.length : 0) : undefined);

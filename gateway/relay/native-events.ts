@@ -33,7 +33,8 @@ export class NativeStreamEvents {
     this.#wants = wants;
     this.#stripNeeded = !wantsEverything(wants);
     this.#onToken = onToken;
-    this.assembler = codec.newAssembler();
+    // Chunks the scan may read keep no top alternatives: entropies only where every chunk is parsed.
+    this.assembler = codec.newAssembler({ entropies: wants.logprobs || wants.topEntries === true });
   }
 
   /**

@@ -9,6 +9,7 @@ import { harnessResponseHeaders } from "../headers.ts";
 import type { Json } from "../upstream/fields.ts";
 import { withServedModel } from "../upstream/model-map.ts";
 import { NativeStreamEvents } from "./native-events.ts";
+import { topEntriesAsked } from "../branching/entropy.ts";
 import { stripRouting } from "../upstream/routed-experts.ts";
 import { wantsEverything, type ApiCodec, type HarnessWants, type PreparedRequest } from "../upstream/flavor.ts";
 import {
@@ -113,7 +114,8 @@ async function relayWhole(
 
 async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): Promise<void> {
   const { recorder, res } = ex;
-  const stream = new NativeStreamEvents(codec, wants, () => recorder.markFirstToken());
+  const read = topEntriesAsked(ex.res) ? { ...wants, topEntries: true } : wants;
+  const stream = new NativeStreamEvents(codec, read, () => recorder.markFirstToken());
   const { assembler } = stream;
 
   res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));

@@ -18,6 +18,8 @@ export interface HarnessWants {
   logprobs: boolean;
   /** Routed experts: absent or true where the harness gets them as the upstream sends them. */
   routedExperts?: boolean;
+  /** The capture reads the top alternatives rlgate asked for (gateway/branching/entropy.ts): chunks parsed whole. */
+  topEntries?: boolean;
 }
 
 export interface PreparedRequest {
@@ -64,7 +66,11 @@ export interface ApiCodec {
   captureWhole(response: Json): Captured;
   /** Removes from a whole response what the harness did not ask for. */
   stripWhole(response: Json, wants: HarnessWants): void;
-  newAssembler(): StreamAssembler;
+  /**
+   * `entropies`: read each token's entropy from the top alternatives chunks carry (default true); false where a
+   * scanned chunk (entries reduced) and a parsed one must capture alike.
+   */
+  newAssembler(options?: { entropies?: boolean }): StreamAssembler;
   /**
    * The text of one streamed chunk as the harness receives it: `data` (the upstream's text of `chunk`, which was parsed
    * from it) without what the harness did not ask for; null when the harness would not have received the chunk at all.

@@ -60,7 +60,7 @@ const chat: ApiCodec = {
   },
   captureWhole: captureChatResponse,
   stripWhole: dropUnwanted,
-  newAssembler: () => new ChatStreamAssembler(),
+  newAssembler: (options) => new ChatStreamAssembler(options),
   // Reached only for a harness that asked for ids itself (a stream SGLang answers as it does directly): nothing to strip.
   harnessChunk: (data) => data,
   reemit(response, harnessRequest) {

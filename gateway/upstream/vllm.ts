@@ -110,7 +110,7 @@ const chat: ApiCodec = {
   prepare: prepareChatRequest,
   captureWhole: captureChatResponse,
   stripWhole: nullUnwanted,
-  newAssembler: () => new ChatStreamAssembler(),
+  newAssembler: (options) => new ChatStreamAssembler(options),
   // A streamed call asked for routing went upstream whole: the stream a vLLM chat stream would have been.
   reemit(response, harnessRequest) {
     const options = harnessRequest["stream_options"];
@@ -124,7 +124,8 @@ const chat: ApiCodec = {
   },
   // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
   scanChunk(data, wants) {
-    if (wants.logprobs || (wants.routedExperts === false && data.includes('"routed_experts"'))) return null;
+    if (wants.logprobs || wants.topEntries || (wants.routedExperts === false && data.includes('"routed_experts"')))
+      return null;
     const scanned = scanChatChunk(data, { tokenIds: !wants.tokenIds, promptTokenIds: !wants.promptTokenIds });
     if (scanned === null || wants.tokenIds || !isTokenOnlyChunk(scanned.chunk)) return scanned;
     return { chunk: scanned.chunk, harnessText: null };

@@ -7,6 +7,7 @@ import { foldChatChunks } from "../../../store/stream-response.ts";
 import { chatLogprobEntries, chatLogprobs, choicesOf, logprobOf, numberArray } from "../../upstream/fields.ts";
 import type { Captured, StreamAssembler } from "../../upstream/flavor.ts";
 import { routedPayloads, type RoutedPayload } from "../../upstream/routed-experts.ts";
+import { chatEntropies } from "../../branching/entropy.ts";
 
 type Json = Record<string, unknown>;
 
@@ -14,6 +15,8 @@ interface ChoiceState {
   index: number;
   tokenIds: number[];
   logprobs: number[] | null;
+  /** Per sampled token, when the upstream listed top alternatives (gateway/branching/entropy.ts). */
+  entropies: number[] | null;
   finishReason: string | null;
 }
 
@@ -35,6 +38,11 @@ export class ChatStreamAssembler implements StreamAssembler {
   // Kept to be folded only if the whole response is asked for: a native stream's record keeps its bytes instead.
   readonly #chunks: Json[] = [];
   #sawTokens = false;
+  readonly #entropies: boolean;
+
+  constructor(options: { entropies?: boolean } = {}) {
+    this.#entropies = options.entropies ?? true;
+  }
 
   /** Adds one parsed chunk; returns true if it carried sampled tokens or text (for time-to-first-token). */
   add(chunk: Json): boolean {
@@ -59,6 +67,8 @@ export class ChatStreamAssembler implements StreamAssembler {
       if (entries) {
         state.logprobs ??= [];
         for (const entry of entries) state.logprobs.push(logprobOf(entry));
+        const entropies = this.#entropies ? chatEntropies(entries) : null;
+        if (entropies) (state.entropies ??= []).push(...entropies);
       }
       const delta = choice["delta"];
       if (typeof delta === "object" && delta !== null && deltaCarries(delta as Json)) carried = true;
@@ -75,7 +85,7 @@ export class ChatStreamAssembler implements StreamAssembler {
   #state(index: number): ChoiceState {
     let state = this.#choices.get(index);
     if (!state) {
-      state = { index, tokenIds: [], logprobs: null, finishReason: null };
+      state = { index, tokenIds: [], logprobs: null, entropies: null, finishReason: null };
       this.#choices.set(index, state);
     }
     return state;
@@ -85,7 +95,13 @@ export class ChatStreamAssembler implements StreamAssembler {
   captures(): ChoiceCapture[] {
     return [...this.#choices.values()]
       .sort((a, b) => a.index - b.index)
-      .map((s) => ({ index: s.index, tokenIds: s.tokenIds, logprobs: s.logprobs, finishReason: s.finishReason }));
+      .map((s) => ({
+        index: s.index,
+        tokenIds: s.tokenIds,
+        logprobs: s.logprobs,
+        ...(s.entropies ? { entropies: s.entropies } : {}),
+        finishReason: s.finishReason,
+      }));
   }
 
   /** One chat.completion object equivalent to the stream the harness received (before field stripping). */
@@ -97,12 +113,17 @@ export class ChatStreamAssembler implements StreamAssembler {
 /** Captures from a non-streamed chat response: prompt ids top-level (vLLM) or on the choices (SGLang). */
 export function captureChatResponse(response: Json): Captured {
   const choices = choicesOf(response);
-  const captures: ChoiceCapture[] = choices.map((raw, i) => ({
-    index: typeof raw["index"] === "number" ? raw["index"] : i,
-    tokenIds: numberArray(raw["token_ids"]) ?? [],
-    logprobs: chatLogprobs(raw),
-    finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
-  }));
+  const captures: ChoiceCapture[] = choices.map((raw, i) => {
+    const entries = chatLogprobEntries(raw);
+    const entropies = entries ? chatEntropies(entries) : null;
+    return {
+      index: typeof raw["index"] === "number" ? raw["index"] : i,
+      tokenIds: numberArray(raw["token_ids"]) ?? [],
+      logprobs: chatLogprobs(raw),
+      ...(entropies ? { entropies } : {}),
+      finishReason: typeof raw["finish_reason"] === "string" ? raw["finish_reason"] : null,
+    };
+  });
   const promptTokenIds = numberArray(response["prompt_token_ids"]) ?? numberArray(choices[0]?.["prompt_token_ids"]);
   const routedExperts = routedPayloads(response);
   return { promptTokenIds, choices: captures, ...(routedExperts.length ? { routedExperts } : {}) };
