@@ -31,7 +31,7 @@ function argumentsText(args: string | Record<string, unknown>): string {
 
 export function writeHarmonyTurn(turn: HarmonyTurnInput): HarmonyTurn {
   const messages: string[] = [];
-  if (turn.reasoning !== null) messages.push(`${T.channel}analysis${T.message}${turn.reasoning}`);
+  if (turn.reasoning) messages.push(`${T.channel}analysis${T.message}${turn.reasoning}`);
   const call = turn.calls[0];
   if (call) {
     if (turn.content) messages.push(`${T.channel}commentary${T.message}${turn.content}`);

@@ -112,6 +112,11 @@ export class HarmonyParser {
     this.#ids = idsOf(codec);
   }
 
+  // The tokenizer refuses to decode no ids; an empty header or message is "".
+  #decode(ids: readonly number[]): string {
+    return ids.length > 0 ? this.#codec.decode(ids) : "";
+  }
+
   /** The header of the message being read (null between messages). */
   get current(): HarmonyHeader | null {
     return this.#state === "content" ? this.#header : null;
@@ -119,7 +124,7 @@ export class HarmonyParser {
 
   /** The text of the message being read so far. */
   get currentText(): string {
-    return this.#state === "content" ? this.#codec.decode(this.#contentIds) : "";
+    return this.#state === "content" ? this.#decode(this.#contentIds) : "";
   }
 
   /** Reads one id; returns whether it is content of the current message (its text is then that message's). */
@@ -137,7 +142,7 @@ export class HarmonyParser {
           return false;
         }
         try {
-          this.#header = parseHarmonyHeader(this.#codec.decode(this.#headerIds), this.#nextRole);
+          this.#header = parseHarmonyHeader(this.#decode(this.#headerIds), this.#nextRole);
         } catch {
           this.#state = "failed";
           return false;
@@ -149,7 +154,7 @@ export class HarmonyParser {
         return false;
       case "content":
         if (this.#ids.stops.has(id)) {
-          this.messages.push({ ...this.#header!, text: this.#codec.decode(this.#contentIds) });
+          this.messages.push({ ...this.#header!, text: this.#decode(this.#contentIds) });
           this.#header = null;
           this.#state = "start";
           return false;

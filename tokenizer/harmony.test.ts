@@ -289,6 +289,17 @@ describe("harmony output parsing (StreamableParser + vLLM's openai tool parser)"
     );
   });
 
+  test("an empty message reads as empty text (the tokenizer is never asked to decode no ids)", () => {
+    assert.deepEqual(
+      parse("<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|><|return|>", false),
+      {
+        reasoning: null,
+        content: null,
+        toolCalls: [],
+      },
+    );
+  });
+
   test("headers: channel, recipient and content type wherever the model writes them", () => {
     assert.deepEqual(parseHarmonyHeader("assistant to=functions.x<|channel|>commentary json", null), {
       role: "assistant",
