@@ -1,6 +1,8 @@
 // End to end: `rlgate run --branch` with the real Qwen Code CLI in bubblewrap sandboxes over the built-in sim.
-// A deterministic task: each branch's calls before its decision point are the backbone's answers (no upstream call,
-// the same prompts), its decision call sees exactly the backbone's prompt ids and samples anew (its own seed), and the
+// A deterministic task, in --prompts tokens with points at token positions (one at a call's first token: a whole
+// call sampled anew; one inside a later call's answer): each branch's calls before its decision point are the
+// backbone's answers (no upstream call, the same prompts), its decision call sees exactly the backbone's prompt ids
+// followed by the answer's ids up to the position and samples on from there (its own seed), and the
 // group (backbone + branches, one prefix tree) comes out of an RL core with tree advantages that an independent
 // NumPy TreeRL recomputation (TREE_RL below) equals. A task whose tool prints random bytes: the branch's prompt
 // differs before its point, and the divergence is handled as asked (drop: aborted, never
@@ -13,6 +15,7 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startGateway, type Gateway } from "../../gateway/index.ts";
 import { startCore, type Core } from "../../rl-core/core/index.ts";
+import { branchSummary } from "../../runner/branch.ts";
 import { resolveHarness } from "../../runner/harnesses.ts";
 import type { RolloutResult } from "../../runner/rollout.ts";
 import { runTasks, type RunOptions } from "../../runner/run.ts";
@@ -138,17 +141,29 @@ async function closeRun(run: Run | undefined): Promise<void> {
   for (const d of Object.values(run?.dirs ?? {})) rmSync(d, { recursive: true, force: true });
 }
 
+/** Call 0 at its first token (the whole call), and call 1 three tokens into its answer. */
+const TOKEN_POINTS = [
+  { call: 0, token: 0 },
+  { call: 1, token: 3 },
+];
+
 /** The deterministic task: the sim's own policy (a shell call, then an answer), its wording drawn from the seed. */
 async function deterministicRun(): Promise<Run> {
   const dirs = { data: tempDir("branch-e2e-store"), core: tempDir("branch-e2e-core"), work: tempDir("branch-e2e") };
   chmodSync(dirs.work, 0o755);
   const sim = await startSim({ port: 0, seed: 11 });
-  const gateway = await startGateway({ upstream: sim.url, port: 0, grpcPort: 0, dataDir: dirs.data });
+  const gateway = await startGateway({
+    upstream: sim.url,
+    port: 0,
+    grpcPort: 0,
+    dataDir: dirs.data,
+    prompts: "tokens",
+  });
   const task = writeTask(dirs.work, "say-notes", "Run a command, then say what it printed.");
   const results = await runTasks({
     ...runOptions(gateway, task, dirs.work),
     // Seeds under which the sim's wording at both points differs from the backbone's (it draws one of four).
-    branching: { k: 2, at: { kind: "uniform" }, onDivergence: "sample", seed: 1 },
+    branching: { k: 2, at: { kind: "tokens", points: TOKEN_POINTS }, onDivergence: "sample", seed: 1 },
   });
   return { sim, gateway, results, dirs };
 }
@@ -200,7 +215,7 @@ describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages"
   });
   after(() => closeRun(run));
 
-  test("each branch replays exactly up to its point (no upstream call, prompts equal) and samples anew there", async () => {
+  test("each branch replays exactly up to its point (no upstream call, prompts equal) and samples anew there", async (t) => {
     assert.equal(results.length, 3);
     const backbone = results.find((r) => !r.branch)!;
     assert.equal(backbone.status, "ok", await rolloutDiagnosis(gateway.url, backbone));
@@ -208,8 +223,8 @@ describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages"
     assert.ok(base.length >= 2, `qwen made its calls: ${base.length}`);
     const branches = results.filter((r) => r.branch);
     assert.deepEqual(
-      branches.map((r) => r.branch!.atCall),
-      [0, Math.floor((1.5 * base.length) / 2)],
+      branches.map((r) => ({ call: r.branch!.atCall, token: r.branch!.atToken })),
+      TOKEN_POINTS,
     );
     let upstreamCalls = base.length;
     for (const r of branches) {
@@ -223,17 +238,27 @@ describe("rlgate run --branch: Qwen Code, a deterministic task, tree advantages"
         assert.deepEqual(calls[i]!.requestReceived, base[i]!.requestReceived, "the harness asked the same");
       }
       const point = calls[at]!;
+      const kept = base[at]!.choices[0]!.tokenIds.slice(0, r.branch!.atToken);
       assert.equal(point.replayOf, undefined);
-      assert.deepEqual(point.promptTokenIds, base[at]!.promptTokenIds, "the decision call saw the backbone's prompt");
-      assert.notDeepEqual(point.choices[0]!.tokenIds, base[at]!.choices[0]!.tokenIds, "and sampled anew");
+      assert.deepEqual(
+        point.promptTokenIds,
+        [...base[at]!.promptTokenIds!, ...kept],
+        "the decision call saw the backbone's prompt and its answer's ids up to the position",
+      );
+      assert.notDeepEqual(
+        point.choices[0]!.tokenIds,
+        base[at]!.choices[0]!.tokenIds.slice(kept.length),
+        "and sampled anew from there",
+      );
       const cost = r.branch!.cost!;
       assert.equal(cost.replayedCalls, at);
       assert.equal(cost.divergence, null);
       assert.ok(cost.sampledTokens > 0 && cost.backboneSampledTokens > 0);
       upstreamCalls += cost.sampledCalls;
     }
-    const served = sim.requests.filter((q) => q.path === "/v1/chat/completions").length;
+    const served = sim.requests.filter((q) => q.path === "/v1/completions").length;
     assert.equal(served, upstreamCalls, "the sim served the backbone's calls and the branches' own only");
+    t.diagnostic(branchSummary(results));
   });
 
   test(
