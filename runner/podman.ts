@@ -8,11 +8,12 @@
 //
 // Runtime: runc, when installed. crun (podman's Debian default) refuses a cgroup v1 host whose v2 hierarchy holds a
 // controller ("cgroups in hybrid mode not supported"), which is what this project's machines and CI are.
-import { execFile, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SandboxError, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
+import { SandboxError, type SandboxLimits } from "./sandbox.ts";
+import { WatchedProcess, type WatchOptions } from "./watched-process.ts";
 
 /** The uid:gid agents and tests run as inside containers (the image's workdir is chowned to it when prepared). */
 export const CONTAINER_UID = 1000;
@@ -147,63 +148,36 @@ export function containerArgs(spec: ContainerSpec): string[] {
 }
 
 /** A started container, attached: its output on child.stdout/stderr, its end as a SandboxExit (as Sandbox's). */
-export class Container {
-  readonly child: ChildProcess;
-  readonly exited: Promise<SandboxExit>;
+export class Container extends WatchedProcess {
   readonly name: string;
-  #stopped: SandboxExit["stopped"] = null;
   #cgroups: { pids: string; memory: string } | null = null;
   #looking = false;
   readonly #cidfile: string;
-  #peakProcesses = 0;
-  #peakMemory = 0;
-  readonly #limits: SandboxLimits;
 
-  constructor(spec: ContainerSpec, options: { timeoutMs: number; signal?: AbortSignal }) {
-    this.name = spec.name;
-    this.#limits = spec.limits;
-    this.#cidfile = cidfileOf(spec.name);
-    rmSync(this.#cidfile, { force: true });
+  constructor(spec: ContainerSpec, options: WatchOptions) {
+    const cidfile = cidfileOf(spec.name);
+    rmSync(cidfile, { force: true });
     const runtime = podmanRuntime();
-    const started = Date.now();
-    this.child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
+    const child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
       cwd: PODMAN_CWD,
       stdio: ["ignore", "pipe", "pipe"],
       env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: process.env["HOME"] ?? "/root" },
     });
-    let startError: string | null = null;
-    const timer = setTimeout(() => this.stop("timeout"), options.timeoutMs);
-    const onAbort = () => this.stop("aborted");
-    options.signal?.addEventListener("abort", onAbort, { once: true });
+    super(child, spec.limits, options);
+    this.name = spec.name;
+    this.#cidfile = cidfile;
     const watch = setInterval(() => this.#check(), WATCH_MS);
-    this.exited = new Promise((resolve) => {
-      this.child.on("error", (error) => {
-        startError = error.message;
-      });
-      this.child.on("close", (code, signal) => {
-        clearTimeout(timer);
-        clearInterval(watch);
-        rmSync(this.#cidfile, { force: true });
-        options.signal?.removeEventListener("abort", onAbort);
-        // An OOM kill between two samples is still known to podman (conmon watches the cgroup's OOM events).
-        if (!this.#stopped && code !== 0 && inspect(this.name, "{{.State.OOMKilled}}") === "true")
-          this.#stopped = "memory";
-        resolve({
-          code,
-          signal,
-          stopped: this.#stopped,
-          peakProcesses: this.#peakProcesses,
-          peakMemoryBytes: this.#peakMemory,
-          ms: Date.now() - started,
-          startError,
-        });
-      });
-    });
+    this.watchUntilClosed(() => clearInterval(watch));
   }
 
-  stop(why: NonNullable<SandboxExit["stopped"]>): void {
-    this.#stopped ??= why;
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+  protected override closed(code: number | null): void {
+    rmSync(this.#cidfile, { force: true });
+    // An OOM kill between two samples is still known to podman (conmon watches the cgroup's OOM events).
+    if (!this.stopped && code !== 0 && inspect(this.name, "{{.State.OOMKilled}}") === "true")
+      this.markStopped("memory");
+  }
+
+  protected kill(): void {
     // Killing the attached client would leave the container running: the engine is told.
     spawn("podman", ["kill", "--signal", "KILL", this.name], { cwd: PODMAN_CWD, stdio: "ignore" }).on(
       "error",
@@ -212,7 +186,7 @@ export class Container {
   }
 
   #check(): void {
-    if (this.#stopped) return;
+    if (this.stopped) return;
     this.#cgroups ??= cgroupfsOf(this.#cidfile);
     if (!this.#cgroups) {
       if (this.#looking) return;
@@ -228,11 +202,10 @@ export class Container {
     const memory =
       readNumber(`${this.#cgroups.memory}/memory.usage_in_bytes`) ??
       readNumber(`${this.#cgroups.memory}/memory.current`);
-    if (pids !== null) this.#peakProcesses = Math.max(this.#peakProcesses, pids);
-    if (memory !== null) this.#peakMemory = Math.max(this.#peakMemory, memory);
+    this.sample(pids, memory);
     // The kernel enforces both limits; a container that hits them is stopped rather than left failing or thrashing.
     if (oomKills(this.#cgroups.memory) > 0) this.stop("memory");
-    else if (pids !== null && pids >= this.#limits.processes) this.stop("processes");
+    else if (pids !== null && pids >= this.limits.processes) this.stop("processes");
   }
 }
 

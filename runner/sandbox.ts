@@ -8,9 +8,10 @@
 //   → exec bwrap --unshare-all …                (the agent's sandbox: no capabilities, no_new_privs, loopback only)
 //   → prlimit --nproc --as --cpu -- COMMAND     (limits set inside the sandbox's own user namespace)
 // Every exec keeps the pid, so the pid node spawns is bwrap's: killing it kills the sandbox (its pid namespace dies).
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { WatchedProcess, type WatchOptions } from "./watched-process.ts";
 
 export class SandboxError extends Error {
   readonly code = "RLGATE_SANDBOX";
@@ -161,62 +162,33 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
 /** Exit code of the chain when the overlay could not be mounted (before anything of the task ran). */
 export const MOUNT_FAILED = 125;
 
-export class Sandbox {
-  readonly child: ChildProcess;
-  readonly exited: Promise<SandboxExit>;
-  #stopped: SandboxExit["stopped"] = null;
-  #peakProcesses = 0;
-  #peakMemory = 0;
-  readonly #limits: SandboxLimits;
-
-  constructor(spec: SandboxSpec, options: { timeoutMs: number; signal?: AbortSignal }) {
-    this.#limits = spec.limits;
+export class Sandbox extends WatchedProcess {
+  constructor(spec: SandboxSpec, options: WatchOptions) {
     for (const dir of [spec.upper, spec.work, spec.mountpoint]) {
       mkdirSync(dir, { recursive: true });
       ownForSandbox(dir);
     }
     const [cmd, ...args] = sandboxCommand(spec);
-    const started = Date.now();
-    this.child = spawn(cmd!, args, {
+    const child = spawn(cmd!, args, {
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
       env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
     });
-    let startError: string | null = null;
-    const timer = setTimeout(() => this.stop("timeout"), options.timeoutMs);
-    const onAbort = () => this.stop("aborted");
-    options.signal?.addEventListener("abort", onAbort, { once: true });
+    super(child, spec.limits, options);
     watched.add(this);
     watch ??= setInterval(scanAll, WATCH_MS);
-    this.exited = new Promise((resolve) => {
-      this.child.on("error", (error) => {
-        startError = error.message;
-      });
-      this.child.on("close", (code, signal) => {
-        clearTimeout(timer);
-        watched.delete(this);
-        if (watched.size === 0 && watch) {
-          clearInterval(watch);
-          watch = null;
-        }
-        options.signal?.removeEventListener("abort", onAbort);
-        resolve({
-          code,
-          signal,
-          stopped: this.#stopped,
-          peakProcesses: this.#peakProcesses,
-          peakMemoryBytes: this.#peakMemory,
-          ms: Date.now() - started,
-          startError,
-        });
-      });
+    this.watchUntilClosed(() => {
+      watched.delete(this);
+      if (watched.size === 0 && watch) {
+        clearInterval(watch);
+        watch = null;
+      }
     });
   }
 
-  stop(why: NonNullable<SandboxExit["stopped"]>): void {
-    this.#stopped ??= why;
+  protected kill(): void {
     const pid = this.child.pid;
-    if (pid === undefined || this.child.exitCode !== null || this.child.signalCode !== null) return;
+    if (pid === undefined) return;
     // bwrap's death takes its pid namespace with it (--die-with-parent on its init); the group catches stragglers.
     for (const target of [-pid, pid]) {
       try {
@@ -230,14 +202,12 @@ export class Sandbox {
   /** Called by the watchdog with the machine's process table. */
   check(table: ProcessTable): void {
     const pid = this.child.pid;
-    if (pid === undefined || this.#stopped) return;
-    const limits = this.#limits;
+    if (pid === undefined || this.stopped) return;
     const { processes, rssBytes } = treeUsage(table, pid);
-    this.#peakProcesses = Math.max(this.#peakProcesses, processes);
-    this.#peakMemory = Math.max(this.#peakMemory, rssBytes);
-    if (rssBytes > limits.memoryBytes) this.stop("memory");
+    this.sample(processes, rssBytes);
+    if (rssBytes > this.limits.memoryBytes) this.stop("memory");
     // RLIMIT_NPROC makes fork fail at the limit: a sandbox that reaches it is stopped rather than left spinning.
-    else if (processes >= limits.processes) this.stop("processes");
+    else if (processes >= this.limits.processes) this.stop("processes");
   }
 }
 
