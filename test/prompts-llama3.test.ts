@@ -2,16 +2,13 @@
 // chat template, JSON tool calls, no reasoning), the gateway renders and parses the same family (tokens mode) or
 // forwards messages (with history repair by Llama's rules), and agent sessions reconstruct as one trajectory.
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import { rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { ScriptTurn } from "../sim/index.ts";
 import { llama3Files } from "../tokenizer/llama3.ts";
 import { llama3ChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
-import { chat, echo } from "./family-chat.ts";
+import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { chat, echo, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
 
@@ -116,26 +113,9 @@ describe("Llama 3.x (llama3_json tool calls) end to end", () => {
 });
 
 describe("rlgate serve --model-dir with Llama 3.2's files", () => {
-  const dirs: string[] = [];
-  after(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-
   test("the family is picked from the template; the built-in sim answers in Llama's syntax, tokens mode parses it", async () => {
-    const dir = tempDir("model");
-    const data = tempDir("store");
-    dirs.push(dir, data);
-    const files = llama3Files();
-    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
-    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
-    writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
-    const serve = spawnCli([
-      "serve",
-      ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
-    ]);
-    try {
-      // Loading the tokenizer in the primary and the worker takes seconds alone, minutes on a loaded machine.
-      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 240_000);
-      await serve.waitFor(/llama3_json tool calls/);
-      const rollout = await createRollout(url!);
+    await withModelDirServe(llama3Files(), /llama3_json tool calls/, async (url) => {
+      const rollout = await createRollout(url);
       const answer = await chat(rollout.base_urls.openai, {
         model: "Qwen/Qwen3-8B",
         messages: [{ role: "user", content: "list the files" }],
@@ -145,12 +125,9 @@ describe("rlgate serve --model-dir with Llama 3.2's files", () => {
       assert.equal(answer.content, null);
       assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
       assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
-      const [call] = await rolloutCalls(url!, rollout.id);
+      const [call] = await rolloutCalls(url, rollout.id);
       assert.equal(call!.prompt?.mode, "tokens");
       assert.equal(call!.promptTokenIds?.[0], 128000);
-    } finally {
-      serve.child.kill("SIGTERM");
-      await once(serve.child, "exit");
-    }
+    });
   });
 });
