@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
+import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { branchSummary } from "../runner/branch.ts";
 import { BranchPointError, parseBranchAt, type BranchAt } from "../runner/branch-points.ts";
 import { resolveHarness, type Harness } from "../runner/harnesses.ts";
@@ -128,6 +129,14 @@ export function runCommand(): Command {
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
     .addOption(
       new Option(
+        "--prompts <mode>",
+        "without --gateway: its gateway's prompt mode, as rlgate serve --prompts (tokens: branch points at token positions)",
+      )
+        .choices([...PROMPT_MODES])
+        .default("messages"),
+    )
+    .addOption(
+      new Option(
         "--memory <size>",
         "memory per sandbox: all its processes' resident memory, and each one's data segment",
       )
@@ -151,7 +160,7 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--branch-at <how>",
-        "decision points: entropy (the calls whose sampled tokens were least likely), uniform (spread over the calls), or calls=i,j (0-based call positions); with --prompts tokens also token positions: tokens:entropy (the least likely sampled tokens), tokens:uniform, or tokens=i:p,j:q (call i, token p)",
+        "decision points: entropy (the calls whose sampled tokens were least likely), uniform (spread over the calls), or calls=i,j (0-based call positions); in --prompts tokens also token positions: tokens:entropy (the least likely sampled tokens), tokens:uniform, or tokens=i:p,j:q (call i, token p)",
       )
         .argParser(branchAt)
         .default(parseBranchAt("entropy"), "entropy"),
@@ -200,6 +209,7 @@ export function runCommand(): Command {
           grpcPort: null,
           dataDir: resolve(opts.data ?? ownData!),
           modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
+          prompts: opts.prompts,
         });
         gatewayUrl = gateway.url;
         console.error(
