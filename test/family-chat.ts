@@ -9,6 +9,22 @@ import { postJson, readSse, spawnCli, tempDir } from "./helpers.ts";
 
 type Json = Record<string, any>;
 
+/** A harness's shell tool, as the family tests offer it. */
+export const SHELL_TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "run_shell_command",
+      description: "Run a shell command",
+      parameters: {
+        type: "object",
+        properties: { command: { type: "string" }, timeout: { type: "integer" } },
+        required: ["command"],
+      },
+    },
+  },
+];
+
 /** The assistant message a stream's deltas add up to. */
 export function assemble(events: unknown[]): Json {
   const message: Json = { role: "assistant", content: null, tool_calls: [] };

@@ -11,24 +11,9 @@ import { deepSeekV31ChatFormat } from "../tokenizer/model-format.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { chat, echo, withModelDirServe } from "./family-chat.ts";
+import { chat, echo, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
-
-const TOOLS = [
-  {
-    type: "function",
-    function: {
-      name: "run_shell_command",
-      description: "Run a shell command",
-      parameters: {
-        type: "object",
-        properties: { command: { type: "string" }, timeout: { type: "integer" } },
-        required: ["command"],
-      },
-    },
-  },
-];
 
 // Calls with and without text before them, parallel calls, text answers the user follows up on; reasoning in the
 // script is not written (V3.1 served in its default, non-thinking mode).

@@ -8,24 +8,9 @@ import { llama3Files } from "../tokenizer/llama3.ts";
 import { llama3ChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { chat, echo, withModelDirServe } from "./family-chat.ts";
+import { chat, echo, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
-
-const TOOLS = [
-  {
-    type: "function",
-    function: {
-      name: "run_shell_command",
-      description: "Run a shell command",
-      parameters: {
-        type: "object",
-        properties: { command: { type: "string" }, timeout: { type: "integer" } },
-        required: ["command"],
-      },
-    },
-  },
-];
 
 // One call a turn (Llama's template renders no more), some turns with text before it (the model does not write it:
 // the sim drops it as Llama would), some text-only answers the user follows up on.
