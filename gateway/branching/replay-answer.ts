@@ -6,13 +6,12 @@ import type { ApiSurface } from "../../store/records.ts";
 import { sseFrame } from "../translate/blocks.ts";
 import { chatChunksFromResponse, completionChunksFromResponse } from "../upstream/chat-chunks.ts";
 import { isObject, type Json } from "../upstream/fields.ts";
+import { responseEvents, responseEventsProblem } from "./response-events.ts";
 
 /** Why a recorded answer cannot be given back in this shape; null when it can. */
 export function unreplayable(api: ApiSurface, stream: boolean, response: unknown): string | null {
   if (!isObject(response)) return "the backbone's recorded answer is not a JSON object";
-  if (stream && api === "responses")
-    return "a streamed Responses call is not replayed (its event stream is not rebuilt)";
-  return null;
+  return stream && api === "responses" ? responseEventsProblem(response) : null;
 }
 
 function includeUsage(request: unknown): boolean {
@@ -71,11 +70,13 @@ export function replayBody(
   const body =
     api === "messages"
       ? messageEvents(response)
-      : dataFrames(
-          api === "completions"
-            ? completionChunksFromResponse(response, options)
-            : chatChunksFromResponse(response, options),
-        );
+      : api === "responses"
+        ? responseEvents(response)
+        : dataFrames(
+            api === "completions"
+              ? completionChunksFromResponse(response, options)
+              : chatChunksFromResponse(response, options),
+          );
   return { body, contentType: "text/event-stream; charset=utf-8" };
 }
 
