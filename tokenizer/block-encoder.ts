@@ -16,13 +16,18 @@ export class BlockEncoder {
 
   encode(text: string): number[] {
     const ids: number[] = [];
+    // The next place of each boundary, looked for again only once passed: a boundary the text lacks is scanned once.
+    const next = this.#boundaries.map(() => -1);
     let start = 0;
     while (start < text.length) {
       let end = text.length;
-      for (const boundary of this.#boundaries) {
-        const at = text.indexOf(boundary, start + 1);
-        if (at >= 0 && at < end) end = at;
-      }
+      this.#boundaries.forEach((boundary, b) => {
+        if (next[b]! !== Infinity && next[b]! <= start) {
+          const at = text.indexOf(boundary, start + 1);
+          next[b] = at < 0 ? Infinity : at;
+        }
+        end = Math.min(end, next[b]!);
+      });
       const block = text.slice(start, end);
       let blockIds = this.#cache.get(block);
       if (!blockIds) {
