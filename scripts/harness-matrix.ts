@@ -57,9 +57,23 @@ function mainSession(h: Harness): ScriptTurn[] {
 
 /** A session with a sub-agent: main delegates a side file, the sub-agent writes it, main writes all.txt. */
 function subAgentSession(h: Harness): ScriptTurn[] {
+  const first: ScriptTurn = {
+    reasoning: "Delegate the side file.",
+    content: "Delegating sub.txt.",
+    tool_calls: [h.subAgent!(SUBTASK)],
+  };
+  // A harness's canned reply opens the sub-agent's conversation too (Qwen Code's).
+  const subFirst: ScriptTurn = {
+    thread: "SUBTASK:",
+    reasoning: "Write it.",
+    tool_calls: [h.shell("printf sub > sub.txt")],
+  };
+  const canned = h.cannedAssistantTurns ?? 0;
   return [
-    { reasoning: "Delegate the side file.", content: "Delegating sub.txt.", tool_calls: [h.subAgent!(SUBTASK)] },
-    { thread: "SUBTASK:", reasoning: "Write it.", tool_calls: [h.shell("printf sub > sub.txt")] },
+    ...Array<ScriptTurn>(canned).fill(first),
+    first,
+    ...Array<ScriptTurn>(canned).fill(subFirst),
+    subFirst,
     { thread: "SUBTASK:", reasoning: "Written.", content: "sub.txt holds sub." },
     { reasoning: "Now the main file.", tool_calls: [h.shell(`printf ${EXPECTED} > all.txt`)] },
     { reasoning: "Done.", content: `Done: all.txt holds ${EXPECTED}.` },

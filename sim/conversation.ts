@@ -21,7 +21,10 @@ export interface ConversationView {
   /** Tool results that came after the last user message, oldest first. */
   toolResults: string[];
   lastUserText: string;
-  /** The user messages before the first assistant message: what a thread (the main agent, a sub-agent) started with. */
+  /**
+   * The user messages before the first tool result: what a thread (the main agent, a sub-agent) started with — after
+   * any reply the harness wrote itself (Qwen Code's canned answer to its startup context).
+   */
   openingUserText: string;
   /** Whether the model opens a `<think>` block (Qwen3's enable_thinking). */
   thinking: boolean;
@@ -66,13 +69,15 @@ export function viewFromChat(
 ): ConversationView {
   let assistantTurns = 0;
   let lastUser = -1;
+  let toolSeen = false;
   const opening: string[] = [];
   for (let i = 0; i < messages.length; i++) {
     const role = messages[i]!.role;
     if (role === "assistant") assistantTurns++;
+    if (role === "tool") toolSeen = true;
     if (role === "user") {
       lastUser = i;
-      if (assistantTurns === 0) opening.push(text(messages[i]!.content));
+      if (!toolSeen) opening.push(text(messages[i]!.content));
     }
   }
   const toolResults: string[] = [];
@@ -196,10 +201,12 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     }
     view.tools = parsed.length > 0 ? toolSpecs(parsed) : xmlToolSpecs(tools[1]!);
   }
+  let toolSeen = false;
   for (const [, role, whole] of prompt.slice(0, at).matchAll(blockPattern(markup))) {
     let body = whole!;
     if (role === "assistant") view.assistantTurns++;
     if (role === "ipython") {
+      toolSeen = true;
       view.toolResults.push(llamaToolResult(body));
       continue;
     }
@@ -210,9 +217,11 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
       body = llamaTools.text;
     }
     const responses = [...body.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
-    if (responses.length > 0 && body.trimStart().startsWith("<tool_response>")) view.toolResults.push(...responses);
-    else {
-      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + body;
+    if (responses.length > 0 && body.trimStart().startsWith("<tool_response>")) {
+      toolSeen = true;
+      view.toolResults.push(...responses);
+    } else {
+      if (!toolSeen) view.openingUserText += (view.openingUserText ? "\n" : "") + body;
       view.lastUserText = body;
       view.toolResults = [];
     }

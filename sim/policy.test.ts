@@ -151,6 +151,24 @@ describe("scripted threads", () => {
       "sub done",
     );
   });
+
+  test("a harness's own reply before the task (Qwen Code's canned answer to its startup context) still opens the thread", () => {
+    const opening = [
+      { role: "user", content: "<startup context/>" },
+      { role: "assistant", content: "Got it." },
+    ];
+    assert.equal(play([...opening, { role: "user", content: "SUBTASK write b" }]), "sub done");
+    // What comes after a tool result does not open a thread: a sub-agent's answer quoting its task stays main's.
+    assert.equal(
+      play([
+        { role: "user", content: "go" },
+        { role: "assistant", content: "main 0" },
+        { role: "tool", content: "done" },
+        { role: "user", content: "SUBTASK wrote b" },
+      ]),
+      "main done",
+    );
+  });
 });
 
 describe("scripted prompts", () => {

@@ -139,6 +139,39 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
     assertTrainedOnce(rec);
   });
 
+  for (const [name, tool] of [
+    ["qwen-code-sub-agent-tokens", "agent"],
+    ["opencode-sub-agent-tokens", "task"],
+  ] as const) {
+    it(`${name}: the sub-agent the ${tool} tool starts is a sub_agent segment under main, main one trajectory`, () => {
+      const fixture = loadCliFixture(name);
+      const rec = reconstruct(fixture);
+      const kinds = countBy(rec.segments, (s) => s.kind);
+      assert.equal(kinds["sub_agent"], 1);
+      assert.equal(kinds["main"], 1);
+      const sub = rec.segments.find((s) => s.kind === "sub_agent")!;
+      const main = rec.segments.find((s) => s.kind === "main")!;
+      const messagesOf = (seq: number) =>
+        chatMessages(
+          fixture,
+          fixture.calls.findIndex((c) => c.seq === seq),
+        );
+      // Main called the tool with the sub-agent's task; the sub-agent's conversation opens with that task.
+      const delegating = messagesOf(main.callSeqs[1]!).find((m) => m["role"] === "assistant" && m["tool_calls"]);
+      assert.match(JSON.stringify(delegating), new RegExp(`"name":"${tool}".*SUBTASK:`));
+      const opening = messagesOf(sub.firstCallSeq).filter((m) => m["role"] === "user");
+      assert.match(JSON.stringify(opening.at(-1)), /SUBTASK:/);
+      assert.equal(sub.parentId, main.id);
+      assert.ok(main.callSeqs.length >= 3);
+      assert.equal(rec.trajectories.filter((t) => t.segment === "main").length, 1);
+      assert.deepEqual(
+        rec.breaks.map((b) => b.kind),
+        ["sub_agent"],
+      );
+      assertTrainedOnce(rec);
+    });
+  }
+
   it("Codex sub-agent, messages mode: the <subagent_notification> user turn makes Qwen3's template drop main's reasoning — a break that says so", () => {
     const fixture = loadCliFixture("codex-sub-agent-messages");
     const rec = reconstruct(fixture);

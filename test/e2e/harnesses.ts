@@ -74,8 +74,11 @@ export const QWEN_CODE: Harness = {
   cannedAssistantTurns: 1,
   // `/compress` runs in -p mode too; its request ends with this instruction under a summarizer's system prompt.
   compaction: { command: "/compress", summaryRequest: "generate the <state_snapshot>" },
-  noSubAgent: "its task tool (sub-agents) is not scripted in the matrix yet",
   shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
+  subAgent: (prompt) => ({
+    name: "agent",
+    arguments: { description: "Delegated step", prompt, subagent_type: "general-purpose" },
+  }),
   launch(dirs, rollout, prompt, servedModel, options = {}) {
     mkdirSync(join(dirs.home, ".qwen"), { recursive: true });
     writeFileSync(join(dirs.home, ".qwen", "settings.json"), JSON.stringify(QWEN_SETTINGS, null, 2));
@@ -226,7 +229,10 @@ const OPENCODE_COMPACT_LIMIT = { context: 9400, output: 1000 };
 export const OPENCODE: Harness = {
   name: "opencode",
   cli: join(modules, ".bin", "opencode"),
-  noSubAgent: "its task tool (sub-agents) is not scripted in the matrix yet",
+  subAgent: (prompt) => ({
+    name: "task",
+    arguments: { description: "Delegated step", prompt, subagent_type: "general" },
+  }),
   // No compaction command in `opencode run`: it compacts by itself once a call's tokens reach the model's context limit
   // less its output limit; the summarizer runs under "You are a context summarization agent" with this request.
   compaction: { summaryRequest: "anchored summary" },
