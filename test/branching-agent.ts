@@ -1,5 +1,6 @@
 // The scripted client of the branching tests: a tool-using agent over the chat API, whole or streamed.
-import { readSse, TOOLS } from "./helpers.ts";
+import assert from "node:assert/strict";
+import { createRollout, postJson, readSse, TOOLS } from "./helpers.ts";
 
 export type Message = Record<string, any>;
 
@@ -56,3 +57,21 @@ export function assemble(events: unknown[]): Message {
 
 /** A tool whose output is the same in every run (the environment a branch replays in). */
 export const stableTool = (turn: number) => `file${turn}.txt`;
+
+export async function finish(url: string, id: string, reward: number | null, status = "ok"): Promise<void> {
+  const r = await postJson(`${url}/api/rollouts/${id}/finish`, { reward, status });
+  assert.equal(r.status, 200, r.text);
+}
+
+/** Two finished backbones of three calls each in group "g" (the scripted model), keyed by "false" / "true": streamed. */
+export async function scriptedBackbones(url: string): Promise<Record<string, { id: string; answers: Message[] }>> {
+  const backbones: Record<string, { id: string; answers: Message[] }> = {};
+  for (const stream of [false, true]) {
+    const r = await createRollout(url, { group: "g" });
+    const run = await runAgent(r.base_urls.openai, stableTool, { stream });
+    assert.equal(run.answers.length, 3);
+    await finish(url, r.id, 1);
+    backbones[String(stream)] = { id: r.id, answers: run.answers };
+  }
+  return backbones;
+}

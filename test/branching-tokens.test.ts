@@ -5,13 +5,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { TOKEN } from "../tokenizer/token-text.ts";
-import { runAgent, stableTool, type Message } from "./branching-agent.ts";
+import { finish, runAgent, scriptedBackbones, stableTool, type Message } from "./branching-agent.ts";
 import { AGENT_SCRIPT, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-
-async function finish(url: string, id: string, reward: number) {
-  const r = await postJson(`${url}/api/rollouts/${id}/finish`, { reward, status: "ok" });
-  assert.equal(r.status, 200, r.text);
-}
 
 async function trajectories(url: string, id: string): Promise<Array<{ token_ids: number[]; loss_mask: number[] }>> {
   return ((await (await fetch(`${url}/api/rollouts/${id}/trajectories`)).json()) as any).trajectories;
@@ -29,18 +24,12 @@ function seen(message: Message) {
 describe("branches at a token position (tokens mode, scripted model)", () => {
   let stack: Stack;
   let url: string;
-  const backbones: Record<string, { id: string; answers: Message[] }> = {};
+  let backbones: Record<string, { id: string; answers: Message[] }> = {};
 
   before(async () => {
     stack = await startStack({ sim: { script: AGENT_SCRIPT }, gateway: { prompts: "tokens" } });
     url = stack.gateway.url;
-    for (const stream of [false, true]) {
-      const r = await createRollout(url, { group: "g" });
-      const run = await runAgent(r.base_urls.openai, stableTool, { stream });
-      assert.equal(run.answers.length, 3);
-      await finish(url, r.id, 1);
-      backbones[String(stream)] = { id: r.id, answers: run.answers };
-    }
+    backbones = await scriptedBackbones(url);
   });
   after(() => stack.close());
 

@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startCore } from "../rl-core/core/index.ts";
 import { trainerPython } from "./grpc-helpers.ts";
-import { runAgent, stableTool, type Message } from "./branching-agent.ts";
+import { finish, runAgent, scriptedBackbones, stableTool, type Message } from "./branching-agent.ts";
 import {
   AGENT_SCRIPT,
   createRollout,
@@ -24,11 +24,6 @@ import {
 
 const python = trainerPython();
 
-async function finish(url: string, id: string, reward: number | null, status = "ok") {
-  const r = await postJson(`${url}/api/rollouts/${id}/finish`, { reward, status });
-  assert.equal(r.status, 200, r.text);
-}
-
 async function rollout(url: string, id: string): Promise<any> {
   return (await fetch(`${url}/api/rollouts/${id}`)).json();
 }
@@ -36,18 +31,12 @@ async function rollout(url: string, id: string): Promise<any> {
 describe("branch rollouts at the gateway (messages mode, scripted model)", () => {
   let stack: Stack;
   let url: string;
-  const backbones: Record<string, { id: string; answers: Message[] }> = {};
+  let backbones: Record<string, { id: string; answers: Message[] }> = {};
 
   before(async () => {
     stack = await startStack({ sim: { script: AGENT_SCRIPT } });
     url = stack.gateway.url;
-    for (const stream of [false, true]) {
-      const r = await createRollout(url, { group: "g" });
-      const run = await runAgent(r.base_urls.openai, stableTool, { stream });
-      assert.equal(run.answers.length, 3);
-      await finish(url, r.id, 1);
-      backbones[String(stream)] = { id: r.id, answers: run.answers };
-    }
+    backbones = await scriptedBackbones(url);
   });
   after(() => stack.close());
 

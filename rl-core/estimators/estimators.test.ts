@@ -10,6 +10,7 @@ import {
   EstimatorError,
   normalizeAdvantages,
   type RolloutBatch,
+  type TreeSpec,
 } from "./index.ts";
 
 const i32 = (...x: number[]) => Int32Array.from(x);
@@ -39,6 +40,22 @@ function outcomeBatch(): RolloutBatch {
 /** Token advantages expected from per-row advantages under outcomeBatch's mask. */
 function tokensOf(rowAdvantages: number[]): number[] {
   return rowAdvantages.flatMap((a, r) => (r === 2 ? [0, 0, 0] : [0, a, a]));
+}
+
+/** Node 0 (trunk) -> 1 -> {3, 4}; 0 -> 2. Leaves: row 0 at 3 (r=1), row 1 at 4 (r=0), row 2 at 2 (r=1). */
+function branchedGroup(): { batch: RolloutBatch; tree: TreeSpec } {
+  const batch: RolloutBatch = {
+    offsets: i32(0, 4, 8, 11),
+    lossMask: u8(0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1),
+    rewards: f64(1, 0, 1),
+    groupIds: i32(0, 0, 0),
+  };
+  const tree = {
+    parent: i32(-1, 0, 0, 1, 1),
+    tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2),
+    rowLeaf: i32(3, 4, 2),
+  };
+  return { batch, tree };
 }
 
 const STD_A = Math.sqrt(1 / 3); // unbiased std of 1, 0, 0, 1
@@ -201,18 +218,7 @@ for (const kernels of availableBackends()) {
     });
 
     test("tree: TreeRL's (global + local) / sqrt(leaves) per segment; shared tokens trained once", () => {
-      // Node 0 (trunk) -> 1 -> {3, 4}; 0 -> 2. Leaves: row 0 at 3 (r=1), row 1 at 4 (r=0), row 2 at 2 (r=1).
-      const batch: RolloutBatch = {
-        offsets: i32(0, 4, 8, 11),
-        lossMask: u8(0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1),
-        rewards: f64(1, 0, 1),
-        groupIds: i32(0, 0, 0),
-      };
-      const tree = {
-        parent: i32(-1, 0, 0, 1, 1),
-        tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2),
-        rowLeaf: i32(3, 4, 2),
-      };
+      const { batch, tree } = branchedGroup();
       const out = run(batch, { estimator: "tree", tree });
       const root = 2 / 3;
       const a1 = (0.5 - root + (0.5 - root)) / Math.SQRT2;
@@ -237,18 +243,7 @@ for (const kernels of availableBackends()) {
     });
 
     test("branch-grpo: each segment against the rollouts at the branch point it leaves, GRPO-normalized", () => {
-      // The tree test's group: trunk 0 -> 1 -> {3 (r=1), 4 (r=0)}; 0 -> 2 (r=1).
-      const batch: RolloutBatch = {
-        offsets: i32(0, 4, 8, 11),
-        lossMask: u8(0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1),
-        rewards: f64(1, 0, 1),
-        groupIds: i32(0, 0, 0),
-      };
-      const tree = {
-        parent: i32(-1, 0, 0, 1, 1),
-        tokenNode: i32(0, 0, 1, 3, 0, 0, 1, 4, 0, 0, 2),
-        rowLeaf: i32(3, 4, 2),
-      };
+      const { batch, tree } = branchedGroup();
       const eps = 1e-6;
       const top = Math.sqrt(1 / 3) + eps; // rewards 1, 0, 1 at the trunk: mean 2/3, unbiased std sqrt(1/3)
       const split = Math.SQRT1_2 + eps; // rewards 1, 0 at node 1

@@ -57,19 +57,24 @@ def outcome_values(estimator, rewards, tokens):
     raise ValueError(estimator)
 
 
+def group_prefixes(rows):
+    """Each rollout's reward, and per token prefix of any row the rollouts whose rows start with it."""
+    rollouts = {}
+    prefix_sets = {}
+    for ids, _mask, rid, reward in rows:
+        rollouts[rid] = reward
+        for t in range(len(ids)):
+            prefix_sets.setdefault(tuple(ids[: t + 1]), set()).add(rid)
+    return rollouts, prefix_sets
+
+
 def tree_advantages(rows):
     """TreeRL over one group: for each trained token, its prefix's rollouts S; V = mean reward over S (each rollout
     once); the branch parent is the longest shorter prefix with more rollouts (else the group's root); A = ((V - V_root)
     + (V - V_parent)) / sqrt(|S|)."""
-    rollouts = {}
-    for ids, _mask, rid, reward in rows:
-        rollouts[rid] = reward
+    rollouts, prefix_sets = group_prefixes(rows)
     root = float(np.mean(list(rollouts.values())))
     everyone = len(rollouts)
-    prefix_sets = {}
-    for ids, _mask, rid, _reward in rows:
-        for t in range(len(ids)):
-            prefix_sets.setdefault(tuple(ids[: t + 1]), set()).add(rid)
     out = []
     for ids, mask, _rid, _reward in rows:
         adv = np.zeros(len(ids))
@@ -96,13 +101,7 @@ def branch_grpo_advantages(rows, eps=1e-6):
     """GRPO per branch point over one group: for each trained token, its prefix's rollouts S (V = their mean reward);
     the branch point is the longest shorter prefix with more rollouts (else the group's root, every rollout), with
     rollouts Q; A = (V - mean(Q)) / (unbiased std(Q) + eps), 0 when Q holds one rollout."""
-    rollouts = {}
-    for ids, _mask, rid, reward in rows:
-        rollouts[rid] = reward
-    prefix_sets = {}
-    for ids, _mask, rid, _reward in rows:
-        for t in range(len(ids)):
-            prefix_sets.setdefault(tuple(ids[: t + 1]), set()).add(rid)
+    rollouts, prefix_sets = group_prefixes(rows)
     out = []
     for ids, mask, _rid, _reward in rows:
         adv = np.zeros(len(ids))
