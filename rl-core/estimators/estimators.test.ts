@@ -58,6 +58,17 @@ function branchedGroup(): { batch: RolloutBatch; tree: TreeSpec } {
   return { batch, tree };
 }
 
+/** Two rollouts sharing no token, each a chain of two nodes (segments split at a call boundary): 0 -> 1, 2 -> 3. */
+function flatGroup(): { batch: RolloutBatch; tree: TreeSpec } {
+  const batch: RolloutBatch = {
+    offsets: i32(0, 4, 8),
+    lossMask: u8(0, 1, 0, 1, 0, 1, 0, 1),
+    rewards: f64(1, 0),
+    groupIds: i32(5, 5),
+  };
+  return { batch, tree: { parent: i32(-1, 0, -1, 2), tokenNode: i32(0, 0, 1, 1, 2, 2, 3, 3), rowLeaf: i32(1, 3) } };
+}
+
 const STD_A = Math.sqrt(1 / 3); // unbiased std of 1, 0, 0, 1
 
 for (const kernels of availableBackends()) {
@@ -231,14 +242,7 @@ for (const kernels of availableBackends()) {
     });
 
     test("tree: without branching (segments split at call boundaries) it is twice Dr.GRPO", () => {
-      const batch: RolloutBatch = {
-        offsets: i32(0, 4, 8),
-        lossMask: u8(0, 1, 0, 1, 0, 1, 0, 1),
-        rewards: f64(1, 0),
-        groupIds: i32(5, 5),
-      };
-      // Two rollouts, each a chain of two nodes: 0 -> 1 and 2 -> 3.
-      const tree = { parent: i32(-1, 0, -1, 2), tokenNode: i32(0, 0, 1, 1, 2, 2, 3, 3), rowLeaf: i32(1, 3) };
+      const { batch, tree } = flatGroup();
       assertClose(run(batch, { estimator: "tree", tree }).advantages, [0, 1, 0, 1, 0, -1, 0, -1], "tokens");
     });
 
@@ -254,13 +258,7 @@ for (const kernels of availableBackends()) {
     });
 
     test("branch-grpo: without branching it is GRPO", () => {
-      const batch: RolloutBatch = {
-        offsets: i32(0, 4, 8),
-        lossMask: u8(0, 1, 0, 1, 0, 1, 0, 1),
-        rewards: f64(1, 0),
-        groupIds: i32(5, 5),
-      };
-      const tree = { parent: i32(-1, 0, -1, 2), tokenNode: i32(0, 0, 1, 1, 2, 2, 3, 3), rowLeaf: i32(1, 3) };
+      const { batch, tree } = flatGroup();
       const grpo = run({ ...batch, offsets: i32(0, 4, 8) }, { estimator: "grpo" }).advantages;
       assertClose(run(batch, { estimator: "branch-grpo", tree }).advantages, [...grpo], "tokens");
     });

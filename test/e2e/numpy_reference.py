@@ -68,6 +68,16 @@ def group_prefixes(rows):
     return rollouts, prefix_sets
 
 
+def wider_prefix(prefix_sets, ids, t):
+    """The rollouts of the longest prefix of ids[: t + 1] that more rollouts share (the branch point), or None."""
+    s = prefix_sets[tuple(ids[: t + 1])]
+    for u in range(t - 1, -1, -1):
+        q = prefix_sets[tuple(ids[: u + 1])]
+        if len(q) > len(s):
+            return q
+    return None
+
+
 def tree_advantages(rows):
     """TreeRL over one group: for each trained token, its prefix's rollouts S; V = mean reward over S (each rollout
     once); the branch parent is the longest shorter prefix with more rollouts (else the group's root); A = ((V - V_root)
@@ -83,12 +93,8 @@ def tree_advantages(rows):
                 continue
             s = prefix_sets[tuple(ids[: t + 1])]
             v = np.mean([rollouts[x] for x in s])
-            parent = None
-            for u in range(t - 1, -1, -1):
-                q = prefix_sets[tuple(ids[: u + 1])]
-                if len(q) > len(s):
-                    parent = np.mean([rollouts[x] for x in q])
-                    break
+            q = wider_prefix(prefix_sets, ids, t)
+            parent = np.mean([rollouts[x] for x in q]) if q is not None else None
             if parent is None and len(s) < everyone:
                 parent = root
             local = v - (parent if parent is not None else root)
@@ -109,11 +115,9 @@ def branch_grpo_advantages(rows, eps=1e-6):
             if not mask[t]:
                 continue
             s = prefix_sets[tuple(ids[: t + 1])]
-            q = set(rollouts)
-            for u in range(t - 1, -1, -1):
-                if len(prefix_sets[tuple(ids[: u + 1])]) > len(s):
-                    q = prefix_sets[tuple(ids[: u + 1])]
-                    break
+            q = wider_prefix(prefix_sets, ids, t)
+            if q is None:
+                q = set(rollouts)
             if len(q) < 2:
                 continue
             point = np.array([rollouts[x] for x in q])
