@@ -28,6 +28,11 @@ export interface FamilyMarkup {
    * `<|return|>` after the final answer); a turn ended by one of them is closed already.
    */
   readonly alsoEnds?: readonly string[];
+  /**
+   * The header of a turn right after the system turn that still belongs to the system prompt: harmony's developer
+   * message (`<|start|>developer`), where the harness's system prompt and tools go.
+   */
+  readonly instructionsStart?: string;
   /** How every turn opens and closes, where that is more than `turnStart` … `turnEnd` (turn-marks.ts). */
   readonly turns?: TurnMarks;
 }
@@ -79,6 +84,7 @@ const HARMONY: FamilyMarkup = {
   endOfText: "<|endoftext|>",
   bos: "",
   alsoEnds: ["<|call|>", "<|return|>"],
+  instructionsStart: "<|start|>developer",
 };
 
 // DeepSeek V3.1 (vLLM's tool_chat_template_deepseekv31.jinja): `<｜begin▁of▁sentence｜>` and the system prompt, then

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { chatFormatOf } from "../trajectory/chat-format.ts";
+import { chatFormatOf, divergesInSystemPrompt } from "../trajectory/chat-format.ts";
 import type { ChatMessage } from "./chat-template.ts";
 import { familyOfTemplate, FAMILIES } from "./families.ts";
 import { parseHarmonyHeader } from "./harmony-parse.ts";
@@ -371,6 +371,28 @@ describe("gpt-oss family", () => {
     assert.equal(rules.turnEnd, 200007);
     assert.deepEqual(rules.systemHeader, [200006, 17360]);
     assert.deepEqual([...format.stopIds].sort(), [200002, 200012]);
+  });
+});
+
+describe("gpt-oss reconstruction: the system prompt is the system and developer messages", () => {
+  test("prompts that part inside the developer message (the harness's instructions) part in the system prompt", () => {
+    const prompt = (system: string, user: string) =>
+      ids(
+        renderHarmony(
+          [
+            { role: "system", content: system },
+            { role: "user", content: user },
+          ],
+          { date: "2025-06-28" },
+        ),
+      );
+    const rules = chatFormatOf(format);
+    const at = (a: number[], b: number[]) => a.findIndex((id, i) => id !== b[i]);
+    const main = prompt("You are the main agent.", "Do it.");
+    const sub = prompt("You are a sub-agent.", "Do it.");
+    const later = prompt("You are the main agent.", "Do something else.");
+    assert.equal(divergesInSystemPrompt(sub, at(main, sub), rules), true);
+    assert.equal(divergesInSystemPrompt(later, at(main, later), rules), false);
   });
 });
 

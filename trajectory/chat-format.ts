@@ -19,6 +19,8 @@ export interface ChatFormat {
   emptyThink: readonly number[];
   /** Every turn's opener and closer (turnStart and turnEnd are the model's own), as the family delimits turns. */
   turns: TurnIds;
+  /** Ids of a turn after the system turn that is part of the system prompt (harmony's `<|start|>developer`). */
+  instructionsHeader?: readonly number[];
 }
 
 /**
@@ -46,30 +48,41 @@ export function chatFormatOf(model: ModelChatFormat): ChatFormat {
     toolCallStart: model.toolCallStart,
     emptyThink: [...model.emptyThink],
     turns: turnIdsOf(turnMarksOf(model.family.markup), model.tokenId),
+    instructionsHeader: model.family.markup.instructionsStart
+      ? model.encode(model.family.markup.instructionsStart)
+      : [],
   };
 }
 
-function startsWith(ids: TokenIds, prefix: readonly number[]): boolean {
-  if (ids.length < prefix.length) return false;
-  for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
+function startsWith(ids: TokenIds, prefix: readonly number[], at = 0): boolean {
+  if (ids.length < at + prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[at + i] !== prefix[i]) return false;
   return true;
+}
+
+/** Where the turn whose header ends before `from` closes (its closer's index), or the prompt's length. */
+function turnClose(prompt: TokenIds, from: number, format: ChatFormat): number {
+  const { starts, ends } = format.turns;
+  for (let i = from; i < prompt.length; i++) if (ends.includes(prompt[i]!) || starts.includes(prompt[i]!)) return i;
+  return prompt.length;
 }
 
 /**
  * Whether two prompts that agree on their first `divergence` tokens have different system prompts.
  * They do when they part inside the header of the first turn (different roles: one has a system turn, the other
  * does not, or not a chat at all), or inside the system turn up to and including its `<|im_end|>` (or, where the
- * system prompt has no closer, up to the first turn's opener: DeepSeek's `<｜User｜>`).
+ * system prompt has no closer, up to the first turn's opener: DeepSeek's `<｜User｜>`), or inside a turn that follows it
+ * and belongs to the system prompt (harmony's developer message, which holds the harness's system prompt and tools).
  */
 export function divergesInSystemPrompt(prompt: TokenIds, divergence: number, format: ChatFormat): boolean {
   const header = format.systemHeader;
   if (divergence < header.length) return true;
   if (!startsWith(prompt, header)) return false;
-  const { starts, ends } = format.turns;
-  for (let i = header.length; i < prompt.length; i++) {
-    if (ends.includes(prompt[i]!) || starts.includes(prompt[i]!)) return divergence <= i;
-  }
-  return true;
+  let close = turnClose(prompt, header.length, format);
+  const instructions = format.instructionsHeader ?? [];
+  if (instructions.length > 0 && startsWith(prompt, instructions, close + 1))
+    close = turnClose(prompt, close + 1 + instructions.length, format);
+  return close === prompt.length || divergence <= close;
 }
 
 /** Turns in a prompt: the number of turn openers (the generation prompt counts as one). */
