@@ -1,7 +1,8 @@
 // How many token ids the served model has, to check the ids an upstream reports against. vLLM's /v1/models carries
 // no vocabulary size, so it comes from --vocab-size, or from the model's family where rlgate knows its tokenizer
-// (Qwen3, Llama 3, DeepSeek V3.x), or else is the bound every stored id must meet anyway: an int32.
+// (Qwen3, Llama 3, DeepSeek V3.x, gpt-oss), or else is the bound every stored id must meet anyway: an int32.
 import { DEEPSEEK_V31_VOCAB_SIZE } from "../../tokenizer/deepseek-v31.ts";
+import { GPTOSS_VOCAB_SIZE } from "../../tokenizer/gptoss.ts";
 import { LLAMA3_VOCAB_SIZE } from "../../tokenizer/llama3.ts";
 import { QWEN3_VOCAB_SIZE } from "../../tokenizer/qwen3.ts";
 
@@ -13,6 +14,8 @@ const KNOWN: Array<[RegExp, number]> = [
   [/llama-?3/i, LLAMA3_VOCAB_SIZE],
   // V3 and V3.1 (and R1) share the embedding's 129,280 rows.
   [/deepseek-?(v3|r1)/i, DEEPSEEK_V31_VOCAB_SIZE],
+  // gpt-oss-20b and -120b: 201,088 rows.
+  [/gpt-oss/i, GPTOSS_VOCAB_SIZE],
 ];
 
 /** The number of token ids of `model` (ids run from 0 to this minus one). */
