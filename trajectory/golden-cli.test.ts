@@ -139,6 +139,25 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
     assertTrainedOnce(rec);
   });
 
+  it("pi auto-compaction (a small contextWindow), chat API, tokens mode: the summarizer is auxiliary, the continuation that holds its summary in a user message a compaction of main", () => {
+    const fixture = loadCliFixture("pi-chat-compaction-tokens");
+    const rec = reconstruct(fixture);
+    assert.deepEqual(
+      rec.segments.map((s) => s.kind),
+      ["main", "auxiliary", "compaction"],
+    );
+    const summarizer = fixture.calls.findIndex((c) => c.seq === rec.segments[1]!.firstCallSeq);
+    assert.match(String(chatMessages(fixture, summarizer)[0]!["content"]), /context summarization assistant/);
+    const continuation = chatMessages(fixture, summarizer + 1);
+    assert.match(JSON.stringify(continuation[1]), /compacted into the following summary:[\s\S]*<state_snapshot>/);
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.from?.callSeq]),
+      [["compaction", fixture.calls[summarizer]!.seq]],
+    );
+    assert.equal(rec.trajectories.filter((t) => t.segment === "main").length, 1);
+    assertTrainedOnce(rec);
+  });
+
   for (const [name, tool] of [
     ["qwen-code-sub-agent-tokens", "agent"],
     ["opencode-sub-agent-tokens", "task"],

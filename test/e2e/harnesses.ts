@@ -262,12 +262,19 @@ export const OPENCODE: Harness = {
   },
 };
 
+/** pi's prompt is some 850 tokens: a window that compacts once a tool's long output is in the history. */
+const PI_COMPACT_MODEL = { contextWindow: 3000, maxTokens: 1000 };
+const PI_COMPACTION = { enabled: true, reserveTokens: 1000, keepRecentTokens: 200 };
+
 /** pi over one of its three APIs (PI_CODING_AGENT_NOTES.md). */
 export function piHarness(api: "anthropic-messages" | "openai-responses" | "openai-completions"): Harness {
   return {
     name: `pi/${api}`,
     noSubAgent: "pi has no sub-agent tool",
-    noCompaction: "no compaction command in -p mode; it compacts past contextWindow − reserveTokens, not scripted yet",
+    // No compaction command in -p mode: it compacts once a call's context passes contextWindow − reserveTokens, on
+    // the next prompt. The history is then one long turn, which it cuts: the summarizer's request is that of a turn's
+    // prefix (a history of several turns gets "Create a structured context checkpoint summary…" too).
+    compaction: { summaryRequest: "Summarize the prefix to provide context" },
     cli: join(modules, "@mariozechner", "pi-coding-agent", "dist", "cli.js"),
     modelMap: `pi-*=${SERVED_MODEL}`,
     shell: (command) => ({ name: "bash", arguments: { command } }),
@@ -281,12 +288,19 @@ export function piHarness(api: "anthropic-messages" | "openai-responses" | "open
             baseUrl,
             api,
             apiKey: "sk-rlgate",
-            models: [{ id: "pi-model", reasoning: true, contextWindow: 131_072, maxTokens: 4000 }],
+            models: [
+              {
+                id: "pi-model",
+                reasoning: true,
+                ...(options.compact ? PI_COMPACT_MODEL : { contextWindow: 131_072, maxTokens: 4000 }),
+              },
+            ],
           },
         },
       };
       writeFileSync(join(agentDir, "models.json"), JSON.stringify(models, null, 2));
-      writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ enableInstallTelemetry: false }));
+      const compaction = options.compact ? { compaction: PI_COMPACTION } : {};
+      writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ enableInstallTelemetry: false, ...compaction }));
       const env = baseEnv(dirs, { PI_OFFLINE: "1", PI_TELEMETRY: "0", PI_SKIP_VERSION_CHECK: "1" });
       return {
         command: process.execPath,
