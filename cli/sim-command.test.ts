@@ -93,7 +93,7 @@ describe("rlgate sim (command line)", () => {
       encoding: "utf8",
     });
     assert.notEqual(bad.status, 0);
-    assert.match(bad.stderr, /--tool-call-parser: expected hermes, qwen3_coder, llama3_json; got pythonic/);
+    assert.match(bad.stderr, /--tool-call-parser: expected hermes, qwen3_coder, llama3_json, deepseek_v31, openai; got pythonic/);
   });
 
   test("rejects a bad knob value", () => {
