@@ -1,6 +1,6 @@
 // The relay work of one streamed call, in process: the upstream's stream (a recorded sim answer with token ids and
 // logprobs) split into events, each parsed for capture and given to the harness without the fields it did not ask
-// for, and the bytes the call's record keeps (the events the harness received). CPU time is this process's own, so
+// for, and the whole response the call's record keeps (assembled from the chunks, stripped as the harness got it). CPU time is this process's own, so
 // the figure holds on a busy machine where the cross-process cells of bench:gateway are noisy.
 //
 // The whole-response row is the same for a non-streamed call: the body decoded, parsed for capture, captured and given
@@ -11,7 +11,6 @@ import { readFileSync } from "node:fs";
 import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
 import { SseParser } from "../gateway/sse-parser.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
-import { StreamedJson } from "../store/records.ts";
 
 export interface StreamRelayFigures {
   events: number;
@@ -37,9 +36,10 @@ export function benchStreamRelay(stream: Buffer, calls: number): StreamRelayFigu
   const relayUs = cpuMicros(calls, () => {
     const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => {});
     const out = events.relay(new SseParser().push(stream));
-    // What the record keeps: the events the harness received (folded into a whole response only when read).
-    const response = new StreamedJson(events.written, "chat.completion");
-    sink += (out?.length ?? 0) + events.assembler.captures().length + response.sse.length;
+    // What the record keeps: the whole response, as the harness received it.
+    const response = events.assembler.assembled();
+    vllmFlavor.chat.stripWhole(response, NOTHING_ASKED);
+    sink += (out?.length ?? 0) + events.assembler.captures().length + Object.keys(response).length;
   });
   const splitUs = cpuMicros(calls, () => {
     sink += new SseParser().push(stream).length;

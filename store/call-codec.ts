@@ -2,16 +2,8 @@
 // reference to an earlier call's sequence plus the tokens that are new.
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./call-tokens.ts";
-import {
-  jsonFromBytes,
-  RawJson,
-  spliceBytes,
-  SplicedJson,
-  StreamedJson,
-  type CallRecord,
-  type ChoiceCapture,
-} from "./records.ts";
-import { compactStream, expandStream, foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
+import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
+import { expandStream, foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
 import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs" | "entropies"> {
@@ -32,13 +24,17 @@ export interface StoredCall extends Omit<
   requestReceived: Uint8Array;
   /** The forwarded body's bytes, or — when it is the received body with fields spliced in — where and what. */
   requestForwarded: Uint8Array | StoredSplice;
-  /** JSON bytes; or a native stream as the harness received it, folded into its whole response when read. */
+  /** JSON bytes (a StoredStream only in records read from stores that kept streams as their events). */
   response: Uint8Array | StoredStream;
 }
 
-/** A streamed response as stored: the events' bytes (the token fields spliced to null) and what they fold into. */
+/**
+ * A streamed response kept as the events the harness received (the token fields spliced to null), as some stores
+ * hold them: read, never written (every response is stored as JSON: a stream's events cost ~100 bytes a token and
+ * more CPU to commit than the whole response costs to build).
+ */
 export interface StoredStream {
-  /** The events; with a `head`, each event that starts with a NUL byte starts with `head` instead (compactStream). */
+  /** The events; with a `head`, each event that starts with a NUL byte starts with `head` instead. */
   sse: Uint8Array;
   object: StreamObject;
   head?: Uint8Array;
@@ -49,17 +45,7 @@ export interface StoredSplice {
   insert: Uint8Array;
 }
 
-/** The response as stored: a stream's events as they are (folded when read), any other body as JSON bytes. */
-function responseAsStored(response: unknown): Uint8Array | StoredStream {
-  if (response instanceof StreamedJson) {
-    const sse = Buffer.from(response.sse.buffer, response.sse.byteOffset, response.sse.byteLength);
-    const compact = compactStream(sse);
-    return compact ? { ...compact, object: response.object } : { sse, object: response.object };
-  }
-  return jsonBytes(response);
-}
-
-/** A stored response's value (a stream folded into its whole response; records before streams were kept: JSON). */
+/** A stored response's value (JSON bytes; a stored stream folded into its whole response). */
 export function storedResponse(response: Uint8Array | StoredStream): unknown {
   if (response instanceof Uint8Array) return jsonFromBytes(response);
   const sse = response.head ? expandStream(response.sse, response.head) : response.sse;
@@ -89,7 +75,7 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
     ...rest,
     requestReceived: jsonBytes(call.requestReceived),
     requestForwarded: forwardedAsStored(call),
-    response: responseAsStored(call.response),
+    response: jsonBytes(call.response),
     promptRef: ref,
     promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),
     choices: call.choices.map(({ entropies, ...c }) => ({

@@ -1,7 +1,6 @@
 // The records rlgate keeps. These shapes are the contract between the gateway (writer), trajectory reconstruction
 // and the control API (readers). Token arrays are plain number arrays here; the store packs them as int32/float32.
 import type { Routing } from "../util/routed-experts.ts";
-import { foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
 
 /** The value of JSON bytes (UTF-8). */
 export function jsonFromBytes(bytes: Uint8Array): unknown {
@@ -32,46 +31,6 @@ export class RawJson {
     return this.value();
   }
 }
-
-/**
- * A streamed response kept as the server-sent events the harness received (the upstream's bytes with the token fields
- * it did not ask for spliced to null; their values are in the record's token arrays). Its value — the one whole
- * response the stream stands for — is folded from them only when someone reads it: on the call's path the stream is
- * only scanned, spliced and written (see store/stream-response.ts). Readers that take any RawJson get that value.
- */
-export class StreamedJson extends RawJson {
-  readonly object: StreamObject;
-  readonly #pieces: Uint8Array[];
-  #sse: Uint8Array | null = null;
-
-  /** `pieces`: the stream's bytes, in the order they were written. */
-  constructor(pieces: Uint8Array[], object: StreamObject) {
-    super(NO_BYTES);
-    this.#pieces = pieces;
-    this.object = object;
-  }
-
-  /** The events' bytes, as the harness received them. */
-  get sse(): Uint8Array {
-    if (this.#sse === null) {
-      const pieces = this.#pieces;
-      this.#sse = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
-    }
-    return this.#sse;
-  }
-
-  /** The whole response's JSON bytes (encoded on demand: the store keeps `sse`). */
-  override get bytes(): Uint8Array {
-    return Buffer.from(JSON.stringify(this.value()));
-  }
-
-  /** A new object on every call, as RawJson's. */
-  override value(): unknown {
-    return foldChunks(streamChunks(this.sse), this.object);
-  }
-}
-
-const NO_BYTES = new Uint8Array(0);
 
 /**
  * A body that is another one's bytes with `insert` placed at byte `at`: how a request usually goes upstream (the

@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { StreamedJson } from "./records.ts";
+import { storedResponse } from "./call-codec.ts";
 import { Store } from "./store.ts";
-import { compactStream, expandStream, foldChatChunks, foldCompletionChunks, streamChunks } from "./stream-response.ts";
+import { expandStream, foldChatChunks, foldCompletionChunks, streamChunks } from "./stream-response.ts";
 import { testCallRecord } from "./test-support.ts";
 
 const HEAD = { id: "chatcmpl-1", object: "chat.completion.chunk", created: 7, model: "m" };
@@ -89,58 +89,36 @@ test("a completion stream folds per choice: text, ids only where the harness got
   assert.deepStrictEqual(whole["usage"], { n: 1 });
 });
 
-test("a streamed call is stored as its events and read as its whole response; records stored whole still read", async () => {
+test("a streamed call is stored as its whole response and read back as it", async () => {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-stream-"));
   const store = new Store({ path: dir });
   try {
-    const pieces = [
-      Buffer.from(CHAT_EVENTS.slice(0, 3).map(event).join("")),
-      Buffer.from(CHAT_EVENTS.slice(3).map(event).join("")),
-    ];
     const streamed = testCallRecord({
       seq: store.nextCallSeq(),
       stream: true,
-      response: new StreamedJson(pieces, "chat.completion"),
+      response: foldChatChunks(streamChunks(Buffer.from(CHAT_EVENTS.map(event).join("")))),
       promptTokenIds: [1, 2],
       choices: [{ index: 0, tokenIds: [3, 4], logprobs: [-0.5, -0.25], finishReason: "tool_calls" }],
     });
-    // As gateways stored streamed calls before (and non-streamed ones still are): the whole response as JSON.
-    const whole = testCallRecord({
-      seq: store.nextCallSeq(),
-      stream: true,
-      response: WHOLE,
-      promptTokenIds: [1],
-      choices: [],
-    });
-    await Promise.all([store.putCall(streamed), store.putCall(whole)]);
+    await store.putCall(streamed);
     assert.deepStrictEqual(store.getCall(null, streamed.seq)?.response, WHOLE);
-    assert.deepStrictEqual(store.getCall(null, whole.seq)?.response, WHOLE);
     assert.deepStrictEqual(
       store.listCalls(null).map((c) => c.response),
-      [WHOLE, WHOLE],
+      [WHOLE],
     );
-    // The value a live reader (the UI, history repair) takes from the record before it is read back is the same.
-    assert.deepStrictEqual(JSON.parse(JSON.stringify(streamed.response)), WHOLE);
-    const found = store.findCall(
-      null,
-      "chat.completions",
-      (response) => response !== null && typeof response === "object",
-    );
-    assert.equal(found?.seq, whole.seq);
   } finally {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test("a stream's shared head is stored once and given back to each event: the bytes read back are the bytes kept", () => {
+test("a stream kept as its events (as some stores hold them) reads as its whole response, with or without its head kept once", () => {
   const sse = Buffer.from(`${CHAT_EVENTS.map(event).join("")}: comment\n\ndata: [DONE]\n\n`);
-  const compact = compactStream(sse)!;
-  // Every data event but [DONE] loses its head for one marker byte; the head is kept once.
-  const h = compact.head.length;
-  assert.equal(compact.sse.length + h, sse.length - CHAT_EVENTS.length * (h - 1) + h);
-  assert.deepStrictEqual(expandStream(compact.sse, compact.head), sse);
-  // Not a stream of JSON data events, or an event that starts with the marker: kept as it is.
-  assert.equal(compactStream(Buffer.from(": hi\n\ndata: {}\n\n")), null);
-  assert.equal(compactStream(Buffer.from(`${event(CHAT_EVENTS[0])}\u0000x\n\n`)), null);
+  assert.deepStrictEqual(storedResponse({ sse, object: "chat.completion" }), WHOLE);
+  // The head every event shares kept once, each event that had it marked by a NUL byte.
+  const head = sse.subarray(0, sse.indexOf('"choices":[') + '"choices":['.length);
+  const marked = sse.toString("latin1").split(head.toString("latin1")).join("\u0000");
+  const compact = Buffer.from(marked, "latin1");
+  assert.deepStrictEqual(expandStream(compact, head), sse);
+  assert.deepStrictEqual(storedResponse({ sse: compact, object: "chat.completion", head }), WHOLE);
 });

@@ -1,7 +1,6 @@
 // A streamed call's response: the chunks of a chat or text completion stream folded into the one whole response they
-// stand for. The gateway keeps a native stream in the record as the bytes the harness received (store/records.ts,
-// StreamedJson) and the record's `response` is folded from them when it is read; the gateway's stream assemblers fold
-// the upstream's chunks the same way where a whole response is needed while the call runs (translated surfaces).
+// stand for. The gateway's stream assemblers fold the upstream's chunks with it, and the store folds the records of
+// streamed calls that were kept as their events (store/call-codec.ts, StoredStream) when they are read.
 
 type Json = Record<string, unknown>;
 
@@ -251,35 +250,12 @@ export function streamChunks(sse: Uint8Array): Json[] {
   return chunks;
 }
 
-// A stream's events repeat one head (`data: {"id":…,"object":…,"created":…,"model":…,"choices":[`), most of each
-// event's bytes: the store keeps it once and marks each event that starts with it by a NUL byte, which no event of a
-// server-sent stream starts with (JSON text escapes it, and an event starts with a field name or a colon).
+// Records kept as their events stored the head the events share (`data: {"id":…,"object":…,"created":…,"model":…,
+// "choices":[`) once, and marked each event that started with it by a NUL byte.
 const EVENT_END = Buffer.from("\n\n");
-const HEAD_END = Buffer.from('"choices":[');
 const MARK = 0;
 
-/** `sse` with the head its events share kept once; null when its events share none or one starts with NUL. */
-export function compactStream(sse: Buffer): { sse: Buffer; head: Buffer } | null {
-  if (!sse.subarray(0, 7).equals(Buffer.from("data: {"))) return null;
-  const lineEnd = sse.indexOf(0x0a);
-  const headEnd = sse.indexOf(HEAD_END);
-  if (headEnd < 0 || (lineEnd >= 0 && headEnd > lineEnd)) return null;
-  const head = sse.subarray(0, headEnd + HEAD_END.length);
-  const pieces: Buffer[] = [];
-  const mark = Buffer.of(MARK);
-  for (let start = 0; start < sse.length;) {
-    const found = sse.indexOf(EVENT_END, start);
-    const end = found < 0 ? sse.length : found + EVENT_END.length;
-    if (sse[start] === MARK) return null;
-    if (end - start >= head.length && sse.compare(head, 0, head.length, start, start + head.length) === 0)
-      pieces.push(mark, sse.subarray(start + head.length, end));
-    else pieces.push(sse.subarray(start, end));
-    start = end;
-  }
-  return { sse: Buffer.concat(pieces), head: Buffer.from(head) };
-}
-
-/** The stream `compactStream` kept: each marked event given its head again. */
+/** A stored stream's events, each marked event given its head again. */
 export function expandStream(compact: Uint8Array, head: Uint8Array): Buffer {
   const sse = Buffer.from(compact.buffer, compact.byteOffset, compact.byteLength);
   const pieces: Uint8Array[] = [];

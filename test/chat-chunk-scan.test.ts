@@ -10,7 +10,6 @@ import type { Json } from "../gateway/upstream/fields.ts";
 import type { ApiCodec, HarnessWants } from "../gateway/upstream/flavor.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
-import { StreamedJson } from "../store/records.ts";
 
 /** What the scan promises: the parsed chunk with each logprob entry reduced to `{ logprob }`. */
 function reduced(parsed: Json): Json {
@@ -219,25 +218,6 @@ describe("the sim's streams relayed with and without the scan", () => {
     for (let i = 0; i < stream.length; i += size) out += events.relay(parser.push(stream.subarray(i, i + size))) ?? "";
     const response = events.assembler.assembled();
     codec.stripWhole(response, wants);
-    // The record keeps the harness's bytes: read back, they fold into the response assembled from the upstream's
-    // chunks — but for the logprob entries of chunks that carried only token ids, which a harness that did not ask for
-    // ids never received (the record's `response` is what the harness received; its logprobs are in `choices`).
-    assert.equal(Buffer.concat(events.written).toString(), out);
-    const recorded = new StreamedJson(events.written, codec.streamObject).value() as Json;
-    if (wants.logprobs && !wants.tokenIds) {
-      const received: unknown[][] = [];
-      for (const event of out.split("\n\n")) {
-        if (!event.startsWith("data: {")) continue;
-        for (const c of (JSON.parse(event.slice(6)) as Json)["choices"] as Json[])
-          (received[c["index"] as number] ??= []).push(...(((c["logprobs"] as Json | null)?.["content"] as []) ?? []));
-      }
-      const entries = (body: Json) =>
-        (body["choices"] as Json[]).flatMap((c) => (c["logprobs"] as Json | null)?.["content"] ?? []);
-      assert.deepStrictEqual(entries(recorded), received.flat());
-      const withoutLogprobs = (body: Json) =>
-        JSON.stringify(body, (key, value: unknown) => (key === "logprobs" ? null : value));
-      assert.equal(withoutLogprobs(recorded), withoutLogprobs(response));
-    } else assert.deepStrictEqual(recorded, response);
     return { out, response, captures: events.assembler.captures(), prompt: events.assembler.promptTokenIds };
   }
 

@@ -24,8 +24,6 @@ export class NativeStreamEvents {
   readonly #stripNeeded: boolean;
   readonly #onToken: () => void;
   readonly #out = new WriteBatch();
-  /** What the harness was given, piece by piece (the record keeps these bytes: StreamedJson). */
-  readonly written: Uint8Array[] = [];
 
   /** `onToken` hears each event that carried sampled tokens or text. */
   constructor(codec: ApiCodec, wants: HarnessWants, onToken: () => void) {
@@ -37,16 +35,9 @@ export class NativeStreamEvents {
     this.assembler = codec.newAssembler({ entropies: wants.logprobs || wants.topEntries === true });
   }
 
-  /**
-   * What the harness receives for `events` (those of one upstream read), in one piece; null for nothing. Text is
-   * encoded here, once: the same bytes go to the socket and into the record.
-   */
-  relay(events: readonly SseEvent[]): Buffer | null {
-    const out = this.#batch(events);
-    if (out === null) return null;
-    const bytes = typeof out === "string" ? Buffer.from(out) : out;
-    this.written.push(bytes);
-    return bytes;
+  /** What the harness receives for `events` (those of one upstream read), in one piece; null for nothing. */
+  relay(events: readonly SseEvent[]): Buffer | string | null {
+    return this.#batch(events);
   }
 
   #batch(events: readonly SseEvent[]): Buffer | string | null {

@@ -2,7 +2,7 @@
 // as the upstream sent it, minus the token-id and logprob fields rlgate asked for itself. Streams are relayed event by
 // event as they arrive; the final `[DONE]` (or the end of the body) is held back until the call's record is committed,
 // so a harness never sees a complete answer that is not on disk.
-import { RawJson, StreamedJson, type ApiSurface } from "../../store/records.ts";
+import { RawJson, type ApiSurface } from "../../store/records.ts";
 import type { CallOutcome } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
 import { harnessResponseHeaders } from "../headers.ts";
@@ -136,13 +136,16 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
     }
   });
 
-  // The record keeps the stream as the harness received it; its whole response is folded when the record is read.
+  // The record keeps the whole response the stream stands for, as the harness received it: a few hundred bytes where
+  // the events would be ~100 a token, and cheaper to build and commit than they are to store (docs/gateway.md).
+  const response = assembler.assembled();
+  codec.stripWhole(response, wants);
   const base = {
     httpStatus: 200,
-    response: new StreamedJson(stream.written, codec.streamObject),
+    response,
     promptTokenIds: assembler.promptTokenIds,
     choices: assembler.captures(),
-    usage: assembler.usage as CallOutcome["usage"],
+    usage: response["usage"] as CallOutcome["usage"],
     routedExperts: assembler.routedExperts,
   };
   if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
