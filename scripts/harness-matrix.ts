@@ -317,6 +317,7 @@ async function runSession(
   family: MatrixFamily,
   saveDir: string | undefined,
   verbose = false,
+  keepStore = false,
 ): Promise<Row> {
   let sim: SimServer | null = null;
   let serve: CliProcess | null = null;
@@ -336,6 +337,7 @@ async function runSession(
     const started = await startServe(sim.url, h.modelMap, [...familyArgs, ...serveArgs], dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
+    if (keepStore) process.stderr.write(`\n  store kept: rlgate show --data ${dataDir} ${rollout.id}\n`);
     let run: CliRun | null = null;
     for (const [i, prompt] of plan.prompts.entries()) {
       const { command, args, env } = h.launch(dirs, rollout, prompt, SERVED_MODEL, {
@@ -374,7 +376,7 @@ async function runSession(
   } finally {
     await serve?.kill("SIGTERM");
     await sim?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    if (!keepStore) rmSync(dataDir, { recursive: true, force: true });
     rmSync(dirs.dir, { recursive: true, force: true });
     if (modelDir) rmSync(modelDir, { recursive: true, force: true });
   }
@@ -415,6 +417,11 @@ async function main(): Promise<void> {
     .option("--sub-agent", "also run the sub-agent session (same as adding sub-agent to --sessions)", false)
     .option("--verbose", "print the tail of each harness run's output", false)
     .option(
+      "--keep-stores",
+      "keep each session's gateway store and print the `rlgate show` command that reads it",
+      false,
+    )
+    .option(
       "--save-calls <dir>",
       "write each session's call records (request bodies, ids) to <dir>/<harness>-<session>.json",
     )
@@ -432,6 +439,7 @@ async function main(): Promise<void> {
     sessions: string;
     subAgent: boolean;
     saveCalls?: string;
+    keepStores: boolean;
     verbose: boolean;
     timeoutMs: number;
     family: string;
@@ -470,7 +478,19 @@ async function main(): Promise<void> {
     const started = Date.now();
     process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
     try {
-      rows.push(await runSession(h, session, plan, serveArgs, opts.timeoutMs, family, opts.saveCalls, opts.verbose));
+      rows.push(
+        await runSession(
+          h,
+          session,
+          plan,
+          serveArgs,
+          opts.timeoutMs,
+          family,
+          opts.saveCalls,
+          opts.verbose,
+          opts.keepStores,
+        ),
+      );
     } catch (error) {
       rows.push(summarize(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`, [], null));
     }
