@@ -1,6 +1,6 @@
 // The rules that name a divergence. Both the prefix tree and the naive reference gather the same facts about where a
 // prompt left the existing sequences; this one function decides what that means.
-import { breakCause } from "./thread-rules.ts";
+import { breakCause, type MarkupBreak } from "./thread-rules.ts";
 import type { ChatFormat } from "./chat-format.ts";
 import type { AttachKind, BreakCause } from "./types.ts";
 
@@ -29,7 +29,7 @@ export interface DivergenceFacts {
    * The sequence whose sampled completion follows the divergence in the same turn, when the divergence falls in that
    * turn's markup (generation prompt, empty think block): see thread-rules.ts.
    */
-  markupOwner(): number | null;
+  markupOwner(): MarkupBreak | null;
   /** The latest earlier sequence whose answer's content the prompt takes up (a summary): see thread-rules.ts. */
   summarySource(): number | null;
 }
@@ -72,7 +72,9 @@ export function classifyDivergence(f: DivergenceFacts): Divergence {
   if (f.oldOwner !== null) return at("reserialization", old, f.oldOwner, old, false, cause(false));
   // Parting in the markup of a turn whose completion was sampled is a re-rendering of that turn, too.
   const markup = f.markupOwner();
-  if (markup !== null) return at("reserialization", old, markup, old, false, cause(false));
+  // Its cause is read off the completion it falls before: one that opened with `<think>` lost its reasoning.
+  if (markup !== null)
+    return at("reserialization", old, markup.owner, old, false, breakCause(markup.firstSampled, f.format, false));
   if (f.inSystemPrompt()) {
     // A new thread that starts from an answer of this rollout is its compaction, whatever its system prompt says
     // (Claude Code's first system block carries a per-conversation hash).

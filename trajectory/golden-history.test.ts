@@ -1,6 +1,7 @@
 // Golden tests with the real Qwen3 chat template and tokenizer: how a harness's history rendering shapes the tree.
-// (1) a linear tool-using session; (1b) a second user query, after which the template strips old reasoning;
-// (2) a harness that drops reasoning_content; (2b) tool arguments the model wrote in another JSON spelling.
+// (1) a linear tool-using session; (1b) a second user query, after which the template strips old reasoning ((1d) of
+// an answer echoed with its leading newlines); (2) a harness that drops reasoning_content; (2b) tool arguments the
+// model wrote in another JSON spelling.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
@@ -131,6 +132,22 @@ describe("golden: history rendering (Qwen3)", () => {
     const trainedText = t.spans.map((s) => tok.decode([...t.tokenIds.subarray(s.start, s.end)]));
     assert.match(trainedText[0]!, /^<think>\nI should read the file first\.\n<\/think>\n\n<tool_call>/);
     assert.ok(trainedText.every((text) => text.endsWith("<|im_end|>")));
+  });
+
+  it("(1d) an answer echoed with vLLM's leading newlines loses its <think> to a new query: the newlines merge with the generation prompt's, a break one token early, still reasoning_dropped", () => {
+    const log = new CallLog();
+    const messages: ChatMessage[] = [SYSTEM, { role: "user", content: "Anything to fix?" }];
+    const answer: Turn = { reasoning: "Nothing to do.", content: "Done.", toolCalls: [] };
+    const first = log.chat(messages, [answer]);
+    messages.push(verbatimAssistantMessage(answer), { role: "user", content: "Then add a docstring." });
+    const second = log.chat(messages, [{ reasoning: "Add it.", content: "Added.", toolCalls: [] }]);
+    const rec = reconstructRollout(log.calls, { rolloutId: "r1c" });
+    // `assistant\n` + "\n\nDone." is written `assistant` + "\n\n\n" + "Done.": the prompt parts one token early.
+    assert.equal(commonPrefix(second.prompt, [...first.prompt, ...first.completions[0]!]), first.prompt.length - 1);
+    assert.deepEqual(
+      rec.breaks.map((b) => [b.kind, b.offsetInCompletion, b.cause]),
+      [["reserialization", -1, "reasoning_dropped"]],
+    );
   });
 
   it("(1b) a second user query re-renders earlier turns without <think>: a break at the first sampled token", () => {

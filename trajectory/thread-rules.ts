@@ -13,18 +13,25 @@ export interface BranchToken {
 /** Generation prompts are short: `<|im_start|>assistant\n` plus at most an empty think block or a prefill. */
 const MAX_MARKUP = 16;
 
+/** The sequence that sampled the completion a markup divergence falls before, and that completion's first token. */
+export interface MarkupBreak {
+  owner: number;
+  firstSampled: number;
+}
+
 /**
  * The sequence whose sampled completion follows the divergence inside the same turn, when the prompt and the old
  * branch part in that turn's markup (after its role, before its first sampled token): e.g. an empty think block that
  * the history no longer renders, or the generation prompt's last newline re-merged by BPE with the content that
- * follows it. Null when the divergence is anywhere else. `oldAt(i)` reads the old branch (null past its end).
+ * follows it (a turn written back without its `<think>` block). Null when the divergence is anywhere else. `oldAt(i)`
+ * reads the old branch (null past its end).
  */
 export function markupBreakOwner(
   prompt: TokenIds,
   matched: number,
   format: ChatFormat,
   oldAt: (i: number) => BranchToken | null,
-): number | null {
+): MarkupBreak | null {
   const { starts, ends, roleIds } = format.turns;
   let turn = -1;
   for (let i = matched - 1; i >= 0; i--) {
@@ -38,7 +45,7 @@ export function markupBreakOwner(
   for (let k = 0; k < MAX_MARKUP; k++) {
     const old = oldAt(matched + k);
     if (old === null) return null;
-    if (old.sampledBy !== null) return old.sampledBy;
+    if (old.sampledBy !== null) return { owner: old.sampledBy, firstSampled: old.token };
     if (starts.includes(old.token) || ends.includes(old.token)) return null;
   }
   return null;
