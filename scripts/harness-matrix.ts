@@ -261,9 +261,13 @@ function summarize(
   const ok = calls.filter((c) => c.status === "ok").length;
   const bySegment = new Map<string, number>();
   for (const t of rec?.trajectories ?? []) bySegment.set(t.segment, (bySegment.get(t.segment) ?? 0) + 1);
-  const breaks = Object.entries(rec?.stats.breaks ?? {})
-    .filter(([, n]) => n > 0)
-    .map(([k, n]) => `${k} ${n}`);
+  // By kind and, where the ids tell, cause: `reserialization (reasoning_dropped) 2`.
+  const byCause = new Map<string, number>();
+  for (const b of rec?.breaks ?? []) {
+    const key = b.cause ? `${b.kind} (${b.cause})` : b.kind;
+    byCause.set(key, (byCause.get(key) ?? 0) + 1);
+  }
+  const breaks = [...byCause].map(([k, n]) => `${k} ${n}`);
   const s = rec?.stats;
   return {
     harness,

@@ -91,7 +91,7 @@ export function runCli(
 export interface Reconstruction {
   trajectories: { segment: string; trained: boolean; lossMask: number[]; reward: number | null }[];
   segments: unknown[];
-  breaks: { kind: string }[];
+  breaks: { kind: string; cause?: string }[];
   stats: {
     calls: number;
     breaks: Record<string, number>;
