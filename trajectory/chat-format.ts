@@ -40,6 +40,7 @@ export const QWEN3_CHAT_FORMAT: ChatFormat = {
 
 /** The token-level rules of a served model's chat format, as its family names them (-1: it has no such token). */
 export function chatFormatOf(model: ModelChatFormat): ChatFormat {
+  const instructions = model.family.markup.instructionsStart;
   return {
     turnStart: model.turnStart.id,
     turnEnd: model.turnEnd.id,
@@ -48,9 +49,7 @@ export function chatFormatOf(model: ModelChatFormat): ChatFormat {
     toolCallStart: model.toolCallStart,
     emptyThink: [...model.emptyThink],
     turns: turnIdsOf(turnMarksOf(model.family.markup), model.tokenId),
-    instructionsHeader: model.family.markup.instructionsStart
-      ? model.encode(model.family.markup.instructionsStart)
-      : [],
+    ...(instructions ? { instructionsHeader: model.encode(instructions) } : {}),
   };
 }
 
