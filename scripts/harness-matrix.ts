@@ -432,7 +432,7 @@ async function main(): Promise<void> {
     .option("--timeout-ms <ms>", "kill a harness that has not finished by then", (v) => Number(v), 240_000)
     .option(
       "--family <name>",
-      "the model family: qwen3 (hermes tool calls), qwen3-coder (XML tool calls, Qwen3-Coder's template), llama3 (Llama 3.2's tokenizer and template, llama3_json tool calls, parallel calls made one at a time), deepseek-v3.1 (vLLM's V3.1 tool template, deepseek_v31 tool calls, non-thinking; its messages mode parts every call, see docs/prompt-modes.md) or gpt-oss (harmony)",
+      "the model family: qwen3 (hermes tool calls), qwen3-coder (XML tool calls, Qwen3-Coder's template), llama3 (Llama 3.2's tokenizer and template, llama3_json tool calls, parallel calls made one at a time), deepseek-v3.1 (vLLM's V3.1 tool template, deepseek_v31 tool calls, non-thinking; its messages mode parts every call, see docs/prompt-modes.md) or gpt-oss (harmony prompts, openai tool calls, parallel calls made one at a time; its messages mode re-serializes every earlier turn, see docs/prompt-modes.md)",
       "qwen3",
     )
     .allowUnknownOption()
