@@ -207,6 +207,17 @@ describe("scripted prompts", () => {
     );
   });
 
+  test("a conversation that opens a named thread plays it even when it quotes a prompt (OpenCode's title request)", () => {
+    const titled = [...script, { thread: "Generate a title", content: "A title" }];
+    const view = viewFromChat(
+      [{ role: "user", content: "Generate a title for this conversation: the second task" }] as never,
+      [],
+      undefined,
+      undefined,
+    );
+    assert.equal(decideTurn(view, { seed: 0, choice: 0, script: titled }).content, "A title");
+  });
+
   test("a summarizer's request that quotes the conversation's prompt before its own instruction gets the summary (OpenCode's)", () => {
     assert.equal(
       play([{ role: "user", content: "<conversation>[User]: the second task</conversation>\nWrite the <summary>." }]),

@@ -27,9 +27,14 @@ export function decideTurn(view: ConversationView, ctx: PolicyContext): SimTurn 
   return turn;
 }
 
+/** The first `thread` a conversation's opening user text contains (undefined: none, the main thread). */
+function threadOf(view: ConversationView, script: readonly ScriptTurn[]): string | undefined {
+  return script.find((t) => t.thread !== undefined && view.openingUserText.includes(t.thread))?.thread;
+}
+
 /** The turns of the thread a conversation belongs to: the first `thread` its opening user text contains, else the rest. */
 function threadTurns(view: ConversationView, script: readonly ScriptTurn[]): readonly ScriptTurn[] {
-  const thread = script.find((t) => t.thread !== undefined && view.openingUserText.includes(t.thread))?.thread;
+  const thread = threadOf(view, script);
   return script.filter((t) => t.thread === thread && t.prompt === undefined);
 }
 
@@ -49,7 +54,8 @@ function promptTurn(view: ConversationView, script: readonly ScriptTurn[]): Scri
 }
 
 function scriptedTurn(view: ConversationView, script: readonly ScriptTurn[]): SimTurn {
-  const byPrompt = promptTurn(view, script);
+  // A named thread plays its own turns even when its request quotes a prompt (OpenCode's title request does).
+  const byPrompt = threadOf(view, script) === undefined ? promptTurn(view, script) : undefined;
   const turn = byPrompt === undefined ? threadTurns(view, script)[view.assistantTurns] : byPrompt;
   if (!turn) return { reasoning: "The scripted conversation is over.", content: "Done.", toolCalls: [] };
   return { reasoning: turn.reasoning ?? "", content: turn.content ?? "", toolCalls: turn.tool_calls ?? [] };

@@ -1,11 +1,11 @@
 // Scripted policies: a JSON file holding one conversation, turn by turn. The server stays stateless because the turn
 // to play is chosen by how many assistant messages the request's history already holds. Turns with a `thread` play
-// only in conversations whose opening user messages (before any assistant message) contain that text (a sub-agent
+// only in conversations whose opening user messages (before the first tool result) contain that text (a sub-agent
 // started with a scripted prompt), counted among the turns of that thread; the other turns play everywhere else.
-// Turns with a `prompt` play, before any thread, in conversations whose last user message contains that text, the
-// k-th of them after k tool results (one tool call a turn): a session of several user prompts, a harness's
-// summarization request, and what comes after a compaction — where counting the history's assistant turns would not
-// tell which turn is next.
+// Turns with a `prompt` play, in conversations that open no thread, where the last user message contains that text
+// (of several, the one written last), the k-th of them after k tool results (one tool call a turn): a session of
+// several user prompts, a harness's summarization request, and what comes after a compaction — where counting the
+// history's assistant turns would not tell which turn is next.
 import { readFileSync } from "node:fs";
 import { RlgateError } from "../util/errors.ts";
 
