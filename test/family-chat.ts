@@ -85,12 +85,14 @@ export async function withModelDirServe(
   files: ModelFiles,
   banner: RegExp,
   run: (url: string) => Promise<void>,
+  config?: Record<string, unknown>,
 ): Promise<void> {
   const dir = tempDir("model");
   const data = tempDir("store");
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
   writeFileSync(join(dir, "generation_config.json"), JSON.stringify(files.generationConfig));
+  if (config) writeFileSync(join(dir, "config.json"), JSON.stringify(config));
   const serve = spawnCli([
     "serve",
     ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],

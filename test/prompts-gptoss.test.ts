@@ -3,33 +3,15 @@
 // <|return|>), the gateway renders and parses the same format in tokens mode, and agent sessions reconstruct as one
 // trajectory.
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import { rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { ScriptTurn } from "../sim/index.ts";
 import { GPTOSS_VOCAB_SIZE, gptossFiles } from "../tokenizer/gptoss.ts";
 import { gptossChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
-import { chat, echo } from "./family-chat.ts";
+import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { chat, echo, SHELL_TOOLS, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
-
-const TOOLS = [
-  {
-    type: "function",
-    function: {
-      name: "run_shell_command",
-      description: "Run a shell command",
-      parameters: {
-        type: "object",
-        properties: { command: { type: "string" }, timeout: { type: "integer" } },
-        required: ["command"],
-      },
-    },
-  },
-];
 
 // One call a turn (<|call|> stops the model), some with a commentary preamble, text answers the user follows up on.
 function script(random: () => number, turns: number): ScriptTurn[] {
@@ -53,7 +35,7 @@ async function session(stack: Stack, random: () => number, turns: ScriptTurn[]):
     const answer = await chat(rollout.base_urls.openai, {
       model: "Qwen/Qwen3-8B",
       messages,
-      tools: TOOLS,
+      tools: SHELL_TOOLS,
       reasoning_effort: "low",
       stream,
     });
@@ -127,43 +109,29 @@ describe("gpt-oss (harmony, openai tool parser) end to end", () => {
 });
 
 describe("rlgate serve --model-dir with gpt-oss's files", () => {
-  const dirs: string[] = [];
-  after(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-
   test("config.json's model_type picks harmony; the built-in sim answers as gpt-oss and tokens mode parses it", async () => {
-    const dir = tempDir("model");
-    const data = tempDir("store");
-    dirs.push(dir, data);
-    const files = gptossFiles();
-    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(files.tokenizerJSON));
-    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(files.tokenizerConfig));
-    writeFileSync(join(dir, "config.json"), JSON.stringify({ model_type: "gpt_oss", vocab_size: GPTOSS_VOCAB_SIZE }));
-    const serve = spawnCli([
-      "serve",
-      ...["--port", "0", "--workers", "1", "--prompts", "tokens", "--model-dir", dir, "--data", data],
-    ]);
-    try {
-      // Loading the tokenizer in the primary and the worker takes seconds alone, minutes on a loaded machine.
-      const [, url] = await serve.waitFor(/listening on (http:\/\/\S+)/, 240_000);
-      await serve.waitFor(/openai tool calls/);
-      const rollout = await createRollout(url!);
-      const answer = await chat(rollout.base_urls.openai, {
-        model: "Qwen/Qwen3-8B",
-        messages: [{ role: "user", content: "list the files" }],
-        tools: TOOLS,
-        stream: true,
-      });
-      assert.equal(answer.content, null);
-      assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
-      assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
-      const [call] = await rolloutCalls(url!, rollout.id);
-      assert.equal(call!.prompt?.mode, "tokens");
-      // Ids above Qwen3's vocabulary pass: the bound is config.json's vocab_size.
-      assert.equal(call!.tokenSource, "upstream", call!.tokenIssue ?? "");
-      assert.deepEqual(call!.promptTokenIds?.slice(0, 2), [200006, 17360]);
-    } finally {
-      serve.child.kill("SIGTERM");
-      await once(serve.child, "exit");
-    }
+    const config = { model_type: "gpt_oss", vocab_size: GPTOSS_VOCAB_SIZE };
+    await withModelDirServe(
+      gptossFiles(),
+      /openai tool calls/,
+      async (url) => {
+        const rollout = await createRollout(url);
+        const answer = await chat(rollout.base_urls.openai, {
+          model: "Qwen/Qwen3-8B",
+          messages: [{ role: "user", content: "list the files" }],
+          tools: SHELL_TOOLS,
+          stream: true,
+        });
+        assert.equal(answer.content, null);
+        assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
+        assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
+        const [call] = await rolloutCalls(url, rollout.id);
+        assert.equal(call!.prompt?.mode, "tokens");
+        // Ids above Qwen3's vocabulary pass: the bound is config.json's vocab_size.
+        assert.equal(call!.tokenSource, "upstream", call!.tokenIssue ?? "");
+        assert.deepEqual(call!.promptTokenIds?.slice(0, 2), [200006, 17360]);
+      },
+      config,
+    );
   });
 });
