@@ -1,6 +1,7 @@
 // `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
 // tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
-import { DEFAULT_SIM_MAX_MODEL_LEN } from "./serve-command.ts";
+import { DEFAULT_SIM_MAX_MODEL_LEN, modelDirOptions, simFamily } from "./serve-command.ts";
+import { builtInSimOptions, type BuiltInSimSettings } from "./serve-workers.ts";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -127,6 +128,10 @@ export function runCommand(): Command {
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
     .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
+    .option(
+      "--model-dir <dir>",
+      "without --gateway: the model's Hugging Face files, as rlgate serve --upstream sim --model-dir: its gateway and sim use that chat family (Qwen3-Coder, Llama 3.x, gpt-oss, DeepSeek V3.1; default Qwen3, built in); the sim writes tool calls in its syntax",
+    )
     .addOption(
       new Option(
         "--prompts <mode>",
@@ -192,29 +197,52 @@ export function runCommand(): Command {
         process.exitCode = 2;
         return;
       }
+      if (opts.gateway && opts.modelDir) {
+        console.error(
+          "rlgate run: --model-dir is for the gateway of its own; give it to the rlgate serve of --gateway",
+        );
+        process.exitCode = 2;
+        return;
+      }
       let gateway: Gateway | null = null;
       let sim: SimServer | null = null;
       let ownData: string | null = null;
       let gatewayUrl: string = opts.gateway;
       if (!gatewayUrl) {
-        sim = await startSim({
-          port: 0,
-          maxModelLen: DEFAULT_SIM_MAX_MODEL_LEN,
-          script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined,
-        });
-        ownData = opts.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
-        gateway = await startGateway({
-          upstream: sim.url,
-          port: 0,
-          grpcPort: null,
-          dataDir: resolve(opts.data ?? ownData!),
-          modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
-          prompts: opts.prompts,
-        });
+        const simSettings: BuiltInSimSettings = {
+          modelDir: opts.modelDir,
+          simPort: 0,
+          upstreamFlavor: "vllm",
+          simMaxModelLen: DEFAULT_SIM_MAX_MODEL_LEN,
+        };
+        try {
+          const family = simFamily(simSettings);
+          sim = await startSim({
+            ...builtInSimOptions(simSettings),
+            script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined,
+          });
+          ownData = opts.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
+          gateway = await startGateway({
+            upstream: sim.url,
+            port: 0,
+            grpcPort: null,
+            dataDir: resolve(opts.data ?? ownData!),
+            modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
+            prompts: opts.prompts,
+            ...modelDirOptions(opts.modelDir),
+          });
+          console.error(
+            `rlgate run: gateway ${gateway.url} with the built-in sim (${family}${opts.simScript ? `, script ${opts.simScript}` : ""})`,
+          );
+        } catch (error) {
+          // A model directory the family was read from can still lack its tokenizer: said in one sentence.
+          console.error(`rlgate run: ${(error as Error).message}`);
+          process.exitCode = 2;
+          await sim?.close();
+          if (ownData) rmSync(ownData, { recursive: true, force: true });
+          return;
+        }
         gatewayUrl = gateway.url;
-        console.error(
-          `rlgate run: gateway ${gatewayUrl} with the built-in sim${opts.simScript ? ` (script ${opts.simScript})` : ""}`,
-        );
       }
       const ac = new AbortController();
       const onSignal = () => ac.abort();

@@ -24,6 +24,7 @@ import {
   type ServeBanner,
   type ServeOptions,
   builtInSimOptions,
+  type BuiltInSimSettings,
 } from "./serve-workers.ts";
 
 /** The built-in sim's context: room for agent harnesses' default max_tokens (32k) on top of a 20–30k-token prompt. */
@@ -284,7 +285,6 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     controlToken: opts.token,
     requireKey: opts.requireKey,
     metricsPublic: opts.metricsPublic,
-    vocabSize: opts.vocabSize ?? (opts.modelDir ? vocabSizeOfModelDir(resolve(opts.modelDir)) : undefined),
     upstreamTimeoutMs: opts.upstreamTimeout,
     rolloutTimeoutMs: opts.rolloutTimeout,
     trajectories: { trainSegments: opts.trainSegments },
@@ -293,12 +293,26 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     routedExperts: opts.routedExperts ? { topK: opts.moeTopK ?? null, experts: opts.moeExperts ?? null } : null,
     processMetrics: true,
     prompts: opts.prompts,
-    model: opts.modelDir ? resolve(opts.modelDir) : undefined,
+    ...modelDirOptions(opts.modelDir, opts.vocabSize),
+  };
+}
+
+/**
+ * What --model-dir gives a gateway: its chat format (prompts, history repair, turn rules) and the bound of the ids its
+ * upstream reports (--vocab-size, else config.json's vocab_size).
+ */
+export function modelDirOptions(
+  modelDir: string | undefined,
+  vocabSize?: number,
+): Pick<GatewayOptions, "model" | "vocabSize"> {
+  return {
+    vocabSize: vocabSize ?? (modelDir ? vocabSizeOfModelDir(resolve(modelDir)) : undefined),
+    model: modelDir ? resolve(modelDir) : undefined,
   };
 }
 
 /** The built-in sim's family and tool parser, as the banner names them. */
-function simFamily(opts: ServeOptions): string {
+export function simFamily(opts: BuiltInSimSettings): string {
   const parser = builtInSimOptions(opts).toolCallParser ?? "hermes";
   return `${familyOfParser(parser).name.replace(/ \(.*\)$/, "")}, ${parser} tool calls`;
 }

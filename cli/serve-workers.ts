@@ -196,11 +196,24 @@ export async function servePrimary(
   process.on("SIGTERM", shutdown);
 }
 
+/** The options the built-in sim is made of (`rlgate run` gives these for the sim of its own gateway). */
+export type BuiltInSimSettings = Pick<
+  ServeOptions,
+  | "modelDir"
+  | "simPort"
+  | "upstreamFlavor"
+  | "simMaxModelLen"
+  | "routedExperts"
+  | "simMoeLayers"
+  | "moeTopK"
+  | "moeExperts"
+>;
+
 /**
  * The built-in sim of `serve --upstream sim`: a MoE model answering routed experts with --routed-experts, and
  * answering in the tool-call syntax of --model-dir's family (Qwen3-Coder's XML calls and template for that family).
  */
-export function builtInSimOptions(opts: ServeOptions): SimOptions {
+export function builtInSimOptions(opts: BuiltInSimSettings): SimOptions {
   const family = opts.modelDir ? familyOfModelDir(resolve(opts.modelDir)) : null;
   return {
     port: opts.simPort,
