@@ -3,6 +3,8 @@
 import { Command } from "commander";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
+import type { ModelChatFormat } from "../tokenizer/model-format.ts";
+import type { ChatFormat } from "../trajectory/chat-format.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { fromSnakeCase } from "../util/json-case.ts";
@@ -44,6 +46,14 @@ async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRec
   }
 }
 
+/** A model directory's chat format: its tokenizer for the text, its turn ids for the reconstruction. */
+async function modelOf(dir: string): Promise<{ format: ModelChatFormat; chatFormat: ChatFormat }> {
+  const { loadModelChatFormat } = await import("../tokenizer/model-format.ts");
+  const { chatFormatOf } = await import("../trajectory/chat-format.ts");
+  const format = loadModelChatFormat(resolve(dir));
+  return { format, chatFormat: chatFormatOf(format) };
+}
+
 export function showCommand(): Command {
   return new Command("show")
     .summary("a rollout's prefix tree and trajectories as text")
@@ -54,6 +64,10 @@ export function showCommand(): Command {
     .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
     .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
     .option("--data <dir>", "read a store directory directly instead of a gateway")
+    .option(
+      "--model-dir <dir>",
+      "the served model's Hugging Face files, as given to rlgate serve / run: tokens decoded and turns delimited in its chat format (default: Qwen3, built in)",
+    )
     .option(
       "--train-segments <kinds>",
       TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"),
@@ -70,18 +84,19 @@ export function showCommand(): Command {
         : await fromGateway(opts.gateway, id, opts.token);
       const { fromCallRecord, reconstructRollout, formatReconstruction, reconstructionToJson } =
         await import("../trajectory/index.ts");
+      const model = opts.modelDir ? await modelOf(opts.modelDir) : null;
       const reconstruction = reconstructRollout(calls.map(fromCallRecord), {
         rolloutId: rollout.id,
         reward: rollout.reward,
         trainSegments: opts.trainSegments ?? rolloutTrainSegments(rollout.metadata) ?? undefined,
         maxLeaves: opts.maxLeaves,
+        ...(model ? { chatFormat: model.chatFormat } : {}),
       });
       if (opts.json) {
         console.log(JSON.stringify(reconstructionToJson(reconstruction), null, 2));
         return;
       }
-      const { qwen3Tokenizer } = await import("../tokenizer/qwen3.ts");
-      const tokenizer = qwen3Tokenizer();
+      const tokenizer = model?.format ?? (await import("../tokenizer/qwen3.ts")).qwen3Tokenizer();
       console.log(
         `rollout ${rollout.id}  status ${rollout.status}  reward ${rollout.reward ?? "—"}  group ${rollout.group ?? "—"}  harness ${rollout.harness ?? "—"}`,
       );
