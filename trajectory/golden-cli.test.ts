@@ -41,13 +41,31 @@ function assertTrainedOnce(rec: Reconstruction): void {
   }
 }
 
+/** A compaction session as a trainer gets it: one compaction break, main the only trained trajectory, no token twice. */
+function assertCompactedOnce(rec: Reconstruction): void {
+  assert.deepEqual(
+    rec.breaks.map((b) => b.kind),
+    ["compaction"],
+  );
+  assert.deepEqual(
+    rec.trajectories.filter((t) => t.trained).map((t) => t.segment),
+    ["main"],
+  );
+  assertTrainedOnce(rec);
+}
+
+/** The segment the fixture's i-th call is in. */
+function segmentAt(fixture: CliFixture, rec: Reconstruction, i: number): Reconstruction["segments"][number] {
+  return rec.segments.find((s) => s.callSeqs.includes(fixture.calls[i]!.seq))!;
+}
+
 describe("golden: real harness CLI sessions (issue 28)", () => {
   it("Qwen Code /compress: the summarizer (its own system prompt, no tools, the history in its prompt) is auxiliary, the continuation a compaction thread", () => {
     const fixture = loadCliFixture("qwen-code-compaction-messages");
     const summarizer = fixture.calls.findIndex((c) => c.tools === 0);
     assert.match(String(chatMessages(fixture, summarizer)[0]!["content"]), /summarizes internal chat history/);
     const rec = reconstruct(fixture);
-    const segmentOf = (i: number) => rec.segments.find((s) => s.callSeqs.includes(fixture.calls[i]!.seq))!;
+    const segmentOf = (i: number) => segmentAt(fixture, rec, i);
     assert.deepEqual(
       rec.segments.map((s) => s.kind),
       ["main", "auxiliary", "compaction"],
@@ -59,15 +77,7 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
     assert.equal(compaction.callSeq, fixture.calls[summarizer + 1]!.seq);
     assert.deepEqual(compaction.from, { callSeq: fixture.calls[summarizer]!.seq, choiceIndex: 0 });
     assert.ok(compaction.oldTokens > 0);
-    assert.deepEqual(
-      rec.breaks.map((b) => b.kind),
-      ["compaction"],
-    );
-    assert.deepEqual(
-      rec.trajectories.filter((t) => t.trained).map((t) => t.segment),
-      ["main"],
-    );
-    assertTrainedOnce(rec);
+    assertCompactedOnce(rec);
   });
 
   it("Claude Code /compact: the summary request at the end of main's history is auxiliary, main one trajectory, the continuation a compaction", () => {
@@ -123,20 +133,12 @@ describe("golden: real harness CLI sessions (issue 28)", () => {
     const continuation = chatMessages(fixture, summarizer + 1);
     assert.equal(continuation[2]!["role"], "assistant");
     assert.match(String(continuation[2]!["content"]), /<state_snapshot>/);
-    const segmentOf = (i: number) => rec.segments.find((s) => s.callSeqs.includes(fixture.calls[i]!.seq))!;
+    const segmentOf = (i: number) => segmentAt(fixture, rec, i);
     assert.equal(segmentOf(0).kind, "auxiliary");
     assert.equal(segmentOf(summarizer).kind, "auxiliary");
     assert.equal(segmentOf(summarizer + 1).kind, "compaction");
     assert.equal(segmentOf(summarizer + 1).parentId, segmentOf(1).id);
-    assert.deepEqual(
-      rec.breaks.map((b) => b.kind),
-      ["compaction"],
-    );
-    assert.deepEqual(
-      rec.trajectories.filter((t) => t.trained).map((t) => t.segment),
-      ["main"],
-    );
-    assertTrainedOnce(rec);
+    assertCompactedOnce(rec);
   });
 
   it("pi auto-compaction (a small contextWindow), chat API, tokens mode: the summarizer is auxiliary, the continuation that holds its summary in a user message a compaction of main", () => {
