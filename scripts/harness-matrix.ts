@@ -341,7 +341,11 @@ async function runSession(
     const started = await startServe(sim.url, h.modelMap, [...familyArgs, ...serveArgs], dataDir);
     serve = started.serve;
     const rollout = await createRollout(started.url, { harness: h.name, task: `matrix/${session}` });
-    if (keepStore) process.stderr.write(`\n  store kept: rlgate show --data ${dataDir} ${rollout.id}\n`);
+    // The ids decode in the family's markup only with its model directory (kept with the store).
+    if (keepStore)
+      process.stderr.write(
+        `\n  store kept: rlgate show --data ${dataDir}${modelDir ? ` --model-dir ${modelDir}` : ""} ${rollout.id}\n`,
+      );
     let run: CliRun | null = null;
     for (const [i, prompt] of plan.prompts.entries()) {
       const { command, args, env } = h.launch(dirs, rollout, prompt, SERVED_MODEL, {
@@ -382,7 +386,7 @@ async function runSession(
     await sim?.close();
     if (!keepStore) rmSync(dataDir, { recursive: true, force: true });
     rmSync(dirs.dir, { recursive: true, force: true });
-    if (modelDir) rmSync(modelDir, { recursive: true, force: true });
+    if (modelDir && !keepStore) rmSync(modelDir, { recursive: true, force: true });
   }
 }
 
