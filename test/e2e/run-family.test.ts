@@ -1,11 +1,11 @@
 // End to end: `rlgate run --model-dir DIR` on a chat family other than Qwen3's. Its own gateway and built-in sim serve
-// DIR's family (as `rlgate serve --upstream sim --model-dir DIR`), the real Qwen Code CLI runs in bubblewrap sandboxes,
-// the sim plays examples/tasks/fix-add/sim-qwen-code.json (its calls written in the family's syntax), grading gives
-// reward 1 to both rollouts, and what a trainer gets is in the family's tokens: prompts open with its system header,
-// sampled calls decode to the script's call, `rlgate show --model-dir` reads the rollout in its markup.
+// DIR's family (as `rlgate serve --upstream sim --model-dir DIR`), the real Claude Code CLI (the fastest to start) runs
+// in bubblewrap sandboxes, the sim plays examples/tasks/fix-add/sim-claude-code.json (its calls written in the family's
+// syntax), grading gives reward 1 to both rollouts, and what a trainer gets is in the family's tokens: prompts open with
+// its system header, sampled calls decode to the script's call, `rlgate show --model-dir` reads it in its markup.
 //
-// By default Llama 3.x in tokens mode (~25 s). RLGATE_RUN_FAMILIES=all (or a comma list of qwen3-coder, llama3,
-// gpt-oss, deepseek-v3.1) runs those families in both prompt modes (~25 s each).
+// By default Llama 3.x in tokens mode. RLGATE_RUN_FAMILIES=all (or a comma list of qwen3-coder, llama3, gpt-oss,
+// deepseek-v3.1) runs those families in both prompt modes.
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -17,8 +17,8 @@ import { ROOT, runCli, tempDir } from "../helpers.ts";
 import { sandboxSkip } from "./runner-support.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
-const SCRIPT = join(TASK, "sim-qwen-code.json");
-const skip = sandboxSkip("qwen", join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js"));
+const SCRIPT = join(TASK, "sim-claude-code.json");
+const skip = sandboxSkip("claude", join(ROOT, "node_modules", ".bin", "claude"));
 
 const wanted = process.env.RLGATE_RUN_FAMILIES;
 const others: readonly MatrixFamily[] = MATRIX_FAMILIES.filter((f) => f !== "qwen3");
@@ -56,10 +56,8 @@ describe("rlgate run --model-dir: a harness CLI in sandboxes on another chat fam
         const run = await runCli(
           [
             "run",
-            ...["--tasks", TASK, "--harness", "qwen-code", "-n", "2", "--timeout", "150"],
+            ...["--tasks", TASK, "--harness", "claude-code", "-n", "2", "--timeout", "150"],
             ...["--model-dir", modelDir, "--prompts", mode, "--sim-script", SCRIPT, "--data", data, "--json"],
-            // One Node start instead of two (qwen relaunches itself for a larger heap, which this task does not need).
-            ...["--env", "QWEN_CODE_NO_RELAUNCH=1"],
           ],
           300_000,
         );
@@ -88,7 +86,7 @@ describe("rlgate run --model-dir: a harness CLI in sandboxes on another chat fam
               assert.deepEqual(call.promptTokenIds!.slice(0, format.systemHeader.length), [...format.systemHeader]);
             }
             const first = calls.sort((a, b) => a.seq - b.seq)[0]!;
-            assert.match(format.decode(first.choices[0]!.tokenIds), /run_shell_command/);
+            assert.match(format.decode(first.choices[0]!.tokenIds), /Bash/);
           }
         } finally {
           await store.close();
