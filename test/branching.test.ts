@@ -184,7 +184,9 @@ describe(
           const group = { group: "task", metadata: { group_size: 4 } };
           const backbone = await createRollout(url, group);
           await runAgent(backbone.base_urls.openai, stableTool);
-          await finish(url, backbone.id, 1);
+          // Rewards far from 0 (1e6 + …): a spread read off E[r²] − E[r]² would be lost to rounding there.
+          const base = 1e6;
+          await finish(url, backbone.id, base + 1);
           // Branches at both calls; rewards spread so that the tree's nodes have values of their own.
           for (const [at, seed, reward] of [
             [0, 1, 0],
@@ -193,7 +195,7 @@ describe(
           ] as const) {
             const b = await createRollout(url, { ...group, branch: { of: backbone.id, at_call: at, seed } });
             assert.equal((await runAgent(b.base_urls.openai, stableTool)).status, 200);
-            await finish(url, b.id, reward);
+            await finish(url, b.id, base + reward);
           }
           await until(() => (core.status().groupsDone >= 1 ? true : undefined), 60_000, "the group");
           await core.flush();

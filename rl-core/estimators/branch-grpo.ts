@@ -8,7 +8,7 @@
 // Without branching every segment's point is the group's root, and this is GRPO. A point with one sample under it
 // has no std: advantage 0 (as GRPO's group of one).
 import { call, type Steps } from "./steps.ts";
-import { groupForest, nodeValues } from "./tree.ts";
+import { forEachSampleNode, groupForest, nodeValues } from "./tree.ts";
 import { GRPO_EPS } from "./outcome.ts";
 import { normalizeSteps } from "./normalize.ts";
 import type { AdvantageResult, EstimatorSpec, RolloutBatch } from "./types.ts";
@@ -19,8 +19,11 @@ export function* branchGrpoSteps(batch: RolloutBatch, spec: BranchGrpoSpec): Ste
   const forest = groupForest("branch-grpo", batch, spec.tree);
   const { p, groups, ext } = forest;
   const { value, leafCount } = yield* nodeValues(batch, forest, batch.rewards);
-  const squares = batch.rewards.map((r) => r * r);
-  const { value: meanSquare } = yield* nodeValues(batch, forest, squares);
+  // Σ (r − V(b))² in a second pass, not E[r²] − V(b)²: with large rewards (1e8 ± 1) that difference is all rounding.
+  const squaredDeviation = new Float64Array(ext.length);
+  forEachSampleNode(ext, forest.leafNode, batch.rowSample, (j, row) => {
+    squaredDeviation[j] = squaredDeviation[j]! + (batch.rewards[row]! - value[j]!) ** 2;
+  });
   const eps = spec.eps ?? GRPO_EPS;
 
   const nodes = ext.length;
@@ -33,7 +36,7 @@ export function* branchGrpoSteps(batch: RolloutBatch, spec: BranchGrpoSpec): Ste
     const b = point[j]!;
     const m = leafCount[b]!;
     if (leafCount[j]! === 0 || m < 2) continue;
-    const variance = (Math.max(0, meanSquare[b]! - value[b]! * value[b]!) * m) / (m - 1);
+    const variance = squaredDeviation[b]! / (m - 1);
     nodeAdvantage[j] = (value[j]! - value[b]!) / (Math.sqrt(variance) + eps);
   }
 

@@ -257,6 +257,13 @@ for (const kernels of availableBackends()) {
       assertClose(out.advantages, [0, 0, a1, 0.5 / split, 0, 0, 0, -0.5 / split, 0, 0, a2], "tokens");
     });
 
+    test("branch-grpo: large rewards give the advantages of their differences (variance not lost to cancellation)", () => {
+      const { batch, tree } = branchedGroup();
+      const small = run(batch, { estimator: "branch-grpo", tree }).advantages;
+      const large = run({ ...batch, rewards: f64(1e8 + 1, 1e8, 1e8 + 1) }, { estimator: "branch-grpo", tree });
+      assertClose(large.advantages, [...small], "tokens");
+    });
+
     test("branch-grpo: without branching it is GRPO", () => {
       const { batch, tree } = flatGroup();
       const grpo = run({ ...batch, offsets: i32(0, 4, 8) }, { estimator: "grpo" }).advantages;

@@ -19,10 +19,41 @@ import type { AdvantageResult, EstimatorSpec, RolloutBatch, TreeSpec } from "./t
 export type TreeEstimatorSpec = Extract<EstimatorSpec, { estimator: "tree" }>;
 
 /**
+ * Calls `visit(node, firstRow)` once for every node with a leaf of the sample under it, per sample: the rows of one
+ * sample (`rowSample`, or each row alone when it is absent) that hold a leaf (`leafNode` >= 0). Tree-sized work (one
+ * group's nodes), so it runs here rather than as a kernel: each sample walks up from its leaves until it meets a node
+ * it marked already.
+ */
+export function forEachSampleNode(
+  parent: Int32Array,
+  leafNode: Int32Array,
+  rowSample: Int32Array | undefined,
+  visit: (node: number, firstRow: number) => void,
+): void {
+  const rowsOf = new Map<number, number[]>();
+  for (let r = 0; r < leafNode.length; r++) {
+    if (leafNode[r]! < 0) continue;
+    const sample = rowSample ? rowSample[r]! : r;
+    const rows = rowsOf.get(sample);
+    if (rows) rows.push(r);
+    else rowsOf.set(sample, [r]);
+  }
+  const mark = new Int32Array(parent.length).fill(-1);
+  let k = 0;
+  for (const rows of rowsOf.values()) {
+    for (const r of rows) {
+      for (let j = leafNode[r]!; j >= 0 && mark[j] !== k; j = parent[j]!) {
+        mark[j] = k;
+        visit(j, rows[0]!);
+      }
+    }
+    k++;
+  }
+}
+
+/**
  * treeNodeValues with samples instead of leaves: V(n) = mean reward of the samples (rollouts) with a leaf under n,
- * each counted once (at its first row's reward), and the count of those samples. Tree-sized work (one group's
- * nodes), so it runs here rather than as a kernel: each sample walks up from its leaves until it meets a node it
- * marked already.
+ * each counted once (at its first row's reward), and the count of those samples.
  */
 export function sampleNodeValues(
   parent: Int32Array,
@@ -33,26 +64,10 @@ export function sampleNodeValues(
   const n = parent.length;
   const sum = new Float64Array(n);
   const leafCount = new Int32Array(n);
-  const mark = new Int32Array(n).fill(-1);
-  const rowsOf = new Map<number, number[]>();
-  for (let r = 0; r < leafNode.length; r++) {
-    if (leafNode[r]! < 0) continue;
-    const rows = rowsOf.get(rowSample[r]!);
-    if (rows) rows.push(r);
-    else rowsOf.set(rowSample[r]!, [r]);
-  }
-  let k = 0;
-  for (const rows of rowsOf.values()) {
-    const reward = rewards[rows[0]!]!;
-    for (const r of rows) {
-      for (let j = leafNode[r]!; j >= 0 && mark[j] !== k; j = parent[j]!) {
-        mark[j] = k;
-        sum[j] = sum[j]! + reward;
-        leafCount[j] = leafCount[j]! + 1;
-      }
-    }
-    k++;
-  }
+  forEachSampleNode(parent, leafNode, rowSample, (j, row) => {
+    sum[j] = sum[j]! + rewards[row]!;
+    leafCount[j] = leafCount[j]! + 1;
+  });
   const value = sum.map((s, j) => (leafCount[j]! > 0 ? s / leafCount[j]! : 0));
   return { value, leafCount };
 }
