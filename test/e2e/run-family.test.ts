@@ -42,8 +42,9 @@ const BANNER: Record<MatrixFamily, RegExp> = {
 };
 
 /**
- * Trajectories per rollout: one, but in messages mode harmony (gpt-oss) and V3.1's template re-render the model's turn
- * with a tool call otherwise than it was sampled, so the answer after it starts a second (docs/prompt-modes.md).
+ * Trajectories per rollout: one, but in messages mode the prompt after a tool call does not extend the earlier prompt
+ * and answer for gpt-oss (harmony re-renders the call) and DeepSeek V3.1 (its template renders the turn's opening
+ * otherwise than the generation prompt), so the answer after it is a second (docs/prompt-modes.md).
  */
 function expectedTrajectories(family: MatrixFamily, mode: "messages" | "tokens"): number {
   return mode === "messages" && (family === "gpt-oss" || family === "deepseek-v3.1") ? 2 : 1;
