@@ -3,34 +3,9 @@
 import type { ChatMessage } from "../tokenizer/chat-template.ts";
 import { FAMILIES, type FamilyMarkup } from "../tokenizer/families.ts";
 import { jsonObjectEnd } from "../tokenizer/llama3-json.ts";
+import { ConversationReader, type ConversationView, type ToolChoice, type ToolSpec } from "./conversation-view.ts";
 import { viewFromDeepSeekPrompt } from "./deepseek-view.ts";
 import { harmonyView } from "./harmony-view.ts";
-
-export interface ToolSpec {
-  name: string;
-  parameters: unknown;
-}
-
-export type ToolChoice = "auto" | "none" | "required" | { name: string };
-
-export interface ConversationView {
-  /** Assistant messages already in the history: the index of the turn being generated. */
-  assistantTurns: number;
-  tools: ToolSpec[];
-  toolChoice: ToolChoice;
-  /** Tool results that came after the last user message, oldest first. */
-  toolResults: string[];
-  lastUserText: string;
-  /**
-   * The user messages before the first tool result: what a thread (the main agent, a sub-agent) started with — after
-   * any reply the harness wrote itself (Qwen Code's canned answer to its startup context).
-   */
-  openingUserText: string;
-  /** Whether the model opens a `<think>` block (Qwen3's enable_thinking). */
-  thinking: boolean;
-  /** False for a raw completion prompt that is not a rendered chat: the model just continues the text. */
-  chatShaped: boolean;
-}
 
 function text(content: ChatMessage["content"]): string {
   if (content == null) return "";
@@ -67,33 +42,15 @@ export function viewFromChat(
   toolChoice: unknown,
   enableThinking: boolean | undefined,
 ): ConversationView {
-  let assistantTurns = 0;
-  let lastUser = -1;
-  let toolSeen = false;
-  const opening: string[] = [];
-  for (let i = 0; i < messages.length; i++) {
-    const role = messages[i]!.role;
-    if (role === "assistant") assistantTurns++;
-    if (role === "tool") toolSeen = true;
-    if (role === "user") {
-      lastUser = i;
-      if (!toolSeen) opening.push(text(messages[i]!.content));
-    }
+  const reader = new ConversationReader(enableThinking !== false);
+  for (const message of messages) {
+    if (message.role === "assistant") reader.assistant();
+    else if (message.role === "tool") reader.toolResult(text(message.content));
+    else if (message.role === "user") reader.user(text(message.content));
   }
-  const toolResults: string[] = [];
-  for (let i = lastUser + 1; i < messages.length; i++) {
-    if (messages[i]!.role === "tool") toolResults.push(text(messages[i]!.content));
-  }
-  return {
-    assistantTurns,
-    tools: toolSpecs(tools),
-    toolChoice: toolChoiceOf(toolChoice),
-    toolResults,
-    lastUserText: lastUser >= 0 ? text(messages[lastUser]!.content) : "",
-    openingUserText: opening.join("\n"),
-    thinking: enableThinking !== false,
-    chatShaped: true,
-  };
+  reader.view.tools = toolSpecs(tools);
+  reader.view.toolChoice = toolChoiceOf(toolChoice);
+  return reader.view;
 }
 
 const XML_FUNCTION = /<function>\n<name>([^<]*)<\/name>([\s\S]*?)\n<\/function>/g;
@@ -182,13 +139,8 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
       ? prompt.length - generation.length - noThink.length
       : -1;
   if (at < 0) return plain;
-  const view: ConversationView = {
-    ...plain,
-    lastUserText: "",
-    openingUserText: "",
-    chatShaped: true,
-    thinking: markup.think !== null && !(noThink !== null && prompt.endsWith(noThink)),
-  };
+  const reader = new ConversationReader(markup.think !== null && !(noThink !== null && prompt.endsWith(noThink)));
+  const view = reader.view;
   const tools = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
   if (tools) {
     const parsed: unknown[] = [];
@@ -201,13 +153,11 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     }
     view.tools = parsed.length > 0 ? toolSpecs(parsed) : xmlToolSpecs(tools[1]!);
   }
-  let toolSeen = false;
   for (const [, role, whole] of prompt.slice(0, at).matchAll(blockPattern(markup))) {
     let body = whole!;
-    if (role === "assistant") view.assistantTurns++;
+    if (role === "assistant") reader.assistant();
     if (role === "ipython") {
-      toolSeen = true;
-      view.toolResults.push(llamaToolResult(body));
+      reader.toolResult(llamaToolResult(body));
       continue;
     }
     if (role !== "user") continue;
@@ -218,13 +168,8 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     }
     const responses = [...body.matchAll(TOOL_RESPONSE)].map((m) => m[1]!);
     if (responses.length > 0 && body.trimStart().startsWith("<tool_response>")) {
-      toolSeen = true;
-      view.toolResults.push(...responses);
-    } else {
-      if (!toolSeen) view.openingUserText += (view.openingUserText ? "\n" : "") + body;
-      view.lastUserText = body;
-      view.toolResults = [];
-    }
+      for (const response of responses) reader.toolResult(response);
+    } else reader.user(body);
   }
   return view;
 }

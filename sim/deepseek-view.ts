@@ -2,7 +2,7 @@
 // template has no turn closer after a user turn and no generation prompt after a tool output: the model's turn
 // starts after `  <｜Assistant｜>    </think>` (or `<think>`) or right after `<｜tool▁output▁end｜>`. Every assistant
 // turn ends with `<｜end▁of▁sentence｜>`, and the template indents the markers it writes with spaces.
-import type { ConversationView, ToolSpec } from "./conversation.ts";
+import { ConversationReader, type ConversationView, type ToolSpec } from "./conversation-view.ts";
 
 const USER = "<｜User｜>";
 const MARKERS = /(<｜User｜>|<｜Assistant｜>|<｜tool▁output▁begin｜>|<｜tool▁output▁end｜>|<｜end▁of▁sentence｜>)/;
@@ -13,16 +13,7 @@ const TOOL = /\n### ([^\n]+)\nDescription: [\s\S]*?\n\nParameters: (\{[^\n]*\})\
 export function viewFromDeepSeekPrompt(prompt: string): ConversationView | null {
   const generation = GENERATION.exec(prompt);
   if (!generation && !prompt.endsWith("<｜tool▁output▁end｜>")) return null;
-  const view: ConversationView = {
-    assistantTurns: 0,
-    tools: [],
-    toolChoice: "auto",
-    toolResults: [],
-    lastUserText: "",
-    openingUserText: "",
-    thinking: generation?.[1] === "<think>",
-    chatShaped: true,
-  };
+  const reader = new ConversationReader(generation?.[1] === "<think>");
   const firstUser = prompt.indexOf(USER);
   const system = firstUser < 0 ? prompt : prompt.slice(0, firstUser);
   const tools: ToolSpec[] = [];
@@ -33,20 +24,15 @@ export function viewFromDeepSeekPrompt(prompt: string): ConversationView | null 
       // Parameters that are not JSON: not a signature the policy can fill.
     }
   }
-  view.tools = tools;
+  reader.view.tools = tools;
   const parts = (generation ? prompt.slice(0, generation.index) : prompt).split(MARKERS);
   for (let i = 1; i < parts.length; i += 2) {
     const marker = parts[i]!;
     const body = parts[i + 1] ?? "";
-    if (marker === "<｜end▁of▁sentence｜>") view.assistantTurns++;
-    else if (marker === "<｜tool▁output▁begin｜>") view.toolResults.push(body);
-    else if (marker === USER) {
-      // The template writes spaces between a user's text and the `<｜Assistant｜>` that follows it.
-      const text = body.replace(/ +$/, "");
-      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + text;
-      view.lastUserText = text;
-      view.toolResults = [];
-    }
+    if (marker === "<｜end▁of▁sentence｜>") reader.assistant();
+    else if (marker === "<｜tool▁output▁begin｜>") reader.toolResult(body);
+    // The template writes spaces between a user's text and the `<｜Assistant｜>` that follows it.
+    else if (marker === USER) reader.user(body.replace(/ +$/, ""));
   }
-  return view;
+  return reader.view;
 }

@@ -1,7 +1,7 @@
 // A gpt-oss prompt (harmony, as harmony-render.ts writes it) read back into what a policy needs: the functions the
 // developer message declares, the user's words, the tool results since, and how many assistant turns came before.
 import { HARMONY_TOKENS as T } from "../tokenizer/harmony-render.ts";
-import type { ConversationView, ToolSpec } from "./conversation.ts";
+import { ConversationReader, type ConversationView, type ToolSpec } from "./conversation-view.ts";
 
 // `type NAME = (_: {` … `}) => any;` or `type NAME = () => any;` in the functions namespace.
 const DECLARATION = /^type (\w+) = (?:\(\) => any;|\(_: (?:\/\/[^\n]*\n)?\{\n([\s\S]*?)\n\}\) => any;)$/gm;
@@ -31,16 +31,7 @@ function declaredTools(developer: string): ToolSpec[] {
 export function harmonyView(prompt: string): ConversationView | null {
   const generation = `${T.start}assistant`;
   if (!prompt.endsWith(generation)) return null;
-  const view: ConversationView = {
-    assistantTurns: 0,
-    tools: [],
-    toolChoice: "auto",
-    toolResults: [],
-    lastUserText: "",
-    openingUserText: "",
-    thinking: true,
-    chatShaped: true,
-  };
+  const reader = new ConversationReader(true);
   let previous = "";
   for (const message of prompt.slice(0, -generation.length).split(T.start).slice(1)) {
     const at = message.indexOf(T.message);
@@ -48,16 +39,13 @@ export function harmonyView(prompt: string): ConversationView | null {
     const header = message.slice(0, at);
     const body = message.slice(at + T.message.length).replace(/<\|(?:end|call|return)\|>$/, "");
     const author = header.split(/[\s<]/)[0]!;
-    if (author === "developer") view.tools = declaredTools(body);
-    else if (author === "user") {
-      if (view.assistantTurns === 0) view.openingUserText += (view.openingUserText ? "\n" : "") + body;
-      view.lastUserText = body;
-      view.toolResults = [];
-    } else if (author === "assistant") {
+    if (author === "developer") reader.view.tools = declaredTools(body);
+    else if (author === "user") reader.user(body);
+    else if (author === "assistant") {
       // A chat turn is several harmony messages (analysis, commentary, a call): one turn until another author speaks.
-      if (previous !== "assistant") view.assistantTurns++;
-    } else if (author.startsWith("functions.")) view.toolResults.push(body);
+      if (previous !== "assistant") reader.assistant();
+    } else if (author.startsWith("functions.")) reader.toolResult(body);
     previous = author;
   }
-  return view;
+  return reader.view;
 }

@@ -1,6 +1,6 @@
 // What the simulated model "decides" to say. A policy maps a conversation to one assistant turn; the rest of the sim
 // turns that turn into Qwen3-formatted text and tokens.
-import type { ConversationView, ToolSpec } from "./conversation.ts";
+import type { ConversationView, ToolSpec } from "./conversation-view.ts";
 import { mix } from "./hash.ts";
 import type { ScriptToolCall, ScriptTurn } from "./script.ts";
 
