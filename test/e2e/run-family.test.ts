@@ -7,7 +7,7 @@
 // By default Llama 3.x in tokens mode. RLGATE_RUN_FAMILIES=all (or a comma list of qwen3-coder, llama3, gpt-oss,
 // deepseek-v3.1) runs those families in both prompt modes.
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { MATRIX_FAMILIES, familySetup, type MatrixFamily } from "../../scripts/matrix-families.ts";
@@ -109,4 +109,32 @@ describe("rlgate run --model-dir: a harness CLI in sandboxes on another chat fam
         assert.match(show.stdout, /segments:\n {2}#0 main \(trained\)/);
         assert.ok(show.stdout.includes(format.family.markup.header("assistant")), show.stdout);
       });
+});
+
+describe("rlgate run --model-dir refusals", () => {
+  test("a directory of no known family, or --model-dir with --gateway: one sentence, exit 2", async () => {
+    const dir = tempDir("run-family-unknown");
+    try {
+      writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ chat_template: "{{ messages }}" }));
+      const unknown = await runCli(["run", "--tasks", TASK, "--harness", "claude-code", "--model-dir", dir]);
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /^rlgate run: --model-dir .*: the chat template is of no family rlgate knows/);
+      assert.doesNotMatch(unknown.stderr, /\n\s+at /, "no stack trace");
+      const withGateway = await runCli([
+        "run",
+        "--tasks",
+        TASK,
+        "--harness",
+        "claude-code",
+        "--model-dir",
+        dir,
+        "--gateway",
+        "http://127.0.0.1:9",
+      ]);
+      assert.equal(withGateway.code, 2);
+      assert.match(withGateway.stderr, /--model-dir is for the gateway of its own/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
