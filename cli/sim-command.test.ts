@@ -54,7 +54,7 @@ describe("rlgate sim (command line)", () => {
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] };
     assert.equal(models.data[0]!.id, "cli/model");
     const res = await postJson(`${base}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }] });
-    assert.equal(res.body["choices"][0]["message"]["reasoning_content"], "\nI will look at the directory first.\n");
+    assert.equal(res.body["choices"][0]["message"]["reasoning"], "\nI will look at the directory first.\n");
     const exited = once(child, "exit");
     child.kill("SIGTERM");
     const [code] = await exited;
@@ -82,7 +82,7 @@ describe("rlgate sim (command line)", () => {
       tools,
     });
     const message = res.body["choices"][0]["message"];
-    assert.equal(message["reasoning_content"], null);
+    assert.equal(message["reasoning"], null);
     assert.equal(message["tool_calls"][0]["function"]["name"], "run_shell_command");
     const args = JSON.parse(message["tool_calls"][0]["function"]["arguments"]) as Record<string, unknown>;
     assert.equal(typeof args["timeout"], "number");
@@ -93,7 +93,10 @@ describe("rlgate sim (command line)", () => {
       encoding: "utf8",
     });
     assert.notEqual(bad.status, 0);
-    assert.match(bad.stderr, /--tool-call-parser: expected hermes, qwen3_coder, llama3_json, deepseek_v31, openai; got pythonic/);
+    assert.match(
+      bad.stderr,
+      /--tool-call-parser: expected hermes, qwen3_coder, llama3_json, deepseek_v31, openai; got pythonic/,
+    );
   });
 
   test("rejects a bad knob value", () => {

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
 import { FAMILIES } from "../tokenizer/families.ts";
+import { REASONING_FIELDS } from "../tokenizer/reasoning-field.ts";
 import { StartRefusal } from "../util/refusal.ts";
 import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
@@ -61,6 +62,11 @@ export function simCommand(): Command {
     )
     .option("--flavor <name>", "the server imitated: vllm or sglang (its request flags and response shapes)", "vllm")
     .option(
+      "--reasoning-field <name>",
+      "vLLM only: where answers carry reasoning and which history field is rendered: reasoning (vLLM >= 0.17, default: message.reasoning, delta.reasoning; a history message's reasoning_content is ignored) or reasoning_content (vLLM <= 0.16: message.reasoning_content, delta.reasoning_content; history reasoning read under either name). SGLang always writes reasoning_content",
+      "reasoning",
+    )
+    .option(
       "--moe-layers <n>",
       "a mixture-of-experts model with this many MoE layers: answers carry routed experts (vLLM: choices[].routed_experts as with --enable-return-routed-experts; SGLang: sglext.routed_experts when a request sets return_routed_experts), deterministic from the seed; needs --moe-top-k and --moe-experts",
       integer,
@@ -75,6 +81,10 @@ export function simCommand(): Command {
         );
       if (opts.flavor !== "vllm" && opts.flavor !== "sglang")
         throw new StartRefusal(`--flavor: expected vllm or sglang, got ${String(opts.flavor)}`);
+      if (!(REASONING_FIELDS as readonly string[]).includes(opts.reasoningField))
+        throw new StartRefusal(
+          `--reasoning-field: expected ${REASONING_FIELDS.join(" or ")}, got ${String(opts.reasoningField)}`,
+        );
       const moeGiven = [opts.moeLayers, opts.moeTopK, opts.moeExperts].filter((v) => v !== undefined).length;
       if (moeGiven !== 0 && moeGiven !== 3)
         throw new StartRefusal("--moe-layers, --moe-top-k and --moe-experts go together: give all three or none");
@@ -101,6 +111,7 @@ export function simCommand(): Command {
         chatTemplate,
         toolCallParser: opts.toolCallParser,
         flavor: opts.flavor,
+        reasoningField: opts.reasoningField,
         ...(moe ? { moe } : {}),
       });
       const what = `${opts.flavor === "sglang" ? "SGLang" : "vLLM"}${opts.toolCallParser !== "hermes" ? `, ${opts.toolCallParser} tool calls` : ""}${moe ? `, MoE ${moe.layers}×${moe.topK} of ${moe.experts}` : ""}`;

@@ -1,4 +1,5 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
+import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
 import type { AddressInfo } from "node:net";
 import { isLoopbackHost } from "../protocol/options.ts";
 import { StartRefusal } from "../util/refusal.ts";
@@ -73,6 +74,11 @@ export interface GatewayOptions {
   grpcMemberTimeoutMs?: number;
   /** messages (default): the upstream renders the harness's messages; tokens: rlgate renders them and sends ids. */
   prompts?: PromptModeName;
+  /**
+   * The vLLM version tokens mode answers as: `reasoning` (default, vLLM >= 0.17) or `reasoning_content` (<= 0.16),
+   * the name answers carry reasoning under and the history field rendered (tokenizer/reasoning-field.ts).
+   */
+  reasoningField?: ReasoningField;
   /** The served model's chat format: a Hugging Face model directory, or a loaded format (default: Qwen3, built in). */
   model?: string | ModelChatFormat;
   /** Lower harnesses' max_tokens: to N, or (auto) to the upstream's context length minus the prompt. */
@@ -171,7 +177,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       rolloutTimeoutMs: options.rolloutTimeoutMs ?? 0,
       routedExperts: options.routedExperts ?? null,
     },
-    tokenPrompts: options.prompts === "tokens" ? new TokenPrompts({ store }, format ?? qwen3ChatFormat()) : null,
+    tokenPrompts:
+      options.prompts === "tokens"
+        ? new TokenPrompts({ store }, format ?? qwen3ChatFormat(), { reasoningField: options.reasoningField })
+        : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
     repair:
       options.repairHistory === false
@@ -179,6 +188,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         : new HistoryRepair(store, {
             ...(trajectorySettings.chatFormat ? { format: trajectorySettings.chatFormat } : {}),
             ...(format ? { rules: turnRulesOf(format.family) } : {}),
+            // SGLang renders `reasoning_content`; vLLM the name of the version it is (default: >= 0.17's).
+            reasoningField:
+              options.reasoningField ?? (options.upstreamFlavor === "sglang" ? "reasoning_content" : "reasoning"),
           }),
     log,
     cluster: worker?.link,

@@ -2,6 +2,7 @@
 // compared: prompt ids (exact — a changed chat template or tokenizer shows at the first differing position), sampled
 // ids where the call was greedy or seeded (elsewhere a difference is expected and only reported), and the answer the
 // harness would see (content, reasoning, tool calls, finish reason).
+import { reasoningOf } from "../tokenizer/reasoning-field.ts";
 import type { CallRecord } from "../store/records.ts";
 import { tokenInContext, type Decode, type TokenInContext } from "./context.ts";
 import { mapLimit, type ReplayUpstream } from "./upstream.ts";
@@ -20,7 +21,7 @@ export interface ChoiceComparison {
   /** First position where the sampled ids differ (null when equal). */
   sampledDiffersAt: number | null;
   answerSame: boolean;
-  /** Fields of the answer that differ (content, reasoning_content, tool_calls, finish_reason, text). */
+  /** Fields of the answer that differ (content, reasoning, tool_calls, finish_reason, text). */
   answerDifferences: string[];
 }
 
@@ -94,7 +95,8 @@ function visible(choice: Json | undefined): Record<string, unknown> {
       })) ?? [];
     return {
       content: m["content"] ?? null,
-      reasoning_content: m["reasoning_content"] ?? null,
+      // Under either name: a recording from vLLM <= 0.16 (`reasoning_content`) against a resend to a current one.
+      reasoning: reasoningOf(m) ?? null,
       tool_calls: toolCalls,
       finish_reason: choice["finish_reason"] ?? null,
     };

@@ -37,7 +37,7 @@ describe("chat completions (non-streamed)", () => {
     const choice = body["choices"][0];
     const ids: number[] = choice["token_ids"];
     assert.equal(ids.at(-1), IM_END);
-    const reasoning: string = choice["message"]["reasoning_content"];
+    const reasoning: string = choice["message"]["reasoning"];
     assert.match(reasoning, /^\n.*bash.*\n$/s);
     assert.equal(
       tok.decode(ids),
@@ -68,7 +68,7 @@ describe("chat completions (non-streamed)", () => {
       {
         role: "assistant",
         content,
-        reasoning_content: message["reasoning_content"],
+        reasoning: message["reasoning"],
         tool_calls: message["tool_calls"],
       },
       { role: "tool", tool_call_id: message["tool_calls"][0]["id"], content: "rlgate-sim\nsecond line" },
@@ -100,7 +100,7 @@ describe("chat completions (non-streamed)", () => {
     assert.match(choice["message"]["content"], /List the files here\./);
     assert.equal(
       tok.decode(choice["token_ids"]),
-      `<think>${choice["message"]["reasoning_content"]}</think>${choice["message"]["content"]}<|im_end|>`,
+      `<think>${choice["message"]["reasoning"]}</think>${choice["message"]["content"]}<|im_end|>`,
     );
   });
 
@@ -114,7 +114,7 @@ describe("chat completions (non-streamed)", () => {
     assert.deepEqual(body["prompt_token_ids"], renderChatIds(USER, { tools: [SHELL_TOOL], enableThinking: false }));
     assert.ok(renderChat(USER, { enableThinking: false }).endsWith("<think>\n\n</think>\n\n"));
     const choice = body["choices"][0];
-    assert.equal(choice["message"]["reasoning_content"], null);
+    assert.equal(choice["message"]["reasoning"], null);
     assert.equal(choice["message"]["content"], null);
     assert.equal(
       tok.decode(choice["token_ids"]),
@@ -226,7 +226,7 @@ describe("chat completions (streamed)", () => {
     const want = whole["choices"][0];
     assert.deepEqual(got!.tokenIds, want["token_ids"]);
     assert.deepEqual(got!.logprobs, want["logprobs"]["content"]);
-    assert.equal(got!.reasoning, want["message"]["reasoning_content"]);
+    assert.equal(got!.reasoning, want["message"]["reasoning"]);
     assert.equal(got!.content, want["message"]["content"]);
     assert.equal(got!.toolCalls.length, 1);
     assert.equal(got!.toolCalls[0]!.name, "bash");
@@ -254,7 +254,7 @@ describe("chat completions (streamed)", () => {
       assert.deepEqual(got!.tokenIds, whole["choices"][0]["token_ids"]);
       const deltas = stream.chunks.slice(1).map((c) => c["choices"][0]["delta"] as Json);
       for (const d of deltas) {
-        for (const text of [d["content"], d["reasoning_content"]])
+        for (const text of [d["content"], d["reasoning"]])
           if (typeof text === "string") assert.ok(!text.includes("\ufffd"), JSON.stringify(d));
       }
       const thinkChunk = stream.chunks.find((c) => c["choices"][0]["token_ids"]?.[0] === 151667);
@@ -286,7 +286,7 @@ describe("chat completions (streamed)", () => {
     assert.equal(got.length, 2);
     got.forEach((choice, i) => {
       assert.deepEqual(choice.tokenIds, whole["choices"][i]["token_ids"]);
-      assert.equal(choice.reasoning, whole["choices"][i]["message"]["reasoning_content"]);
+      assert.equal(choice.reasoning, whole["choices"][i]["message"]["reasoning"]);
     });
     assert.notEqual(got[0]!.reasoning, got[1]!.reasoning);
   });

@@ -1,5 +1,6 @@
 // The one place that picks which inference server the sim imitates. A flavour owns routes, request parsing and
 // response shapes; the server core, policies, tokenization and logprobs are shared.
+import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
 import type { ToolParserName } from "../tokenizer/output-parser.ts";
 import type { MoeOptions } from "./moe.ts";
 import type { ScriptTurn } from "./script.ts";
@@ -22,6 +23,8 @@ export interface SimContext {
   toolParser?: ToolParserName;
   /** A mixture-of-experts model: responses carry routed experts (sim/moe.ts). */
   moe?: MoeOptions;
+  /** The vLLM version answered as: the reasoning field it writes and reads (undefined: `reasoning`, vLLM >= 0.17). */
+  reasoningField?: ReasoningField;
 }
 
 export interface HandlerInput {

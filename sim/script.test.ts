@@ -58,7 +58,7 @@ describe("scripted conversations", () => {
     history.push({
       role: "assistant",
       content: message["content"],
-      reasoning_content: message["reasoning_content"],
+      reasoning: message["reasoning"],
       tool_calls: message["tool_calls"],
     });
     for (const call of message["tool_calls"]) history.push({ role: "tool", tool_call_id: call["id"], content: "ok" });
@@ -68,7 +68,7 @@ describe("scripted conversations", () => {
 
   test("turn k answers a history holding k assistant messages", async () => {
     const first = (await step())["choices"][0];
-    assert.equal(first["message"]["reasoning_content"], "\nI will look at the directory first.\n");
+    assert.equal(first["message"]["reasoning"], "\nI will look at the directory first.\n");
     assert.deepEqual(
       first["message"]["tool_calls"].map((c: Json) => [c["function"]["name"], c["function"]["arguments"]]),
       [["bash", '{"command": "ls -la"}']],
@@ -149,7 +149,7 @@ describe("scripted conversations", () => {
       return_token_ids: true,
     });
     const choice = res.body["choices"][0];
-    assert.equal(choice["message"]["reasoning_content"], null);
+    assert.equal(choice["message"]["reasoning"], null);
     assert.ok(!tok.decode(choice["token_ids"]).includes("<think>"));
     assert.equal(choice["message"]["tool_calls"][0]["function"]["arguments"], '{"command": "ls -la"}');
   });

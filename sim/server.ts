@@ -1,5 +1,6 @@
 // The sim's HTTP core: routing through the selected flavour, fault injection, simulated latency, and counters a test
 // can read (`stats`, `requests`, `events`). Responses are computed whole, then written with the configured timing.
+import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
 import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -49,6 +50,8 @@ export interface SimOptions {
    * when asked (`return_routed_experts`, `routed_experts_start_len`). Experts are deterministic (sim/moe.ts).
    */
   moe?: MoeOptions;
+  /** The vLLM version answered as: where reasoning goes (tokenizer/reasoning-field.ts; default `reasoning`, >= 0.17). */
+  reasoningField?: ReasoningField;
 }
 
 export interface SimStats {
@@ -124,6 +127,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     maxModelLen: options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN,
     chatTemplate: options.chatTemplate ?? (options.toolCallParser === "qwen3_coder" ? qwen3CoderTemplate() : undefined),
     ...(options.toolCallParser ? { toolParser: options.toolCallParser } : {}),
+    ...(options.reasoningField ? { reasoningField: options.reasoningField } : {}),
     ...(options.moe ? { moe: checkMoe(options.moe) } : {}),
   };
   const timing = { ttftMs: options.ttftMs ?? 0, interTokenMs: options.interTokenMs ?? 0 };

@@ -73,7 +73,7 @@ export function assembleChat(chunks: Json[]): AssembledChoice[] {
       c.chunkCount++;
       const delta = choice["delta"] as Json;
       if (typeof delta["content"] === "string") c.content += delta["content"];
-      if (typeof delta["reasoning_content"] === "string") c.reasoning += delta["reasoning_content"];
+      if (typeof delta["reasoning"] === "string") c.reasoning += delta["reasoning"];
       for (const call of (delta["tool_calls"] as Json[] | undefined) ?? []) {
         const t = (c.toolCalls[call["index"]] ??= { name: "", arguments: "" });
         if (call["id"]) t.id = call["id"];

@@ -53,6 +53,8 @@ interface ChatChoice {
   role: string;
   content: string | null;
   reasoning: string | null;
+  /** The name the stream carried reasoning under (vLLM >= 0.17: `reasoning`; older vLLM and SGLang: `reasoning_content`). */
+  reasoningKey: "reasoning" | "reasoning_content";
   toolCalls: Map<number, ToolCallParts>;
   logprobEntries: unknown[] | null;
   finishReason: string | null;
@@ -83,8 +85,12 @@ function addChatChoice(state: ChatChoice, choice: Json): void {
     if (typeof delta["role"] === "string") state.role = delta["role"];
     if (typeof delta["content"] === "string" && delta["content"].length)
       state.content = (state.content ?? "") + delta["content"];
-    const reasoning = delta["reasoning_content"] ?? delta["reasoning"];
-    if (typeof reasoning === "string" && reasoning.length) state.reasoning = (state.reasoning ?? "") + reasoning;
+    const legacy = delta["reasoning_content"];
+    const reasoning = legacy ?? delta["reasoning"];
+    if (typeof reasoning === "string" && reasoning.length) {
+      state.reasoning = (state.reasoning ?? "") + reasoning;
+      if (typeof legacy !== "string") state.reasoningKey = "reasoning";
+    }
     if (Array.isArray(delta["tool_calls"])) addToolCalls(state, delta["tool_calls"] as Json[]);
   }
   if (typeof choice["finish_reason"] === "string") state.finishReason = choice["finish_reason"];
@@ -105,6 +111,7 @@ export function foldChatChunks(chunks: readonly Json[]): Json {
           role: "assistant",
           content: null,
           reasoning: null,
+          reasoningKey: "reasoning_content",
           toolCalls: new Map(),
           logprobEntries: null,
           finishReason: null,
@@ -126,7 +133,7 @@ export function foldChatChunks(chunks: readonly Json[]): Json {
       message: {
         role: s.role,
         content: s.content,
-        reasoning_content: s.reasoning,
+        [s.reasoningKey]: s.reasoning,
         tool_calls: [...s.toolCalls.entries()]
           .sort(([a], [b]) => a - b)
           .map(([, c]) => ({

@@ -118,6 +118,10 @@ function choice(rand: () => number, index: number): string {
     `{"content":${stringToken(rand)}}`,
     `{"reasoning_content":${stringToken(rand)}}`,
     `{"role":${stringToken(rand)},"reasoning_content":${stringToken(rand)}}`,
+    // vLLM >= 0.17 streams reasoning as `reasoning`; 0.12–0.16 could write both names (declined, then parsed).
+    `{"reasoning":${stringToken(rand)}}`,
+    `{"role":${stringToken(rand)},"reasoning":${stringToken(rand)}}`,
+    `{"reasoning":${stringToken(rand)},"reasoning_content":${stringToken(rand)}}`,
     `{"tool_calls":[${toolCalls(rand)}]}`,
     `{"tool_calls":[${toolCalls(rand)}]}`,
     `{"content":null,"tool_calls":[${toolCalls(rand)}]}`,
@@ -169,6 +173,18 @@ test("mutated chunks: never a result JSON.parse would not give", () => {
   assert.ok(refused > 0);
 });
 
+test("a reasoning delta is read under either name, as JSON.parse reads it", () => {
+  const text = (key: string) =>
+    `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"${key}":"hm"},"logprobs":null,"finish_reason":null,"token_ids":[7]}]}`;
+  for (const key of ["reasoning", "reasoning_content"]) {
+    assert.ok(check(text(key)), key);
+    const delta = (scanChatChunk(text(key), { tokenIds: true, promptTokenIds: true })!.chunk["choices"] as Json[])[0]![
+      "delta"
+    ];
+    assert.deepStrictEqual(delta, { [key]: "hm" });
+  }
+});
+
 test("what the scan declines: whitespace, other keys, duplicate keys, usage, errors", () => {
   const ok = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}';
   assert.ok(check(ok));
@@ -194,11 +210,14 @@ describe("the sim's streams relayed with and without the scan", () => {
     assert.equal(vllmFlavor.chat.scanChunk!(text, { promptTokenIds: false, tokenIds: false, logprobs: true }), null);
     assert.notEqual(vllmFlavor.chat.scanChunk!(text, WANTS[0]!), null);
   });
+  let legacySim: SimServer;
   before(async () => {
     sim = await startSim({ port: 0 });
+    legacySim = await startSim({ port: 0, reasoningField: "reasoning_content" });
   });
   after(async () => {
     await sim.close();
+    await legacySim.close();
   });
 
   const withoutScan: ApiCodec = { ...vllmFlavor.chat, scanChunk: undefined };
@@ -221,8 +240,11 @@ describe("the sim's streams relayed with and without the scan", () => {
     return { out, response, captures: events.assembler.captures(), prompt: events.assembler.promptTokenIds };
   }
 
-  for (const [name, extra] of Object.entries(requests)) {
+  const cases = Object.entries(requests).map(([name, extra]) => ({ name, extra, legacy: false }));
+  cases.push({ name: "reasoning_content (vLLM <= 0.16)", extra: {}, legacy: true });
+  for (const { name, extra, legacy } of cases) {
     test(name, async () => {
+      const server = legacy ? legacySim : sim;
       const body = {
         model: "Qwen/Qwen3-8B",
         messages: [{ role: "user", content: `What is in this directory? (${name})` }],
@@ -231,12 +253,14 @@ describe("the sim's streams relayed with and without the scan", () => {
         logprobs: true,
         ...extra,
       };
-      const res = await fetch(`${sim.url}/v1/chat/completions`, {
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body),
       });
       const stream = Buffer.from(await res.arrayBuffer());
+      const reasoningKey = server === sim ? '"reasoning":' : '"reasoning_content":';
+      assert.ok(stream.toString().includes(reasoningKey), reasoningKey);
       // Every chunk the sim writes is in the scan's layout but the final usage object, which is parsed.
       const declined: string[] = [];
       for (const event of new SseParser().push(stream)) {

@@ -60,7 +60,7 @@ async function runSession(stack: Stack): Promise<{ id: string; calls: CallRecord
     for (const key of Object.keys(message))
       if (message[key] === null || (Array.isArray(message[key]) && !(message[key] as unknown[]).length))
         delete message[key];
-    if (turn === DROPS_REASONING) delete message["reasoning_content"];
+    if (turn === DROPS_REASONING) delete message["reasoning"];
     messages.push(message);
     for (const [i, toolCall] of ((message["tool_calls"] as Array<{ id: string }>) ?? []).entries()) {
       messages.push({ role: "tool", tool_call_id: toolCall.id, content: `output ${turn}.${i}` });
@@ -165,11 +165,7 @@ describe("history repair (messages mode, simulated vLLM)", () => {
     const b = await runSession(plain);
     const answer = (c: CallRecord) => {
       const m = (c.response as any).choices[0].message;
-      return [
-        m.content,
-        m.reasoning_content,
-        (m.tool_calls ?? []).map((t: any) => [t.function.name, t.function.arguments]),
-      ];
+      return [m.content, m.reasoning, (m.tool_calls ?? []).map((t: any) => [t.function.name, t.function.arguments])];
     };
     assert.deepEqual(a.calls.map(answer), b.calls.map(answer));
   });

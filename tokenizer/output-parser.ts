@@ -2,6 +2,7 @@
 // syntax of Qwen3-Coder and Qwen3.5: qwen3-coder.ts): the whole text at once for non-streamed responses, token by
 // token for streams. Both read the same generated text, so a stream's deltas add up to the non-streamed message. The sim answers chat calls with it, and the gateway's token-native prompt mode
 // turns the ids it had sampled back into the harness's API with it: one parser, so both modes answer alike.
+import type { ReasoningField } from "./reasoning-field.ts";
 import { harmonyDeltas, parseHarmony, type HarmonyCodec } from "./harmony-parse.ts";
 import { pyJson } from "./py-json.ts";
 import { DEEPSEEK_CALLS_BEGIN, deepSeekToolCallSpans, extractDeepSeekToolCalls } from "./deepseek-v31-calls.ts";
@@ -282,11 +283,15 @@ export function streamDeltas(
   });
 }
 
-/** A whole generation's assistant message as vLLM writes it in a chat completion (reasoning left out when not wanted). */
+/**
+ * A whole generation's assistant message as vLLM writes it in a chat completion (reasoning left out when not wanted),
+ * its reasoning under `field` (reasoning-field.ts: the vLLM version answered as).
+ */
 export function chatMessageJson(
   parsed: ParsedOutput,
   newCallId: () => string,
   includeReasoning: boolean,
+  field: ReasoningField = "reasoning",
 ): Record<string, unknown> {
   return {
     role: "assistant",
@@ -300,15 +305,23 @@ export function chatMessageJson(
       type: "function",
       function: { name: call.name, arguments: call.arguments },
     })),
-    reasoning_content: includeReasoning ? parsed.reasoning : null,
+    [field]: includeReasoning ? parsed.reasoning : null,
   };
 }
 
-/** A token's delta as vLLM writes it in a chat chunk; `callIds` holds the ids given to this choice's tool calls. */
-export function chatDeltaJson(delta: TokenDelta, callIds: string[], newCallId: () => string): Record<string, unknown> {
+/**
+ * A token's delta as vLLM writes it in a chat chunk, reasoning under `field`; `callIds` holds the ids given to this
+ * choice's tool calls.
+ */
+export function chatDeltaJson(
+  delta: TokenDelta,
+  callIds: string[],
+  newCallId: () => string,
+  field: ReasoningField = "reasoning",
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (delta.content !== undefined) out["content"] = delta.content;
-  if (delta.reasoning_content !== undefined) out["reasoning_content"] = delta.reasoning_content;
+  if (delta.reasoning_content !== undefined) out[field] = delta.reasoning_content;
   if (delta.toolCalls) {
     out["tool_calls"] = delta.toolCalls.map((call) => {
       const fn: Record<string, string> = {};

@@ -48,7 +48,7 @@ function assembled(out: Json[]): Json {
     const choice = chunk["choices"][0];
     const delta = choice.delta;
     message.content += delta.content ?? "";
-    message.reasoning += delta.reasoning_content ?? "";
+    message.reasoning += delta.reasoning ?? "";
     for (const call of delta.tool_calls ?? []) {
       message.calls[call.index] ??= { name: "", arguments: "" };
       if (call.function.name) message.calls[call.index].name = call.function.name;
@@ -89,7 +89,7 @@ describe("completion → chat answer", () => {
     const stream = new ChatChunkStream(settings);
     const early: Json[] = chunks.slice(0, 10).flatMap((chunk) => stream.push(chunk));
     assert.ok(
-      early.some((c) => c["choices"][0].delta.reasoning_content),
+      early.some((c) => c["choices"][0].delta.reasoning),
       "reasoning streamed before the end",
     );
     const rest: Json[] = chunks.slice(10).flatMap((chunk) => stream.push(chunk));
@@ -116,7 +116,7 @@ describe("completion → chat answer", () => {
     const message = chat["choices"][0].message;
     const streamed = assembled(run(completionChunks(1, false)).out);
     assert.equal(message.content, streamed.content);
-    assert.equal(message.reasoning_content, streamed.reasoning);
+    assert.equal(message.reasoning, streamed.reasoning);
     assert.deepEqual(
       message.tool_calls.map((c: Json) => ({ name: c.function.name, arguments: c.function.arguments })),
       streamed.calls,

@@ -9,6 +9,7 @@
 // `{`: the family's tool syntax says) tokens are held until the end of the generation, when the whole text tells
 // whether every call is well formed — the same decision vLLM's parser makes — and their chunks follow with the same
 // deltas the sim's chat route sends for those ids.
+import type { ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import { randomUUID } from "node:crypto";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import { HarmonyStream } from "../../tokenizer/harmony-parse.ts";
@@ -30,6 +31,8 @@ export interface AnswerSettings {
   toolParsing: boolean;
   /** False when the harness sent include_reasoning: false. */
   includeReasoning: boolean;
+  /** The vLLM version answered as: the name reasoning goes under (default `reasoning`, vLLM >= 0.17). */
+  reasoningField?: ReasoningField;
   /** The request's tools: the XML tool parser converts parameter values by their schemas. */
   tools?: readonly unknown[] | null;
   /**
@@ -88,7 +91,7 @@ export function chatFromCompletion(
     const text = settings.format.textPieces(prefix).join("") + (typeof raw["text"] === "string" ? raw["text"] : "");
     const sampled = prefix.length ? [...prefix, ...ids] : ids;
     const parsed = parseAnswer(settings.format, sampled, text, settings.toolParsing, syntaxOf(settings));
-    const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning);
+    const message: Json = chatMessageJson(parsed, newCallId, settings.includeReasoning, settings.reasoningField);
     answers.push({ index, message, tokenIds: prefix.length ? [...prefix, ...ids] : ids });
     const finish = raw["finish_reason"];
     return {
@@ -344,7 +347,7 @@ export class ChatChunkStream {
     if (kept?.toolCalls) state.toolsStreamed = true;
     if (kept) this.#accumulate(state, kept);
     const deltaBody = kept
-      ? chatDeltaJson(kept, state.callIds, newCallId)
+      ? chatDeltaJson(kept, state.callIds, newCallId, this.#settings.reasoningField)
       : last && token?.id === this.#settings.format.turnEnd.id
         ? { content: "" }
         : {};

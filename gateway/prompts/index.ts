@@ -4,6 +4,7 @@
 // and sampled where the messages extend an earlier call's messages and answer — sends the ids to /v1/completions,
 // and reads the answer back as a chat completion (completion-as-chat.ts), so the relays and translators that follow
 // are the same in both modes. A call tokens mode cannot serve falls back to messages mode, counted and recorded.
+import type { ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import type { PromptRecord } from "../../store/records.ts";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import type { GatewayContext } from "../context.ts";
@@ -50,10 +51,17 @@ interface TokenPlan {
 /** The tokens prompt mode: the served model's chat format and the agent threads of recent rollouts. */
 export class TokenPrompts {
   readonly format: ModelChatFormat;
+  /** The vLLM version answered as: where answers carry reasoning and which history field is rendered. */
+  readonly reasoningField: ReasoningField;
   readonly #threads: ThreadBook;
 
-  constructor(ctx: Pick<GatewayContext, "store">, format: ModelChatFormat, options: { maxRollouts?: number } = {}) {
+  constructor(
+    ctx: Pick<GatewayContext, "store">,
+    format: ModelChatFormat,
+    options: { maxRollouts?: number; reasoningField?: ReasoningField } = {},
+  ) {
     this.format = format;
+    this.reasoningField = options.reasoningField ?? "reasoning";
     this.#threads = new ThreadBook(ctx.store, options.maxRollouts);
   }
 
@@ -66,6 +74,7 @@ export class TokenPrompts {
       tools,
       enableThinking: enableThinkingOf(chat),
       reasoningEffort: typeof effort === "string" ? effort : null,
+      reasoningField: this.reasoningField,
     };
     const chain = new MessageChain(chainSeed(chat["model"], tools), messages);
     let newThread = "unattributed";
@@ -198,6 +207,7 @@ export async function runChatCall(
     format: tokens.format,
     toolParsing: Array.isArray(tools) && tools.length > 0 && spec.chat["tool_choice"] !== "none",
     includeReasoning: spec.chat["include_reasoning"] !== false,
+    reasoningField: tokens.reasoningField,
     tools: Array.isArray(tools) ? tools : null,
     prefix: prefix.length ? prefix : null,
   };

@@ -39,7 +39,7 @@ describe("token-mode rendering of only the new messages", () => {
     const answer1 = {
       role: "assistant",
       content: "",
-      reasoning_content: "Both.",
+      reasoning: "Both.",
       tool_calls: [call("c1", "a"), call("c2", "b")],
     };
     const added1 = [
@@ -57,7 +57,7 @@ describe("token-mode rendering of only the new messages", () => {
     const answer2 = {
       role: "assistant",
       content: "Now c.",
-      reasoning_content: "One more.",
+      reasoning: "One more.",
       tool_calls: [call("c3", "c")],
     };
     const added2 = [{ role: "tool", tool_call_id: "c3", content: "C" }];

@@ -4,6 +4,7 @@
 // text after the stand-in's turns is the suffix: what the template writes for the new messages and the generation
 // prompt. Nothing before them is rendered or tokenized again, and a turn-end marker splits the tokenizer's input as
 // any added token does, so the suffix's ids are the ids a whole rendering would give at that place.
+import { templateReasoning, type ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
 import type { Json } from "../upstream/fields.ts";
@@ -13,16 +14,21 @@ export interface RenderSettings {
   enableThinking: boolean | undefined;
   /** The request's reasoning_effort (harmony writes it in the system message). */
   reasoningEffort?: string | null;
+  /** The vLLM version rendered as: which name of a history message's reasoning reaches the template (default `reasoning`). */
+  reasoningField?: ReasoningField;
 }
 
 /** A whole conversation with the generation prompt. */
 export function renderFull(format: ModelChatFormat, messages: readonly Json[], settings: RenderSettings): number[] {
-  const text = format.render(messages as unknown as ChatMessage[], {
-    tools: settings.tools,
-    enableThinking: settings.enableThinking,
-    addGenerationPrompt: true,
-    reasoningEffort: settings.reasoningEffort,
-  });
+  const text = format.render(
+    templateReasoning(messages as unknown as ChatMessage[], settings.reasoningField ?? "reasoning"),
+    {
+      tools: settings.tools,
+      enableThinking: settings.enableThinking,
+      addGenerationPrompt: true,
+      reasoningEffort: settings.reasoningEffort,
+    },
+  );
   return format.encode(text);
 }
 
@@ -67,7 +73,8 @@ export function renderSuffixText(
   // decides how Qwen3 renders reasoning of later assistant turns) where it is in the whole conversation: before the answer.
   const standIn = [{ role: "user", content: "." }, echoed] as unknown as ChatMessage[];
   const before = format.render(standIn, { addGenerationPrompt: false, enableThinking: settings.enableThinking });
-  const after = format.render([...standIn, ...(added as unknown as ChatMessage[])], {
+  const shown = templateReasoning(added as unknown as ChatMessage[], settings.reasoningField ?? "reasoning");
+  const after = format.render([...standIn, ...shown], {
     addGenerationPrompt: true,
     enableThinking: settings.enableThinking,
   });

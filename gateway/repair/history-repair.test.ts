@@ -63,7 +63,7 @@ describe("history repair", () => {
     const sent = {
       role: "assistant",
       content: "\n\n",
-      reasoning_content: "\nRead.\n",
+      reasoning: "\nRead.\n",
       tool_calls: [read("call_a", "a.py")],
     };
     const body = {
@@ -90,7 +90,7 @@ describe("history repair", () => {
     const faithful = {
       messages: [
         { role: "user", content: "go" },
-        { role: "assistant", content: "", reasoning_content: "Read.", tool_calls: [read("call_a", "a.py")] },
+        { role: "assistant", content: "", reasoning: "Read.", tool_calls: [read("call_a", "a.py")] },
       ],
     };
     assert.equal(repair.repair("r", faithful).forwarded, faithful);
@@ -132,10 +132,9 @@ describe("history repair", () => {
     };
     const first = new HistoryRepair(store).repair("r", body);
     const out = first.forwarded["messages"] as Json[];
-    assert.deepEqual(
-      [out[1]!["reasoning_content"], out[3]!["reasoning_content"], out[5]!["reasoning_content"]],
-      ["\nFirst.\n", "\nSecond.\n", "\nThird.\n"],
-    );
+    // Under both names: vLLM >= 0.17 reads `reasoning`, SGLang and older vLLM `reasoning_content`.
+    for (const key of ["reasoning", "reasoning_content"])
+      assert.deepEqual([out[1]![key], out[3]![key], out[5]![key]], ["\nFirst.\n", "\nSecond.\n", "\nThird.\n"]);
     assert.equal(out[5]!["content"], "Reading.");
     assert.equal(out[5]!["tool_calls"], body.messages[5]!.tool_calls, "the harness's own ids and spelling");
     assert.deepEqual(
@@ -164,6 +163,7 @@ describe("history repair", () => {
       messages: [{ role: "assistant", content: null, tool_calls: [changed] }],
     });
     const message = (forwarded["messages"] as Json[])[0]!;
+    assert.equal(message["reasoning"], "\n");
     assert.equal(message["reasoning_content"], "\n");
     assert.equal(message["content"], "");
     assert.deepEqual((message["tool_calls"] as Json[])[0], {
@@ -187,11 +187,29 @@ describe("history repair", () => {
     const later = recorded(2, { reasoning_content: "\nB.\n", content: "\n\n", tool_calls: [read("call_b", "b.py")] });
     repair.observe(later); // the recorder's hook, before the store is read again
     const { repairs } = repair.repair("r", {
-      messages: [
-        { role: "assistant", content: "\n\n", reasoning_content: "\nB.\n", tool_calls: [read("call_b", "b.py")] },
-      ],
+      messages: [{ role: "assistant", content: "\n\n", reasoning: "\nB.\n", tool_calls: [read("call_b", "b.py")] }],
     });
     assert.deepEqual(repairs, [{ turn: 0, kind: "content", callSeq: 2 }]);
+    await store.close();
+  });
+
+  test("reasoning echoed as reasoning_content, which vLLM >= 0.17 drops, is put back under both names; a server that reads it is left alone", async () => {
+    const { store } = openStore();
+    await putAll(store, [
+      recorded(1, { reasoning: "\nRead.\n", content: "\n\n", tool_calls: [read("call_a", "a.py")] }),
+    ]);
+    // The AI SDK (OpenCode) sends reasoning back as `reasoning_content`.
+    const body = {
+      messages: [
+        { role: "user", content: "go" },
+        { role: "assistant", content: "", reasoning_content: "\nRead.\n", tool_calls: [read("call_a", "a.py")] },
+      ],
+    };
+    const current = new HistoryRepair(store).repair("r", body);
+    assert.deepEqual(current.repairs, [{ turn: 1, kind: "reasoning", callSeq: 1 }]);
+    assert.equal((current.forwarded["messages"] as Json[])[1]!["reasoning"], "\nRead.\n");
+    const legacy = new HistoryRepair(store, { reasoningField: "reasoning_content" }).repair("r", body);
+    assert.deepEqual(legacy, { forwarded: body, repairs: [] });
     await store.close();
   });
 });

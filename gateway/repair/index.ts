@@ -3,6 +3,7 @@
 // produced it wherever the harness changed it in a way the chat template does not undo (see qwen3-turn.ts), so the
 // upstream renders the sampled tokens again and the new prompt extends the earlier prompt + completion exactly. The
 // harness never sees a difference; the call record says what was repaired (`repairs`).
+import { renderedReasoning, setReasoning, type ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import { LRUCache } from "lru-cache";
 import type { CallRecord, HistoryRepair as Repair } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
@@ -37,18 +38,25 @@ export interface HistoryRepairOptions {
   format?: ChatFormat;
   /** How the served model's template writes an earlier assistant turn (default Qwen3's). */
   rules?: TurnRules;
+  /**
+   * Which name of a message's reasoning the upstream renders (default `reasoning`: vLLM >= 0.17 drops
+   * `reasoning_content`, so a turn that carries only that name is repaired).
+   */
+  reasoningField?: ReasoningField;
 }
 
 export class HistoryRepair {
   readonly #store: Store;
   readonly #format: ChatFormat;
   readonly #rules: TurnRules;
+  readonly #reasoningField: ReasoningField;
   readonly #rollouts: LRUCache<string, RolloutTurns>;
 
   constructor(store: Store, options: HistoryRepairOptions = {}) {
     this.#store = store;
     this.#format = options.format ?? QWEN3_CHAT_FORMAT;
     this.#rules = options.rules ?? QWEN3_TURN;
+    this.#reasoningField = options.reasoningField ?? "reasoning";
     this.#rollouts = new LRUCache({ maxSize: options.maxChars ?? 64_000_000, sizeCalculation: (turns) => turns.size });
   }
 
@@ -80,7 +88,7 @@ export class HistoryRepair {
       const turn = turns.find(message, afterSeq);
       if (turn === null) return;
       afterSeq = turn.callSeq;
-      const fixed = repairTurn(message, turn, this.#rules);
+      const fixed = repairTurn(message, turn, this.#rules, this.#reasoningField);
       if (fixed === null) return;
       out ??= [...messages];
       out[index] = fixed.message;
@@ -110,11 +118,12 @@ function repairTurn(
   message: Json,
   turn: RecordedTurn,
   { renderedHead, sampledHead, faithfulText }: TurnRules,
+  reasoningField: ReasoningField,
 ): { message: Json; kinds: Repair["kind"][] } | null {
   const kinds: Repair["kind"][] = [];
   const fixed: Json = { ...message };
   const harness = {
-    reasoning: typeof message["reasoning_content"] === "string" ? message["reasoning_content"] : null,
+    reasoning: renderedReasoning(message, reasoningField),
     content: contentText(message["content"]),
     toolCalls: Array.isArray(message["tool_calls"]) ? message["tool_calls"].length : 0,
   };
@@ -129,8 +138,7 @@ function repairTurn(
     else if (renderedHead({ ...harness, content: faithful.content }) === target) kinds.push("content");
     else kinds.push(reasoningKind(turn), "content");
     fixed["content"] = faithful.content;
-    if (faithful.reasoning === null) delete fixed["reasoning_content"];
-    else fixed["reasoning_content"] = faithful.reasoning;
+    setReasoning(fixed, faithful.reasoning);
   }
   const sent = toolCallsOf(message);
   if (sent.length === turn.calls.length && sent.length > 0) {

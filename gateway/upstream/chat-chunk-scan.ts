@@ -25,9 +25,13 @@ const HEAD = new RegExp(
   "y",
 );
 const CHOICE_START = new RegExp(String.raw`\{"index":(${INT}),"delta":\{`, "y");
-/** A delta's keys: `role` and a text key, either alone, or none. */
+/**
+ * A delta's keys: `role` and a text key, either alone, or none. Reasoning is `reasoning` from vLLM >= 0.17 and
+ * `reasoning_content` before (both at once, as 0.12–0.16 could write, is declined and parsed).
+ */
+const TEXT_KEY = "content|reasoning_content|reasoning";
 const DELTA = new RegExp(
-  String.raw`(?:"role":(${STR})(?:,"(content|reasoning_content)":(${STR}))?|"(content|reasoning_content)":(${STR}))?\},"logprobs":`,
+  String.raw`(?:"role":(${STR})(?:,"(${TEXT_KEY})":(${STR}))?|"(${TEXT_KEY})":(${STR}))?\},"logprobs":`,
   "y",
 );
 /** One tool call's delta: the first names the call (id, type, name), the next ones carry its arguments. */

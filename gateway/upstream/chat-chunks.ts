@@ -4,8 +4,10 @@
 // client, and rlgate's own translators, read as the same message.
 import { choicesOf, isObject, type Json } from "./fields.ts";
 
-function delta(fields: Json): Json {
-  return { role: null, content: null, reasoning_content: null, tool_calls: null, ...fields };
+// The reasoning goes under the name the answer used: `reasoning` from vLLM >= 0.17, `reasoning_content` from SGLang
+// and older vLLM (tokenizer/reasoning-field.ts).
+function delta(fields: Json, reasoningKey: string): Json {
+  return { role: null, content: null, [reasoningKey]: null, tool_calls: null, ...fields };
 }
 
 export function chatChunksFromResponse(response: Json, options: { includeUsage: boolean }): Json[] {
@@ -15,18 +17,22 @@ export function chatChunksFromResponse(response: Json, options: { includeUsage: 
     created: response["created"],
     model: response["model"],
   };
+  let reasoningKey = "reasoning_content";
   const chunk = (index: number, fields: Json, extra: Json = {}): Json => ({
     ...base,
-    choices: [{ index, delta: delta(fields), logprobs: null, finish_reason: null, matched_stop: null, ...extra }],
+    choices: [
+      { index, delta: delta(fields, reasoningKey), logprobs: null, finish_reason: null, matched_stop: null, ...extra },
+    ],
     usage: null,
   });
   const chunks: Json[] = [];
   choicesOf(response).forEach((choice, position) => {
     const index = typeof choice["index"] === "number" ? choice["index"] : position;
     const message = isObject(choice["message"]) ? choice["message"] : {};
+    reasoningKey = "reasoning" in message && !("reasoning_content" in message) ? "reasoning" : "reasoning_content";
     chunks.push(chunk(index, { role: "assistant", content: "" }));
     const reasoning = message["reasoning_content"] ?? message["reasoning"];
-    if (typeof reasoning === "string" && reasoning) chunks.push(chunk(index, { reasoning_content: reasoning }));
+    if (typeof reasoning === "string" && reasoning) chunks.push(chunk(index, { [reasoningKey]: reasoning }));
     if (typeof message["content"] === "string" && message["content"])
       chunks.push(chunk(index, { content: message["content"] }));
     const calls = Array.isArray(message["tool_calls"]) ? (message["tool_calls"] as unknown[]).filter(isObject) : [];

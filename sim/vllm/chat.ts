@@ -1,4 +1,5 @@
-// POST /v1/chat/completions as vLLM >= 0.10.2 answers it, served with the qwen3 reasoning parser and the hermes
+// POST /v1/chat/completions as vLLM >= 0.10.2 answers it (reasoning under `reasoning`, as >= 0.17 writes it, or
+// `reasoning_content`: SimContext.reasoningField), served with the qwen3 reasoning parser and the hermes
 // tool parser (`--reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes`).
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
 import { viewFromChat } from "../conversation.ts";
@@ -19,6 +20,7 @@ import { decideTurn } from "../policy.ts";
 import { chatPrompt } from "../prompt.ts";
 import { badRequest, withPrompts, type Reply } from "../reply.ts";
 import type { ModelChatFormat } from "../../tokenizer/model-format.ts";
+import { templateReasoning, type ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import { simFormat, simThinks } from "../sim-format.ts";
 import { chatLogprobEntry, checkLogprobCount, checkModel, randomId, requestSeed, resolveMaxTokens } from "./common.ts";
 import { chatRequest, parseBody, stopList, type ChatRequest } from "./requests.ts";
@@ -56,12 +58,13 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
   const enableThinking = typeof thinkingArg === "boolean" ? thinkingArg : undefined;
   const messages = req.messages as unknown as ChatMessage[];
   const format = simFormat(ctx);
+  const field = ctx.reasoningField ?? "reasoning";
 
   let promptIds: number[];
   try {
     const reasoningEffort = typeof req.reasoning_effort === "string" ? req.reasoning_effort : null;
     promptIds = chatPrompt({
-      messages,
+      messages: templateReasoning(messages, field),
       tools,
       enableThinking,
       template: ctx.chatTemplate,
@@ -111,7 +114,7 @@ export function chatCompletions({ body, ctx }: HandlerInput): Reply {
   const head = { id: `chatcmpl-${randomId()}`, created: Math.floor(Date.now() / 1000), model: ctx.model };
   const parsing = toolParsing ? syntax : null;
   const reply = req.stream
-    ? streamReply(req, head, promptIds, choices, parsing, topK, format)
+    ? streamReply(req, head, promptIds, choices, parsing, topK, format, ctx)
     : jsonReply(req, head, promptIds, choices, parsing, topK, ctx, format);
   return withPrompts(reply, [promptIds]);
 }
@@ -133,13 +136,14 @@ function jsonReply(
   format: ModelChatFormat,
 ): Reply {
   const wantIds = req.return_token_ids === true;
+  const field = ctx.reasoningField ?? "reasoning";
   let completionTokens = 0;
   const out = choices.map(({ gen, logprobs }, index) => {
     completionTokens += gen.ids.length;
     const parsed = parseAnswer(format, gen.ids, gen.text, toolParsing !== null, toolParsing ?? toolSyntax("hermes"));
     return {
       index,
-      message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false),
+      message: chatMessageJson(parsed, () => `chatcmpl-tool-${randomId()}`, req.include_reasoning !== false, field),
       logprobs: logprobs ? { content: logprobs.map((lp) => chatLogprobEntry(lp, topK, format.tokenString)) } : null,
       finish_reason: parsed.toolCalls.length > 0 ? "tool_calls" : gen.finishReason,
       stop_reason: gen.stopReason,
@@ -169,8 +173,8 @@ function jsonReply(
   return { kind: "json", status: 200, body, steps: Math.max(...choices.map((c) => c.gen.ids.length)) };
 }
 
-function deltaJson(delta: TokenDelta, callIds: string[]): Record<string, unknown> {
-  return chatDeltaJson(delta, callIds, () => `chatcmpl-tool-${randomId()}`);
+function deltaJson(delta: TokenDelta, callIds: string[], field: ReasoningField): Record<string, unknown> {
+  return chatDeltaJson(delta, callIds, () => `chatcmpl-tool-${randomId()}`, field);
 }
 
 // vLLM writes chunks with exclude_unset: fields it sets explicitly appear even when null (token_ids, logprobs,
@@ -183,8 +187,10 @@ function streamReply(
   toolParsing: ToolSyntax | null,
   topK: number,
   format: ModelChatFormat,
+  ctx: SimContext,
 ): Reply {
   const wantIds = req.return_token_ids === true;
+  const field = ctx.reasoningField ?? "reasoning";
   const includeUsage = req.stream_options?.include_usage === true;
   const continuous = includeUsage && req.stream_options?.continuous_usage_stats === true;
   const promptTokens = promptIds.length;
@@ -224,7 +230,7 @@ function streamReply(
       // A token that adds no text is still sent when its id or logprob was asked for, so the chunks cover every token.
       if (!delta && !last && !wantIds && !logprobs) return;
       const deltaBody = delta
-        ? deltaJson(delta, plan.callIds)
+        ? deltaJson(delta, plan.callIds, field)
         : last && gen.ids[t] === format.turnEnd.id
           ? { content: "" }
           : {};

@@ -1,4 +1,5 @@
 // vLLM's small routes: models, health, version, tokenize and detokenize.
+import { templateReasoning } from "../../tokenizer/reasoning-field.ts";
 import type { ChatMessage } from "../../tokenizer/chat-template.ts";
 import { simFormat, simVocabSize } from "../sim-format.ts";
 import type { HandlerInput } from "../flavor.ts";
@@ -63,7 +64,7 @@ export function tokenize({ body, ctx }: HandlerInput): Reply {
     const thinking = req.chat_template_kwargs?.["enable_thinking"];
     try {
       tokens = chatPrompt({
-        messages: req.messages as unknown as ChatMessage[],
+        messages: templateReasoning(req.messages as unknown as ChatMessage[], ctx.reasoningField ?? "reasoning"),
         tools: req.tools?.length ? req.tools : undefined,
         enableThinking: typeof thinking === "boolean" ? thinking : undefined,
         addGenerationPrompt: req.add_generation_prompt ?? true,

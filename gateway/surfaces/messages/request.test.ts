@@ -44,6 +44,7 @@ test("tool results become tool messages before the rest of their user turn; imag
     {
       role: "assistant",
       content: "ok",
+      reasoning: "hm",
       reasoning_content: "hm",
       tool_calls: [{ id: "t1", type: "function", function: { name: "sh", arguments: '{"c":1}' } }],
     },

@@ -3,7 +3,7 @@
 //   text / image blocks                  → content parts (images as data: or https: image_url parts; the upstream
 //                                          decides whether its model takes them)
 //   tool_result blocks (user turn)       → tool messages, before the rest of that user turn
-//   assistant text / thinking / tool_use → content / reasoning_content / tool_calls of one assistant message
+//   assistant text / thinking / tool_use → content / reasoning (both names) / tool_calls of one assistant message
 //   tools, tool_choice, stop_sequences, thinking, sampling parameters → their chat-completions counterparts
 //   thinking {type: enabled | adaptive | disabled} → the template's enable_thinking (budget_tokens has no counterpart)
 //   cache_control on any block                     → nothing (prefix caching is the upstream's own)
@@ -11,6 +11,7 @@
 // server tools (web_search, web_fetch, code_execution, …) and Anthropic-defined client tools without a schema,
 // images and documents inside tool results (tool messages carry text), non-text documents, and the blocks server
 // tools leave in a history (server_tool_use, *_tool_result). What is malformed is refused with a 400 that names it.
+import { setReasoning } from "../../../tokenizer/reasoning-field.ts";
 import { GatewayError } from "../../errors.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
@@ -172,7 +173,7 @@ function assistantMessage(message: Json, i: number, warnings: string[]): Json {
     }
   });
   const out: Json = { role: "assistant", content: text };
-  if (reasoning !== null) out["reasoning_content"] = reasoning;
+  if (reasoning !== null) setReasoning(out, reasoning);
   if (toolCalls.length) out["tool_calls"] = toolCalls;
   return out;
 }

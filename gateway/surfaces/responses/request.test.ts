@@ -22,6 +22,7 @@ test("reasoning, assistant text and function calls in a row become one assistant
     {
       role: "assistant",
       content: "ok",
+      reasoning: "hm",
       reasoning_content: "hm",
       tool_calls: [
         { id: "c1", type: "function", function: { name: "sh", arguments: '{"a":1}' } },
@@ -33,6 +34,7 @@ test("reasoning, assistant text and function calls in a row become one assistant
     {
       role: "assistant",
       content: "",
+      reasoning: "again",
       reasoning_content: "again",
       tool_calls: [{ id: "c3", type: "function", function: { name: "sh", arguments: "{}" } }],
     },

@@ -3,7 +3,7 @@
 //   input: string                         → one user message
 //   message items (user/system/developer) → user / system messages (input_text and input_image parts)
 //   reasoning, assistant message and function_call items in a row → one assistant message
-//                                           (reasoning_content, content, tool_calls)
+//                                           (reasoning under both names, content, tool_calls)
 //   custom_tool_call, local_shell_call    → tool calls of that assistant message (tools.ts maps names and arguments)
 //   function_call_output, custom_tool_call_output → a tool message
 //   tools (function, namespace, custom, local_shell), tool_choice, max_output_tokens, text.format, reasoning.effort,
@@ -11,6 +11,7 @@
 // Hosted tools and the items they leave in the history (web_search_call, tool_search_call, image_generation_call, …),
 // which a chat-completions upstream cannot run or show its model, are dropped with a warning recorded on the call.
 // What cannot be carried at all (item_reference, file inputs) is refused with a 400 naming it.
+import { setReasoning } from "../../../tokenizer/reasoning-field.ts";
 import { GatewayError } from "../../errors.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 import { chatTools, ResponsesToolMap, toolCallOf } from "./tools.ts";
@@ -169,7 +170,7 @@ export function inputMessages(input: unknown, options: InputOptions = {}): Json[
           decodeReasoning(item["encrypted_content"]) ||
           texts(item["summary"], ["summary_text"]).join("\n");
         const message = open();
-        message["reasoning_content"] = String(message["reasoning_content"] ?? "") + text;
+        setReasoning(message, String(message["reasoning"] ?? "") + text);
         return;
       }
       case "function_call":
