@@ -102,7 +102,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
         syntax,
         format,
       });
-      const gen = partial ? continueTurn(whole, partial.text, maxTokens) : whole;
+      const gen = partial ? continueTurn(whole, partial.text, maxTokens, (id) => format.tokenString(id)) : whole;
       const logprobs = req.logprobs != null ? sampledLogprobs(settings, promptHash, gen.ids, req.logprobs) : null;
       choices.push({ promptIds: prompt.ids, gen, logprobs, promptLogprobs: scoredPrompt, format });
     }

@@ -1,0 +1,59 @@
+// Branches cut at a token position with gpt-oss (harmony: a turn of several messages, mostly special tokens) and
+// DeepSeek V3.1 (the model's turn right after a tool output, no header): the scripted sim continues the turn it was
+// cut in, as for Qwen3 (branching-tokens.test.ts), so the harness gets the backbone's answers and the branch's call
+// holds the backbone's ids.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { GPTOSS_VOCAB_SIZE } from "../tokenizer/gptoss.ts";
+import { DEEPSEEK_V31_VOCAB_SIZE } from "../tokenizer/deepseek-v31.ts";
+import { deepSeekV31ChatFormat, gptossChatFormat } from "../tokenizer/model-format.ts";
+import { finish, runAgent, stableTool, type Message } from "./branching-agent.ts";
+import { AGENT_SCRIPT, createRollout, rolloutCalls, startStack } from "./helpers.ts";
+
+function seen(message: Message) {
+  return {
+    content: message.content || null,
+    reasoning: message.reasoning || null,
+    calls: (message.tool_calls ?? []).map((c: any) => [c.function.name, c.function.arguments]),
+  };
+}
+
+const FAMILIES = [
+  { parser: "openai", format: gptossChatFormat, vocabSize: GPTOSS_VOCAB_SIZE },
+  { parser: "deepseek_v31", format: deepSeekV31ChatFormat, vocabSize: DEEPSEEK_V31_VOCAB_SIZE },
+] as const;
+
+for (const family of FAMILIES) {
+  describe(`branches at a token position, ${family.parser}`, () => {
+    test("every cut of call 1 continues the backbone's turn", async () => {
+      const stack = await startStack({
+        sim: { script: AGENT_SCRIPT, toolCallParser: family.parser },
+        gateway: { prompts: "tokens", model: family.format(), vocabSize: family.vocabSize },
+      });
+      try {
+        const url = stack.gateway.url;
+        const backbone = await createRollout(url, { group: "g" });
+        const base = await runAgent(backbone.base_urls.openai, stableTool);
+        assert.equal(base.answers.length, 3);
+        await finish(url, backbone.id, 1);
+        const sampled = (await rolloutCalls(url, backbone.id))[1]!.choices[0]!.tokenIds;
+        for (const atToken of [1, 2, Math.floor(sampled.length / 2), sampled.length - 1]) {
+          const branch = await createRollout(url, {
+            group: "g",
+            branch: { of: backbone.id, at_call: 1, at_token: atToken },
+          });
+          const run = await runAgent(branch.base_urls.openai, stableTool);
+          assert.equal(run.status, 200, run.error);
+          assert.deepEqual(run.answers.map(seen), base.answers.map(seen), `cut at ${atToken} of ${sampled.length}`);
+          const calls = await rolloutCalls(url, branch.id);
+          assert.deepEqual(
+            [...calls[1]!.promptTokenIds!.slice(-atToken), ...calls[1]!.choices[0]!.tokenIds],
+            [...sampled.slice(0, atToken), ...sampled.slice(atToken)],
+          );
+        }
+      } finally {
+        await stack.close();
+      }
+    });
+  });
+}
