@@ -33,13 +33,13 @@ export async function runAgent(
 
 /** The message a chat stream carries (content, reasoning, whole tool calls). */
 export function assemble(events: unknown[]): Message {
-  const message: Message = { content: "", reasoning_content: "", tool_calls: [] };
+  const message: Message = { content: "", reasoning: "", tool_calls: [] };
   for (const e of events) {
     if (e === "[DONE]") continue;
     for (const choice of (e as any).choices ?? []) {
       const d = choice.delta ?? {};
       if (d.content) message.content += d.content;
-      if (d.reasoning_content) message.reasoning_content += d.reasoning_content;
+      if (d.reasoning) message.reasoning += d.reasoning;
       for (const call of d.tool_calls ?? []) {
         const into = (message.tool_calls[call.index] ??= {
           id: "",

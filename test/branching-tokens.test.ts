@@ -16,7 +16,7 @@ async function trajectories(url: string, id: string): Promise<Array<{ token_ids:
 function seen(message: Message) {
   return {
     content: message.content || null,
-    reasoning: message.reasoning_content || null,
+    reasoning: message.reasoning || null,
     calls: (message.tool_calls ?? []).map((c: any) => [c.function.name, c.function.arguments]),
   };
 }

@@ -226,7 +226,7 @@ export async function playAgent(
       role: "assistant",
       content: message.tool_calls?.length ? null : message.content,
     };
-    if (keepReasoning && message.reasoning_content) back["reasoning_content"] = message.reasoning_content;
+    if (keepReasoning && message.reasoning) back["reasoning"] = message.reasoning;
     if (message.tool_calls?.length) back["tool_calls"] = message.tool_calls;
     messages.push(back);
     for (const call of message.tool_calls ?? [])

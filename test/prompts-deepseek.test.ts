@@ -48,7 +48,7 @@ async function session(stack: Stack, random: () => number, turns: ScriptTurn[]):
       (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
     );
     assert.equal(answer.content, expected.content ?? null);
-    assert.equal(answer.reasoning_content ?? null, null);
+    assert.equal(answer.reasoning ?? null, null);
     messages.push(echo(random, answer));
     for (const call of answer.tool_calls ?? [])
       messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });

@@ -49,7 +49,7 @@ async function session(stack: Stack, random: () => number, turns: ScriptTurn[]):
     );
     // A turn with a call is the call alone; a text answer is the text.
     assert.equal(answer.content, expected.tool_calls ? null : expected.content);
-    assert.equal(answer.reasoning_content ?? null, null);
+    assert.equal(answer.reasoning ?? null, null);
     messages.push(echo(random, answer));
     for (const call of answer.tool_calls ?? [])
       messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });

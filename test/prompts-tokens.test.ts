@@ -30,14 +30,13 @@ function startsWith(ids: readonly number[], prefix: readonly number[]): boolean 
 
 /** A streamed chat answer assembled from its chunks (content, reasoning, tool calls). */
 function assemble(events: unknown[]): Json {
-  const message: Json = { role: "assistant", content: null, reasoning_content: null, tool_calls: [] };
+  const message: Json = { role: "assistant", content: null, reasoning: null, tool_calls: [] };
   for (const event of events) {
     if (typeof event === "string") continue;
     const delta = (event as Json).choices?.[0]?.delta;
     if (!delta) continue;
     if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
-    if (typeof delta.reasoning_content === "string")
-      message.reasoning_content = (message.reasoning_content ?? "") + delta.reasoning_content;
+    if (typeof delta.reasoning === "string") message.reasoning = (message.reasoning ?? "") + delta.reasoning;
     for (const call of delta.tool_calls ?? []) {
       const entry = (message.tool_calls[call.index] ??= {
         id: call.id,
@@ -92,7 +91,7 @@ function echo(random: () => number, answer: Json): Json {
   const r = random();
   out.content =
     content === null ? (r < 0.5 ? null : "") : r < 0.3 ? content.trim() || null : r < 0.6 ? `${content}\n` : content;
-  if (random() < 0.3 && answer.reasoning_content) out.reasoning_content = answer.reasoning_content;
+  if (random() < 0.3 && answer.reasoning) out.reasoning = answer.reasoning;
   if (answer.tool_calls?.length) {
     out.tool_calls = answer.tool_calls.map((call: Json) => ({
       id: call.id,

@@ -84,7 +84,7 @@ export class Agent {
     this.messages.push({
       role: "assistant",
       content: message.tool_calls?.length ? null : (message.content ?? ""),
-      ...(message.reasoning_content ? { reasoning_content: message.reasoning_content } : {}),
+      ...(message.reasoning ? { reasoning: message.reasoning } : {}),
       ...(message.tool_calls?.length ? { tool_calls: message.tool_calls } : {}),
     });
     for (const call of message.tool_calls ?? [])
@@ -105,7 +105,7 @@ function assemble(text: string): Record<string, unknown> | null {
     const delta = JSON.parse(block.slice(6)).choices?.[0]?.delta;
     if (!delta) continue;
     content += delta.content ?? "";
-    reasoning += delta.reasoning_content ?? "";
+    reasoning += delta.reasoning ?? "";
     for (const call of delta.tool_calls ?? []) {
       const slot = (calls[call.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
       if (call.id) slot.id = call.id;
@@ -115,7 +115,7 @@ function assemble(text: string): Record<string, unknown> | null {
   }
   return {
     content,
-    ...(reasoning ? { reasoning_content: reasoning } : {}),
+    ...(reasoning ? { reasoning: reasoning } : {}),
     ...(calls.length ? { tool_calls: calls } : {}),
   };
 }

@@ -79,8 +79,8 @@ describe("Anthropic Messages surface (official SDK)", () => {
     const [thinking, toolUse] = message.content;
     assert.equal(thinking?.type, "thinking");
     // vLLM's reasoning starts with the "\n" after <think>; the harness gets it without (the record keeps the ids).
-    assert.match(generated.reasoning_content, /^\n/);
-    assert.equal(thinking.thinking, generated.reasoning_content.replace(/^\n+/, ""));
+    assert.match(generated.reasoning, /^\n/);
+    assert.equal(thinking.thinking, generated.reasoning.replace(/^\n+/, ""));
     assert.equal(toolUse?.type, "tool_use");
     assert.equal(toolUse.name, generated.tool_calls[0].function.name);
     assert.deepEqual(toolUse.input, JSON.parse(generated.tool_calls[0].function.arguments));
@@ -179,7 +179,7 @@ describe("Anthropic Messages surface (official SDK)", () => {
     const forwarded = (call2!.requestForwarded as Json).messages as Json[];
     assert.deepEqual(forwarded.at(-1), { role: "tool", tool_call_id: toolUse.id, content: "README.md\npackage.json" });
     assert.equal(forwarded.at(-2)!.tool_calls[0].function.name, "run_shell_command");
-    assert.equal(typeof forwarded.at(-2)!.reasoning_content, "string");
+    assert.equal(typeof forwarded.at(-2)!.reasoning, "string");
     assertCaptureEquals(call2!, await upstreamAnswer(stack, call2!));
     // Prompt of call 2 = prompt of call 1 ++ what call 1 sampled ++ the tool result: the prefix the trajectory tree needs.
     const sampledTurn = [...call1!.promptTokenIds!, ...call1!.choices[0]!.tokenIds];

@@ -80,8 +80,8 @@ describe("OpenAI Responses surface (official SDK)", () => {
     const [reasoning, fc] = response.output;
     assert.ok(reasoning?.type === "reasoning");
     // vLLM's reasoning starts with the "\n" after <think>; the harness gets it without (the record keeps the ids).
-    assert.match(generated.reasoning_content, /^\n/);
-    assert.equal(reasoning.content?.[0]?.text, generated.reasoning_content.replace(/^\n+/, ""));
+    assert.match(generated.reasoning, /^\n/);
+    assert.equal(reasoning.content?.[0]?.text, generated.reasoning.replace(/^\n+/, ""));
     assert.ok(fc?.type === "function_call");
     assert.equal(fc.name, generated.tool_calls[0].function.name);
     assert.equal(fc.arguments, generated.tool_calls[0].function.arguments);

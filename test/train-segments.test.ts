@@ -26,7 +26,7 @@ async function session(stack: Stack, metadata: Record<string, unknown> = {}): Pr
     messages.push({
       role: "assistant",
       content: message.content,
-      reasoning_content: message.reasoning_content,
+      reasoning: message.reasoning,
       tool_calls: message.tool_calls?.length ? message.tool_calls : undefined,
     });
     for (const call of message.tool_calls ?? [])
