@@ -1,24 +1,26 @@
-// Branches cut at a token position with gpt-oss (harmony: a turn of several messages, mostly special tokens) and
-// DeepSeek V3.1 (the model's turn right after a tool output, no header): the scripted sim continues the turn it was
-// cut in, as for Qwen3 (branching-tokens.test.ts), so the harness gets the backbone's answers and the branch's call
-// holds the backbone's ids.
+// Branches cut at a token position in the other built-in families: Llama 3.x, gpt-oss (harmony: a turn of several
+// messages, mostly special tokens) and DeepSeek V3.1 (the model's turn right after a tool output, no header). The
+// scripted sim continues the turn it was cut in, as for Qwen3 (branching-tokens.test.ts), so the harness gets the
+// backbone's answers and the branch's call holds the backbone's ids.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { GPTOSS_VOCAB_SIZE } from "../tokenizer/gptoss.ts";
 import { DEEPSEEK_V31_VOCAB_SIZE } from "../tokenizer/deepseek-v31.ts";
-import { deepSeekV31ChatFormat, gptossChatFormat } from "../tokenizer/model-format.ts";
+import { LLAMA3_VOCAB_SIZE } from "../tokenizer/llama3.ts";
+import { deepSeekV31ChatFormat, gptossChatFormat, llama3ChatFormat } from "../tokenizer/model-format.ts";
 import { finish, runAgent, stableTool, type Message } from "./branching-agent.ts";
 import { AGENT_SCRIPT, createRollout, rolloutCalls, startStack } from "./helpers.ts";
 
 function seen(message: Message) {
   return {
     content: message.content || null,
-    reasoning: message.reasoning || null,
+    reasoning: message.reasoning_content || null,
     calls: (message.tool_calls ?? []).map((c: any) => [c.function.name, c.function.arguments]),
   };
 }
 
 const FAMILIES = [
+  { parser: "llama3_json", format: llama3ChatFormat, vocabSize: LLAMA3_VOCAB_SIZE },
   { parser: "openai", format: gptossChatFormat, vocabSize: GPTOSS_VOCAB_SIZE },
   { parser: "deepseek_v31", format: deepSeekV31ChatFormat, vocabSize: DEEPSEEK_V31_VOCAB_SIZE },
 ] as const;
