@@ -1,4 +1,5 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
+import { REASONING_FIELDS } from "../tokenizer/reasoning-field.ts";
 import { Command, InvalidArgumentError, Option } from "commander";
 import cluster from "node:cluster";
 import { resolve } from "node:path";
@@ -91,6 +92,12 @@ export function serveCommand(): Command {
       )
         .choices([...PROMPT_MODES])
         .default(process.env.RLGATE_PROMPTS ?? "messages"),
+    )
+    .addOption(
+      new Option(
+        "--reasoning-field <name>",
+        "the vLLM version answered as where rlgate answers itself (--prompts tokens, and the built-in sim): reasoning (vLLM >= 0.17: message.reasoning / delta.reasoning, a history message's reasoning_content not rendered) or reasoning_content (vLLM <= 0.16); it also tells history repair which name the upstream renders (default: reasoning; SGLang: reasoning_content)",
+      ).choices([...REASONING_FIELDS]),
     )
     .option(
       "--model-dir <dir>",
@@ -293,6 +300,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     routedExperts: opts.routedExperts ? { topK: opts.moeTopK ?? null, experts: opts.moeExperts ?? null } : null,
     processMetrics: true,
     prompts: opts.prompts,
+    ...(opts.reasoningField ? { reasoningField: opts.reasoningField } : {}),
     ...modelDirOptions(opts.modelDir, opts.vocabSize),
   };
 }

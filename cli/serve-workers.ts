@@ -1,6 +1,7 @@
 // `rlgate serve --workers N`: N gateway processes (node:cluster) on one port and one LMDB store. The primary starts
 // the built-in sim (once), the workers, and the one gRPC trajectory stream; it restarts a worker that dies and closes
 // everything in order on SIGINT / SIGTERM. Each worker runs the whole HTTP gateway (see docs/deploy.md).
+import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
@@ -31,6 +32,8 @@ export interface ServeOptions {
   upstreamFlavor: FlavorName;
   modelMap?: string[];
   prompts: PromptModeName;
+  /** The vLLM version the built-in sim and tokens mode answer as (default `reasoning`: >= 0.17). */
+  reasoningField?: ReasoningField;
   modelDir?: string;
   host: string;
   port: number;
@@ -207,6 +210,7 @@ export type BuiltInSimSettings = Pick<
   | "simMoeLayers"
   | "moeTopK"
   | "moeExperts"
+  | "reasoningField"
 >;
 
 /**
@@ -220,6 +224,7 @@ export function builtInSimOptions(opts: BuiltInSimSettings): SimOptions {
     ...(family ? { toolCallParser: family.toolParser } : {}),
     flavor: opts.upstreamFlavor,
     maxModelLen: opts.simMaxModelLen,
+    ...(opts.reasoningField ? { reasoningField: opts.reasoningField } : {}),
     ...(opts.routedExperts
       ? { moe: { layers: opts.simMoeLayers ?? 4, topK: opts.moeTopK ?? 2, experts: opts.moeExperts ?? 8 } }
       : {}),
