@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { resolve } from "node:path";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
+import { MODEL_DIR_HELP, modelOf } from "./model-dir-option.ts";
 import { progressBar } from "./progress.ts";
 import {
   positiveInteger,
@@ -65,6 +66,7 @@ export function exportCommand(): Command {
       trainSegmentsOption,
     )
     .option("--max-leaves <n>", "flag rollouts with more leaves than this", positiveInteger, 64)
+    .option("--model-dir <dir>", MODEL_DIR_HELP)
     .option("--trained-only", "only trajectories that are trained (trained segment, rollout not flagged)");
   withSourceOptions(command);
   withSelectionOptions(command);
@@ -80,6 +82,7 @@ export function exportCommand(): Command {
         );
       }
       const { exportRows, addToTotals } = await import("../replay/export.ts");
+      const model = opts["modelDir"] ? await modelOf(opts["modelDir"]) : null;
       const source = await sourceOf(opts);
       try {
         const rollouts = await source.select(selection);
@@ -108,6 +111,7 @@ export function exportCommand(): Command {
               trainSegments: opts["trainSegments"],
               maxLeaves: opts["maxLeaves"],
               trainedOnly: trainer !== null || opts["trainedOnly"] === true,
+              ...(model ? { chatFormat: model.chatFormat } : {}),
             });
             if (trainers) {
               // Trainers get trajectories with a trained token; the totals count what was written.

@@ -3,8 +3,7 @@
 import { Command } from "commander";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
-import type { ModelChatFormat } from "../tokenizer/model-format.ts";
-import type { ChatFormat } from "../trajectory/chat-format.ts";
+import { MODEL_DIR_HELP, modelOf } from "./model-dir-option.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { fromSnakeCase } from "../util/json-case.ts";
@@ -46,14 +45,6 @@ async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRec
   }
 }
 
-/** A model directory's chat format: its tokenizer for the text, its turn ids for the reconstruction. */
-async function modelOf(dir: string): Promise<{ format: ModelChatFormat; chatFormat: ChatFormat }> {
-  const { loadModelChatFormat } = await import("../tokenizer/model-format.ts");
-  const { chatFormatOf } = await import("../trajectory/chat-format.ts");
-  const format = loadModelChatFormat(resolve(dir));
-  return { format, chatFormat: chatFormatOf(format) };
-}
-
 export function showCommand(): Command {
   return new Command("show")
     .summary("a rollout's prefix tree and trajectories as text")
@@ -64,10 +55,7 @@ export function showCommand(): Command {
     .option("--gateway <url>", "a running gateway to read from", process.env.RLGATE_URL ?? "http://127.0.0.1:8700")
     .option("--token <token>", "control API token of that gateway", process.env.RLGATE_TOKEN)
     .option("--data <dir>", "read a store directory directly instead of a gateway")
-    .option(
-      "--model-dir <dir>",
-      "the served model's Hugging Face files, as given to rlgate serve / run: tokens decoded and turns delimited in its chat format (default: Qwen3, built in)",
-    )
+    .option("--model-dir <dir>", `${MODEL_DIR_HELP}; its tokens decoded with its tokenizer`)
     .option(
       "--train-segments <kinds>",
       TRAIN_SEGMENTS_HELP.replace("wins", "is used when this is not given"),

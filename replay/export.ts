@@ -1,7 +1,13 @@
 // `rlgate export`: selected rollouts' trajectories as rows a Python trainer reads — one per trajectory, the columns
 // named as a trainer names them. The same rows become JSONL lines (export-jsonl.ts) or Parquet rows (export-parquet.ts).
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
-import { fromCallRecord, reconstructRollout, type SegmentKind, type Trajectory } from "../trajectory/index.ts";
+import {
+  fromCallRecord,
+  reconstructRollout,
+  type ChatFormat,
+  type SegmentKind,
+  type Trajectory,
+} from "../trajectory/index.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { routingValues } from "../util/routed-experts.ts";
 
@@ -52,6 +58,8 @@ export interface ExportOptions {
   maxLeaves?: number;
   /** Only trajectories that are trained (segment trained, rollout not flagged unless `includeFlagged`). */
   trainedOnly?: boolean;
+  /** The served model's turn ids (default: Qwen3's): the gateway's, for the same trajectories. */
+  chatFormat?: ChatFormat;
 }
 
 function row(
@@ -113,6 +121,7 @@ export function exportRows(
     reward: rollout.reward,
     trainSegments: options.trainSegments ?? rolloutTrainSegments(rollout.metadata) ?? undefined,
     maxLeaves: options.maxLeaves,
+    ...(options.chatFormat ? { chatFormat: options.chatFormat } : {}),
   });
   const flags = { flagged: rec.flags.flagged, reasons: rec.flags.reasons };
   // The index is the trajectory's place in the rollout, kept when --trained-only leaves some out.
