@@ -78,52 +78,50 @@ def wider_prefix(prefix_sets, ids, t):
     return None
 
 
-def tree_advantages(rows):
-    """TreeRL over one group: for each trained token, its prefix's rollouts S; V = mean reward over S (each rollout
-    once); the branch parent is the longest shorter prefix with more rollouts (else the group's root); A = ((V - V_root)
-    + (V - V_parent)) / sqrt(|S|)."""
+def per_trained_token(rows, advantage):
+    """Each row's advantages: advantage(rewards, S, Q) at each trained token, with rewards the group's per rollout, S
+    the rollouts of the token's prefix and Q those of its branch point (wider_prefix; None at the group's root)."""
     rollouts, prefix_sets = group_prefixes(rows)
-    root = float(np.mean(list(rollouts.values())))
-    everyone = len(rollouts)
     out = []
     for ids, mask, _rid, _reward in rows:
         adv = np.zeros(len(ids))
         for t in range(len(ids)):
-            if not mask[t]:
-                continue
-            s = prefix_sets[tuple(ids[: t + 1])]
-            v = np.mean([rollouts[x] for x in s])
-            q = wider_prefix(prefix_sets, ids, t)
-            parent = np.mean([rollouts[x] for x in q]) if q is not None else None
-            if parent is None and len(s) < everyone:
-                parent = root
-            local = v - (parent if parent is not None else root)
-            adv[t] = ((v - root) + local) / np.sqrt(len(s))
+            if mask[t]:
+                adv[t] = advantage(rollouts, prefix_sets[tuple(ids[: t + 1])], wider_prefix(prefix_sets, ids, t))
         out.append(adv)
     return out
+
+
+def mean_of(rollouts, members):
+    return float(np.mean([rollouts[x] for x in members]))
+
+
+def tree_advantages(rows):
+    """TreeRL over one group: for each trained token, its prefix's rollouts S; V = mean reward over S (each rollout
+    once); the branch parent is the longest shorter prefix with more rollouts (else the group's root); A = ((V - V_root)
+    + (V - V_parent)) / sqrt(|S|)."""
+
+    def advantage(rollouts, s, q):
+        root = mean_of(rollouts, rollouts)
+        v = mean_of(rollouts, s)
+        parent = mean_of(rollouts, q) if q is not None else root
+        return ((v - root) + (v - parent)) / np.sqrt(len(s))
+
+    return per_trained_token(rows, advantage)
 
 
 def branch_grpo_advantages(rows, eps=1e-6):
     """GRPO per branch point over one group: for each trained token, its prefix's rollouts S (V = their mean reward);
     the branch point is the longest shorter prefix with more rollouts (else the group's root, every rollout), with
     rollouts Q; A = (V - mean(Q)) / (unbiased std(Q) + eps), 0 when Q holds one rollout."""
-    rollouts, prefix_sets = group_prefixes(rows)
-    out = []
-    for ids, mask, _rid, _reward in rows:
-        adv = np.zeros(len(ids))
-        for t in range(len(ids)):
-            if not mask[t]:
-                continue
-            s = prefix_sets[tuple(ids[: t + 1])]
-            q = wider_prefix(prefix_sets, ids, t)
-            if q is None:
-                q = set(rollouts)
-            if len(q) < 2:
-                continue
-            point = np.array([rollouts[x] for x in q])
-            adv[t] = (np.mean([rollouts[x] for x in s]) - point.mean()) / (point.std(ddof=1) + eps)
-        out.append(adv)
-    return out
+
+    def advantage(rollouts, s, q):
+        point = np.array([rollouts[x] for x in (q if q is not None else rollouts)])
+        if len(point) < 2:
+            return 0.0
+        return (mean_of(rollouts, s) - point.mean()) / (point.std(ddof=1) + eps)
+
+    return per_trained_token(rows, advantage)
 
 
 def reference(batch, estimator, normalize, loss_agg, max_len=0):
