@@ -14,11 +14,14 @@
 // `--family qwen3-coder` (or `llama3`) runs the sessions on that family's chat format: the sim answers in its tool-call
 // syntax (`--tool-call-parser qwen3_coder` / `llama3_json`, its template) and the gateway is given a model directory of
 // that family (matrix-families.ts).
+// `--reasoning-field reasoning_content` (a serve option) makes the sim answer as vLLM <= 0.16 too (default: the
+// current field, `reasoning`).
 import { Command } from "commander";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startSim, type ScriptToolCall, type ScriptTurn, type SimServer } from "../sim/index.ts";
 import { familySetup, MATRIX_FAMILIES, type MatrixFamily } from "./matrix-families.ts";
+import { REASONING_FIELDS, type ReasoningField } from "../tokenizer/reasoning-field.ts";
 import type { CallRecord } from "../store/records.ts";
 import { createRollout, rolloutCalls, spawnCli, tempDir, type CliProcess } from "../test/helpers.ts";
 import {
@@ -32,6 +35,14 @@ import {
 import { HARNESSES, isInstalled, SERVED_MODEL, type Harness } from "../test/e2e/harnesses.ts";
 
 const EXPECTED = "12345";
+
+/** serve's `--reasoning-field` (the vLLM version answered as) applies to the matrix's own sim too. */
+function reasoningFieldOf(serveArgs: string[]): { reasoningField?: ReasoningField } {
+  const at = serveArgs.findIndex((a) => a === "--reasoning-field" || a.startsWith("--reasoning-field="));
+  if (at < 0) return {};
+  const value = serveArgs[at]!.includes("=") ? serveArgs[at]!.split("=")[1] : serveArgs[at + 1];
+  return (REASONING_FIELDS as readonly unknown[]).includes(value) ? { reasoningField: value as ReasoningField } : {};
+}
 const SUBTASK = "SUBTASK: write sub into sub.txt with the shell.";
 
 /** The 8-turn main session, in the harness's own tool names. */
@@ -335,6 +346,7 @@ async function runSession(
       script: setup.script(plan.script),
       maxModelLen: 131_072,
       ...(setup.toolCallParser ? { toolCallParser: setup.toolCallParser } : {}),
+      ...reasoningFieldOf(serveArgs),
     });
     modelDir = setup.modelDir();
     const familyArgs = modelDir ? ["--model-dir", modelDir] : [];
