@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { deepSeekV31ChatFormat } from "../../tokenizer/model-format.ts";
 import { DEEPSEEK_V31_TURN } from "./deepseek-v31-turn.ts";
+import { templateTurnHead } from "./test-support.ts";
 
 const { renderedHead, sampledHead, faithfulText } = DEEPSEEK_V31_TURN;
 
@@ -10,22 +11,13 @@ const { renderedHead, sampledHead, faithfulText } = DEEPSEEK_V31_TURN;
  * and the spaces its indentation adds, before its calls or its end.
  */
 function templateHead(content: string, toolCalls: number): string {
-  const text = deepSeekV31ChatFormat().render(
-    [
-      { role: "user", content: "u" },
-      {
-        role: "assistant",
-        content,
-        ...(toolCalls ? { tool_calls: [{ id: "c", function: { name: "f", arguments: "{}" } }] } : {}),
-      },
-      { role: "user", content: "next" },
-    ],
-    { addGenerationPrompt: false },
-  );
-  const opener = text.indexOf("</think>", text.indexOf("<｜Assistant｜>")) + "</think>".length;
-  const start = opener + /^ */.exec(text.slice(opener))![0].length;
-  const end = toolCalls ? text.indexOf("<｜tool▁calls▁begin｜>", start) : text.indexOf("<｜end▁of▁sentence｜>", start);
-  return text.slice(start, end);
+  const marks = {
+    turnStart: "<｜Assistant｜>",
+    opener: "</think>",
+    callOpen: "<｜tool▁calls▁begin｜>",
+    end: "<｜end▁of▁sentence｜>",
+  };
+  return templateTurnHead(deepSeekV31ChatFormat(), marks, content, toolCalls).replace(/^ */, "");
 }
 
 describe("DeepSeek V3.1 turn rules (history repair)", () => {

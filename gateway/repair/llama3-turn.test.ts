@@ -2,27 +2,15 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { llama3ChatFormat } from "../../tokenizer/model-format.ts";
 import { LLAMA3_TURN } from "./llama3-turn.ts";
+import { templateTurnHead } from "./test-support.ts";
 
 const { renderedHead, sampledHead, faithfulText } = LLAMA3_TURN;
 const HEADER = "<|start_header_id|>assistant<|end_header_id|>\n\n";
 
 /** What Llama's real template writes for an assistant turn, after its header and before its call or its end. */
 function templateHead(content: string, toolCalls: number): string {
-  const text = llama3ChatFormat().render(
-    [
-      { role: "user", content: "u" },
-      {
-        role: "assistant",
-        content,
-        ...(toolCalls ? { tool_calls: [{ id: "c", function: { name: "f", arguments: "{}" } }] } : {}),
-      },
-      { role: "user", content: "next" },
-    ],
-    { addGenerationPrompt: false },
-  );
-  const start = text.indexOf(HEADER) + HEADER.length;
-  const end = toolCalls ? text.indexOf('{"name"', start) : text.indexOf("<|eot_id|>", start);
-  return text.slice(start, end);
+  const marks = { turnStart: HEADER, opener: HEADER, callOpen: '{"name"', end: "<|eot_id|>" };
+  return templateTurnHead(llama3ChatFormat(), marks, content, toolCalls);
 }
 
 describe("Llama 3.x turn rules (history repair)", () => {

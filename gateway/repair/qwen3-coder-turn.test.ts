@@ -2,26 +2,15 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { qwen3CoderChatFormat } from "../../tokenizer/model-format.ts";
 import { QWEN3_CODER_TURN } from "./qwen3-coder-turn.ts";
+import { templateTurnHead } from "./test-support.ts";
 
 const { renderedHead, sampledHead, faithfulText } = QWEN3_CODER_TURN;
 
 /** What the real template writes after `<|im_start|>assistant` up to the first `<tool_call>` (or the turn's end). */
 function templateHead(content: string | null, toolCalls: number): string {
-  const calls = Array.from({ length: toolCalls }, (_, i) => ({
-    id: `c${i}`,
-    function: { name: "f", arguments: "{}" },
-  }));
-  const text = qwen3CoderChatFormat().render(
-    [
-      { role: "user", content: "u" },
-      { role: "assistant", content, ...(toolCalls ? { tool_calls: calls } : {}) },
-      { role: "user", content: "next" },
-    ],
-    { addGenerationPrompt: false },
-  );
-  const start = text.indexOf("<|im_start|>assistant") + "<|im_start|>assistant".length;
-  const end = toolCalls ? text.indexOf("<tool_call>", start) : text.indexOf("<|im_end|>", start);
-  return text.slice(start, end);
+  const opener = "<|im_start|>assistant";
+  const marks = { turnStart: opener, opener, callOpen: "<tool_call>", end: "<|im_end|>" };
+  return templateTurnHead(qwen3CoderChatFormat(), marks, content, toolCalls);
 }
 
 describe("Qwen3-Coder turn rules (history repair)", () => {
