@@ -7,6 +7,7 @@
 //
 //   npx tsx bench/gateway-cpu.ts                         7 rounds of 400 calls a target, streamed and non-streamed
 //   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
+//   npx tsx bench/gateway-cpu.ts --frame                 adds rlgate's HTTP frame without capture (frame-forwarder.ts)
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -19,6 +20,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
   options: {
     base: { type: "string" },
+    frame: { type: "boolean" },
     rounds: { type: "string", default: "7" },
     calls: { type: "string", default: "400" },
     help: { type: "boolean", short: "h" },
@@ -30,7 +32,8 @@ if (args.help) {
 rlgate serve, the bare http-proxy forwarder (asking for token ids, as rlgate does) and, with --base, rlgate serve from
 the checkout DIR (its node_modules installed), take turns: R rounds of N calls each at concurrency 1, streamed then
 non-streamed. Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
-forwarder and added p50, computed per round.`);
+forwarder and added p50, computed per round. --frame adds bench/frame-forwarder.ts (rlgate's server, upstream client
+and write pattern, without capture): rlgate's ratio over the frame's is what capture costs.`);
   process.exit(0);
 }
 const ROUNDS = Number(args.rounds);
@@ -57,9 +60,11 @@ interface Target {
   pid: number;
   pool: Pool;
   path: string;
-  /** The forwarder sends the fields rlgate adds, so the sim does the same work behind both. */
+  /** The forwarders send the fields rlgate adds, so the sim does the same work behind each. */
   ids: boolean;
 }
+
+const FORWARDER = "proxy+ids";
 
 async function block(target: Target, body: string, calls: number): Promise<{ cpu: number; p50: number }> {
   const times: number[] = [];
@@ -97,12 +102,23 @@ async function main(): Promise<void> {
     const forwarder = await spawnListening(["bench/bare-forwarder.ts", sim.url], "forwarder", { cwd: ROOT });
     children.push(forwarder.child);
     targets.push({
-      name: "proxy+ids",
+      name: FORWARDER,
       pid: forwarder.child.pid!,
       pool: new Pool(forwarder.url, { connections: 1 }),
       path: "/v1/chat/completions",
       ids: true,
     });
+    if (args.frame) {
+      const frame = await spawnListening(["bench/frame-forwarder.ts", sim.url], "frame", { cwd: ROOT });
+      children.push(frame.child);
+      targets.push({
+        name: "frame+ids",
+        pid: frame.child.pid!,
+        pool: new Pool(frame.url, { connections: 1 }),
+        path: "/v1/chat/completions",
+        ids: true,
+      });
+    }
     for (const [name, cwd] of checkouts) {
       const data = join(dir, `data-${targets.length}`);
       const serve = ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", data];
@@ -143,18 +159,19 @@ async function main(): Promise<void> {
       console.log(
         "target            cpu ms/call (min–max)      p50 ms (min–max)        ×forwarder cpu      added p50 ms",
       );
-      const fwCpu = cpu.get("proxy+ids")!;
-      const fwP50 = p50.get("proxy+ids")!;
+      const fwCpu = cpu.get(FORWARDER)!;
+      const fwP50 = p50.get(FORWARDER)!;
       for (const target of targets) {
         const mine = cpu.get(target.name)!;
         const lat = p50.get(target.name)!;
-        const vs = target.ids
+        const reference = target.name === FORWARDER;
+        const vs = reference
           ? ""
           : spread(
               mine.map((c, r) => c / fwCpu[r]!),
               2,
             ).padEnd(20);
-        const added = target.ids
+        const added = reference
           ? ""
           : spread(
               lat.map((l, r) => l - fwP50[r]!),
@@ -162,6 +179,19 @@ async function main(): Promise<void> {
             );
         console.log(
           `${target.name.padEnd(16)}  ${spread(mine, 3).padEnd(25)}  ${spread(lat, 3).padEnd(22)}  ${vs}${added}`,
+        );
+      }
+      const frame = cpu.get("frame+ids");
+      if (frame) {
+        const own = cpu.get("rlgate")!;
+        console.log(
+          `rlgate − frame    ${spread(
+            own.map((c, r) => c - frame[r]!),
+            3,
+          )} ms/call: capture's CPU; frame − forwarder ${spread(
+            frame.map((c, r) => c - fwCpu[r]!),
+            3,
+          )}: the frame's`,
         );
       }
     }

@@ -1,6 +1,6 @@
 // The record's share of a streamed call, in process: the stream relayed (as bench/stream-relay.ts), then the call's
-// record built (the whole response assembled and stripped as the harness got it) and group-committed to LMDB (prompt
-// reference, encoding, transaction). CPU time of this process, medians of several runs.
+// record built by its CallRecorder (the whole response assembled and stripped as the harness got it, the ids judged,
+// the metrics counted) and group-committed to LMDB (prompt reference, encoding, transaction). CPU time of this process, medians of several runs.
 //
 //   tsx bench/record-commit.ts FILE.sse      (a stream with token ids and logprobs, e.g. the sim's answer)
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -9,7 +9,9 @@ import { join } from "node:path";
 import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
 import { SseParser } from "../gateway/sse-parser.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
-import { RawJson, type CallRecord } from "../store/records.ts";
+import { CallRecorder, type CallOutcome } from "../gateway/capture/call-recorder.ts";
+import { GatewayMetrics } from "../gateway/metrics.ts";
+import { RawJson } from "../store/records.ts";
 import { Store } from "../store/store.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
@@ -23,37 +25,42 @@ export interface RecordFigures {
   responseBytes: number;
 }
 
-async function run(store: Store, rolloutId: string, stream: Buffer, calls: number): Promise<number> {
+async function run(store: Store, metrics: GatewayMetrics, rolloutId: string, stream: Buffer, calls: number) {
   const before = process.cpuUsage();
   for (let i = 0; i < calls; i++) {
-    const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => {});
-    events.relay(new SseParser().push(stream));
-    const { assembler } = events;
-    const response = assembler.assembled();
-    vllmFlavor.chat.stripWhole(response, NOTHING_ASKED);
-    const record: CallRecord = {
-      seq: store.nextCallSeq(),
+    // The call's record as the gateway keeps it: started, timed, finished (judged, counted in the metrics, committed).
+    const recorder = new CallRecorder(store, metrics, {
       rolloutId,
       api: "chat.completions",
       path: "/v1/chat/completions",
       stream: true,
       model: "Qwen/Qwen3-8B",
-      status: "ok",
-      httpStatus: 200,
-      error: null,
       requestReceived: REQUEST,
       requestForwarded: REQUEST,
+      tools: 0,
+      policyVersion: null,
+      sampling: null,
+      startEpoch: Date.now(),
+      startPerf: performance.now(),
+      limits: { vocabSize: 151_936, choices: 1 },
+    });
+    recorder.markUpstreamStart();
+    recorder.markFirstByte();
+    const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => recorder.markFirstToken());
+    events.relay(new SseParser().push(stream));
+    const { assembler } = events;
+    const response = assembler.assembled();
+    vllmFlavor.chat.stripWhole(response, NOTHING_ASKED);
+    recorder.endWork();
+    await recorder.finish({
+      status: "ok",
+      httpStatus: 200,
       response,
       promptTokenIds: assembler.promptTokenIds,
       choices: assembler.captures(),
-      tokenSource: "upstream",
-      tokenIssue: null,
-      policyVersion: null,
-      sampling: null,
-      timings: { start: 0, upstreamStart: 0, firstByte: 0, firstToken: 0, end: 0, overheadMs: 0 },
-      tools: 0,
-    };
-    await store.putCall(record);
+      usage: response["usage"] as CallOutcome["usage"],
+    });
+    if (recorder.status !== "ok") throw new Error("the bench's call was not recorded as ok");
   }
   const used = process.cpuUsage(before);
   return (used.user + used.system) / calls;
@@ -62,6 +69,7 @@ async function run(store: Store, rolloutId: string, stream: Buffer, calls: numbe
 export async function benchRecordCommit(stream: Buffer, calls: number, runs = 5): Promise<RecordFigures> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-record-"));
   const store = new Store({ path: dir, promptIndex: new PromptIndex() });
+  const metrics = new GatewayMetrics();
   try {
     const cpu: number[] = [];
     for (let r = 0; r < runs; r++) {
@@ -79,7 +87,7 @@ export async function benchRecordCommit(stream: Buffer, calls: number, runs = 5)
         createdAt: Date.now(),
         finishedAt: null,
       });
-      cpu.push(await run(store, rolloutId, stream, calls));
+      cpu.push(await run(store, metrics, rolloutId, stream, calls));
     }
     const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => {});
     events.relay(new SseParser().push(stream));
