@@ -11,24 +11,33 @@ export interface SseEvent {
 const LF = 0x0a;
 const CR = 0x0d;
 
+const EMPTY = Buffer.alloc(0);
+
 export class SseParser {
-  #pending: Buffer = Buffer.alloc(0);
+  #pending: Buffer = EMPTY;
 
   /** Returns the events completed by this chunk. */
   push(chunk: Buffer): SseEvent[] {
     const buffer = this.#pending.length ? Buffer.concat([this.#pending, chunk]) : chunk;
     const events: SseEvent[] = [];
     let start = 0;
-    let i = 0;
-    while (i < buffer.length) {
-      const end = eventEnd(buffer, i);
+    while (start < buffer.length) {
+      const firstLf = buffer.indexOf(LF, start);
+      if (firstLf < 0) break;
+      // What inference servers send: one `data: ` line per event, ended by "\n\n" (read without a second search).
+      if (buffer[firstLf + 1] === LF && buffer[firstLf - 1] !== CR && startsWithDataSpace(buffer, start)) {
+        const end = firstLf + 2;
+        events.push({ raw: buffer.subarray(start, end), data: buffer.toString("utf8", start + 6, firstLf) });
+        start = end;
+        continue;
+      }
+      const end = eventEnd(buffer, firstLf);
       if (end < 0) break;
       const raw = buffer.subarray(start, end);
       events.push({ raw, data: dataOf(raw) });
       start = end;
-      i = end;
     }
-    this.#pending = start < buffer.length ? Buffer.from(buffer.subarray(start)) : Buffer.alloc(0);
+    this.#pending = start < buffer.length ? Buffer.from(buffer.subarray(start)) : EMPTY;
     return events;
   }
 
@@ -38,9 +47,9 @@ export class SseParser {
   }
 }
 
-/** Index just past the blank line ending the event that starts at or after `from`; -1 if not complete yet. */
-function eventEnd(buffer: Buffer, from: number): number {
-  for (let i = buffer.indexOf(LF, from); i >= 0; i = buffer.indexOf(LF, i + 1)) {
+/** Index just past the blank line ending the event whose first line ends at `firstLf`; -1 if not complete yet. */
+function eventEnd(buffer: Buffer, firstLf: number): number {
+  for (let i = firstLf; i >= 0; i = buffer.indexOf(LF, i + 1)) {
     // "\n\n" or "\n\r\n"
     if (buffer[i + 1] === LF) return i + 2;
     if (buffer[i + 1] === CR && buffer[i + 2] === LF) return i + 3;
@@ -49,16 +58,18 @@ function eventEnd(buffer: Buffer, from: number): number {
 }
 
 /** True when the event starts with `data: ` (compared byte by byte: no view allocated per event). */
-function startsWithDataSpace(raw: Buffer): boolean {
-  return raw[0] === 0x64 && raw[1] === 0x61 && raw[2] === 0x74 && raw[3] === 0x61 && raw[4] === 0x3a && raw[5] === 0x20;
+function startsWithDataSpace(bytes: Buffer, at: number): boolean {
+  return (
+    bytes[at] === 0x64 &&
+    bytes[at + 1] === 0x61 &&
+    bytes[at + 2] === 0x74 &&
+    bytes[at + 3] === 0x61 &&
+    bytes[at + 4] === 0x3a &&
+    bytes[at + 5] === 0x20
+  );
 }
 
 function dataOf(raw: Buffer): string | null {
-  // Fast path for what inference servers send: one `data: ` line per event, ended by "\n\n".
-  const firstLf = raw.indexOf(LF);
-  if (firstLf === raw.length - 2 && raw[firstLf - 1] !== CR && startsWithDataSpace(raw)) {
-    return raw.toString("utf8", 6, firstLf);
-  }
   const text = raw.toString("utf8");
   let data: string | null = null;
   for (const line of text.split(/\r?\n/)) {

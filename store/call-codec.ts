@@ -69,22 +69,36 @@ function forwardedAsStored(call: CallRecord): Uint8Array | StoredSplice {
   return jsonBytes(forwarded);
 }
 
+/**
+ * `value`'s own fields but `skip`, in their order (fields set afterwards keep their place). A copy by keys: object rest
+ * and spread of a call record measured ~2.5x slower (~3.6 against ~1.4 µs), once per call on the gateway's thread.
+ */
+function fieldsBut<T extends object>(value: T, skip: string): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  for (const key in value) if (key !== skip && Object.hasOwn(value, key)) copy[key] = value[key];
+  return copy;
+}
+
+function storedChoice(choice: ChoiceCapture): StoredChoice {
+  const stored = fieldsBut(choice, "entropies");
+  stored["tokenIds"] = packInt32(choice.tokenIds)!;
+  stored["logprobs"] = packFloat32(choice.logprobs);
+  if (choice.entropies) stored["entropies"] = packFloat32(choice.entropies)!;
+  return stored as unknown as StoredChoice;
+}
+
 export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall {
-  const { promptTokenIds, ...rest } = call;
-  return {
-    ...rest,
-    requestReceived: jsonBytes(call.requestReceived),
-    requestForwarded: forwardedAsStored(call),
-    response: jsonBytes(call.response),
-    promptRef: ref,
-    promptTail: packInt32(promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds),
-    choices: call.choices.map(({ entropies, ...c }) => ({
-      ...c,
-      tokenIds: packInt32(c.tokenIds)!,
-      logprobs: packFloat32(c.logprobs),
-      ...(entropies ? { entropies: packFloat32(entropies)! } : {}),
-    })),
-  };
+  const promptTokenIds = call.promptTokenIds;
+  const stored = fieldsBut(call, "promptTokenIds");
+  stored["requestReceived"] = jsonBytes(call.requestReceived);
+  stored["requestForwarded"] = forwardedAsStored(call);
+  stored["response"] = jsonBytes(call.response);
+  stored["promptRef"] = ref;
+  stored["promptTail"] = packInt32(
+    promptTokenIds === null ? null : ref ? promptTokenIds.slice(ref.length) : promptTokenIds,
+  );
+  stored["choices"] = call.choices.map(storedChoice);
+  return stored as unknown as StoredCall;
 }
 
 function forwardedBytes(stored: StoredCall): Uint8Array {
