@@ -1,7 +1,7 @@
 // Branches cut at a token position in the other built-in families: Llama 3.x, gpt-oss (harmony: a turn of several
 // messages, mostly special tokens) and DeepSeek V3.1 (the model's turn right after a tool output, no header). The
 // scripted sim continues the turn it was cut in, as for Qwen3 (branching-tokens.test.ts), so the harness gets the
-// backbone's answers and the branch's call holds the backbone's ids.
+// backbone's answers, whole or streamed, and the branch's call holds the backbone's ids.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { GPTOSS_VOCAB_SIZE } from "../tokenizer/gptoss.ts";
@@ -14,7 +14,7 @@ import { AGENT_SCRIPT, createRollout, rolloutCalls, startStack } from "./helpers
 function seen(message: Message) {
   return {
     content: message.content || null,
-    reasoning: message.reasoning_content || null,
+    reasoning: message.reasoning || null,
     calls: (message.tool_calls ?? []).map((c: any) => [c.function.name, c.function.arguments]),
   };
 }
@@ -27,31 +27,34 @@ const FAMILIES = [
 
 for (const family of FAMILIES) {
   describe(`branches at a token position, ${family.parser}`, () => {
-    test("every cut of call 1 continues the backbone's turn", async () => {
+    test("cuts of call 1 continue the backbone's turn, whole and streamed", async () => {
       const stack = await startStack({
         sim: { script: AGENT_SCRIPT, toolCallParser: family.parser },
         gateway: { prompts: "tokens", model: family.format(), vocabSize: family.vocabSize },
       });
       try {
         const url = stack.gateway.url;
-        const backbone = await createRollout(url, { group: "g" });
-        const base = await runAgent(backbone.base_urls.openai, stableTool);
-        assert.equal(base.answers.length, 3);
-        await finish(url, backbone.id, 1);
-        const sampled = (await rolloutCalls(url, backbone.id))[1]!.choices[0]!.tokenIds;
-        for (const atToken of [1, 2, Math.floor(sampled.length / 2), sampled.length - 1]) {
-          const branch = await createRollout(url, {
-            group: "g",
-            branch: { of: backbone.id, at_call: 1, at_token: atToken },
-          });
-          const run = await runAgent(branch.base_urls.openai, stableTool);
-          assert.equal(run.status, 200, run.error);
-          assert.deepEqual(run.answers.map(seen), base.answers.map(seen), `cut at ${atToken} of ${sampled.length}`);
-          const calls = await rolloutCalls(url, branch.id);
-          assert.deepEqual(
-            [...calls[1]!.promptTokenIds!.slice(-atToken), ...calls[1]!.choices[0]!.tokenIds],
-            [...sampled.slice(0, atToken), ...sampled.slice(atToken)],
-          );
+        // A branch replays its backbone's calls, so a streamed branch needs a streamed backbone (else it diverges).
+        for (const stream of [false, true]) {
+          const backbone = await createRollout(url, { group: "g" });
+          const base = await runAgent(backbone.base_urls.openai, stableTool, { stream });
+          assert.equal(base.answers.length, 3);
+          await finish(url, backbone.id, 1);
+          const sampled = (await rolloutCalls(url, backbone.id))[1]!.choices[0]!.tokenIds;
+          const cuts = stream ? [2, sampled.length - 1] : [1, Math.floor(sampled.length / 2)];
+          for (const atToken of cuts) {
+            const branch = await createRollout(url, {
+              group: "g",
+              branch: { of: backbone.id, at_call: 1, at_token: atToken },
+            });
+            const run = await runAgent(branch.base_urls.openai, stableTool, { stream });
+            assert.equal(run.status, 200, run.error);
+            const where = `cut at ${atToken} of ${sampled.length}, streamed ${stream}`;
+            assert.deepEqual(run.answers.map(seen), base.answers.map(seen), where);
+            const call = (await rolloutCalls(url, branch.id))[1]!;
+            assert.deepEqual(call.promptTokenIds!.slice(-atToken), sampled.slice(0, atToken), `kept ids, ${where}`);
+            assert.deepEqual(call.choices[0]!.tokenIds, sampled.slice(atToken), `the rest of the turn, ${where}`);
+          }
         }
       } finally {
         await stack.close();
