@@ -41,11 +41,24 @@ describe("rlgate sim (command line)", () => {
       "--error-rate",
       "--reset-rate",
       "--logprob-noise",
+      "--reasoning-field",
     ]) {
       assert.ok(help.stdout.includes(flag), flag);
     }
     assert.match(help.stdout, /simulated vLLM/);
     assert.match(help.stdout, /x-sim-fault/);
+  });
+
+  test("--reasoning-field takes reasoning or reasoning_content and refuses anything else, naming both", () => {
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", ENTRY, "--port", "0", "--reasoning-field", "thinking"],
+      {
+        encoding: "utf8",
+      },
+    );
+    assert.notEqual(run.status, 0);
+    assert.match(run.stderr, /--reasoning-field: expected reasoning or reasoning_content, got thinking/);
   });
 
   test("serves with the given options, prints its URL, and exits cleanly on SIGTERM", async () => {
