@@ -4,8 +4,10 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { ScriptTurn } from "../sim/index.ts";
+import type { CallRecord } from "../store/records.ts";
 import type { ModelFiles } from "../tokenizer/model-format.ts";
-import { postJson, readSse, spawnCli, tempDir } from "./helpers.ts";
+import { createRollout, postJson, readSse, rolloutCalls, spawnCli, tempDir, type Stack } from "./helpers.ts";
 
 type Json = Record<string, any>;
 
@@ -33,6 +35,8 @@ export function assemble(events: unknown[]): Json {
     const delta = (event as Json).choices?.[0]?.delta;
     if (!delta) continue;
     if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
+    const reasoning = delta.reasoning ?? delta.reasoning_content;
+    if (typeof reasoning === "string") message.reasoning = (message.reasoning ?? "") + reasoning;
     for (const call of delta.tool_calls ?? []) {
       const entry = (message.tool_calls[call.index] ??= {
         id: call.id,
@@ -75,6 +79,44 @@ export function echo(random: () => number, answer: Json): Json {
       function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) },
     })),
   };
+}
+
+/**
+ * A harness session over a family's scripted turns: each answer's calls are the script's (`check` says what else its
+ * answer holds), echoed back as harnesses do with the calls' results, or "Go on." after a text answer. The calls
+ * must all be served from the upstream's ids; the rollout is finished with reward 1.
+ */
+export async function scriptedSession(
+  stack: Stack,
+  random: () => number,
+  turns: readonly ScriptTurn[],
+  options: { body?: Json; check: (answer: Json, expected: ScriptTurn, stream: boolean) => void },
+): Promise<{ calls: CallRecord[]; stats: Json; messages: Json[] }> {
+  const rollout = await createRollout(stack.gateway.url);
+  const messages: Json[] = [
+    { role: "system", content: "You are an agent." },
+    { role: "user", content: "Do the task." },
+  ];
+  for (const expected of turns) {
+    const stream = random() < 0.5;
+    // The sim answers any model name; the gateway forwards the harness's.
+    const body = { model: "Qwen/Qwen3-8B", messages, tools: SHELL_TOOLS, stream, ...options.body };
+    const answer = await chat(rollout.base_urls.openai, body);
+    assert.deepEqual(
+      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
+      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
+    );
+    options.check(answer, expected, stream);
+    messages.push(echo(random, answer));
+    for (const call of answer.tool_calls ?? [])
+      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
+    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
+  }
+  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+  assert.equal(calls.length, turns.length);
+  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+  return { calls, stats: finished.json.trajectories.stats, messages };
 }
 
 /**

@@ -10,8 +10,8 @@ import { FAMILIES, familyOfTemplate } from "../tokenizer/families.ts";
 import { deepSeekV31ChatFormat } from "../tokenizer/model-format.ts";
 import { chatFormatOf } from "../trajectory/chat-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { chat, echo, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
+import { createRollout, rolloutCalls, type Stack, startStack } from "./helpers.ts";
+import { chat, scriptedSession, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
 
 type Json = Record<string, any>;
 
@@ -30,35 +30,13 @@ function script(random: () => number, turns: number): ScriptTurn[] {
   });
 }
 
-async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
-  const rollout = await createRollout(stack.gateway.url);
-  const messages: Json[] = [
-    { role: "system", content: "You are an agent." },
-    { role: "user", content: "Do the task." },
-  ];
-  for (const expected of turns) {
-    const answer = await chat(rollout.base_urls.openai, {
-      model: "Qwen/Qwen3-8B" /* the sim's served name */,
-      messages,
-      tools: TOOLS,
-      stream: random() < 0.5,
-    });
-    assert.deepEqual(
-      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
-      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
-    );
-    assert.equal(answer.content, expected.content ?? null);
-    assert.equal(answer.reasoning ?? null, null);
-    messages.push(echo(random, answer));
-    for (const call of answer.tool_calls ?? [])
-      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
-    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
-  }
-  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-  assert.equal(calls.length, turns.length);
-  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
-  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
-  return { calls, stats: finished.json.trajectories.stats };
+function session(stack: Stack, random: () => number, turns: ScriptTurn[]) {
+  return scriptedSession(stack, random, turns, {
+    check: (answer, expected) => {
+      assert.equal(answer.content, expected.content ?? null);
+      assert.equal(answer.reasoning ?? null, null);
+    },
+  });
 }
 
 describe("DeepSeek V3.1 format", () => {

@@ -8,10 +8,8 @@ import type { ScriptTurn } from "../sim/index.ts";
 import { GPTOSS_VOCAB_SIZE, gptossFiles } from "../tokenizer/gptoss.ts";
 import { gptossChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { chat, echo, SHELL_TOOLS, withModelDirServe } from "./family-chat.ts";
-
-type Json = Record<string, any>;
+import { createRollout, rolloutCalls, type Stack, startStack } from "./helpers.ts";
+import { chat, scriptedSession, SHELL_TOOLS, withModelDirServe } from "./family-chat.ts";
 
 // One call a turn (<|call|> stops the model), some with a commentary preamble, text answers the user follows up on.
 function script(random: () => number, turns: number): ScriptTurn[] {
@@ -24,39 +22,16 @@ function script(random: () => number, turns: number): ScriptTurn[] {
   });
 }
 
-async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
-  const rollout = await createRollout(stack.gateway.url);
-  const messages: Json[] = [
-    { role: "system", content: "You are an agent." },
-    { role: "user", content: "Do the task." },
-  ];
-  for (const expected of turns) {
-    const stream = random() < 0.5;
-    const answer = await chat(rollout.base_urls.openai, {
-      model: "Qwen/Qwen3-8B",
-      messages,
-      tools: SHELL_TOOLS,
-      reasoning_effort: "low",
-      stream,
-    });
-    assert.deepEqual(
-      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
-      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
-    );
-    // A preamble before a call is content in vLLM's harmony stream, and left out of a whole answer (the openai tool
-    // parser's content is the final message only).
-    const preamble = stream && expected.content ? expected.content : null;
-    assert.equal(answer.content, expected.tool_calls ? preamble : expected.content);
-    messages.push(echo(random, answer));
-    for (const call of answer.tool_calls ?? [])
-      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
-    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
-  }
-  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-  assert.equal(calls.length, turns.length);
-  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
-  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
-  return { calls, stats: finished.json.trajectories.stats };
+function session(stack: Stack, random: () => number, turns: ScriptTurn[]) {
+  return scriptedSession(stack, random, turns, {
+    body: { reasoning_effort: "low" },
+    check: (answer, expected, stream) => {
+      // A preamble before a call is content in vLLM's harmony stream, and left out of a whole answer (the openai tool
+      // parser's content is the final message only).
+      const preamble = stream && expected.content ? expected.content : null;
+      assert.equal(answer.content, expected.tool_calls ? preamble : expected.content);
+    },
+  });
 }
 
 describe("gpt-oss (harmony, openai tool parser) end to end", () => {

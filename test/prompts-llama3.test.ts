@@ -7,10 +7,8 @@ import type { ScriptTurn } from "../sim/index.ts";
 import { llama3Files } from "../tokenizer/llama3.ts";
 import { llama3ChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
-import { chat, echo, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
-
-type Json = Record<string, any>;
+import { createRollout, rolloutCalls, type Stack, startStack } from "./helpers.ts";
+import { chat, scriptedSession, SHELL_TOOLS as TOOLS, withModelDirServe } from "./family-chat.ts";
 
 // One call a turn (Llama's template renders no more), some turns with text before it (the model does not write it:
 // the sim drops it as Llama would), some text-only answers the user follows up on.
@@ -30,41 +28,20 @@ function script(random: () => number, turns: number): ScriptTurn[] {
   });
 }
 
-async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
-  const rollout = await createRollout(stack.gateway.url);
-  const messages: Json[] = [
-    { role: "system", content: "You are an agent." },
-    { role: "user", content: "Do the task." },
-  ];
-  for (const expected of turns) {
-    const answer = await chat(rollout.base_urls.openai, {
-      model: "Qwen/Qwen3-8B",
-      messages,
-      tools: TOOLS,
-      stream: random() < 0.5,
-    });
-    assert.deepEqual(
-      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
-      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
-    );
-    // A turn with a call is the call alone; a text answer is the text.
-    assert.equal(answer.content, expected.tool_calls ? null : expected.content);
-    assert.equal(answer.reasoning ?? null, null);
-    messages.push(echo(random, answer));
-    for (const call of answer.tool_calls ?? [])
-      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
-    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
-  }
-  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-  assert.equal(calls.length, turns.length);
-  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+async function session(stack: Stack, random: () => number, turns: ScriptTurn[]) {
+  const result = await scriptedSession(stack, random, turns, {
+    check: (answer, expected) => {
+      // A turn with a call is the call alone; a text answer is the text.
+      assert.equal(answer.content, expected.tool_calls ? null : expected.content);
+      assert.equal(answer.reasoning ?? null, null);
+    },
+  });
   // Llama's template trims a text answer and writes a call the way the model wrote it: nothing to put back.
   assert.deepEqual(
-    calls.flatMap((c) => c.repairs ?? []),
+    result.calls.flatMap((c) => c.repairs ?? []),
     [],
   );
-  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
-  return { calls, stats: finished.json.trajectories.stats };
+  return result;
 }
 
 describe("Llama 3.x (llama3_json tool calls) end to end", () => {

@@ -11,8 +11,8 @@ import type { ScriptTurn } from "../sim/index.ts";
 import { qwen3CoderChatFormat } from "../tokenizer/model-format.ts";
 import { qwen3CoderTemplate } from "../tokenizer/qwen3-coder.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, postJson, rolloutCalls, spawnCli, startStack, tempDir, type Stack } from "./helpers.ts";
-import { chat, echo } from "./family-chat.ts";
+import { createRollout, rolloutCalls, spawnCli, type Stack, startStack, tempDir } from "./helpers.ts";
+import { chat, scriptedSession } from "./family-chat.ts";
 
 type Json = Record<string, any>;
 
@@ -52,41 +52,21 @@ function script(random: () => number, turns: number): ScriptTurn[] {
   });
 }
 
-async function session(stack: Stack, random: () => number, turns: ScriptTurn[]): Promise<Json> {
-  const rollout = await createRollout(stack.gateway.url);
-  const messages: Json[] = [
-    { role: "system", content: "You are an agent." },
-    { role: "user", content: "Do the task." },
-  ];
-  for (const expected of turns) {
-    const answer = await chat(rollout.base_urls.openai, {
-      model: "Qwen/Qwen3-8B",
-      messages,
-      tools: TOOLS,
-      stream: random() < 0.5,
-    });
-    // The XML parameters come back typed by the tool's schema, as the script wrote them.
-    assert.deepEqual(
-      (answer.tool_calls ?? []).map((c: Json) => [c.function.name, JSON.parse(c.function.arguments)]),
-      (expected.tool_calls ?? []).map((c) => [c.name, c.arguments]),
-    );
-    if (expected.content) assert.equal(answer.content.trim(), expected.content);
-    messages.push(echo(random, answer));
-    for (const call of answer.tool_calls ?? [])
-      messages.push({ role: "tool", tool_call_id: call.id, content: `out of ${call.function.arguments}` });
-    if (!answer.tool_calls?.length) messages.push({ role: "user", content: "Go on." });
-  }
-  const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-  assert.equal(calls.length, turns.length);
-  for (const call of calls) assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+async function session(stack: Stack, random: () => number, turns: ScriptTurn[]) {
+  const { calls, stats, messages } = await scriptedSession(stack, random, turns, {
+    body: { tools: TOOLS },
+    // The XML parameters come back typed by the tool's schema, as the script wrote them (checked as the calls are).
+    check: (answer, expected) => {
+      if (expected.content) assert.equal(answer.content.trim(), expected.content);
+    },
+  });
   // History repair follows Qwen3-Coder's template: it trims content before tool calls itself, so only the text-only
   // answer the harness changed is put back.
   for (const repair of calls.flatMap((c) => c.repairs ?? [])) {
     assert.equal(repair.kind, "content");
     assert.equal(messages[repair.turn]!.tool_calls?.length ?? 0, 0, JSON.stringify(repair));
   }
-  const finished = await postJson(`${stack.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
-  return { calls, stats: finished.json.trajectories.stats, repaired: calls.some((c) => (c.repairs ?? []).length > 0) };
+  return { calls, stats, repaired: calls.some((c) => (c.repairs ?? []).length > 0) };
 }
 
 describe("Qwen3-Coder (XML tool calls) end to end", () => {
