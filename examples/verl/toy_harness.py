@@ -68,8 +68,10 @@ def main():
         message = chat(model, messages)
         calls = message.get("tool_calls") or []
         turn = {"role": "assistant", "content": message.get("content") or ""}
-        if message.get("reasoning_content"):
-            turn["reasoning_content"] = message["reasoning_content"]
+        # Reasoning goes back under the name it came in: `reasoning` from vLLM >= 0.17, `reasoning_content` before.
+        for key in ("reasoning", "reasoning_content"):
+            if message.get(key):
+                turn[key] = message[key]
         if calls:
             turn["tool_calls"] = calls
         messages.append(turn)
