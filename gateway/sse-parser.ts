@@ -3,15 +3,34 @@
 
 export interface SseEvent {
   /** Raw bytes of the event as received, terminator included: forwarded unchanged when nothing must be rewritten. */
-  raw: Buffer;
+  readonly raw: Buffer;
   /** The `data:` lines joined with "\n"; null for events without data (comments, keep-alives). */
-  data: string | null;
+  readonly data: string | null;
 }
 
 const LF = 0x0a;
 const CR = 0x0d;
 
 const EMPTY = Buffer.alloc(0);
+
+/** An event of a received chunk: its bytes are viewed only when asked for (most events are relayed as rewritten text). */
+class ChunkEvent implements SseEvent {
+  readonly data: string | null;
+  readonly #chunk: Buffer;
+  readonly #start: number;
+  readonly #end: number;
+
+  constructor(chunk: Buffer, start: number, end: number, data: string | null) {
+    this.#chunk = chunk;
+    this.#start = start;
+    this.#end = end;
+    this.data = data;
+  }
+
+  get raw(): Buffer {
+    return this.#chunk.subarray(this.#start, this.#end);
+  }
+}
 
 export class SseParser {
   #pending: Buffer = EMPTY;
@@ -27,7 +46,7 @@ export class SseParser {
       // What inference servers send: one `data: ` line per event, ended by "\n\n" (read without a second search).
       if (buffer[firstLf + 1] === LF && buffer[firstLf - 1] !== CR && startsWithDataSpace(buffer, start)) {
         const end = firstLf + 2;
-        events.push({ raw: buffer.subarray(start, end), data: buffer.toString("utf8", start + 6, firstLf) });
+        events.push(new ChunkEvent(buffer, start, end, buffer.toString("utf8", start + 6, firstLf)));
         start = end;
         continue;
       }
