@@ -119,6 +119,37 @@ export async function scriptedSession(
   return { calls, stats: finished.json.trajectories.stats, messages };
 }
 
+/** A session reconstructed as one trajectory: no break, every sampled token trained once, amplification ~1. */
+export function assertOneTrajectory(stats: Json): void {
+  assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
+  assert.equal(
+    Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0),
+    0,
+  );
+  assert.equal(stats.trained_tokens, stats.sampled_tokens);
+  assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
+}
+
+/**
+ * One streamed call to a gateway in front of the built-in sim, whose policy answers a shell tool with
+ * `echo rlgate-sim`: the answer is that call alone, served from tokens; its record.
+ */
+export async function simShellCall(url: string): Promise<CallRecord> {
+  const rollout = await createRollout(url);
+  const answer = await chat(rollout.base_urls.openai, {
+    model: "Qwen/Qwen3-8B",
+    messages: [{ role: "user", content: "list the files" }],
+    tools: SHELL_TOOLS,
+    stream: true,
+  });
+  assert.equal(answer.content, null);
+  assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
+  assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
+  const [call] = await rolloutCalls(url, rollout.id);
+  assert.equal(call!.prompt?.mode, "tokens");
+  return call!;
+}
+
 /**
  * `rlgate serve --prompts tokens --model-dir DIR` (one worker, the built-in sim) over a family's Hugging Face files,
  * once its banner names the family's tool parser; `run` gets its URL, then the gateway is stopped.

@@ -8,8 +8,8 @@ import type { ScriptTurn } from "../sim/index.ts";
 import { GPTOSS_VOCAB_SIZE, gptossFiles } from "../tokenizer/gptoss.ts";
 import { gptossChatFormat } from "../tokenizer/model-format.ts";
 import { seededRandom } from "../util/seeded-random.ts";
-import { createRollout, rolloutCalls, type Stack, startStack } from "./helpers.ts";
-import { chat, scriptedSession, SHELL_TOOLS, withModelDirServe } from "./family-chat.ts";
+import { type Stack, startStack } from "./helpers.ts";
+import { assertOneTrajectory, scriptedSession, simShellCall, withModelDirServe } from "./family-chat.ts";
 
 // One call a turn (<|call|> stops the model), some with a commentary preamble, text answers the user follows up on.
 function script(random: () => number, turns: number): ScriptTurn[] {
@@ -50,13 +50,7 @@ describe("gpt-oss (harmony, openai tool parser) end to end", () => {
         for (const call of calls) assert.deepEqual(call.promptTokenIds?.slice(0, 3), [200006, 17360, 200008]);
         // Low effort reached the system message, rendered by the gateway as vLLM renders it.
         assert.ok(gptossChatFormat().decode(calls[0]!.promptTokenIds!).includes("\n\nReasoning: low\n\n"));
-        assert.equal(stats.retained_trajectories, 1, JSON.stringify(stats));
-        assert.equal(
-          Object.values(stats.breaks as Record<string, number>).reduce((a, b) => a + b, 0),
-          0,
-        );
-        assert.equal(stats.trained_tokens, stats.sampled_tokens);
-        assert.ok(stats.amplification <= 1.02, `amplification ${stats.amplification}`);
+        assertOneTrajectory(stats);
       } finally {
         await stack.close();
       }
@@ -90,21 +84,10 @@ describe("rlgate serve --model-dir with gpt-oss's files", () => {
       gptossFiles(),
       /openai tool calls/,
       async (url) => {
-        const rollout = await createRollout(url);
-        const answer = await chat(rollout.base_urls.openai, {
-          model: "Qwen/Qwen3-8B",
-          messages: [{ role: "user", content: "list the files" }],
-          tools: SHELL_TOOLS,
-          stream: true,
-        });
-        assert.equal(answer.content, null);
-        assert.equal(answer.tool_calls[0].function.name, "run_shell_command");
-        assert.equal(JSON.parse(answer.tool_calls[0].function.arguments).command, "echo rlgate-sim");
-        const [call] = await rolloutCalls(url, rollout.id);
-        assert.equal(call!.prompt?.mode, "tokens");
+        const call = await simShellCall(url);
         // Ids above Qwen3's vocabulary pass: the bound is config.json's vocab_size.
-        assert.equal(call!.tokenSource, "upstream", call!.tokenIssue ?? "");
-        assert.deepEqual(call!.promptTokenIds?.slice(0, 2), [200006, 17360]);
+        assert.equal(call.tokenSource, "upstream", call.tokenIssue ?? "");
+        assert.deepEqual(call.promptTokenIds?.slice(0, 2), [200006, 17360]);
       },
       config,
     );
