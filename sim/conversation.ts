@@ -5,7 +5,7 @@ import { FAMILIES, type FamilyMarkup } from "../tokenizer/families.ts";
 import { jsonObjectEnd } from "../tokenizer/llama3-json.ts";
 import { ConversationReader, type ConversationView, type ToolChoice, type ToolSpec } from "./conversation-view.ts";
 import { viewFromDeepSeekPrompt } from "./deepseek-view.ts";
-import { harmonyView } from "./harmony-view.ts";
+import { viewFromHarmonyPrompt } from "./harmony-view.ts";
 
 function text(content: ChatMessage["content"]): string {
   if (content == null) return "";
@@ -129,7 +129,7 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     thinking: false,
     chatShaped: false,
   };
-  if (markup === FAMILIES.gptoss.markup) return harmonyView(prompt) ?? plain;
+  if (markup === FAMILIES.gptoss.markup) return viewFromHarmonyPrompt(prompt) ?? plain;
   if (markup === FAMILIES.deepseekV31.markup) return viewFromDeepSeekPrompt(prompt) ?? plain;
   const generation = markup.header("assistant");
   const noThink = markup.think?.empty ?? null;

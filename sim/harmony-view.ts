@@ -28,7 +28,7 @@ function declaredTools(developer: string): ToolSpec[] {
 }
 
 /** The view of a harmony prompt ending with the generation prompt `<|start|>assistant`; null when it is not one. */
-export function harmonyView(prompt: string): ConversationView | null {
+export function viewFromHarmonyPrompt(prompt: string): ConversationView | null {
   const generation = `${T.start}assistant`;
   if (!prompt.endsWith(generation)) return null;
   const reader = new ConversationReader(true);
