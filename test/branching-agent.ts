@@ -1,6 +1,6 @@
 // The scripted client of the branching tests: a tool-using agent over the chat API, whole or streamed.
 import assert from "node:assert/strict";
-import { createRollout, postJson, readSse, TOOLS } from "./helpers.ts";
+import { createRollout, postJson, readSse, streamedMessage, TOOLS } from "./helpers.ts";
 
 export type Message = Record<string, any>;
 
@@ -31,28 +31,10 @@ export async function runAgent(
   return { status: 200, answers };
 }
 
-/** The message a chat stream carries (content, reasoning, whole tool calls). */
-export function assemble(events: unknown[]): Message {
-  const message: Message = { content: "", reasoning: "", tool_calls: [] };
-  for (const e of events) {
-    if (e === "[DONE]") continue;
-    for (const choice of (e as any).choices ?? []) {
-      const d = choice.delta ?? {};
-      if (d.content) message.content += d.content;
-      if (d.reasoning) message.reasoning += d.reasoning;
-      for (const call of d.tool_calls ?? []) {
-        const into = (message.tool_calls[call.index] ??= {
-          id: "",
-          type: "function",
-          function: { name: "", arguments: "" },
-        });
-        if (call.id) into.id = call.id;
-        if (call.function?.name) into.function.name += call.function.name;
-        if (call.function?.arguments) into.function.arguments += call.function.arguments;
-      }
-    }
-  }
-  return message;
+/** The message a chat stream carries (content, reasoning, whole tool calls), empty strings where none came. */
+function assemble(events: unknown[]): Message {
+  const { content, reasoning, tool_calls } = streamedMessage(events, "reasoning");
+  return { content: content ?? "", reasoning: reasoning ?? "", tool_calls };
 }
 
 /** A tool whose output is the same in every run (the environment a branch replays in). */

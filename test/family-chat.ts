@@ -7,7 +7,16 @@ import { join } from "node:path";
 import type { ScriptTurn } from "../sim/index.ts";
 import type { CallRecord } from "../store/records.ts";
 import type { ModelFiles } from "../tokenizer/model-format.ts";
-import { createRollout, postJson, readSse, rolloutCalls, spawnCli, tempDir, type Stack } from "./helpers.ts";
+import {
+  createRollout,
+  postJson,
+  readSse,
+  rolloutCalls,
+  spawnCli,
+  streamedMessage,
+  tempDir,
+  type Stack,
+} from "./helpers.ts";
 
 type Json = Record<string, any>;
 
@@ -27,28 +36,10 @@ export const SHELL_TOOLS = [
   },
 ];
 
-/** The assistant message a stream's deltas add up to. */
+/** The assistant message a stream's deltas add up to: reasoning under either name, an empty content as null. */
 export function assemble(events: unknown[]): Json {
-  const message: Json = { role: "assistant", content: null, tool_calls: [] };
-  for (const event of events) {
-    if (typeof event === "string") continue;
-    const delta = (event as Json).choices?.[0]?.delta;
-    if (!delta) continue;
-    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
-    const reasoning = delta.reasoning ?? delta.reasoning_content;
-    if (typeof reasoning === "string") message.reasoning = (message.reasoning ?? "") + reasoning;
-    for (const call of delta.tool_calls ?? []) {
-      const entry = (message.tool_calls[call.index] ??= {
-        id: call.id,
-        type: "function",
-        function: { name: "", arguments: "" },
-      });
-      if (call.function?.name) entry.function.name = call.function.name;
-      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
-    }
-  }
-  if (message.content === "") message.content = null;
-  return message;
+  const { content, reasoning, tool_calls } = streamedMessage(events);
+  return { role: "assistant", content: content || null, tool_calls, ...(reasoning !== null ? { reasoning } : {}) };
 }
 
 /** One chat call at `base` (an OpenAI base URL), its answer's message. */

@@ -100,6 +100,35 @@ export async function readSse(res: Response): Promise<unknown[]> {
   return events;
 }
 
+/**
+ * The assistant message a streamed chat answer's deltas add up to (its first choice): content and reasoning stay null
+ * when no delta carried them; reasoning is read under `field`, or under either of vLLM's names when none is given.
+ */
+export function streamedMessage(
+  events: readonly unknown[],
+  field?: "reasoning" | "reasoning_content",
+): { content: string | null; reasoning: string | null; tool_calls: Array<Record<string, any>> } {
+  const message = { content: null as string | null, reasoning: null as string | null, tool_calls: [] as any[] };
+  for (const event of events) {
+    if (typeof event === "string") continue;
+    const delta = (event as Record<string, any>).choices?.[0]?.delta;
+    if (!delta) continue;
+    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
+    const reasoning = field ? delta[field] : (delta.reasoning ?? delta.reasoning_content);
+    if (typeof reasoning === "string") message.reasoning = (message.reasoning ?? "") + reasoning;
+    for (const call of delta.tool_calls ?? []) {
+      const entry = (message.tool_calls[call.index] ??= {
+        id: call.id,
+        type: "function",
+        function: { name: "", arguments: "" },
+      });
+      if (call.function?.name) entry.function.name = call.function.name;
+      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
+    }
+  }
+  return message;
+}
+
 export const TOOLS = [
   {
     type: "function",

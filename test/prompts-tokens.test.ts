@@ -16,6 +16,7 @@ import {
   rolloutCalls,
   spawnCli,
   startStack,
+  streamedMessage,
   tempDir,
   TOOLS,
   type Stack,
@@ -28,28 +29,6 @@ function startsWith(ids: readonly number[], prefix: readonly number[]): boolean 
   return prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
 }
 
-/** A streamed chat answer assembled from its chunks (content, reasoning, tool calls). */
-function assemble(events: unknown[]): Json {
-  const message: Json = { role: "assistant", content: null, reasoning: null, tool_calls: [] };
-  for (const event of events) {
-    if (typeof event === "string") continue;
-    const delta = (event as Json).choices?.[0]?.delta;
-    if (!delta) continue;
-    if (typeof delta.content === "string") message.content = (message.content ?? "") + delta.content;
-    if (typeof delta.reasoning === "string") message.reasoning = (message.reasoning ?? "") + delta.reasoning;
-    for (const call of delta.tool_calls ?? []) {
-      const entry = (message.tool_calls[call.index] ??= {
-        id: call.id,
-        type: "function",
-        function: { name: "", arguments: "" },
-      });
-      if (call.function?.name) entry.function.name = call.function.name;
-      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
-    }
-  }
-  return message;
-}
-
 async function chat(stack: Stack, base: string, body: Json): Promise<Json> {
   if (body.stream) {
     const res = await fetch(`${base}/chat/completions`, {
@@ -58,7 +37,7 @@ async function chat(stack: Stack, base: string, body: Json): Promise<Json> {
       body: JSON.stringify(body),
     });
     assert.equal(res.status, 200);
-    return assemble(await readSse(res));
+    return { role: "assistant", ...streamedMessage(await readSse(res), "reasoning") };
   }
   const res = await postJson(`${base}/chat/completions`, body);
   assert.equal(res.status, 200, res.text);

@@ -6,31 +6,23 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { PromptModeName } from "../gateway/prompts/index.ts";
 import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
-import { AGENT_SCRIPT, createRollout, postJson, readSse, rolloutCalls, startStack, TOOLS } from "./helpers.ts";
+import {
+  AGENT_SCRIPT,
+  createRollout,
+  postJson,
+  readSse,
+  rolloutCalls,
+  startStack,
+  streamedMessage,
+  TOOLS,
+} from "./helpers.ts";
 
 type Json = Record<string, any>;
 
 /** A stream's message, reading reasoning under `field` only (what a harness reading that name gets). */
-function streamedMessage(events: unknown[], field: ReasoningField): Json {
-  const message: Json = { content: "", [field]: "", tool_calls: [] };
-  for (const event of events) {
-    const choice = (event as Json)?.choices?.[0];
-    if (!choice) continue;
-    const d = choice.delta ?? {};
-    if (d.content) message.content += d.content;
-    if (d[field]) message[field] += d[field];
-    for (const call of d.tool_calls ?? []) {
-      const into = (message.tool_calls[call.index] ??= {
-        id: "",
-        type: "function",
-        function: { name: "", arguments: "" },
-      });
-      if (call.id) into.id = call.id;
-      if (call.function?.name) into.function.name += call.function.name;
-      if (call.function?.arguments) into.function.arguments += call.function.arguments;
-    }
-  }
-  return message;
+function streamedAs(events: unknown[], field: ReasoningField): Json {
+  const { content, reasoning, tool_calls } = streamedMessage(events, field);
+  return { content: content ?? "", [field]: reasoning ?? "", tool_calls };
 }
 
 async function session(field: ReasoningField, prompts: PromptModeName) {
@@ -53,7 +45,7 @@ async function session(field: ReasoningField, prompts: PromptModeName) {
           headers: { "content-type": "application/json" },
           body: JSON.stringify(body),
         });
-        message = streamedMessage(await readSse(res), field);
+        message = streamedAs(await readSse(res), field);
       } else {
         const res = await postJson(url, body);
         assert.equal(res.status, 200, res.text);

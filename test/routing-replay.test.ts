@@ -11,7 +11,7 @@ import { startGateway, type Gateway } from "../gateway/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
 import { routeToken, type MoeOptions } from "../sim/moe.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
-import { createRollout, postJson, readSse, tempDir, TOOLS } from "./helpers.ts";
+import { createRollout, postJson, readSse, streamedMessage, tempDir, TOOLS } from "./helpers.ts";
 
 type Json = Record<string, any>;
 
@@ -26,24 +26,8 @@ interface Setup {
 
 /** A streamed chat answer put back together (content and tool calls). */
 function assembled(events: unknown[]): Json {
-  const message: Json = { role: "assistant", content: "", tool_calls: [] };
-  for (const event of events) {
-    if (typeof event === "string") continue;
-    const delta = (event as Json).choices?.[0]?.delta;
-    if (!delta) continue;
-    if (typeof delta.content === "string") message.content += delta.content;
-    for (const call of delta.tool_calls ?? []) {
-      const entry = (message.tool_calls[call.index] ??= {
-        id: call.id,
-        type: "function",
-        function: { name: "", arguments: "" },
-      });
-      if (call.function?.name) entry.function.name = call.function.name;
-      if (call.function?.arguments) entry.function.arguments += call.function.arguments;
-    }
-  }
-  if (message.tool_calls.length === 0) delete message.tool_calls;
-  return message;
+  const { content, tool_calls } = streamedMessage(events);
+  return { role: "assistant", content: content ?? "", ...(tool_calls.length ? { tool_calls } : {}) };
 }
 
 /** Four turns of an agent: tool calls answered with tool results, then a user follow-up. */
