@@ -15,6 +15,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { spawnListening } from "./spawn-listening.ts";
+import { AGENT_BODY } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
@@ -39,15 +40,6 @@ and write pattern, without capture): rlgate's ratio over the frame's is what cap
 const ROUNDS = Number(args.rounds);
 const CALLS = Number(args.calls);
 if (!(ROUNDS >= 1 && CALLS >= 10)) throw new Error("--rounds must be ≥ 1 and --calls ≥ 10");
-
-const BODY = {
-  model: "Qwen/Qwen3-8B",
-  messages: [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "What is in this directory?" },
-  ],
-  max_tokens: 64,
-};
 
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -139,8 +131,8 @@ async function main(): Promise<void> {
     );
     for (const stream of [true, false]) {
       const bodies = {
-        plain: JSON.stringify({ ...BODY, stream }),
-        ids: JSON.stringify({ ...BODY, stream, return_token_ids: true, logprobs: true }),
+        plain: JSON.stringify({ ...AGENT_BODY, stream }),
+        ids: JSON.stringify({ ...AGENT_BODY, stream, return_token_ids: true, logprobs: true }),
       };
       const bodyOf = (t: Target) => (t.ids ? bodies.ids : bodies.plain);
       for (const target of targets) await block(target, bodyOf(target), 1000); // warm-up: JIT, pools

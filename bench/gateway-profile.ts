@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { profileSteps, printSteps, type Profile } from "./profile-steps.ts";
 import { spawnListening } from "./spawn-listening.ts";
+import { AGENT_BODY, rolloutChatPath, sendCalls } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
@@ -35,23 +36,6 @@ simulated vLLM, and prints the CPU µs per call of each step of the call. --keep
 const CALLS = Number(args.calls);
 if (!Number.isInteger(CALLS) || CALLS < 10) throw new Error(`--calls must be an integer ≥ 10, got ${args.calls}`);
 
-const BODY = {
-  model: "Qwen/Qwen3-8B",
-  messages: [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "What is in this directory?" },
-  ],
-  max_tokens: 64,
-};
-
-async function calls(pool: Pool, path: string, body: string, count: number): Promise<void> {
-  for (let i = 0; i < count; i++) {
-    const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
-    for await (const _chunk of res.body);
-    if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
-  }
-}
-
 const idle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {
@@ -66,18 +50,17 @@ async function main(): Promise<void> {
       { cwd: ROOT, nodeArgs: ["--cpu-prof", "--cpu-prof-dir", join(dir, "prof")] },
     );
     children.push(gateway.child);
-    const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
-    const path = `/r/${((await created.json()) as { id: string }).id}/v1/chat/completions`;
+    const path = await rolloutChatPath(gateway.url);
     const pool = new Pool(gateway.url, { connections: 1, pipelining: 1 });
-    const streamed = JSON.stringify({ ...BODY, stream: true });
-    const whole = JSON.stringify(BODY);
+    const streamed = JSON.stringify({ ...AGENT_BODY, stream: true });
+    const whole = JSON.stringify(AGENT_BODY);
     // Warm-up (JIT), then each measured phase between idle seconds: the profile's long idle runs delimit them.
-    await calls(pool, path, streamed, 1000);
-    await calls(pool, path, whole, 1000);
+    await sendCalls(pool, path, streamed, 1000);
+    await sendCalls(pool, path, whole, 1000);
     await idle(1200);
-    await calls(pool, path, streamed, CALLS);
+    await sendCalls(pool, path, streamed, CALLS);
     await idle(1200);
-    await calls(pool, path, whole, CALLS);
+    await sendCalls(pool, path, whole, CALLS);
     await idle(1200);
     await pool.close();
     const exited = new Promise((resolve) => gateway.child.once("exit", resolve));

@@ -13,6 +13,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { spawnListening } from "./spawn-listening.ts";
+import { AGENT_BODY, rolloutChatPath, sendCalls } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
@@ -41,15 +42,6 @@ function threadCpu(pid: number): Map<string, number> {
   return out;
 }
 
-const BODY = {
-  model: "Qwen/Qwen3-8B",
-  messages: [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "What is in this directory?" },
-  ],
-  max_tokens: 64,
-};
-
 async function main(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), "rlgate-threads-"));
   const children: ChildProcess[] = [];
@@ -65,22 +57,12 @@ async function main(): Promise<void> {
         )
       : await spawnListening([SCRIPTS[args.target!]!, sim.url], args.target!, { cwd: ROOT });
     children.push(server.child);
-    let path = "/v1/chat/completions";
-    if (rlgate) {
-      const created = await fetch(`${server.url}/api/rollouts`, { method: "POST", body: "{}" });
-      path = `/r/${((await created.json()) as { id: string }).id}/v1/chat/completions`;
-    }
+    const path = rlgate ? await rolloutChatPath(server.url) : "/v1/chat/completions";
     // The forwarders ask for what rlgate adds, so the sim answers the same bytes behind each.
     const ids = rlgate ? {} : { return_token_ids: true, logprobs: true };
     const pool = new Pool(server.url, { connections: 1 });
-    const send = async (count: number, stream: boolean) => {
-      const body = JSON.stringify({ ...BODY, stream, ...ids });
-      for (let i = 0; i < count; i++) {
-        const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
-        for await (const _chunk of res.body);
-        if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
-      }
-    };
+    const send = (count: number, stream: boolean) =>
+      sendCalls(pool, path, JSON.stringify({ ...AGENT_BODY, stream, ...ids }), count);
     console.log(`${args.target}: ${CALLS} calls at concurrency 1, load average ${loadavg()[0]!.toFixed(2)}`);
     for (const stream of [true, false]) {
       await send(500, stream); // warm-up

@@ -16,6 +16,7 @@ import { Pool } from "undici";
 import { benchStreamRelay, benchWholeRelay, printStreamRelayRow, printWholeRelayRow } from "./stream-relay.ts";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 import { spawnListening } from "./spawn-listening.ts";
+import { AGENT_BODY } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -74,20 +75,11 @@ function spawnServer(args: string[], what: string): Promise<{ child: ChildProces
   });
 }
 
-const BODY = {
-  model: "Qwen/Qwen3-8B",
-  messages: [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "What is in this directory?" },
-  ],
-  max_tokens: 64,
-};
-
 /** What rlgate adds to each request it forwards (gateway/upstream/vllm.ts). */
 const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
 
 /** An agent's request late in a session: system prompt, 20 tool round trips (~52 kB, ~17k prompt tokens). */
-function agentSizedBody(): typeof BODY {
+function agentSizedBody(): typeof AGENT_BODY {
   const messages: Array<Record<string, unknown>> = [
     { role: "system", content: "You are a coding agent. ".repeat(150) },
   ];
@@ -105,7 +97,7 @@ function agentSizedBody(): typeof BODY {
       content: `export function f${t}(x: number) {\n  return x * ${t} + 1;\n}\n`.repeat(25),
     });
   }
-  return { ...BODY, messages: messages as typeof BODY.messages };
+  return { ...AGENT_BODY, messages: messages as typeof AGENT_BODY.messages };
 }
 
 interface Sample {
@@ -257,10 +249,16 @@ async function main(): Promise<void> {
       bodyWithCaptureFields: JSON.stringify({ ...body, ...CAPTURE_FIELDS }),
     });
     const sections: Section[] = [
-      { title: "NON-STREAMED", ...bodies(BODY), concurrencies: CONCURRENCIES, requests: REQUESTS, warmup: WARMUP },
+      {
+        title: "NON-STREAMED",
+        ...bodies(AGENT_BODY),
+        concurrencies: CONCURRENCIES,
+        requests: REQUESTS,
+        warmup: WARMUP,
+      },
       {
         title: "STREAMED (ttfb = first body byte)",
-        ...bodies({ ...BODY, stream: true }),
+        ...bodies({ ...AGENT_BODY, stream: true }),
         concurrencies: CONCURRENCIES,
         requests: REQUESTS,
         warmup: WARMUP,

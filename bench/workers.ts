@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client, Pool } from "undici";
+import { AGENT_BODY } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -18,14 +19,6 @@ const CONCURRENCY = 32;
 const REQUESTS = quick ? 200 : 3000;
 const WARMUP = quick ? 50 : 600;
 
-const BODY = {
-  model: "Qwen/Qwen3-8B",
-  messages: [
-    { role: "system", content: "You are a coding agent." },
-    { role: "user", content: "What is in this directory?" },
-  ],
-  max_tokens: 64,
-};
 /** What rlgate adds to each request it forwards: the forwarder's upstream does the same work. */
 const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
 
@@ -157,7 +150,7 @@ async function main(): Promise<void> {
     );
     console.log("sticky: a rollout per connection, as harnesses keep theirs alive (no call is caught up)\n");
     for (const stream of [false, true]) {
-      const plain = { ...BODY, stream };
+      const plain = { ...AGENT_BODY, stream };
       console.log(stream ? "STREAMED" : "NON-STREAMED");
       console.log("target                              req/s      p50      p99  CPU/call   ×forwarder");
       const base = await measure(forwarder, ["/v1/chat/completions"], JSON.stringify({ ...plain, ...CAPTURE_FIELDS }));
