@@ -37,10 +37,6 @@ export class NativeStreamEvents {
 
   /** What the harness receives for `events` (those of one upstream read), in one piece; null for nothing. */
   relay(events: readonly SseEvent[]): Buffer | string | null {
-    return this.#batch(events);
-  }
-
-  #batch(events: readonly SseEvent[]): Buffer | string | null {
     const out = this.#out;
     for (const event of events) {
       const data = event.data;

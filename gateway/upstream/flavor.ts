@@ -2,7 +2,6 @@
 // upstream speaks natively (chat completions, completions), what to add to a request so the response carries token
 // ids and logprobs, where to read them back, and how to give the harness the response it would have had directly.
 import type { ChoiceCapture } from "../../store/records.ts";
-import type { StreamObject } from "../../store/stream-response.ts";
 import type { Json } from "./fields.ts";
 import type { RoutedPayload, RoutingAsk } from "./routed-experts.ts";
 import { sglangFlavor } from "./sglang.ts";
@@ -45,19 +44,15 @@ export interface StreamAssembler {
   /** Adds one parsed chunk; true when it carried sampled tokens or text (for time-to-first-token). */
   add(chunk: Json): boolean;
   readonly promptTokenIds: number[] | null;
-  /** The last usage object a chunk carried (null when none): the ids are checked against its counts. */
-  readonly usage: unknown;
   /** Routed-experts payloads the chunks carried (SGLang: a chunk without choices after the finish). */
   readonly routedExperts: RoutedPayload[];
   captures(): ChoiceCapture[];
-  /** The whole response the chunks stand for, folded when asked for (the hot path of a native stream never asks). */
+  /** The whole response the chunks stand for (what a streamed call's record keeps), folded when asked for. */
   assembled(): Json;
 }
 
 /** How one native API carries token ids on one upstream. */
 export interface ApiCodec {
-  /** The whole response this API's streams fold into (how a stored stream is read: store/stream-response.ts). */
-  readonly streamObject: StreamObject;
   /**
    * `routing`: ask for routed experts (`serve --routed-experts`). vLLM sends them only on whole responses (the server
    * flag does it), so a streamed call then goes upstream unstreamed and is re-emitted; SGLang is asked per request.

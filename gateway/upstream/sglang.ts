@@ -42,7 +42,6 @@ function askRouting(forwarded: Json, routing: RoutingAsk | null | undefined): vo
 }
 
 const chat: ApiCodec = {
-  streamObject: "chat.completion",
   prepare(body, harnessStream, routing) {
     // A harness that asks SGLang itself for ids on a stream gets SGLang's own answer (a 400), as it would directly.
     if (harnessStream && ID_FLAGS.some((flag) => body[flag] === true)) {
@@ -70,7 +69,6 @@ const chat: ApiCodec = {
 };
 
 const completions: ApiCodec = {
-  streamObject: "text_completion",
   prepare(body, harnessStream, routing) {
     const wants = wantsOf(body, body["logprobs"] != null);
     const forwarded: Json = { ...body, return_token_ids: true };

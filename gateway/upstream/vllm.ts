@@ -106,7 +106,6 @@ function harnessChunk(data: string, chunk: Json, wants: HarnessWants): string {
 }
 
 const chat: ApiCodec = {
-  streamObject: "chat.completion",
   prepare: prepareChatRequest,
   captureWhole: captureChatResponse,
   stripWhole: nullUnwanted,
@@ -133,7 +132,6 @@ const chat: ApiCodec = {
 };
 
 const completions: ApiCodec = {
-  streamObject: "text_completion",
   prepare: prepareCompletionRequest,
   captureWhole: captureCompletionResponse,
   stripWhole: nullUnwanted,

@@ -33,9 +33,8 @@ function deltaCarries(delta: Json): boolean {
 export class ChatStreamAssembler implements StreamAssembler {
   promptTokenIds: number[] | null = null;
   readonly routedExperts: RoutedPayload[] = [];
-  usage: unknown = null;
   #choices = new Map<number, ChoiceState>();
-  // Kept to be folded only if the whole response is asked for: a native stream's record keeps its bytes instead.
+  // Folded into the whole response only when it is asked for (a call's record, a translated surface).
   readonly #chunks: Json[] = [];
   #sawTokens = false;
   readonly #entropies: boolean;
@@ -49,7 +48,6 @@ export class ChatStreamAssembler implements StreamAssembler {
     this.#chunks.push(chunk);
     const prompt = numberArray(chunk["prompt_token_ids"]);
     if (prompt && this.promptTokenIds === null) this.promptTokenIds = prompt;
-    if (chunk["usage"] != null) this.usage = chunk["usage"];
     for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     const choices = chunk["choices"];
     let carried = false;

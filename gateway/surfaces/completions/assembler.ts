@@ -19,14 +19,12 @@ interface ChoiceState {
 
 export class CompletionStreamAssembler implements StreamAssembler {
   readonly routedExperts: RoutedPayload[] = [];
-  usage: unknown = null;
   #choices = new Map<number, ChoiceState>();
-  // Kept to be folded only if the whole response is asked for: a native stream's record keeps its bytes instead.
+  // Folded into the whole response only when it is asked for (a call's record, a translated surface).
   readonly #chunks: Json[] = [];
 
   add(chunk: Json): boolean {
     this.#chunks.push(chunk);
-    if (chunk["usage"] != null) this.usage = chunk["usage"];
     for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     let carried = false;
     choicesOf(chunk).forEach((choice, position) => {
