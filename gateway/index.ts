@@ -156,6 +156,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     durability: options.durability,
     promptIndex: new PromptIndex(),
     shared: worker && { slot: worker.slot, slots: worker.slots },
+    // One process writes the store: commits go through LMDB's write map (docs/gateway.md, "the commit").
+    writeMap: !worker,
   });
   const trajectorySettings = trajectorySettingsOf(options, format);
   const context: GatewayContext = {
@@ -181,7 +183,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       options.prompts === "tokens"
         ? new TokenPrompts({ store }, format ?? qwen3ChatFormat(), { reasoningField: options.reasoningField })
         : null,
-    trajectories: new TrajectoryThread(options.dataDir, trajectorySettings),
+    trajectories: new TrajectoryThread(options.dataDir, trajectorySettings, store.writeMap),
     repair:
       options.repairHistory === false
         ? null

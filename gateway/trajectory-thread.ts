@@ -37,8 +37,9 @@ export class TrajectoryThread {
   #nextId = 0;
   #closed = false;
 
-  constructor(storePath: string, settings: TrajectorySettings) {
-    this.#data = { storePath, settings };
+  /** `writeMap`: how this process's store was opened (the worker opens it alike). */
+  constructor(storePath: string, settings: TrajectorySettings, writeMap = false) {
+    this.#data = { storePath, settings, writeMap };
   }
 
   /** Resolves once the worker has started and answers (it starts on first use otherwise). */

@@ -64,6 +64,13 @@ export interface StoreOptions {
    * `unseenCalls`).
    */
   shared?: { slot: number; slots: number };
+  /**
+   * This process is the environment's only writer (a single-process gateway): commits change the mapped pages in
+   * place (LMDB's write map) instead of copying each dirty page and writing it with pwrite. Never with `shared`: LMDB
+   * does not support writers with and without a write map on one environment, and workers that each wrote through
+   * one aborted when the map grew (measured; docs/gateway.md). Every opener in the process passes the same value.
+   */
+  writeMap?: boolean;
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
@@ -138,6 +145,8 @@ export class Store {
    */
   readonly #catchUpDecoders = new LRUCache<string, CallTokensDecoder>({ max: 256 });
   readonly #shared: { slot: number; slots: number } | null;
+  /** Opened with LMDB's write map (`StoreOptions.writeMap`): other openers in this process pass the same. */
+  readonly writeMap: boolean;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
@@ -145,7 +154,18 @@ export class Store {
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
     const commitOnly = this.#durability === "commit";
-    this.#root = open({ path: options.path, compression: false, maxDbs: 16, noSync: commitOnly });
+    if (options.writeMap && options.shared)
+      throw new Error("a store shared by processes is not opened with a write map");
+    this.writeMap = options.writeMap === true;
+    // The mapped pages are the page cache's, so a commit through the write map is as safe from a killed process as one
+    // through pwrite; what LMDB no longer guards against is a stray native write into the map.
+    this.#root = open({
+      path: options.path,
+      compression: false,
+      maxDbs: 16,
+      noSync: commitOnly,
+      useWritemap: this.writeMap,
+    });
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#rolloutsByTime = this.#root.openDB<true, [number, string]>({ name: "rollouts-by-time" });

@@ -35,8 +35,19 @@ export class NativeStreamEvents {
     this.assembler = codec.newAssembler({ entropies: wants.logprobs || wants.topEntries === true });
   }
 
-  /** What the harness receives for `events` (those of one upstream read), in one piece; null for nothing. */
+  /** What the harness receives for `events`, in one piece; null for nothing. */
   relay(events: readonly SseEvent[]): Buffer | string | null {
+    this.add(events);
+    return this.take();
+  }
+
+  /** What the events added since the last take give the harness, in one piece; null for nothing. */
+  take(): Buffer | string | null {
+    return this.#out.take();
+  }
+
+  /** Reads `events` for capture and adds what the harness receives of them to what the next `take` gives. */
+  add(events: readonly SseEvent[]): void {
     const out = this.#out;
     for (const event of events) {
       const data = event.data;
@@ -70,6 +81,5 @@ export class NativeStreamEvents {
       const text = scanned !== null ? scanned.harnessText : this.#codec.harnessChunk(data, parsed, this.#wants);
       if (text !== null) out.add(`data: ${text}\n\n`);
     }
-    return out.take();
   }
 }

@@ -123,16 +123,27 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   // instead of two); otherwise it is flushed on the next turn of the event loop, as soon as the upstream's was.
   let wroteBody = false;
   setImmediate(() => {
-    if (!wroteBody && !res.writableEnded && !ex.harnessGone) res.flushHeaders();
+    if (!wroteBody && stream.held === null && !res.writableEnded && !ex.harnessGone) res.flushHeaders();
   });
   recorder.endWork();
 
+  // What one read of the upstream's socket brings leaves in one write, once the read is handled (undici hands over
+  // each HTTP chunk of it, often one event each): a write per event costs the HTTP machinery and the kernel more than
+  // the events' own handling. The read that ends the stream waits for the commit and leaves with `[DONE]`.
+  let flushQueued = false;
+  const flush = () => {
+    flushQueued = false;
+    if (stream.held !== null || ex.harnessGone) return;
+    const bytes = stream.take();
+    if (bytes === null) return;
+    wroteBody = true;
+    res.write(bytes);
+  };
   const { failure, rest } = await ex.pumpEvents((events) => {
-    // The events of one upstream read leave in one write (a read of a fast upstream holds many tokens).
-    const bytes = stream.relay(events);
-    if (bytes !== null && !ex.harnessGone) {
-      wroteBody = true;
-      res.write(bytes);
+    stream.add(events);
+    if (!flushQueued) {
+      flushQueued = true;
+      process.nextTick(flush);
     }
   });
 
@@ -148,14 +159,24 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
     usage: response["usage"] as CallOutcome["usage"],
     routedExperts: assembler.routedExperts,
   };
-  if (failure !== null || ex.harnessGone) return ex.fail(failure, base);
+  if (failure !== null || ex.harnessGone) {
+    // What arrived before the break reaches the harness, as it would have without the wait for the commit.
+    const arrived = stream.take();
+    if (arrived !== null && !ex.harnessGone) res.write(arrived);
+    return ex.fail(failure, base);
+  }
   // An error event, or a stream without a finish reason, is a failed call even when it ended with [DONE].
   const error = stream.upstreamError ?? stream.malformed ?? streamIncomplete(base.choices);
   recorder.endWork();
   await recorder.finish({ ...base, status: error === null ? "ok" : "upstream_error", error });
   if (ex.harnessGone) return;
-  if (rest.length) res.write(rest);
-  res.end(stream.held ?? undefined);
+  const tail = [stream.take(), rest.length ? rest : null, stream.held].filter((piece) => piece !== null);
+  res.end(tail.length === 0 ? undefined : tail.length === 1 ? tail[0] : joinPieces(tail));
+}
+
+/** Text and bytes as one Buffer (text encoded as UTF-8), for one socket write. */
+function joinPieces(pieces: ReadonlyArray<Buffer | string>): Buffer {
+  return Buffer.concat(pieces.map((piece) => (typeof piece === "string" ? Buffer.from(piece) : piece)));
 }
 
 /**
