@@ -1,7 +1,7 @@
 // A forwarder made of rlgate's own HTTP frame and nothing of its capture: the gateway's server options, body reader,
 // upstream client (undici's handler interface through `forward`, one UpstreamCall a call) and the relay's write
 // pattern (the upstream's head passed on as `harnessResponseHeaders` with rlgate's two headers, flushed early on a
-// stream, one harness write per upstream read, the end after the body). No request parsing, no splice, no event split
+// stream, one harness write per read of the upstream's socket, the read with `[DONE]` leaving with the end). No request parsing, no splice, no event split
 // or scan, no record, no commit, no metrics. Against the bare http-proxy forwarder it measures what the frame costs;
 // against `rlgate serve`, what capture costs (bench/gateway-cpu.ts --frame). A measurement tool, not a mode of rlgate.
 //
@@ -46,15 +46,33 @@ async function relay(req: IncomingMessage, res: ServerResponse): Promise<void> {
   }
   res.writeHead(upstream.statusCode, headers);
   let wroteBody = false;
+  let ending = false;
   setImmediate(() => {
-    if (!wroteBody && !res.writableEnded) res.flushHeaders();
+    if (!wroteBody && !ending && !res.writableEnded) res.flushHeaders();
   });
-  await upstream.pump((chunk) => {
+  // As rlgate's relay: what one socket read brings leaves in one write once the read is handled, and the read that
+  // carries `[DONE]` leaves with the end.
+  const pending: Buffer[] = [];
+  let flushQueued = false;
+  const flush = () => {
+    flushQueued = false;
+    if (ending || pending.length === 0) return;
     wroteBody = true;
-    res.write(chunk);
+    res.write(pending.length === 1 ? pending[0] : Buffer.concat(pending));
+    pending.length = 0;
+  };
+  await upstream.pump((chunk) => {
+    pending.push(chunk);
+    if (chunk.includes(DONE)) ending = true;
+    if (!flushQueued) {
+      flushQueued = true;
+      process.nextTick(flush);
+    }
   });
-  res.end();
+  res.end(pending.length === 0 ? undefined : Buffer.concat(pending));
 }
+
+const DONE = "data: [DONE]";
 
 const server = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) => {
   relay(req, res).catch(() => res.destroy());

@@ -1,7 +1,7 @@
 // bench/gateway-cpu.ts — rlgate's CPU per call against the bare forwarder's, interleaved: both (and, with --base, the
 // gateway of another checkout, e.g. the code before a change) take turns in blocks of calls at concurrency 1 against
 // one simulated vLLM, round after round, so a machine whose load drifts weighs on every target alike. Each block's CPU
-// per call is the target process's own user + system time (/proc/PID/stat) over its calls; the figures are the
+// per call is the time the target process's threads ran over its calls (bench/process-cpu.ts); the figures are the
 // medians over rounds, with the lowest and highest round beside them, and the same for rlgate's ratio to the
 // forwarder and its added p50 (both computed within each round).
 //
@@ -9,12 +9,13 @@
 //   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
 //   npx tsx bench/gateway-cpu.ts --frame                 adds rlgate's HTTP frame without capture (frame-forwarder.ts)
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { spawnListening } from "./spawn-listening.ts";
+import { processCpuSeconds } from "./process-cpu.ts";
 import { AGENT_BODY } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -23,29 +24,25 @@ const { values: args } = parseArgs({
     base: { type: "string" },
     frame: { type: "boolean" },
     rounds: { type: "string", default: "7" },
+    warmup: { type: "string", default: "6000" },
     calls: { type: "string", default: "400" },
     help: { type: "boolean", short: "h" },
   },
 });
 if (args.help) {
-  console.log(`usage: tsx bench/gateway-cpu.ts [--base DIR] [--rounds R] [--calls N]
+  console.log(`usage: tsx bench/gateway-cpu.ts [--base DIR] [--rounds R] [--calls N] [--warmup W]
 
 rlgate serve, the bare http-proxy forwarder (asking for token ids, as rlgate does) and, with --base, rlgate serve from
 the checkout DIR (its node_modules installed), take turns: R rounds of N calls each at concurrency 1, streamed then
-non-streamed. Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
+non-streamed, each after W warm-up calls (default 6000: V8 still optimizes the gateway's code before). Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
 forwarder and added p50, computed per round. --frame adds bench/frame-forwarder.ts (rlgate's server, upstream client
 and write pattern, without capture): rlgate's ratio over the frame's is what capture costs.`);
   process.exit(0);
 }
 const ROUNDS = Number(args.rounds);
 const CALLS = Number(args.calls);
+const WARMUP = Number(args.warmup);
 if (!(ROUNDS >= 1 && CALLS >= 10)) throw new Error("--rounds must be ≥ 1 and --calls ≥ 10");
-
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 interface Target {
   name: string;
@@ -60,7 +57,7 @@ const FORWARDER = "proxy+ids";
 
 async function block(target: Target, body: string, calls: number): Promise<{ cpu: number; p50: number }> {
   const times: number[] = [];
-  const before = cpuSeconds(target.pid);
+  const before = processCpuSeconds(target.pid)!;
   for (let i = 0; i < calls; i++) {
     const t0 = performance.now();
     const res = await target.pool.request({
@@ -73,7 +70,7 @@ async function block(target: Target, body: string, calls: number): Promise<{ cpu
     if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${target.name}`);
     times.push(performance.now() - t0);
   }
-  const cpu = ((cpuSeconds(target.pid) - before) * 1000) / calls;
+  const cpu = ((processCpuSeconds(target.pid)! - before) * 1000) / calls;
   times.sort((a, b) => a - b);
   return { cpu, p50: times[Math.floor(times.length / 2)]! };
 }
@@ -135,7 +132,8 @@ async function main(): Promise<void> {
         ids: JSON.stringify({ ...AGENT_BODY, stream, return_token_ids: true, logprobs: true }),
       };
       const bodyOf = (t: Target) => (t.ids ? bodies.ids : bodies.plain);
-      for (const target of targets) await block(target, bodyOf(target), 1000); // warm-up: JIT, pools
+      // Warm-up: pools, and V8's optimizing compiler, which goes on working for thousands of calls (see bench/gateway.ts).
+      for (const target of targets) await block(target, bodyOf(target), WARMUP);
       const cpu = new Map<string, number[]>(targets.map((t) => [t.name, []]));
       const p50 = new Map<string, number[]>(targets.map((t) => [t.name, []]));
       for (let round = 0; round < ROUNDS; round++) {

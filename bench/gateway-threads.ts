@@ -7,12 +7,13 @@
 //   npx tsx bench/gateway-threads.ts --target proxy       bench/bare-forwarder.ts (http-proxy)
 //   npx tsx bench/gateway-threads.ts --dir DIR --calls N  rlgate serve from the checkout DIR
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 import { spawnListening } from "./spawn-listening.ts";
+import { threadCpuMs } from "./process-cpu.ts";
 import { AGENT_BODY, rolloutChatPath, sendCalls } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -26,21 +27,6 @@ const { values: args } = parseArgs({
 const CALLS = Number(args.calls);
 const SCRIPTS: Record<string, string> = { frame: "bench/frame-forwarder.ts", proxy: "bench/bare-forwarder.ts" };
 if (args.target !== "rlgate" && !SCRIPTS[args.target!]) throw new Error("--target is rlgate, frame or proxy");
-
-/** CPU ms of each thread of `pid` so far. */
-function threadCpu(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      out.set(tid === String(pid) ? "main" : tid, (Number(fields[11]) + Number(fields[12])) * 10);
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return out;
-}
 
 async function main(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), "rlgate-threads-"));
@@ -66,9 +52,9 @@ async function main(): Promise<void> {
     console.log(`${args.target}: ${CALLS} calls at concurrency 1, load average ${loadavg()[0]!.toFixed(2)}`);
     for (const stream of [true, false]) {
       await send(500, stream); // warm-up
-      const before = threadCpu(server.child.pid!);
+      const before = threadCpuMs(server.child.pid!);
       await send(CALLS, stream);
-      const after = threadCpu(server.child.pid!);
+      const after = threadCpuMs(server.child.pid!);
       let others = 0;
       for (const [thread, ms] of after) if (thread !== "main") others += ms - (before.get(thread) ?? 0);
       const main = (after.get("main") ?? 0) - (before.get("main") ?? 0);

@@ -9,13 +9,14 @@
 //   npm run bench:gateway               default run (~1–2 min)
 //   npm run bench:gateway -- --quick    a few hundred requests, to check that the bench works
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { benchStreamRelay, benchWholeRelay, printStreamRelayRow, printWholeRelayRow } from "./stream-relay.ts";
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 import { spawnListening } from "./spawn-listening.ts";
+import { processCpuSeconds } from "./process-cpu.ts";
 import { AGENT_BODY } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -23,8 +24,13 @@ const quick = process.argv.includes("--quick");
 const CONCURRENCIES = quick ? [1, 8] : [1, 8, 32];
 const REQUESTS = quick ? 60 : 1500;
 const WARMUP = quick ? 10 : 200;
-/** Calls of each kind sent to each target before anything is measured. */
-const INITIAL_WARMUP = quick ? 20 : 1000;
+/**
+ * Calls of each kind sent to each target before anything is measured. V8 goes on optimizing a gateway's code on its
+ * helper threads for thousands of calls (TurboFan work of ~0.1 ms a call between calls 1,500 and 4,500, none left
+ * after 8,000: `node --trace-opt`), which a gateway that runs for hours pays once; three kinds of 3,000 put every
+ * target past it, so the cells measure the steady state a fleet is sized by.
+ */
+const INITIAL_WARMUP = quick ? 20 : 3000;
 
 interface Target {
   name: string;
@@ -38,19 +44,6 @@ interface Target {
 }
 
 const NO_PREFIX = async () => "";
-
-/** CPU seconds (user + system) a process has used so far; null where /proc is not there (not Linux). */
-function cpuSeconds(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  try {
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in clock ticks.
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return null;
-  }
-}
 
 /** A new rollout on the gateway; its calls are attributed by path, as a harness given the rollout's base URL is. */
 async function rolloutPrefix(gatewayUrl: string): Promise<string> {
@@ -158,11 +151,11 @@ async function run(
   };
   await Promise.all(Array.from({ length: concurrency }, () => worker(section.warmup, false)));
   next = 0;
-  const cpuBefore = [cpuSeconds(upstreamPid), cpuSeconds(target.pid)];
+  const cpuBefore = [processCpuSeconds(upstreamPid), processCpuSeconds(target.pid)];
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, () => worker(section.requests, true)));
   const seconds = (performance.now() - start) / 1000;
-  const cpuAfter = [cpuSeconds(upstreamPid), cpuSeconds(target.pid)];
+  const cpuAfter = [processCpuSeconds(upstreamPid), processCpuSeconds(target.pid)];
   await pool.close();
   const perCall = (i: number) =>
     cpuBefore[i] == null || cpuAfter[i] == null ? null : ((cpuAfter[i]! - cpuBefore[i]!) * 1000) / samples.length;
