@@ -46,6 +46,16 @@ export class NativeStreamEvents {
     return this.#out.take();
   }
 
+  /**
+   * The stream's last write, in one piece: the events not taken yet, `rest` (an event the stream was cut in) and the
+   * held `[DONE]`; null for nothing.
+   */
+  takeLast(rest: Buffer): Buffer | string | null {
+    if (rest.length) this.#out.add(rest);
+    if (this.held !== null) this.#out.add(this.held);
+    return this.#out.take();
+  }
+
   /** Reads `events` for capture and adds what the harness receives of them to what the next `take` gives. */
   add(events: readonly SseEvent[]): void {
     const out = this.#out;

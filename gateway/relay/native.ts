@@ -170,13 +170,7 @@ async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): 
   recorder.endWork();
   await recorder.finish({ ...base, status: error === null ? "ok" : "upstream_error", error });
   if (ex.harnessGone) return;
-  const tail = [stream.take(), rest.length ? rest : null, stream.held].filter((piece) => piece !== null);
-  res.end(tail.length === 0 ? undefined : tail.length === 1 ? tail[0] : joinPieces(tail));
-}
-
-/** Text and bytes as one Buffer (text encoded as UTF-8), for one socket write. */
-function joinPieces(pieces: ReadonlyArray<Buffer | string>): Buffer {
-  return Buffer.concat(pieces.map((piece) => (typeof piece === "string" ? Buffer.from(piece) : piece)));
+  res.end(stream.takeLast(rest) ?? undefined);
 }
 
 /**
