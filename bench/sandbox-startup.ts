@@ -13,12 +13,12 @@ import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { podman, podmanUnavailable, removeContainers } from "../runner/podman.ts";
+import { mountImage, podman, podmanUnavailable, removeContainers, unmountImage } from "../runner/podman.ts";
 import { ensureHostImage } from "../runner/podman-host-image.ts";
-import { preparePodmanImage } from "../runner/podman-image.ts";
+import { preparePodmanImage, type PodmanImage } from "../runner/podman-image.ts";
 import { gradeInPodman, startAgentContainer } from "../runner/podman-rollout.ts";
 import { DEFAULT_LIMITS, ownTreeForSandbox, Sandbox, sandboxUnavailable } from "../runner/sandbox.ts";
-import { loadTask } from "../runner/task.ts";
+import { loadTask, type Task } from "../runner/task.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -153,6 +153,21 @@ async function measurePodman(): Promise<void> {
   const example = join(new URL("..", import.meta.url).pathname, "examples", "tasks", "fix-add");
   const task = { ...loadTask(example), image: base };
   const prepared = preparePodmanImage(task);
+  const imageRoot = mountImage(prepared.tag);
+  try {
+    await measureContainers(example, task, prepared, imageRoot, base);
+  } finally {
+    unmountImage(prepared.tag);
+  }
+}
+
+async function measureContainers(
+  example: string,
+  task: Task,
+  prepared: PodmanImage,
+  imageRoot: string,
+  base: string,
+): Promise<void> {
   const bwrapStarts: number[] = [];
   const cached: number[] = [];
   const whole: number[] = [];
@@ -179,7 +194,7 @@ async function measurePodman(): Promise<void> {
     mkdirSync(rdir);
     const graded = await gradeInPodman({
       agent: name,
-      image: prepared.tag,
+      imageRoot,
       path: prepared.path,
       task: { ...task, verifier: "true", tests: null },
       sample: 0,

@@ -71,7 +71,8 @@ export interface GraderResult {
 
 export async function gradeInPodman(o: {
   agent: string;
-  image: string;
+  /** The task image's root folder, mounted on the host (mountImage): the pristine test paths come from it. */
+  imageRoot: string;
   path: string;
   task: Task;
   sample: number;
@@ -93,7 +94,7 @@ export async function gradeInPodman(o: {
     const mounts: Mount[] = [
       nodeMount(),
       { type: "bind", src: join(HERE, "podman-grade-init.cjs"), dest: GRADER },
-      { type: "image", src: o.image, dest: "/rlgate/image" },
+      { type: "bind", src: o.imageRoot, dest: "/rlgate/image" },
       { type: "bind", src: result, dest: "/rlgate/result", rw: true },
     ];
     if (o.task.tests) mounts.push({ type: "bind", src: o.task.tests, dest: "/rlgate/tests" });

@@ -74,7 +74,7 @@ export function podmanUnavailable(): string | null {
 }
 
 export interface Mount {
-  type: "bind" | "image";
+  type: "bind";
   src: string;
   dest: string;
   rw?: boolean;
@@ -98,7 +98,6 @@ function mountArg(m: Mount): string {
   // --mount is comma-separated: a comma in a path would split it.
   for (const p of [m.src, m.dest])
     if (/[,\n]/.test(p)) throw new SandboxError(`path not usable in a podman mount (',' or newline): ${p}`);
-  if (m.type === "image") return `type=image,src=${m.src},dst=${m.dest}`;
   return `type=bind,src=${m.src},dst=${m.dest}${m.rw ? "" : ",ro=true"}`;
 }
 
@@ -278,6 +277,22 @@ function cgroupsOf(pid: string): { pids: string; memory: string } | null {
 function inspect(name: string, format: string): string | null {
   const r = podman(["inspect", "--type", "container", "--format", format, name], { timeoutMs: 30_000 });
   return r.status === 0 ? r.stdout.trim() : null;
+}
+
+/**
+ * Mounts an image on the host until unmountImage and returns its root folder, which graders bind read-only. Not a
+ * `--mount type=image` per container: podman unmounts the image when any container that mounted it is cleaned up, and
+ * a grader starting from the same image at that moment fails (runc: the overlay's lower folder is gone).
+ */
+export function mountImage(tag: string): string {
+  const r = podman(["image", "mount", tag], { timeoutMs: 120_000 });
+  if (r.status !== 0) throw new SandboxError(`mounting the image ${tag} failed: ${r.stderr.trim()}`);
+  return r.stdout.trim();
+}
+
+/** Releases one mountImage (podman counts them); never throws. */
+export function unmountImage(tag: string): void {
+  podman(["image", "unmount", tag], { timeoutMs: 60_000 });
 }
 
 /** Hands a folder the runner made to the container user (bind-mounted read-write, e.g. the harness's home). */

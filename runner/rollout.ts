@@ -56,6 +56,8 @@ export interface RolloutOptions {
   kubernetes?: KubeTarget;
   /** podman: PATH as the image sets it. */
   imagePath?: string;
+  /** podman: the image's root folder, mounted on the host for the run (the grader's pristine copy). */
+  imageRoot?: string;
   /** podman: the agent container's name (unique on the machine). */
   containerName?: string;
   sample: number;
@@ -342,9 +344,10 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
 
       if (error === null && podman) {
         enter("grade");
+        if (!o.imageRoot) throw new Error("the podman backend needs the task image mounted (imageRoot)");
         const graded = await gradeInPodman({
           agent: name,
-          image,
+          imageRoot: o.imageRoot,
           path: o.imagePath ?? "/usr/local/bin:/usr/bin:/bin",
           task: o.task,
           sample: o.sample,

@@ -7,7 +7,7 @@ import { entropyTopK, planBranches, type BranchJob, type BranchOptions } from ".
 import { ControlClient } from "./control-client.ts";
 import type { Harness } from "./harnesses.ts";
 import { prepareImage, type TaskImage } from "./image.ts";
-import { podmanUnavailable } from "./podman.ts";
+import { mountImage, podmanUnavailable, unmountImage } from "./podman.ts";
 import { preparePodmanImage } from "./podman-image.ts";
 import { KubernetesCluster } from "./kubernetes-cluster.ts";
 import type { KubeTarget } from "./kubernetes-rollout.ts";
@@ -154,6 +154,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
   mkdirSync(base, { recursive: true });
   if (kind === "bwrap") unreachableBySandbox(base);
   const root = mkdtempSync(join(base, "rlgate-run-"));
+  const mounted: string[] = [];
   // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
   chmodSync(root, 0o711);
   try {
@@ -177,8 +178,9 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
       branch?: BranchJob;
       branched?: boolean;
     }[] = [];
-    // podman: PATH as each task's image sets it.
+    // podman: PATH as each task's image sets it, and its root folder, mounted on the host until the run ends.
     const paths = new Map<Task, string>();
+    const roots = new Map<Task, string>();
     for (const [t, task] of o.tasks.entries()) {
       // Short folder names: the bridge's socket path must fit in sun_path (108 bytes).
       // A task whose image cannot be made (its setup failed) still has its rollouts: each finishes as infra_error.
@@ -189,6 +191,8 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
             ? Promise.resolve().then(() => {
                 const p = preparePodmanImage(task);
                 paths.set(task, p.path);
+                roots.set(task, mountImage(p.tag));
+                mounted.push(p.tag);
                 return { dir: p.tag, ms: p.ms };
               })
             : prepareImage(task, join(root, `t${t}`), o.limits, o.signal);
@@ -224,6 +228,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           backend: kind,
           kubernetes: cluster,
           imagePath: paths.get(task),
+          imageRoot: roots.get(task),
           sample,
           groupSize: o.n * (1 + branches),
           group: o.generation === undefined ? task.name : `${task.name}@${o.generation}`,
@@ -263,6 +268,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, total)) }, worker));
     return results.filter(Boolean);
   } finally {
+    for (const tag of mounted) unmountImage(tag);
     if (!o.keep) removeSandboxFolder(root);
   }
 }

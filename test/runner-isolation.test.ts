@@ -226,6 +226,18 @@ for (const { kind, unavailable } of BACKENDS)
         assert.match(grade, /add: ok/);
       });
 
+      // Under podman each grader reads the pristine image: a per-container image mount of it was unmounted by one
+      // grader's cleanup while another's started ("runc create failed ... no such file or directory", 5 of 36 here).
+      test("graders of one task run side by side, starting while others are removed: every rollout is graded", async () => {
+        const results = await run("sed -i 's/a - b/a + b/' calc.py", { n: 12, concurrency: 4 });
+        assert.equal(results.length, 12);
+        for (const r of results) {
+          const logs = (await metadata(r.rolloutId!)).runner.logs;
+          assert.equal(r.status, "ok", `${r.error}\n${logs.grade}`);
+          assert.equal(r.reward, 1, logs.grade);
+        }
+      });
+
       test("the verifier runs without the agent's processes and without network", async () => {
         const dir = join(work, "task-verifier-probe");
         cpSync(EXAMPLE, dir, { recursive: true });
