@@ -43,7 +43,7 @@ function syscallOf(frames: readonly string[]): string | null {
   }
   // A sample taken while the call reschedules has no entry point in its stack: the libc function that made it names it.
   const wrapper = /^\S+\s+(\S+)/.exec(frames[inKernel] ?? "")?.[1] ?? "?";
-  return `kernel: ${wrapper.replace(/^(?:__GI_+|__libc_|__)/, "")}`;
+  return `kernel: ${wrapper.replace(/^(?:__GI_)?_*(?:libc_)?/, "")}`;
 }
 
 function jsPlaceOf(frames: readonly string[], root: string): string | null {

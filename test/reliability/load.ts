@@ -41,6 +41,14 @@ export async function spawnGateway(
 const JSON_HEADERS = { "content-type": "application/json" };
 
 /**
+ * A request unanswered this long is given up (not acknowledged). Under `serve --workers`, a connection node:cluster's
+ * primary hands to a worker at the moment the worker is SIGKILLed is held open by the primary and never answered
+ * (node's round-robin handoff closes its copy only when the worker confirms it); without a bound the client would
+ * wait for undici's 300 s headers timeout.
+ */
+const CALL_TIMEOUT_MS = 60_000;
+
+/**
  * One client: rollouts of `callsPerRollout` calls each, until `stop()` says so. Errors (the gateway killed under it)
  * end nothing: what was cut is simply not acknowledged.
  */
@@ -58,6 +66,7 @@ export async function client(
         method: "POST",
         headers: JSON_HEADERS,
         body: JSON.stringify({ group: `c${index}` }),
+        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
       if (res.status !== 201) continue;
       id = ((await res.json()) as { id: string }).id;
@@ -77,6 +86,7 @@ export async function client(
             stream,
             max_tokens: 24,
           }),
+          signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
         });
         const seq = Number(res.headers.get("x-rlgate-call"));
         const text = await res.text();
@@ -92,6 +102,7 @@ export async function client(
         method: "POST",
         headers: JSON_HEADERS,
         body: '{"reward":1}',
+        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
       await res.text();
       if (res.status === 200) ack.finishes.add(id);
