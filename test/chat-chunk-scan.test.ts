@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
 import { SseParser } from "../gateway/sse-parser.ts";
-import { scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
+import { parseChatResponseScanned, scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
 import type { Json } from "../gateway/upstream/fields.ts";
 import type { ApiCodec, HarnessWants } from "../gateway/upstream/flavor.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
@@ -30,21 +30,30 @@ const WANTS: HarnessWants[] = [
   { promptTokenIds: false, tokenIds: true, logprobs: false },
 ];
 
+/** JSON.parse of a text a scan accepted: it must parse. */
+function parseAccepted(text: string): Json {
+  try {
+    return JSON.parse(text) as Json;
+  } catch {
+    assert.fail(`the scan accepted text JSON.parse refuses: ${text}`);
+  }
+}
+
+/** What a scan read equals the parsed text with its entries reduced, key order included. */
+function assertReduced(scanned: Json, parsed: Json, text: string): void {
+  const expected = reduced(parsed);
+  assert.deepStrictEqual(scanned, expected, text);
+  assert.equal(JSON.stringify(scanned), JSON.stringify(expected), `key order: ${text}`);
+}
+
 /** Checks one text through the vLLM codec's scan for `wants`; returns whether the scan accepted it. */
 function check(text: string, wants: HarnessWants = WANTS[0]!): boolean {
   const scanned = vllmFlavor.chat.scanChunk!(text, wants);
   if (scanned === null) return false;
-  let parsed: Json;
-  try {
-    parsed = JSON.parse(text) as Json;
-  } catch {
-    assert.fail(`the scan accepted text JSON.parse refuses: ${text}`);
-  }
+  const parsed = parseAccepted(text);
   // The harness's text first: harnessChunk may change the parsed object.
   assert.equal(scanned.harnessText, vllmFlavor.chat.harnessChunk(text, structuredClone(parsed), wants), text);
-  const expected = reduced(parsed);
-  assert.deepStrictEqual(scanned.chunk, expected, text);
-  assert.equal(JSON.stringify(scanned.chunk), JSON.stringify(expected), `key order: ${text}`);
+  assertReduced(scanned.chunk, parsed, text);
   return true;
 }
 
@@ -162,15 +171,25 @@ test("generated chunks: the scan equals JSON.parse (entries reduced) or declines
   assert.ok(accepted > 10_000, `accepted ${accepted}`);
 });
 
-test("mutated chunks: never a result JSON.parse would not give", () => {
-  const rand = rng(19);
+/** How many of `count` texts `make` writes, each edited once or twice, `accepts` (which checks each) refused. */
+function refusedMutations(
+  seed: number,
+  count: number,
+  make: (rand: () => number) => string,
+  accepts: (text: string, i: number) => boolean,
+): number {
+  const rand = rng(seed);
   let refused = 0;
-  for (let i = 0; i < 30_000; i++) {
-    let text = chunk(rand);
+  for (let i = 0; i < count; i++) {
+    let text = make(rand);
     for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
-    if (!check(text, WANTS[i % WANTS.length])) refused++;
+    if (!accepts(text, i)) refused++;
   }
-  assert.ok(refused > 0);
+  return refused;
+}
+
+test("mutated chunks: never a result JSON.parse would not give", () => {
+  assert.ok(refusedMutations(19, 30_000, chunk, (text, i) => check(text, WANTS[i % WANTS.length])) > 0);
 });
 
 test("a reasoning delta is read under either name, as JSON.parse reads it", () => {
@@ -277,6 +296,104 @@ describe("the sim's streams relayed with and without the scan", () => {
           assert.deepStrictEqual(relay(vllmFlavor.chat, stream, size, wants), relay(withoutScan, stream, size, wants));
         }
       }
+    });
+  }
+});
+
+describe("whole responses: logprob entries scanned, the rest parsed", () => {
+  /** Checks one whole response's text; returns whether the scan accepted it. */
+  function checkWhole(text: string): boolean {
+    const scanned = parseChatResponseScanned(text);
+    if (scanned === null) return false;
+    assertReduced(scanned, parseAccepted(text), text);
+    return true;
+  }
+  function plainEntry(rand: () => number): string {
+    return `{"token":${stringToken(rand)},"logprob":${numberToken(rand)},"bytes":${rand() < 0.1 ? "null" : intsToken(rand)},"top_logprobs":[]}`;
+  }
+  function wholeChoice(rand: () => number, index: number): string {
+    const messages = [
+      `{"role":"assistant","content":${stringToken(rand)},"refusal":null,"tool_calls":[]}`,
+      `{"role":"assistant","reasoning":${stringToken(rand)},"content":null,"tool_calls":[{"id":${stringToken(rand)},"type":"function","function":{"name":${stringToken(rand)},"arguments":${stringToken(rand)}}}]}`,
+      `{"role":"assistant","content":${stringToken(rand)},"logprobs":${stringToken(rand)}}`,
+    ];
+    const n = Math.floor(rand() * 4);
+    const entries = Array.from({ length: n }, () => (rand() < 0.9 ? plainEntry(rand) : entry(rand, false))).join(",");
+    const logprobs = rand() < 0.05 ? "null" : `{"content":[${entries}]}`;
+    const ids = rand() < 0.9 ? n : Math.floor(rand() * 4);
+    const idsText = `[${Array.from({ length: ids }, () => Math.floor(rand() * 200_000)).join(",")}]`;
+    const message = messages[Math.floor(rand() * messages.length)];
+    let out = `{"index":${index},"message":${message},"logprobs":${logprobs},"finish_reason":"stop","stop_reason":null`;
+    if (rand() < 0.9) out += `,"token_ids":${idsText}`;
+    return `${out}}`;
+  }
+  function whole(rand: () => number): string {
+    const choices = Array.from({ length: Math.floor(rand() * 3) }, (_, i) => wholeChoice(rand, i)).join(",");
+    return (
+      `{"id":${stringToken(rand)},"object":"chat.completion","created":1,"model":"m","choices":[${choices}],` +
+      `"usage":{"prompt_tokens":3,"total_tokens":5,"completion_tokens":2},"prompt_logprobs":null,"prompt_token_ids":${intsToken(rand)}}`
+    );
+  }
+
+  test("generated responses: the scan equals JSON.parse (entries reduced) or declines", () => {
+    const rand = rng(27);
+    let accepted = 0;
+    for (let i = 0; i < 10_000; i++) if (checkWhole(whole(rand))) accepted++;
+    // Declined: no choices, a message with a key named logprobs, top alternatives, ids and entries of other counts.
+    assert.ok(accepted > 2_000, `accepted ${accepted}`);
+  });
+
+  test("mutated responses: never a result JSON.parse would not give", () => {
+    assert.ok(refusedMutations(28, 20_000, whole, checkWhole) > 0);
+  });
+
+  test("what it declines: top alternatives, a repeated logprobs key, entries and ids of different counts", () => {
+    const head = '{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[';
+    const entryText = '{"token":"a","logprob":-0.5,"bytes":[97],"top_logprobs":[]}';
+    const ok = `${head}{"index":0,"message":{"content":"a"},"logprobs":{"content":[${entryText}]},"token_ids":[64]}]}`;
+    assert.ok(checkWhole(ok));
+    const top = '{"token":"a","logprob":-0.5,"bytes":[97],"top_logprobs":[{"token":"b","logprob":-1,"bytes":[98]}]}';
+    for (const declined of [
+      ok.replace(entryText, top),
+      ok.replace('"token_ids":[64]', '"token_ids":[64],"logprobs":null'),
+      ok.replace('"token_ids":[64]', '"token_ids":[64,65]'),
+      `${head}]}`,
+    ])
+      assert.equal(parseChatResponseScanned(declined), null, declined);
+  });
+
+  let sim: SimServer;
+  before(async () => {
+    sim = await startSim({ port: 0 });
+  });
+  after(async () => {
+    await sim.close();
+  });
+  const SHELL = { type: "function", function: { name: "shell", parameters: { type: "object" } } };
+  for (const [name, extra] of Object.entries<Json>({ plain: {}, tools: { tools: [SHELL] }, two: { n: 2 } })) {
+    test(`the sim's ${name} response: capture and the harness's bytes as when parsed`, async () => {
+      const res = await fetch(`${sim.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "Qwen/Qwen3-8B",
+          messages: [{ role: "user", content: `What is in this directory? (${name})` }],
+          return_token_ids: true,
+          logprobs: true,
+          ...extra,
+        }),
+      });
+      const text = await res.text();
+      for (const wants of WANTS) {
+        const scanned = vllmFlavor.chat.parseWhole!(text, wants);
+        assert.ok(scanned, "the sim's response is in the scan's layout");
+        const parsed = JSON.parse(text) as Json;
+        assert.deepStrictEqual(vllmFlavor.chat.captureWhole(scanned), vllmFlavor.chat.captureWhole(parsed));
+        vllmFlavor.chat.stripWhole(scanned, wants);
+        vllmFlavor.chat.stripWhole(parsed, wants);
+        assert.equal(JSON.stringify(scanned), JSON.stringify(parsed));
+      }
+      assert.equal(vllmFlavor.chat.parseWhole!(text, { ...WANTS[0]!, logprobs: true }), null, "logprobs asked: parsed");
     });
   }
 });

@@ -77,15 +77,24 @@ function match(pattern: RegExp, text: string, at: number): RegExpExecArray | nul
 /** The chunk's logprobs value starting at `at`: null, or `{"content":[...]}` with each entry's logprob kept. */
 function scanLogprobs(text: string, at: number): { value: Json | null; end: number } | null {
   if (text.startsWith("null", at)) return { value: null, end: at + 4 };
+  return scanContent(text, at, ENTRY);
+}
+
+/** A `{"content":[…]}` logprobs value starting at `at` whose entries all match `entry`, each reduced to its logprob. */
+function scanContent(
+  text: string,
+  at: number,
+  entry: RegExp,
+): { value: Json & { content: Json[] }; end: number } | null {
   if (!text.startsWith('{"content":[', at)) return null;
   let i = at + 12;
   const content: Json[] = [];
   if (text.charCodeAt(i) !== 0x5d) {
     for (;;) {
-      const entry = match(ENTRY, text, i);
-      if (entry === null) return null;
-      content.push({ logprob: Number(entry[1]) });
-      i = ENTRY.lastIndex;
+      const found = match(entry, text, i);
+      if (found === null) return null;
+      content.push({ logprob: Number(found[1]) });
+      i = entry.lastIndex;
       if (text.charCodeAt(i) !== 0x2c) break;
       i++;
     }
@@ -223,4 +232,52 @@ function spliced(text: string, cuts: Cuts): string {
     copied = cuts[k + 1]!;
   }
   return out + text.slice(copied);
+}
+
+/** An entry without top alternatives (`top_logprobs` asked for none): only its logprob is read. */
+const PLAIN_ENTRY = new RegExp(
+  String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[\]\}`,
+  "y",
+);
+const LOGPROBS_KEY = '"logprobs":';
+
+/**
+ * A whole chat response (its text) parsed with its logprob entries read by a scan instead of JSON.parse, which spends
+ * most of its time on them (token text, bytes, an empty list of alternatives per token): each choice's
+ * `"logprobs":{"content":[…]}` is cut from the text, the rest parsed, and each choice given back `{content}` with one
+ * `{logprob}` per entry. Null — parse the text — when an entry has another layout (top alternatives included), a
+ * `logprobs` key holds anything else, or the cuts are not exactly one per choice.
+ */
+export function parseChatResponseScanned(text: string): Json | null {
+  const cuts: Cuts = [];
+  const contents: Json[] = [];
+  for (let at = text.indexOf(LOGPROBS_KEY); at >= 0; at = text.indexOf(LOGPROBS_KEY, at)) {
+    at += LOGPROBS_KEY.length;
+    // Every `logprobs` key holds entries (rlgate asked for them): any other value, a repeated key included, is parsed.
+    const scanned = scanContent(text, at, PLAIN_ENTRY);
+    if (scanned === null) return null;
+    cuts.push(at, scanned.end);
+    contents.push(scanned.value);
+    at = scanned.end;
+  }
+  if (contents.length === 0) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(spliced(text, cuts));
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return null;
+  const choices = (parsed as Json)["choices"];
+  // A key is never inside a JSON string (its quotes would be escaped), so every cut is a `logprobs` key's value; each
+  // must be a choice's, in order.
+  if (!Array.isArray(choices) || choices.length !== contents.length) return null;
+  for (let k = 0; k < choices.length; k++) {
+    const choice = choices[k] as Json;
+    if (typeof choice !== "object" || choice === null || choice["logprobs"] !== null) return null;
+    const ids = choice["token_ids"];
+    if (Array.isArray(ids) && ids.length !== (contents[k]!["content"] as Json[]).length) return null;
+    choice["logprobs"] = contents[k]!;
+  }
+  return parsed as Json;
 }

@@ -5,7 +5,7 @@ import { ChatStreamAssembler, captureChatResponse } from "../surfaces/chat/assem
 import { CompletionStreamAssembler, captureCompletionResponse } from "../surfaces/completions/assembler.ts";
 import { choicesOf, isObject, type Json } from "./fields.ts";
 import type { ApiCodec, HarnessWants, PreparedRequest, UpstreamFlavor } from "./flavor.ts";
-import { scanChatChunk } from "./chat-chunk-scan.ts";
+import { parseChatResponseScanned, scanChatChunk } from "./chat-chunk-scan.ts";
 import { nullValues, type NullEdits } from "./json-splice.ts";
 import { chatChunksFromResponse, completionChunksFromResponse } from "./chat-chunks.ts";
 import { isRoutingOnlyChunk, stripRouting, type RoutingAsk } from "./routed-experts.ts";
@@ -120,6 +120,10 @@ const chat: ApiCodec = {
     // Routing relayed from SGLang in tokens mode (a chunk without choices) is the capture's, not the harness's.
     if (wants.routedExperts === false && isRoutingOnlyChunk(chunk)) return null;
     return harnessChunk(data, chunk, wants);
+  },
+  // Logprob entries are read by a scan only when the harness does not get them: they reach it as null.
+  parseWhole(text, wants) {
+    return wants.logprobs || wants.topEntries ? null : parseChatResponseScanned(text);
   },
   // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
   scanChunk(data, wants) {
