@@ -13,7 +13,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
-import { AGENT_BODY } from "./agent-calls.ts";
+import { AGENT_BODY, rolloutChatPath, sendCalls } from "./agent-calls.ts";
 import { processCpuSeconds } from "./process-cpu.ts";
 import { placeOf, samples } from "./perf-samples.ts";
 import { spawnListening } from "./spawn-listening.ts";
@@ -49,14 +49,6 @@ const STREAM = !args["non-streamed"];
 if (!["rlgate", "proxy"].includes(args.target!)) throw new Error("--target is rlgate or proxy");
 if (spawnSync("perf", ["--version"]).error) throw new Error("perf is not installed: apt-get install linux-perf");
 
-async function send(pool: Pool, path: string, body: string, calls: number): Promise<void> {
-  for (let i = 0; i < calls; i++) {
-    const res = await pool.request({ method: "POST", path, headers: { "content-type": "application/json" }, body });
-    for await (const _chunk of res.body);
-    if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
-  }
-}
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-perf-"));
   const children: ChildProcess[] = [];
@@ -84,17 +76,13 @@ async function main(): Promise<void> {
             { cwd: ROOT, nodeArgs },
           );
     children.push(target.child);
-    let path = "/v1/chat/completions";
-    if (args.target === "rlgate") {
-      const created = await fetch(`${target.url}/api/rollouts`, { method: "POST", body: "{}" });
-      path = `/r/${((await created.json()) as { id: string }).id}/v1/chat/completions`;
-    }
+    const path = args.target === "rlgate" ? await rolloutChatPath(target.url) : "/v1/chat/completions";
     const fields = args.target === "proxy" ? { return_token_ids: true, logprobs: true } : {};
     const body = JSON.stringify({ ...AGENT_BODY, stream: STREAM, ...fields });
     const pool = new Pool(target.url, { connections: 1 });
     const pid = target.child.pid!;
     process.stdout.write(`warming up (${WARMUP} calls)…`);
-    await send(pool, path, body, WARMUP);
+    await sendCalls(pool, path, body, WARMUP);
     const data = join(dir, "perf.data");
     const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", String(FREQ), "-g", "-p", String(pid), "-o", data], {
       stdio: ["ignore", "ignore", "pipe"],
@@ -104,7 +92,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 1000)); // perf attaches
     const before = processCpuSeconds(pid)!;
     process.stdout.write(` sampling ${CALLS} calls…`);
-    await send(pool, path, body, CALLS);
+    await sendCalls(pool, path, body, CALLS);
     const cpuMsPerCall = ((processCpuSeconds(pid)! - before) * 1000) / CALLS;
     perf.kill("SIGINT");
     await new Promise((resolve) => perf.once("exit", resolve));

@@ -65,16 +65,16 @@ export async function relayNative(
   if (ex.isEventStream) return relayStream(ex, codec, prepared.wants);
   const raw = await ex.readBody();
   if (raw === null) return;
-  const harnessStream = harnessRequest["stream"] === true;
   const ok = ex.upstream.statusCode === 200;
-  if (ok && harnessStream && !prepared.upstreamStream && codec.reemit) {
-    const parsed = parseJsonObject(raw);
-    if (parsed) return relayReemitted(ex, codec, prepared.wants, parsed, codec.reemit(parsed, harnessRequest));
-    return relayWhole(ex, codec, prepared.wants, raw, parsed);
-  }
+  const reemitted = ok && harnessRequest["stream"] === true && !prepared.upstreamStream && codec.reemit;
+  const text = raw.toString("utf8");
   // Branching's top entries are read from the parsed entries: the scan, which keeps only logprobs, is not used then.
-  const scanned = ok && !topEntriesAsked(ex.res) ? codec.parseWhole?.(raw.toString("utf8"), prepared.wants) : null;
-  return relayWhole(ex, codec, prepared.wants, raw, scanned ?? parseJsonObject(raw));
+  const scanned = ok && !reemitted && !topEntriesAsked(ex.res) ? codec.parseWhole?.(text, prepared.wants) : null;
+  const parsed = scanned ?? parseJsonObject(text);
+  if (reemitted && parsed) {
+    return relayReemitted(ex, codec, prepared.wants, parsed, codec.reemit!(parsed, harnessRequest));
+  }
+  return relayWhole(ex, codec, prepared.wants, raw, parsed);
 }
 
 /** Non-streamed responses and every upstream error: read whole, capture, commit, then send. */

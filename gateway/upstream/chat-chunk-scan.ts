@@ -40,10 +40,9 @@ const TOOL_CALL = new RegExp(
   "y",
 );
 const TOOL_CALLS_END = ']},"logprobs":';
-const ENTRY = new RegExp(
-  String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[(?:${TOP}(?:,${TOP})*)?\]\}`,
-  "y",
-);
+/** A logprob entry up to its list of top alternatives; the entry's logprob is captured. */
+const ENTRY_HEAD = String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[`;
+const ENTRY = new RegExp(String.raw`${ENTRY_HEAD}(?:${TOP}(?:,${TOP})*)?\]\}`, "y");
 const CHOICE_END = new RegExp(
   String.raw`,"finish_reason":(null|${STR})(?:,"stop_reason":(null|${INT}|${STR}))?(?:,"token_ids":(${INTS}))?\}`,
   "y",
@@ -235,10 +234,7 @@ function spliced(text: string, cuts: Cuts): string {
 }
 
 /** An entry without top alternatives (`top_logprobs` asked for none): only its logprob is read. */
-const PLAIN_ENTRY = new RegExp(
-  String.raw`\{"token":${STR},"logprob":(${NUM}),"bytes":(?:${INTS}|null),"top_logprobs":\[\]\}`,
-  "y",
-);
+const PLAIN_ENTRY = new RegExp(String.raw`${ENTRY_HEAD}\]\}`, "y");
 const LOGPROBS_KEY = '"logprobs":';
 
 /**
