@@ -1,13 +1,20 @@
-// `rlgate serve --workers N`: N gateway processes (node:cluster) on one port and one LMDB store. The primary starts
-// the built-in sim (once), the workers, and the one gRPC trajectory stream; it restarts a worker that dies and closes
-// everything in order on SIGINT / SIGTERM. Each worker runs the whole HTTP gateway (see docs/deploy.md).
+// `rlgate serve --workers N`: N gateway processes (node:cluster) on one port and one LMDB store. The primary listens
+// and hands each connection to a worker, and starts the built-in sim (once), the workers, and the one gRPC trajectory
+// stream; it restarts a worker that dies and closes everything in order on SIGINT / SIGTERM. Each worker runs the
+// whole HTTP gateway (see docs/deploy.md).
 import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Durability } from "../store/store.ts";
-import { chatFormatOption, startGateway, trajectorySettingsOf, type GatewayOptions } from "../gateway/index.ts";
+import {
+  chatFormatOption,
+  refuseOpenHost,
+  startGateway,
+  trajectorySettingsOf,
+  type GatewayOptions,
+} from "../gateway/index.ts";
 import { ClusterPrimary } from "../gateway/cluster/primary.ts";
 import { startPrimaryStream, type PrimaryStream } from "../gateway/cluster/primary-stream.ts";
 import { WorkerLink, type PrimaryChannel } from "../gateway/cluster/worker-link.ts";
@@ -107,7 +114,7 @@ export async function serveWorker(
   const gateway = await startGateway({
     ...gatewayOptionsOf(opts, process.env[UPSTREAM_ENV] ?? (fileOnly ? undefined : opts.upstream)),
     grpcPort: null,
-    worker: { slot, slots, link },
+    worker: { slot, slots, link, port: Number(process.env.RLGATE_WORKER_PORT ?? opts.port) },
     log: createLogger().child({ component: "gateway", worker: slot }),
   });
   guardProcess({
@@ -158,7 +165,8 @@ export async function servePrimary(
       upstream = sim.url;
     }
     const env: Record<string, string> = sim ? { [UPSTREAM_ENV]: sim.url } : {};
-    primary = new ClusterPrimary({ workers: opts.workers, env, log: say, registry });
+    refuseOpenHost(opts.host, opts.token); // before the primary listens, as one gateway refuses
+    primary = new ClusterPrimary({ workers: opts.workers, host: opts.host, port: opts.port, env, log: say, registry });
     let address: { url: string; port: number; upstreams: string[] };
     try {
       address = await primary.start();

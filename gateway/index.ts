@@ -1,6 +1,7 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
 import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
-import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import type { AddressInfo, ListenOptions } from "node:net";
 import { isLoopbackHost } from "../protocol/options.ts";
 import { StartRefusal } from "../util/refusal.ts";
 import { Store, type Durability } from "../store/store.ts";
@@ -92,8 +93,11 @@ export interface GatewayOptions {
   rolloutTimeoutMs?: number;
   /** How often due rollouts are looked for (default 1 s). */
   deadlineSweepMs?: number;
-  /** This gateway is worker `slot` of `slots` of `rlgate serve --workers N`, sharing the store (gateway/cluster/). */
-  worker?: { slot: number; slots: number; link: WorkerLink };
+  /**
+   * This gateway is worker `slot` of `slots` of `rlgate serve --workers N`, sharing the store (gateway/cluster/):
+   * it serves the connections the primary accepts on `port` and hands it (the `port` option is not listened on).
+   */
+  worker?: { slot: number; slots: number; link: WorkerLink; port: number };
 }
 
 export interface Gateway {
@@ -125,13 +129,33 @@ export function trajectorySettingsOf(
   return settings;
 }
 
+/** A gateway beyond loopback requires a control token: otherwise it refuses to start. */
+export function refuseOpenHost(host: string, controlToken: string | null | undefined): void {
+  if (isLoopbackHost(host) || controlToken) return;
+  throw new StartRefusal(
+    `refusing to listen on ${host} without a control token: the control API and every rollout would be open to the network (pass --token or set RLGATE_TOKEN)`,
+  );
+}
+
+/** The URL a gateway listening on `host`:`port` is reached at (a wildcard host: through loopback). */
+export function gatewayUrl(host: string, port: number): string {
+  const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+  return `http://${shownHost}:${port}`;
+}
+
+function listen(server: Server, at: ListenOptions): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(at, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = options.host ?? "127.0.0.1";
-  if (!isLoopbackHost(host) && !options.controlToken) {
-    throw new StartRefusal(
-      `refusing to listen on ${host} without a control token: the control API and every rollout would be open to the network (pass --token or set RLGATE_TOKEN)`,
-    );
-  }
+  refuseOpenHost(host, options.controlToken);
   const format = chatFormatOption(options);
   const { worker } = options;
   const log = options.log ?? silentLogger;
@@ -234,10 +258,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const workerReady = context.trajectories.ready();
   workerReady.catch(() => {}); // awaited below, unless listening failed first
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(options.port ?? 8700, host, () => resolve());
-    });
+    if (worker) {
+      // Node's http.Server checks its connections' header and request timeouts only once it listens: a worker listens
+      // on a loopback port of its own (nothing is sent there) and serves the connections its primary hands it.
+      await listen(server, { port: 0, host: "127.0.0.1", exclusive: true });
+      worker.link.serveConnections((socket) => {
+        server.emit("connection", socket);
+        socket.resume();
+      });
+    } else {
+      await listen(server, { port: options.port ?? 8700, host });
+    }
     await workerReady;
     if (options.grpcPort !== undefined && options.grpcPort !== null) {
       grpc = await startGatewayGrpc(context, {
@@ -252,10 +283,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await closeAll().catch(() => {}); // the start's failure is the one to report
     throw error;
   }
-  const port = (server.address() as AddressInfo).port;
-  const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+  const port = worker?.port ?? (server.address() as AddressInfo).port;
   return {
-    url: `http://${shownHost}:${port}`,
+    url: gatewayUrl(host, port),
     port,
     context,
     grpc,

@@ -1,8 +1,8 @@
 // `rlgate serve --workers N` as users run it (a real subprocess): calls of one rollout land on different workers
-// (every call on a fresh connection, which the cluster hands to the next worker) and the trajectories are the same as
+// (every call on a fresh connection, which the primary hands to the next worker) and the trajectories are the same as
 // one process makes of the same script, in both prompt modes and along a Responses previous_response_id chain; a
 // worker SIGKILLed under load loses nothing acknowledged, is started again, and the one trajectory stream (in the
-// primary) keeps delivering.
+// primary) keeps delivering; a worker SIGKILLed while connections arrive leaves none of them unanswered and open.
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import { rmSync } from "node:fs";
@@ -25,7 +25,7 @@ interface Reply {
   text: string;
 }
 
-/** A POST on a connection of its own (no keep-alive): the cluster gives each new connection to the next worker. */
+/** A POST on a connection of its own (no keep-alive): the primary gives each new connection to the next worker. */
 function post(url: string, body: unknown): Promise<Reply> {
   const payload = JSON.stringify(body);
   return new Promise((resolve, reject) => {
@@ -48,6 +48,19 @@ function post(url: string, body: unknown): Promise<Reply> {
     );
     req.on("error", reject);
     req.end(payload);
+  });
+}
+
+/** A GET on a connection of its own; rejects when the connection is closed without an answer. */
+function getOnce(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode ?? 0));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
   });
 }
 
@@ -300,6 +313,64 @@ describe("rlgate serve --workers", () => {
       },
     );
   }
+
+  test(
+    "a worker SIGKILLed while connections arrive: every connection is answered or closed at once, none left hanging",
+    { timeout: 300_000 },
+    async () => {
+      const dir = tempDir("workers-handoff");
+      dirs.push(dir);
+      const gw = await spawnWorkers(2, ["--upstream", "sim", "--data", dir]);
+      // Each request on a connection of its own, so that connections are always being handed to workers.
+      const started = new Map<number, number>();
+      const hung: number[] = [];
+      let answered = 0;
+      let cut = 0;
+      let stop = false;
+      let next = 0;
+      const loop = async () => {
+        while (!stop) {
+          const id = next++;
+          started.set(id, Date.now());
+          try {
+            await getOnce(`${gw.url}/healthz`);
+            answered++;
+          } catch {
+            cut++; // the connection the killed worker held was closed: the client knows at once
+          }
+          started.delete(id);
+        }
+      };
+      const clients = Array.from({ length: 8 }, loop);
+      try {
+        await until(() => answered >= 200 || undefined, 120_000, "requests before the kill");
+        process.kill(gw.pids[0]!, "SIGKILL");
+        await gw.proc.waitFor(new RegExp(`worker 0 \\(pid ${gw.pids[0]}\\) exited \\(SIGKILL\\)`));
+        const atKill = answered;
+        await until(() => answered >= atKill + 200 || undefined, 120_000, "requests after the kill");
+        stop = true;
+        const settled = await Promise.race([
+          Promise.all(clients).then(() => true),
+          new Promise<false>((resolve) => setTimeout(() => resolve(false), 15_000)),
+        ]);
+        for (const [id, at] of started) if (Date.now() - at > 10_000) hung.push(id);
+        assert.ok(settled, `requests unanswered 15 s after the load stopped: ${started.size} (${cut} cut)`);
+        assert.deepEqual(hung, []);
+
+        // A kept-alive connection (fetch keeps its connections) does not hold the shutdown up.
+        assert.equal((await fetch(`${gw.url}/healthz`)).status, 200);
+        const exited = await Promise.race([
+          gw.proc.kill("SIGTERM").then(() => true),
+          new Promise<false>((resolve) => setTimeout(() => resolve(false), 30_000)),
+        ]);
+        assert.ok(exited, "the primary did not exit within 30 s of SIGTERM");
+        assert.equal(gw.proc.child.exitCode, 0, gw.proc.output());
+      } finally {
+        stop = true;
+        await gw.proc.kill("SIGKILL");
+      }
+    },
+  );
 
   test(
     "a worker SIGKILLed under load: nothing acknowledged lost, a new worker starts, the stream keeps delivering",

@@ -22,7 +22,11 @@ export type WorkerMessage =
   /** A /metrics request landed on this worker: it asks for every worker's figures. */
   | { type: "rlgate:metrics-ask"; id: number }
   /** This worker's own figures, for the primary's request `id`. */
-  | { type: "rlgate:metrics-part"; id: number; metrics: MetricsJson };
+  | { type: "rlgate:metrics-part"; id: number; metrics: MetricsJson }
+  /** The worker received connection `id` (the primary closes its copy). */
+  | { type: "rlgate:took"; id: number }
+  /** The worker is closing: hand it no more connections. */
+  | { type: "rlgate:closing" };
 
 export type PrimaryMessage =
   /** Send your committed calls and rollouts to the primary (a browser is connected to some worker), or stop. */
@@ -32,6 +36,8 @@ export type PrimaryMessage =
   | { type: "rlgate:metrics-collect"; id: number }
   /** The aggregated figures of all workers, in Prometheus text, for this worker's request `id`. */
   | { type: "rlgate:metrics-text"; id: number; text: string; contentType: string }
+  /** A connection accepted on the shared port, sent with the message (connection-handoff.ts). */
+  | { type: "rlgate:connection"; id: number }
   /** Close the gateway and exit (the primary is shutting down). */
   | { type: "rlgate:shutdown" };
 

@@ -1,7 +1,8 @@
-// The primary of `rlgate serve --workers N`: forks the gateway workers (node:cluster; they share the listening port,
-// the cluster hands each new connection to the next worker), starts a new one in the slot of any that dies, and
-// carries what crosses workers: the live UI's events and /metrics requests. It serves no harness calls itself.
+// The primary of `rlgate serve --workers N`: listens on the gateway's port and hands each new connection to the next
+// worker (connection-handoff.ts), forks the gateway workers (node:cluster), starts a new one in the slot of any that
+// dies, and carries what crosses workers: the live UI's events and /metrics requests. It serves no harness calls.
 import cluster, { type Worker } from "node:cluster";
+import { ConnectionHandoff } from "./connection-handoff.ts";
 import { AggregatorRegistry, Counter, Gauge, type Registry } from "prom-client";
 import {
   isRlgateMessage,
@@ -13,7 +14,13 @@ import {
 
 export interface ClusterPrimaryOptions {
   workers: number;
-  /** Extra environment of each worker (its slot is added as RLGATE_WORKER_SLOT / RLGATE_WORKER_SLOTS). */
+  /** Where the gateway listens (port 0: a free port, chosen once). */
+  host: string;
+  port: number;
+  /**
+   * Extra environment of each worker (its slot is added as RLGATE_WORKER_SLOT / RLGATE_WORKER_SLOTS, the port it
+   * serves as RLGATE_WORKER_PORT).
+   */
   env: Record<string, string>;
   /** A line for the operator (a worker died, was restarted). */
   log: (line: string) => void;
@@ -56,6 +63,8 @@ export class ClusterPrimary {
   readonly #metricsRequests = new Map<number, MetricsRequest>();
   readonly #restarts: Counter;
   readonly #live: Gauge;
+  readonly #connections = new ConnectionHandoff();
+  #port = 0;
   #nextMetricsId = 0;
   #closing = false;
   #address: { url: string; port: number } | null = null;
@@ -85,11 +94,12 @@ export class ClusterPrimary {
   }
 
   /**
-   * Starts the first worker, then the others once it listens (so that a gateway that cannot start says why once,
-   * and a port 0 is chosen once). Resolves with the address they share; rejects when a worker exits before it
-   * listens (its own error is on stderr).
+   * Listens, then starts the first worker, then the others once it serves (so that a gateway that cannot start says
+   * why once). Resolves with the address they share; rejects when the port cannot be listened on, or when a worker
+   * exits before it serves (its own error is on stderr).
    */
   async start(): Promise<{ url: string; port: number; upstreams: string[] }> {
+    this.#port = await this.#connections.listen(this.#options.port, this.#options.host);
     cluster.on("message", this.#onMessage);
     cluster.on("exit", this.#onExit);
     const first = await this.#startAndWait(this.#slots[0]!);
@@ -107,6 +117,7 @@ export class ClusterPrimary {
       ...this.#options.env,
       RLGATE_WORKER_SLOT: String(slot.index),
       RLGATE_WORKER_SLOTS: String(this.#slots.length),
+      RLGATE_WORKER_PORT: String(this.#port),
     });
     slot.worker = worker;
     slot.ready = false;
@@ -144,6 +155,7 @@ export class ClusterPrimary {
   }
 
   readonly #onExit = (worker: Worker, code: number | null, signal: string | null): void => {
+    this.#connections.remove(worker);
     this.#uiWanted.delete(worker);
     this.#updateUiRelay();
     for (const [id, request] of this.#metricsRequests) {
@@ -180,12 +192,17 @@ export class ClusterPrimary {
       case "rlgate:ready": {
         const slot = this.#slotOf(worker);
         if (slot) slot.ready = true;
+        this.#connections.add(worker);
         this.#address ??= { url: message.url, port: message.port };
         if (this.#uiWanted.size > 0) this.#send(worker, { type: "rlgate:ui-relay", on: true });
         if (slot?.replacement)
           this.#options.log(`gateway worker ${slot.index} (pid ${worker.process.pid}) listens again`);
         return;
       }
+      case "rlgate:took":
+        return this.#connections.took(worker, message.id);
+      case "rlgate:closing":
+        return this.#connections.retire(worker);
       case "rlgate:ui-want":
         if (message.want) this.#uiWanted.add(worker);
         else this.#uiWanted.delete(worker);
@@ -261,6 +278,7 @@ export class ClusterPrimary {
   /** Asks every worker to close (each finishes its committed work and exits), kills any that do not in time. */
   async close(): Promise<void> {
     this.#closing = true;
+    this.#connections.close();
     for (const slot of this.#slots) if (slot.timer) clearTimeout(slot.timer);
     const exits = this.#slots.flatMap((slot) => {
       const worker = slot.worker;

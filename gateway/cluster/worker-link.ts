@@ -1,6 +1,7 @@
 // A gateway worker's side of `rlgate serve --workers N`: tells the primary it listens, relays committed calls and
 // rollouts to browsers connected to other workers (only while one is connected somewhere), and answers /metrics with
 // every worker's figures, gathered by the primary.
+import { Socket } from "node:net";
 import type { Registry } from "prom-client";
 import type { CallRecord, RolloutRecord } from "../../store/records.ts";
 import type { AgreementRecord, ReplaySummary } from "../../store/reports.ts";
@@ -18,11 +19,13 @@ export interface ClusterLink {
   metrics(): Promise<{ text: string; contentType: string }>;
 }
 
-/** The IPC channel to the primary (the worker's `process`). */
+/** The IPC channel to the primary (the worker's `process`); a message may come with a connection. */
 export interface PrimaryChannel {
+  /** False once the primary is gone. */
+  readonly connected?: boolean;
   send(message: WorkerMessage): unknown;
-  on(event: "message", listener: (message: unknown) => void): unknown;
-  off(event: "message", listener: (message: unknown) => void): unknown;
+  on(event: "message", listener: (message: unknown, handle?: unknown) => void): unknown;
+  off(event: "message", listener: (message: unknown, handle?: unknown) => void): unknown;
 }
 
 /** How long a /metrics request waits for the primary before it answers with this worker's figures only. */
@@ -71,12 +74,26 @@ export class WorkerLink implements ClusterLink {
     this.#channel.send({ type: "rlgate:ready", url, port, upstreams });
   }
 
+  /**
+   * Serves the connections the primary hands over. Each is confirmed as it arrives, before a byte of it is read: the
+   * primary then closes its copy, and one this worker dies holding is closed rather than handed to another.
+   */
+  serveConnections(serve: (socket: Socket) => void): void {
+    this.#channel.on("message", (message, handle) => {
+      if (!isRlgateMessage<PrimaryMessage>(message) || message.type !== "rlgate:connection") return;
+      if (!(handle instanceof Socket)) return;
+      this.#channel.send({ type: "rlgate:took", id: message.id });
+      serve(handle);
+    });
+  }
+
   /** What to do when the primary asks this worker to close. */
   onShutdown(handler: () => void): void {
     this.#onShutdown = handler;
   }
 
   close(): void {
+    if (this.#channel.connected !== false) this.#channel.send({ type: "rlgate:closing" });
     this.#relay(false);
     this.#channel.off("message", this.#onMessage);
     for (const answer of this.#metricsWaiting.values()) answer({ text: "", contentType: "text/plain" });

@@ -41,10 +41,8 @@ export async function spawnGateway(
 const JSON_HEADERS = { "content-type": "application/json" };
 
 /**
- * A request unanswered this long is given up (not acknowledged). Under `serve --workers`, a connection node:cluster's
- * primary hands to a worker at the moment the worker is SIGKILLed is held open by the primary and never answered
- * (node's round-robin handoff closes its copy only when the worker confirms it); without a bound the client would
- * wait for undici's 300 s headers timeout.
+ * A request unanswered this long is given up (not acknowledged): a connection some fault leaves open costs the load
+ * this wait, not undici's 300 s headers timeout (test/serve-workers.test.ts checks that none is left open).
  */
 const CALL_TIMEOUT_MS = 60_000;
 
