@@ -171,6 +171,7 @@ export async function servePrimary(
     try {
       address = await primary.start();
     } catch (error) {
+      if ((error as NodeJS.ErrnoException).syscall === "listen") throw error; // the port: said as one gateway says it
       throw new StartRefusal((error as Error).message);
     }
     stream = await startPrimaryStream({

@@ -25,6 +25,8 @@ export type WorkerMessage =
   | { type: "rlgate:metrics-part"; id: number; metrics: MetricsJson }
   /** The worker received connection `id` (the primary closes its copy). */
   | { type: "rlgate:took"; id: number }
+  /** The worker, closing, closed its copy of connection `id` unread (the primary hands it to another). */
+  | { type: "rlgate:declined"; id: number }
   /** The worker is closing: hand it no more connections. */
   | { type: "rlgate:closing" };
 

@@ -63,7 +63,7 @@ export class ClusterPrimary {
   readonly #metricsRequests = new Map<number, MetricsRequest>();
   readonly #restarts: Counter;
   readonly #live: Gauge;
-  readonly #connections = new ConnectionHandoff();
+  readonly #connections: ConnectionHandoff;
   #port = 0;
   #nextMetricsId = 0;
   #closing = false;
@@ -71,6 +71,7 @@ export class ClusterPrimary {
 
   constructor(options: ClusterPrimaryOptions) {
     this.#options = options;
+    this.#connections = new ConnectionHandoff({ log: options.log });
     this.#slots = Array.from({ length: options.workers }, (_, index) => ({
       index,
       worker: null,
@@ -201,6 +202,8 @@ export class ClusterPrimary {
       }
       case "rlgate:took":
         return this.#connections.took(worker, message.id);
+      case "rlgate:declined":
+        return this.#connections.declined(worker, message.id);
       case "rlgate:closing":
         return this.#connections.retire(worker);
       case "rlgate:ui-want":
@@ -289,7 +292,10 @@ export class ClusterPrimary {
           const kill = setTimeout(() => worker.process.kill("SIGKILL"), this.#options.closeTimeoutMs ?? 30_000);
           kill.unref();
           worker.once("exit", () => clearTimeout(kill));
-          this.#send(worker, { type: "rlgate:shutdown" });
+          // A worker still starting (a replacement) cannot take the message yet: SIGTERM ends it, or closes it once
+          // its gateway has started (its handler is set before it says it serves).
+          if (slot.ready) this.#send(worker, { type: "rlgate:shutdown" });
+          else worker.process.kill("SIGTERM");
         }),
       ];
     });

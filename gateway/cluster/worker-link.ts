@@ -44,6 +44,7 @@ export class WorkerLink implements ClusterLink {
   #relaying = false;
   #relayWanted = false;
   #onShutdown: (() => void) | null = null;
+  #closing = false;
 
   readonly uiEvents: RelayedUiEvents = {
     on: (listener) => {
@@ -76,12 +77,18 @@ export class WorkerLink implements ClusterLink {
 
   /**
    * Serves the connections the primary hands over. Each is confirmed as it arrives, before a byte of it is read: the
-   * primary then closes its copy, and one this worker dies holding is closed rather than handed to another.
+   * primary then closes its copy, and one this worker dies holding is closed rather than handed to another. Once
+   * closing, this worker declines them unread, and the primary hands each to another worker.
    */
   serveConnections(serve: (socket: Socket) => void): void {
     this.#channel.on("message", (message, handle) => {
       if (!isRlgateMessage<PrimaryMessage>(message) || message.type !== "rlgate:connection") return;
-      if (!(handle instanceof Socket)) return;
+      if (!(handle instanceof Socket)) return; // the handle did not arrive: the primary closes it unconfirmed
+      if (this.#closing) {
+        handle.destroy();
+        this.#channel.send({ type: "rlgate:declined", id: message.id });
+        return;
+      }
       this.#channel.send({ type: "rlgate:took", id: message.id });
       serve(handle);
     });
@@ -93,6 +100,8 @@ export class WorkerLink implements ClusterLink {
   }
 
   close(): void {
+    if (this.#closing) return;
+    this.#closing = true;
     if (this.#channel.connected !== false) this.#channel.send({ type: "rlgate:closing" });
     this.#relay(false);
     this.#channel.off("message", this.#onMessage);
