@@ -3,12 +3,13 @@
 // when the worker confirms it, and a worker killed before it confirms never does: that connection was neither
 // answered nor closed (the harness waited for its own timeout). Here every connection is settled:
 // - a worker holds at most one connection it has not confirmed; the others wait in the primary for the first free
-//   worker (a stalled worker is not given more, and nothing queues inside Node's IPC channel);
+//   worker (nothing queues inside Node's IPC channel);
 // - a worker's confirmation comes before it reads a byte; the primary then closes its copy;
 // - a worker that dies holding an unconfirmed connection: the primary closes its copy (the worker may have read from
 //   it, so no one else can answer) unless the send never reached the worker, and then another worker gets it;
 // - a worker that is closing declines what reaches it: another worker gets it, unread;
-// - no confirmation in time (10 s: the worker could not take the handle): the primary closes its copy;
+// - no confirmation in time (10 s: the handle did not reach the worker, or it is stalled): the connection is ended,
+//   and that worker gets no more until it answers or exits;
 // - no worker free in time (30 s: all are restarting): the connection is closed, so its client can retry.
 import type { Worker } from "node:cluster";
 import { createServer, type Server, type Socket } from "node:net";
@@ -31,6 +32,8 @@ interface Handed {
   socket: Socket;
   /** The IPC write carrying it completed: the worker may hold it and may have read from it. */
   written: boolean;
+  /** Not confirmed in time: its client was told (the connection ended); the worker stays out until it answers. */
+  expired: boolean;
   timer: NodeJS.Timeout;
 }
 
@@ -90,10 +93,11 @@ export class ConnectionHandoff {
     this.#drain();
   }
 
-  /** The worker, closing, declined connection `id` unread: another worker gets it. */
+  /** The worker, closing, declined connection `id` unread: another worker gets it (unless its time ran out). */
   declined(worker: Worker, id: number): void {
     const entry = this.#settle(worker, id);
-    if (entry) this.#hand(entry.socket);
+    if (entry?.expired) entry.socket.destroy();
+    else if (entry) this.#hand(entry.socket);
   }
 
   /** `worker` exited: its unconfirmed connection is closed, or handed on when the send never reached it. */
@@ -103,7 +107,7 @@ export class ConnectionHandoff {
     this.#unconfirmed.delete(worker);
     if (!entry) return;
     clearTimeout(entry.timer);
-    if (entry.written) entry.socket.destroy();
+    if (entry.written || entry.expired) entry.socket.destroy();
     else this.#hand(entry.socket);
   }
 
@@ -156,16 +160,18 @@ export class ConnectionHandoff {
   #send(worker: Worker, socket: Socket): void {
     const id = this.#nextId++;
     const timer = setTimeout(() => {
-      // The worker never confirmed (it could not take the handle, or it is stalled): the client is told by a close.
-      if (!this.#settle(worker, id)) return;
-      socket.destroy();
+      // Not confirmed (the handle did not reach the worker, or the worker is stalled): the connection is ended, which
+      // reaches the client even when the worker holds a copy. The worker, still holding this entry, gets no more
+      // connections until it confirms or declines it, or exits.
+      if (this.#unconfirmed.get(worker) !== entry) return;
+      entry.expired = true;
+      socket.end(() => socket.destroy());
       this.#log(
-        `gateway worker pid ${worker.process.pid} did not confirm a connection in ${this.#confirmMs} ms: closed`,
+        `gateway worker pid ${worker.process.pid} did not confirm a connection in ${this.#confirmMs} ms: the connection is closed, and the worker gets no more until it answers or is restarted`,
       );
-      this.#drain();
     }, this.#confirmMs);
     timer.unref();
-    const entry: Handed = { id, socket, written: false, timer };
+    const entry: Handed = { id, socket, written: false, expired: false, timer };
     this.#unconfirmed.set(worker, entry);
     const message: PrimaryMessage = { type: "rlgate:connection", id };
     // keepOpen: the primary closes its copy itself, once the worker confirms or is gone.
@@ -175,9 +181,16 @@ export class ConnectionHandoff {
         entry.written = true;
         return;
       }
-      // The channel closed before the exit is seen: this worker gets nothing more, another gets the connection.
+      // The channel closed before the exit is seen: this worker gets nothing more, another gets the connection. A
+      // worker still connected after a failed send is stopped gracefully, and the primary starts another.
       this.retire(worker);
       this.#settle(worker, id);
+      if (worker.isConnected()) {
+        this.#log(
+          `handing a connection to gateway worker pid ${worker.process.pid} failed (${error.message}): stopping it`,
+        );
+        worker.process.kill("SIGTERM");
+      }
       this.#hand(socket);
     });
   }
