@@ -1,9 +1,9 @@
 // Starts a capture gateway: store, upstream pool, metrics and the HTTP server, and closes them in order.
 import type { ReasoningField } from "../tokenizer/reasoning-field.ts";
-import type { Server } from "node:http";
-import type { AddressInfo, ListenOptions } from "node:net";
+import type { AddressInfo } from "node:net";
 import { isLoopbackHost } from "../protocol/options.ts";
 import { StartRefusal } from "../util/refusal.ts";
+import { listen } from "../util/listen.ts";
 import { Store, type Durability } from "../store/store.ts";
 import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
@@ -138,19 +138,9 @@ export function refuseOpenHost(host: string, controlToken: string | null | undef
 }
 
 /** The URL a gateway listening on `host`:`port` is reached at (a wildcard host: through loopback). */
-export function gatewayUrl(host: string, port: number): string {
+function gatewayUrl(host: string, port: number): string {
   const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
   return `http://${shownHost}:${port}`;
-}
-
-function listen(server: Server, at: ListenOptions): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(at, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
 }
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {

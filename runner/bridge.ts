@@ -10,6 +10,7 @@ import {
 } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { chmodSync } from "node:fs";
+import { listen } from "../util/listen.ts";
 
 export interface Bridge {
   path: string;
@@ -77,10 +78,7 @@ export async function startBridge(options: {
 
   const server: Server = createServer(handle);
   server.on("clientError", (_e, socket) => socket.destroy());
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.socketPath, () => resolve());
-  });
+  await listen(server, { path: options.socketPath });
   // The sandbox's user is not the runner's: the socket must be connectable by it.
   chmodSync(options.socketPath, 0o777);
   return {

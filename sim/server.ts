@@ -14,6 +14,7 @@ import { SimHttpError, type Reply, type StreamReply } from "./reply.ts";
 import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
 import { PrefixCache, type PrefixCacheFigures } from "./prefix-cache.ts";
+import { listen } from "../util/listen.ts";
 
 export interface SimOptions {
   host?: string;
@@ -333,13 +334,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     if (!paced) res.uncork();
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 8000, options.host ?? "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
+  await listen(server, { port: options.port ?? 8000, host: options.host ?? "127.0.0.1" });
   const address = server.address() as AddressInfo;
   // Listening on every interface: loopback is the address a local client can always reach.
   const reachable = address.address === "0.0.0.0" ? "127.0.0.1" : address.address === "::" ? "::1" : address.address;

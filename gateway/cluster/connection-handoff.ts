@@ -13,6 +13,7 @@
 // - no worker free in time (30 s: all are restarting): the connection is closed, so its client can retry.
 import type { Worker } from "node:cluster";
 import { createServer, type Server, type Socket } from "node:net";
+import { listen } from "../../util/listen.ts";
 import type { PrimaryMessage } from "./messages.ts";
 
 const CONFIRM_MS = 10_000;
@@ -61,15 +62,10 @@ export class ConnectionHandoff {
   }
 
   /** Listens on `host`:`port` (0: a free port); resolves with the port, rejects with the listen error (in use …). */
-  listen(port: number, host: string): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.#server.once("error", reject);
-      this.#server.listen(port, host, () => {
-        this.#server.off("error", reject);
-        this.#server.on("error", (error) => this.#log(`accepting a connection failed: ${error.message}`));
-        resolve((this.#server.address() as { port: number }).port);
-      });
-    });
+  async listen(port: number, host: string): Promise<number> {
+    await listen(this.#server, { port, host });
+    this.#server.on("error", (error) => this.#log(`accepting a connection failed: ${error.message}`));
+    return (this.#server.address() as { port: number }).port;
   }
 
   /** `worker` serves: it takes its turn, and connections that waited go out. */

@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dialAddress } from "../../protocol/index.ts";
 import type { CoreMetrics } from "./metrics.ts";
+import { listen } from "../../util/listen.ts";
 
 export interface MetricsServer {
   url: string;
@@ -26,10 +27,7 @@ export async function startMetricsServer(metrics: CoreMetrics, host: string, por
       res.writeHead(404).end();
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    http.once("error", reject);
-    http.listen(port, host, () => resolve());
-  });
+  await listen(http, { port, host });
   return {
     url: `http://${dialAddress(host, (http.address() as AddressInfo).port)}/metrics`,
     close: () => new Promise<void>((resolve) => http.close(() => resolve())),
