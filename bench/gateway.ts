@@ -17,7 +17,7 @@ import { benchStreamRelay, benchWholeRelay, printStreamRelayRow, printWholeRelay
 import { benchTokensPrompt, printTokensRow } from "./tokens-prompt.ts";
 import { spawnListening } from "./spawn-listening.ts";
 import { processCpuSeconds } from "./process-cpu.ts";
-import { AGENT_BODY } from "./agent-calls.ts";
+import { AGENT_BODY, agentSizedBody } from "./agent-calls.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -70,28 +70,6 @@ function spawnServer(args: string[], what: string): Promise<{ child: ChildProces
 
 /** What rlgate adds to each request it forwards (gateway/upstream/vllm.ts). */
 const CAPTURE_FIELDS = { return_token_ids: true, logprobs: true };
-
-/** An agent's request late in a session: system prompt, 20 tool round trips (~52 kB, ~17k prompt tokens). */
-function agentSizedBody(): typeof AGENT_BODY {
-  const messages: Array<Record<string, unknown>> = [
-    { role: "system", content: "You are a coding agent. ".repeat(150) },
-  ];
-  for (let t = 0; t < 20; t++) {
-    messages.push({ role: "user", content: `Step ${t}: look at file src/module${t}.ts and fix the bug. `.repeat(10) });
-    const call = {
-      id: `call_${t}`,
-      type: "function",
-      function: { name: "shell", arguments: JSON.stringify({ command: `cat src/module${t}.ts` }) },
-    };
-    messages.push({ role: "assistant", content: "", tool_calls: [call] });
-    messages.push({
-      role: "tool",
-      tool_call_id: call.id,
-      content: `export function f${t}(x: number) {\n  return x * ${t} + 1;\n}\n`.repeat(25),
-    });
-  }
-  return { ...AGENT_BODY, messages: messages as typeof AGENT_BODY.messages };
-}
 
 interface Sample {
   ttfb: number;
@@ -259,6 +237,13 @@ async function main(): Promise<void> {
       {
         title: `AGENT-SIZED REQUEST, NON-STREAMED (${(JSON.stringify(agent).length / 1000).toFixed(0)} kB: system prompt + 20 tool round trips)`,
         ...bodies(agent),
+        concurrencies: quick ? [1] : [1, 8],
+        requests: Math.ceil(REQUESTS / 5),
+        warmup: Math.ceil(WARMUP / 5),
+      },
+      {
+        title: "AGENT-SIZED REQUEST, STREAMED (what agent harnesses send late in a session)",
+        ...bodies({ ...agent, stream: true }),
         concurrencies: quick ? [1] : [1, 8],
         requests: Math.ceil(REQUESTS / 5),
         warmup: Math.ceil(WARMUP / 5),

@@ -13,7 +13,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
-import { AGENT_BODY, rolloutChatPath, sendCalls } from "./agent-calls.ts";
+import { AGENT_BODY, agentSizedBody, rolloutChatPath, sendCalls } from "./agent-calls.ts";
 import { processCpuSeconds } from "./process-cpu.ts";
 import { placeOf, samples } from "./perf-samples.ts";
 import { spawnListening } from "./spawn-listening.ts";
@@ -23,6 +23,7 @@ const { values: args } = parseArgs({
   options: {
     target: { type: "string", default: "rlgate" },
     "non-streamed": { type: "boolean" },
+    "agent-sized": { type: "boolean" },
     warmup: { type: "string", default: "6000" },
     calls: { type: "string", default: "3000" },
     freq: { type: "string", default: "2000" },
@@ -32,14 +33,15 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`usage: tsx bench/perf-steps.ts [--target rlgate|proxy] [--non-streamed] [--warmup W] [--calls N] [--freq HZ]
+  console.log(`usage: tsx bench/perf-steps.ts [--target rlgate|proxy] [--non-streamed] [--agent-sized] [--warmup W] [--calls N] [--freq HZ]
 
 Runs the target (rlgate serve --workers 1, or the bare http-proxy forwarder asking for token ids) against the
 simulated vLLM with node --perf-basic-prof-only-functions, sends W warm-up calls (default 6000: V8 optimizes the
 gateway's code for thousands of calls), then samples the process with perf (cpu-clock, HZ a second, call graphs)
 over N calls at concurrency 1 (--script-out FILE keeps perf script's text, for flame graphs). Prints, per place (thread, system call, JavaScript file, library), the share of the
 samples and the µs of CPU a call it stands for. Needs perf (apt-get install linux-perf) and permission to profile
-the process (root, or kernel.perf_event_paranoid ≤ 1).`);
+the process (root, or kernel.perf_event_paranoid ≤ 1). --agent-sized sends bench:gateway's agent-sized request (a 52 kB
+conversation of 20 tool round trips, ~17k prompt tokens) instead of an agent's first turn.`);
   process.exit(0);
 }
 const WARMUP = Number(args.warmup);
@@ -78,7 +80,8 @@ async function main(): Promise<void> {
     children.push(target.child);
     const path = args.target === "rlgate" ? await rolloutChatPath(target.url) : "/v1/chat/completions";
     const fields = args.target === "proxy" ? { return_token_ids: true, logprobs: true } : {};
-    const body = JSON.stringify({ ...AGENT_BODY, stream: STREAM, ...fields });
+    const request = args["agent-sized"] ? agentSizedBody() : AGENT_BODY;
+    const body = JSON.stringify({ ...request, stream: STREAM, ...fields });
     const pool = new Pool(target.url, { connections: 1 });
     const pid = target.child.pid!;
     process.stdout.write(`warming up (${WARMUP} calls)…`);
@@ -111,7 +114,7 @@ async function main(): Promise<void> {
       total++;
     }
     console.log(
-      `\n\n${args.target}, ${STREAM ? "streamed" : "non-streamed"}: ${cpuMsPerCall.toFixed(3)} ms of CPU a call over ${CALLS} calls, ${total} samples; load average ${loadavg()[0]!.toFixed(2)}`,
+      `\n\n${args.target}, ${STREAM ? "streamed" : "non-streamed"}${args["agent-sized"] ? ", agent-sized" : ""}: ${cpuMsPerCall.toFixed(3)} ms of CPU a call over ${CALLS} calls, ${total} samples; load average ${loadavg()[0]!.toFixed(2)}`,
     );
     console.log("place                                                     share     µs a call");
     const rows = [...counts].sort((a, b) => b[1] - a[1]);

@@ -108,6 +108,23 @@ export function matchKey(content: string, calls: readonly RecordedToolCall[]): s
   return [visible.trim(), ...calls.map((c) => `${c.name}\u0001${argumentsKey(c.arguments)}`)].join("\u0000");
 }
 
+/**
+ * Where a turn of call `seq` goes in `list` (ordered by call): after every turn of a call up to it. Turns mostly
+ * arrive in call order, so this is the end; sorting the list on each add cost O(n log n) per call in a rollout whose
+ * model keeps answering the same (thousands of identical turns: ~0.3 ms a call).
+ */
+function insertionIndex(list: readonly RecordedTurn[], seq: number): number {
+  let low = 0;
+  let high = list.length;
+  if (high > 0 && list[high - 1]!.callSeq <= seq) return high;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (list[mid]!.callSeq <= seq) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
 /** One rollout's sampled turns, found by tool-call id or by content. */
 export class RolloutTurns {
   readonly #byId = new Map<string, RecordedTurn>();
@@ -126,10 +143,7 @@ export class RolloutTurns {
     const key = matchKey(turn.content ?? "", turn.calls);
     const list = this.#byKey.get(key);
     if (list === undefined) this.#byKey.set(key, [turn]);
-    else {
-      list.push(turn);
-      list.sort((a, b) => a.callSeq - b.callSeq);
-    }
+    else list.splice(insertionIndex(list, turn.callSeq), 0, turn);
     this.#chars += key.length + (turn.reasoning?.length ?? 0) + (turn.content?.length ?? 0);
   }
 
