@@ -9,6 +9,7 @@ import type { TrajectorySettings } from "./trajectories.ts";
 import type { TrajectoryThread } from "./trajectory-thread.ts";
 import type { Upstream } from "./upstream/client.ts";
 import type { UpstreamFlavor } from "./upstream/flavor.ts";
+import type { RecentIdListsByRollout } from "./upstream/id-list.ts";
 import type { MaxTokensCapSetting } from "./upstream/max-tokens-cap.ts";
 import type { ModelMap } from "./upstream/model-map.ts";
 import type { RoutedExpertsSetting } from "./upstream/routed-experts.ts";
@@ -55,6 +56,8 @@ export interface GatewayContext {
   repair: HistoryRepair | null;
   /** The process's logger (util/log.ts), made by the CLI. */
   log: Logger;
+  /** Each rollout's recent prompt id lists: an answer's prompt ids that continue one are compared, not read. */
+  recentPromptIds: RecentIdListsByRollout;
   /** Set in a worker of `rlgate serve --workers N`: the other workers' UI events and metrics, through the primary. */
   cluster?: ClusterLink;
 }

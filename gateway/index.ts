@@ -26,6 +26,7 @@ import { silentLogger, type Logger } from "../util/log.ts";
 import type { RoutedExpertsSetting } from "./upstream/routed-experts.ts";
 import type { WorkerLink } from "./cluster/worker-link.ts";
 import { RolloutDeadlines } from "./rollout-deadlines.ts";
+import { RecentIdListsByRollout } from "./upstream/id-list.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`), or of several replicas (`A,B` or a list). */
@@ -198,6 +199,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new TokenPrompts({ store }, format ?? qwen3ChatFormat(), { reasoningField: options.reasoningField })
         : null,
     trajectories: new TrajectoryThread(options.dataDir, trajectorySettings, store.writeMap),
+    recentPromptIds: new RecentIdListsByRollout(),
     repair:
       options.repairHistory === false
         ? null

@@ -13,6 +13,7 @@ import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import { sliceRouting } from "../util/routed-experts.ts";
+import { reweigh } from "../util/lru-reweigh.ts";
 import {
   MAX_AGREEMENT_RECORDS,
   MAX_REPLAY_RECORDS,
@@ -546,7 +547,7 @@ export class Store {
     } else if (this.#shared) {
       const records = this.unseenCallRecords(rolloutId, state.seen);
       for (const record of records) add(state, record);
-      if (records.length > 0) cache.set(rolloutId, state); // a cache that weighs its entries weighs it again
+      if (records.length > 0) reweigh(cache, rolloutId, state); // a cache that weighs its entries weighs it again
     }
     return state;
   }

@@ -8,6 +8,7 @@ import { SseParser } from "../gateway/sse-parser.ts";
 import { parseChatResponseScanned, scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
 import type { Json } from "../gateway/upstream/fields.ts";
 import type { ApiCodec, HarnessWants } from "../gateway/upstream/flavor.ts";
+import { RecentIdLists } from "../gateway/upstream/id-list.ts";
 import { vllmFlavor } from "../gateway/upstream/vllm.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 
@@ -46,9 +47,12 @@ function assertReduced(scanned: Json, parsed: Json, text: string): void {
   assert.equal(JSON.stringify(scanned), JSON.stringify(expected), `key order: ${text}`);
 }
 
+/** Prompt id lists the scans compare with (one rollout's): every check reads through them. */
+const RECENT = new RecentIdLists();
+
 /** Checks one text through the vLLM codec's scan for `wants`; returns whether the scan accepted it. */
 function check(text: string, wants: HarnessWants = WANTS[0]!): boolean {
-  const scanned = vllmFlavor.chat.scanChunk!(text, wants);
+  const scanned = vllmFlavor.chat.scanChunk!(text, wants, RECENT);
   if (scanned === null) return false;
   const parsed = parseAccepted(text);
   // The harness's text first: harnessChunk may change the parsed object.
@@ -303,7 +307,7 @@ describe("the sim's streams relayed with and without the scan", () => {
 describe("whole responses: logprob entries scanned, the rest parsed", () => {
   /** Checks one whole response's text; returns whether the scan accepted it. */
   function checkWhole(text: string): boolean {
-    const scanned = parseChatResponseScanned(text);
+    const scanned = parseChatResponseScanned(text, RECENT);
     if (scanned === null) return false;
     assertReduced(scanned, parseAccepted(text), text);
     return true;

@@ -19,6 +19,7 @@ import { SseParser, type SseEvent } from "../sse-parser.ts";
 import { forwardedPayload } from "./forwarded-payload.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { ApiCodec } from "../upstream/flavor.ts";
+import type { RecentIdLists } from "../upstream/id-list.ts";
 import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
 import { vocabularySize } from "../upstream/vocabulary.ts";
 
@@ -113,6 +114,8 @@ export class Exchange {
   readonly upstream: UpstreamAnswer;
   /** How the chat answer this exchange reads carries token ids (translated surfaces read it). */
   readonly chatCodec: ApiCodec;
+  /** The rollout's recent prompt id lists, which the answer's prompt ids are compared with (null: no rollout). */
+  readonly promptIds: RecentIdLists | null;
   readonly #gone: () => boolean;
 
   constructor(
@@ -121,8 +124,10 @@ export class Exchange {
     recorder: CallRecorder,
     upstream: UpstreamAnswer,
     gone: () => boolean,
+    promptIds: RecentIdLists | null,
     chatCodec: ApiCodec = ctx.flavor.chat,
   ) {
+    this.promptIds = promptIds;
     this.ctx = ctx;
     this.res = res;
     this.recorder = recorder;
@@ -322,7 +327,8 @@ export async function openExchange(
   recorder.beginWork();
   recorder.markFirstByte();
   const answer = spec.translateAnswer ? spec.translateAnswer(upstream, recorder) : upstream;
-  return new Exchange(ctx, res, recorder, answer, () => harnessGone, spec.chatCodec);
+  const promptIds = ctx.recentPromptIds.of(attribution.rolloutId);
+  return new Exchange(ctx, res, recorder, answer, () => harnessGone, promptIds, spec.chatCodec);
 }
 
 /** With `serve --routed-experts`: what the call asked of the upstream (and a vLLM stream re-emitted, counted). */

@@ -6,6 +6,7 @@ import type { ApiCodec, HarnessWants, StreamAssembler } from "../upstream/flavor
 import { wantsEverything } from "../upstream/flavor.ts";
 import { parseJsonObject, streamErrorMessage } from "./exchange.ts";
 import { WriteBatch } from "./write-batch.ts";
+import type { RecentIdLists } from "../upstream/id-list.ts";
 
 const DONE = "[DONE]";
 /** `[DONE]` with room for whitespace around it: longer data is a chunk, and is not trimmed to be compared. */
@@ -23,11 +24,16 @@ export class NativeStreamEvents {
   readonly #wants: HarnessWants;
   readonly #stripNeeded: boolean;
   readonly #onToken: () => void;
+  readonly #recent: RecentIdLists | null;
   readonly #out = new WriteBatch();
 
-  /** `onToken` hears each event that carried sampled tokens or text. */
-  constructor(codec: ApiCodec, wants: HarnessWants, onToken: () => void) {
+  /**
+   * `onToken` hears each event that carried sampled tokens or text; `recent`: the rollout's recent prompt id lists
+   * (a prompt that continues one is compared, not read).
+   */
+  constructor(codec: ApiCodec, wants: HarnessWants, onToken: () => void, recent: RecentIdLists | null = null) {
     this.#codec = codec;
+    this.#recent = recent;
     this.#wants = wants;
     this.#stripNeeded = !wantsEverything(wants);
     this.#onToken = onToken;
@@ -69,7 +75,7 @@ export class NativeStreamEvents {
         this.held = event.raw;
         continue;
       }
-      const scanned = this.#codec.scanChunk?.(data, this.#wants) ?? null;
+      const scanned = this.#codec.scanChunk?.(data, this.#wants, this.#recent) ?? null;
       const parsed = scanned !== null ? scanned.chunk : parseJsonObject(data);
       if (parsed === null) {
         this.malformed ??= `upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`;

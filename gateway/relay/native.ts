@@ -69,7 +69,8 @@ export async function relayNative(
   const reemitted = ok && harnessRequest["stream"] === true && !prepared.upstreamStream && codec.reemit;
   const text = raw.toString("utf8");
   // Branching's top entries are read from the parsed entries: the scan, which keeps only logprobs, is not used then.
-  const scanned = ok && !reemitted && !topEntriesAsked(ex.res) ? codec.parseWhole?.(text, prepared.wants) : null;
+  const scanned =
+    ok && !reemitted && !topEntriesAsked(ex.res) ? codec.parseWhole?.(text, prepared.wants, ex.promptIds) : null;
   const parsed = scanned ?? parseJsonObject(text);
   if (reemitted && parsed) {
     return relayReemitted(ex, codec, prepared.wants, parsed, codec.reemit!(parsed, harnessRequest));
@@ -119,7 +120,7 @@ async function relayWhole(
 async function relayStream(ex: Exchange, codec: ApiCodec, wants: HarnessWants): Promise<void> {
   const { recorder, res } = ex;
   const read = topEntriesAsked(ex.res) ? { ...wants, topEntries: true } : wants;
-  const stream = new NativeStreamEvents(codec, read, () => recorder.markFirstToken());
+  const stream = new NativeStreamEvents(codec, read, () => recorder.markFirstToken(), ex.promptIds);
   const { assembler } = stream;
 
   res.writeHead(200, ex.headers(harnessResponseHeaders(ex.upstream.headers)));

@@ -5,6 +5,7 @@
 // harness never sees a difference; the call record says what was repaired (`repairs`).
 import { renderedReasoning, setReasoning, type ReasoningField } from "../../tokenizer/reasoning-field.ts";
 import { LRUCache } from "lru-cache";
+import { reweigh } from "../../util/lru-reweigh.ts";
 import type { CallRecord, HistoryRepair as Repair } from "../../store/records.ts";
 import type { Store } from "../../store/store.ts";
 import type { ChatFamily } from "../../tokenizer/families.ts";
@@ -66,7 +67,7 @@ export class HistoryRepair {
     const turns = this.#rollouts.get(record.rolloutId);
     if (turns === undefined) return; // read from the store, completely, when a request first needs them
     this.#add(turns, record);
-    this.#rollouts.set(record.rolloutId, turns); // its size changed
+    reweigh(this.#rollouts, record.rolloutId, turns); // its size changed
   }
 
   /** The chat request to forward, with the rollout's earlier sampled turns put back. */

@@ -9,6 +9,7 @@
 // Having found where each token field's value lies, it also gives the harness's text (those values spliced to null),
 // which spares the second scan `nullValues` would make.
 import type { Json } from "./fields.ts";
+import { readIdList, type RecentIdLists } from "./id-list.ts";
 
 /** A JSON string token: no raw control characters, only the escapes JSON allows. */
 const PLAIN = String.raw`[^"\\\u0000-\u001f]*`;
@@ -47,7 +48,6 @@ const CHOICE_END = new RegExp(
   String.raw`,"finish_reason":(null|${STR})(?:,"stop_reason":(null|${INT}|${STR}))?(?:,"token_ids":(${INTS}))?\}`,
   "y",
 );
-const TAIL = new RegExp(String.raw`\](?:,"prompt_token_ids":(null|${INTS}))?(,"usage":null)?\}`, "y");
 
 function stringValue(token: string): string {
   return token.indexOf("\\") < 0 ? token.slice(1, -1) : (JSON.parse(token) as string);
@@ -184,12 +184,17 @@ export interface ScannedChunk {
 }
 
 const PROMPT_KEY = ',"prompt_token_ids":';
+const USAGE_NULL = ',"usage":null';
 
 /**
  * `text` (one streamed chat chunk) read for capture, or null when it is not in the layout this scan knows: then the
  * caller parses it.
  */
-export function scanChatChunk(text: string, nulls: ScanNulls): ScannedChunk | null {
+export function scanChatChunk(
+  text: string,
+  nulls: ScanNulls,
+  recent: RecentIdLists | null = null,
+): ScannedChunk | null {
   const head = match(HEAD, text, 0);
   if (head === null) return null;
   const choices: Json[] = [];
@@ -205,8 +210,7 @@ export function scanChatChunk(text: string, nulls: ScanNulls): ScannedChunk | nu
       i++;
     }
   }
-  const tail = match(TAIL, text, i);
-  if (tail === null || TAIL.lastIndex !== text.length) return null;
+  if (text.charCodeAt(i++) !== 0x5d) return null;
   const chunk: Json = {
     id: stringValue(head[1]!),
     object: "chat.completion.chunk",
@@ -214,12 +218,24 @@ export function scanChatChunk(text: string, nulls: ScanNulls): ScannedChunk | nu
     model: stringValue(head[3]!),
     choices,
   };
-  if (tail[1] !== undefined) {
-    chunk["prompt_token_ids"] = tail[1] === "null" ? null : intsValue(tail[1]);
-    const start = i + 1 + PROMPT_KEY.length;
-    if (nulls.promptTokenIds) cuts.push(start, start + tail[1].length);
+  if (text.startsWith(PROMPT_KEY, i)) {
+    const start = i + PROMPT_KEY.length;
+    if (text.startsWith("null", start)) {
+      chunk["prompt_token_ids"] = null;
+      i = start + 4;
+    } else {
+      const list = readIdList(text, start, recent);
+      if (list === null) return null;
+      chunk["prompt_token_ids"] = list.ids;
+      i = list.end;
+    }
+    if (nulls.promptTokenIds) cuts.push(start, i);
   }
-  if (tail[2] !== undefined) chunk["usage"] = null;
+  if (text.startsWith(USAGE_NULL, i)) {
+    chunk["usage"] = null;
+    i += USAGE_NULL.length;
+  }
+  if (i !== text.length - 1 || text.charCodeAt(i) !== 0x7d) return null;
   return { chunk, harnessText: spliced(text, cuts) };
 }
 
@@ -244,7 +260,7 @@ const LOGPROBS_KEY = '"logprobs":';
  * `{logprob}` per entry. Null — parse the text — when an entry has another layout (top alternatives included), a
  * `logprobs` key holds anything else, or the cuts are not exactly one per choice.
  */
-export function parseChatResponseScanned(text: string): Json | null {
+export function parseChatResponseScanned(text: string, recent: RecentIdLists | null = null): Json | null {
   const cuts: Cuts = [];
   const contents: Json[] = [];
   for (let at = text.indexOf(LOGPROBS_KEY); at >= 0; at = text.indexOf(LOGPROBS_KEY, at)) {
@@ -257,6 +273,7 @@ export function parseChatResponseScanned(text: string): Json | null {
     at = scanned.end;
   }
   if (contents.length === 0) return null;
+  const prompt = promptIdsCut(text, cuts, recent);
   let parsed: unknown;
   try {
     parsed = JSON.parse(spliced(text, cuts));
@@ -275,5 +292,23 @@ export function parseChatResponseScanned(text: string): Json | null {
     if (Array.isArray(ids) && ids.length !== (contents[k]!["content"] as Json[]).length) return null;
     choice["logprobs"] = contents[k]!;
   }
+  if (prompt !== null) {
+    if ((parsed as Json)["prompt_token_ids"] !== null) return null;
+    (parsed as Json)["prompt_token_ids"] = prompt;
+  }
   return parsed as Json;
+}
+
+/**
+ * The prompt's ids (most of an agent's answer), read by `readIdList` and cut from the text when their key comes once,
+ * after the other cuts (vLLM's layout: after the choices); null — JSON.parse reads them — otherwise.
+ */
+function promptIdsCut(text: string, cuts: Cuts, recent: RecentIdLists | null): number[] | null {
+  const key = text.indexOf(PROMPT_KEY);
+  if (key < (cuts.at(-1) ?? 0) || text.indexOf(PROMPT_KEY, key + 1) >= 0) return null;
+  const start = key + PROMPT_KEY.length;
+  const list = readIdList(text, start, recent);
+  if (list === null) return null;
+  cuts.push(start, list.end);
+  return list.ids;
 }

@@ -3,6 +3,7 @@
 // ids and logprobs, where to read them back, and how to give the harness the response it would have had directly.
 import type { ChoiceCapture } from "../../store/records.ts";
 import type { Json } from "./fields.ts";
+import type { RecentIdLists } from "./id-list.ts";
 import type { RoutedPayload, RoutingAsk } from "./routed-experts.ts";
 import { sglangFlavor } from "./sglang.ts";
 import { vllmFlavor } from "./vllm.ts";
@@ -77,12 +78,16 @@ export interface ApiCodec {
    * neither capture nor `harnessChunk` reads given `wants`, `harnessText` is what `harnessChunk` gives. Any text the
    * scan does not know exactly is declined.
    */
-  scanChunk?(data: string, wants: HarnessWants): { chunk: Json; harnessText: string | null } | null;
+  scanChunk?(
+    data: string,
+    wants: HarnessWants,
+    recent?: RecentIdLists | null,
+  ): { chunk: Json; harnessText: string | null } | null;
   /**
    * A whole 200 response's text parsed for capture faster than JSON.parse, or null to parse it: it equals the parsed
    * response but for what neither capture nor `stripWhole` reads given `wants`.
    */
-  parseWhole?(text: string, wants: HarnessWants): Json | null;
+  parseWhole?(text: string, wants: HarnessWants, recent?: RecentIdLists | null): Json | null;
   /** The chunks a stream of this whole response holds (used when the upstream was asked not to stream). */
   reemit?(response: Json, harnessRequest: Json): Json[];
 }

@@ -122,14 +122,15 @@ const chat: ApiCodec = {
     return harnessChunk(data, chunk, wants);
   },
   // Logprob entries are read by a scan only when the harness does not get them: they reach it as null.
-  parseWhole(text, wants) {
-    return wants.logprobs || wants.topEntries ? null : parseChatResponseScanned(text);
+  parseWhole(text, wants, recent) {
+    return wants.logprobs || wants.topEntries ? null : parseChatResponseScanned(text, recent);
   },
   // The scan keeps only each logprob entry's number: the entries reach the harness and the record only when asked for.
-  scanChunk(data, wants) {
+  scanChunk(data, wants, recent) {
     if (wants.logprobs || wants.topEntries || (wants.routedExperts === false && data.includes('"routed_experts"')))
       return null;
-    const scanned = scanChatChunk(data, { tokenIds: !wants.tokenIds, promptTokenIds: !wants.promptTokenIds });
+    const nulls = { tokenIds: !wants.tokenIds, promptTokenIds: !wants.promptTokenIds };
+    const scanned = scanChatChunk(data, nulls, recent);
     if (scanned === null || wants.tokenIds || !isTokenOnlyChunk(scanned.chunk)) return scanned;
     return { chunk: scanned.chunk, harnessText: null };
   },
