@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { NativeStreamEvents } from "../gateway/relay/native-events.ts";
 import { SseParser } from "../gateway/sse-parser.ts";
-import { parseChatResponseScanned, scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
+import { parseChatResponseScanned, parseReadingPromptIds, scanChatChunk } from "../gateway/upstream/chat-chunk-scan.ts";
 import type { Json } from "../gateway/upstream/fields.ts";
 import type { ApiCodec, HarnessWants } from "../gateway/upstream/flavor.ts";
 import { RecentIdLists } from "../gateway/upstream/id-list.ts";
@@ -196,6 +196,34 @@ test("mutated chunks: never a result JSON.parse would not give", () => {
   assert.ok(refusedMutations(19, 30_000, chunk, (text, i) => check(text, WANTS[i % WANTS.length])) > 0);
 });
 
+/** parseReadingPromptIds gives what JSON.parse gives (key order included), or throws where it throws. */
+function assertParsedAlike(text: string): void {
+  let expected: unknown;
+  try {
+    expected = JSON.parse(text);
+  } catch {
+    assert.throws(() => parseReadingPromptIds(text, RECENT), text);
+    return;
+  }
+  const read = parseReadingPromptIds(text, RECENT);
+  assert.deepStrictEqual(read, expected, text);
+  assert.equal(JSON.stringify(read), JSON.stringify(expected), `key order: ${text}`);
+}
+
+test("chunks parsed whole with their prompt ids read apart: as JSON.parse, generated and mutated", () => {
+  const rand = rng(31);
+  for (let i = 0; i < 10_000; i++) {
+    let text = chunk(rand);
+    assertParsedAlike(text);
+    for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
+    assertParsedAlike(text);
+  }
+  // The key inside a choice as well as at the top: each keeps its own value.
+  assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}],"prompt_token_ids":[3,4]}');
+  assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}]}');
+  assertParsedAlike('{"a":1,"prompt_token_ids":[3,4],"b":{"prompt_token_ids":null}}');
+});
+
 test("a reasoning delta is read under either name, as JSON.parse reads it", () => {
   const text = (key: string) =>
     `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"${key}":"hm"},"logprobs":null,"finish_reason":null,"token_ids":[7]}]}`;
@@ -345,6 +373,16 @@ describe("whole responses: logprob entries scanned, the rest parsed", () => {
     for (let i = 0; i < 10_000; i++) if (checkWhole(whole(rand))) accepted++;
     // Declined: no choices, a message with a key named logprobs, top alternatives, ids and entries of other counts.
     assert.ok(accepted > 2_000, `accepted ${accepted}`);
+  });
+
+  test("responses parsed whole with their prompt ids read apart: as JSON.parse, generated and mutated", () => {
+    const rand = rng(32);
+    for (let i = 0; i < 5_000; i++) {
+      let text = whole(rand);
+      assertParsedAlike(text);
+      for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
+      assertParsedAlike(text);
+    }
   });
 
   test("mutated responses: never a result JSON.parse would not give", () => {

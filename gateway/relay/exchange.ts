@@ -20,6 +20,7 @@ import { forwardedPayload } from "./forwarded-payload.ts";
 import type { Json } from "../upstream/fields.ts";
 import type { ApiCodec } from "../upstream/flavor.ts";
 import type { RecentIdLists } from "../upstream/id-list.ts";
+import { parseReadingPromptIds } from "../upstream/chat-chunk-scan.ts";
 import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
 import { vocabularySize } from "../upstream/vocabulary.ts";
 
@@ -354,9 +355,10 @@ function tokenLimits(ctx: GatewayContext, forwarded: Json): TokenLimits {
 }
 
 /** A JSON object from bytes, or null when they are not one. */
-export function parseJsonObject(raw: Buffer | string): Json | null {
+export function parseJsonObject(raw: Buffer | string, promptIds: RecentIdLists | null = null): Json | null {
   try {
-    const value: unknown = JSON.parse(typeof raw === "string" ? raw : raw.toString("utf8"));
+    const text = typeof raw === "string" ? raw : raw.toString("utf8");
+    const value: unknown = promptIds === null ? JSON.parse(text) : parseReadingPromptIds(text, promptIds);
     return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
   } catch {
     return null;

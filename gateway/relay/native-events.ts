@@ -76,7 +76,7 @@ export class NativeStreamEvents {
         continue;
       }
       const scanned = this.#codec.scanChunk?.(data, this.#wants, this.#recent) ?? null;
-      const parsed = scanned !== null ? scanned.chunk : parseJsonObject(data);
+      const parsed = scanned !== null ? scanned.chunk : parseJsonObject(data, this.#recent);
       if (parsed === null) {
         this.malformed ??= `upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`;
         out.add(event.raw);

@@ -71,7 +71,7 @@ export async function relayNative(
   // Branching's top entries are read from the parsed entries: the scan, which keeps only logprobs, is not used then.
   const scanned =
     ok && !reemitted && !topEntriesAsked(ex.res) ? codec.parseWhole?.(text, prepared.wants, ex.promptIds) : null;
-  const parsed = scanned ?? parseJsonObject(text);
+  const parsed = scanned ?? parseJsonObject(text, ex.promptIds);
   if (reemitted && parsed) {
     return relayReemitted(ex, codec, prepared.wants, parsed, codec.reemit!(parsed, harnessRequest));
   }

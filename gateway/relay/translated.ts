@@ -46,7 +46,7 @@ export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Prom
   if (ex.isEventStream) return relayStream(ex, spec);
   const raw = await ex.readBody();
   if (raw === null) return;
-  const parsed = parseJsonObject(raw);
+  const parsed = parseJsonObject(raw, ex.promptIds);
   const { recorder, res, upstream } = ex;
   if (upstream.statusCode !== 200 || parsed === null) {
     recorder.endWork();
@@ -117,7 +117,7 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
     for (const event of events) {
       if (event.data === null) continue;
       if (event.data.trim() === "[DONE]") continue;
-      const parsed = parseJsonObject(event.data);
+      const parsed = parseJsonObject(event.data, ex.promptIds);
       if (parsed === null) {
         malformed ??= `upstream sent an event that is not a JSON object: ${event.data.slice(0, 200)}`;
         continue;

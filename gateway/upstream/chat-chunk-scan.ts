@@ -312,3 +312,18 @@ function promptIdsCut(text: string, cuts: Cuts, recent: RecentIdLists | null): n
   cuts.push(start, list.end);
   return list.ids;
 }
+
+/**
+ * JSON.parse(text) of a chat chunk or response that the scans decline (the harness asked for logprobs, a translated
+ * surface reads the chunk whole), its prompt ids still read by `readIdList`; throws where JSON.parse throws.
+ */
+export function parseReadingPromptIds(text: string, recent: RecentIdLists | null): unknown {
+  const cuts: Cuts = [];
+  const prompt = promptIdsCut(text, cuts, recent);
+  if (prompt === null) return JSON.parse(text);
+  const parsed: unknown = JSON.parse(spliced(text, cuts));
+  if (typeof parsed !== "object" || parsed === null || (parsed as Json)["prompt_token_ids"] !== null)
+    return JSON.parse(text); // the key was not the response's own: read the text as sent
+  (parsed as Json)["prompt_token_ids"] = prompt;
+  return parsed;
+}

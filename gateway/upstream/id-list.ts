@@ -116,6 +116,7 @@ function readIds(bytes: Buffer, from: number, head: readonly number[]): number[]
   const last = bytes.length - 1;
   let n = 0;
   let i = from;
+  let largest = 0;
   if (i === last && bytes[i] === CLOSE && bytes[i - 1] === OPEN) return [];
   for (;;) {
     const start = i;
@@ -134,13 +135,17 @@ function readIds(bytes: Buffer, from: number, head: readonly number[]): number[]
       scratch = grown;
     }
     scratch[n++] = value;
+    if (value > largest) largest = value;
     if (c === COMMA) i++;
     else if (c === CLOSE && i === last) break;
     else return null;
   }
   const out = new Array<number>(head.length + n);
   for (let k = 0; k < head.length; k++) out[k] = head[k]!;
-  for (let k = 0; k < n; k++) out[head.length + k] = scratch[k]!;
+  // Ids that fit an int32 go in as small integers (`| 0`): copied as doubles, the array would hold doubles, which every
+  // later reader of the ids pays for (~0.2 ms a call over 17k ids).
+  if (largest <= 0x7fffffff) for (let k = 0; k < n; k++) out[head.length + k] = scratch[k]! | 0;
+  else for (let k = 0; k < n; k++) out[head.length + k] = scratch[k]!;
   return out;
 }
 
