@@ -4,6 +4,7 @@ import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import type { PromptRef } from "./call-tokens.ts";
 import { jsonFromBytes, RawJson, spliceBytes, SplicedJson, type CallRecord, type ChoiceCapture } from "./records.ts";
 import { expandStream, foldChunks, streamChunks, type StreamObject } from "./stream-response.ts";
+import { BodyReader, type StoredBody } from "./request-bodies.ts";
 import { packFloat32, packInt32, storedRouting, toNumbers, unpackFloat32, unpackInt32 } from "./token-codec.ts";
 
 export interface StoredChoice extends Omit<ChoiceCapture, "tokenIds" | "logprobs" | "entropies"> {
@@ -21,7 +22,8 @@ export interface StoredCall extends Omit<
   promptTail: Uint8Array | null;
   choices: StoredChoice[];
   // Bodies are stored as JSON bytes: as they travelled when rlgate holds them as bytes, encoded once otherwise.
-  requestReceived: Uint8Array;
+  /** The received body's bytes, or the start of an earlier call's and its own rest (request-bodies.ts). */
+  requestReceived: StoredBody;
   /** The forwarded body's bytes, or — when it is the received body with fields spliced in — where and what. */
   requestForwarded: Uint8Array | StoredSplice;
   /** JSON bytes (a StoredStream only in records read from stores that kept streams as their events). */
@@ -87,10 +89,15 @@ function storedChoice(choice: ChoiceCapture): StoredChoice {
   return stored as unknown as StoredChoice;
 }
 
-export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall {
+/** `storeBody`: how the received body's bytes are stored (whole, or against an earlier call's: request-bodies.ts). */
+export function encodeCall(
+  call: CallRecord,
+  ref: PromptRef | null,
+  storeBody: (bytes: Uint8Array) => StoredBody = (bytes) => bytes,
+): StoredCall {
   const promptTokenIds = call.promptTokenIds;
   const stored = fieldsBut(call, "promptTokenIds");
-  stored["requestReceived"] = jsonBytes(call.requestReceived);
+  stored["requestReceived"] = storeBody(jsonBytes(call.requestReceived));
   stored["requestForwarded"] = forwardedAsStored(call);
   stored["response"] = jsonBytes(call.response);
   stored["promptRef"] = ref;
@@ -101,28 +108,31 @@ export function encodeCall(call: CallRecord, ref: PromptRef | null): StoredCall 
   return stored as unknown as StoredCall;
 }
 
-function forwardedBytes(stored: StoredCall): Uint8Array {
+function forwardedBytes(stored: StoredCall, received: Uint8Array): Uint8Array {
   const forwarded = stored.requestForwarded;
   if (forwarded instanceof Uint8Array) return forwarded;
-  return spliceBytes(stored.requestReceived, forwarded.at, forwarded.insert);
+  return spliceBytes(received, forwarded.at, forwarded.insert);
 }
 
 /** Decodes stored calls of one rollout; `lookup` reads another stored call of it (for prompt references). */
 export class CallDecoder {
   readonly #tokens: CallTokensDecoder;
+  readonly #bodies: BodyReader;
 
   /** `tokens`: a decoder that already holds calls of this rollout (their prompts are not decoded again). */
   constructor(lookup: (seq: number) => StoredCall | undefined, tokens = new CallTokensDecoder(lookup)) {
     this.#tokens = tokens;
+    this.#bodies = new BodyReader((seq) => lookup(seq)?.requestReceived);
   }
 
   decode(stored: StoredCall): CallRecord {
     const { promptRef: _ref, promptTail: _tail, ...rest } = stored;
     const prompt = this.#tokens.prompt(stored);
+    const received = this.#bodies.bytes(stored.seq, stored.requestReceived);
     return {
       ...rest,
-      requestReceived: jsonFromBytes(stored.requestReceived),
-      requestForwarded: jsonFromBytes(forwardedBytes(stored)),
+      requestReceived: jsonFromBytes(received),
+      requestForwarded: jsonFromBytes(forwardedBytes(stored, received)),
       response: storedResponse(stored.response),
       promptTokenIds: prompt ? toNumbers(prompt) : null,
       choices: stored.choices.map(({ entropies, ...c }) => ({

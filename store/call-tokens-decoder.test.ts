@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { fromCallRecord, reconstructionToJson, reconstructRollout, type CallTokens } from "../trajectory/index.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
-import { testCallRecord } from "./test-support.ts";
+import { testCallRecord, testRolloutRecord } from "./test-support.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function rng(seed: number): () => number {
@@ -20,18 +20,7 @@ function rng(seed: number): () => number {
 }
 
 function rollout(id: string): RolloutRecord {
-  return {
-    id,
-    key: `key-${id}`,
-    group: null,
-    task: null,
-    harness: null,
-    metadata: {},
-    status: "open",
-    reward: null,
-    createdAt: 1,
-    finishedAt: null,
-  };
+  return testRolloutRecord({ id, key: `key-${id}` });
 }
 
 /**

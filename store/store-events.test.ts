@@ -4,22 +4,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import type { CallRecord, RolloutRecord } from "./records.ts";
+import type { CallRecord } from "./records.ts";
 import { Store } from "./store.ts";
-import { testCallRecord } from "./test-support.ts";
+import { testCallRecord, testRolloutRecord } from "./test-support.ts";
 
-const rollout: RolloutRecord = {
-  id: "r1",
-  key: "rlk_1",
-  group: "g",
-  task: null,
-  harness: null,
-  metadata: {},
-  status: "open",
-  reward: null,
-  createdAt: 1,
-  finishedAt: null,
-};
+const rollout = testRolloutRecord({ id: "r1", key: "rlk_1", group: "g" });
 
 test("rollouts and calls are announced once committed; a failing listener fails no write", async () => {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-store-events-"));

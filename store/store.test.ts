@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
-import { testCallRecord } from "./test-support.ts";
+import { testCallRecord, testRolloutRecord } from "./test-support.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function call(store: Store, rolloutId: string | null, prompt: number[]): CallRecord {
@@ -76,18 +76,7 @@ test("closing commits the calls still pending and then refuses new ones with a c
 
 test("rollout records are served from memory after a committed write, frozen", () =>
   withStore(async (store) => {
-    const rollout: RolloutRecord = {
-      id: "r1",
-      key: "rlk_x",
-      group: null,
-      task: null,
-      harness: null,
-      metadata: {},
-      status: "open",
-      reward: null,
-      createdAt: 1,
-      finishedAt: null,
-    };
+    const rollout = testRolloutRecord({ id: "r1", key: "rlk_x" });
     await store.putRollout(rollout);
     const got = store.getRollout("r1")!;
     assert.ok(Object.isFrozen(got));

@@ -9,6 +9,7 @@ import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { CallTokens, PromptRefIndex, SeenCalls } from "./call-tokens.ts";
 import { CallDecoder, encodeCall, storedResponse, type StoredCall } from "./call-codec.ts";
+import { RequestBases } from "./request-bodies.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
@@ -130,6 +131,8 @@ export class Store {
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
   #lastFinishCursor = 0;
   readonly #durability: Durability;
+  /** Each rollout's recent request bodies, which a new call's body is stored against (request-bodies.ts). */
+  readonly #requestBases = new RequestBases();
   readonly #prompts: PromptRefIndex | null;
   readonly #committer: CallCommitter;
   // Every captured call looks its rollout up (attribution, prompt references): decoded records are kept here, frozen,
@@ -195,7 +198,10 @@ export class Store {
       this.#root,
       this.#calls,
       (rolloutIds) => {
-        for (const id of rolloutIds) this.#prompts?.forget(id);
+        for (const id of rolloutIds) {
+          this.#prompts?.forget(id);
+          this.#requestBases.forget(id);
+        }
       },
       this.#shared ? this.#callLog : null,
     );
@@ -609,7 +615,13 @@ export class Store {
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
   putCall(call: CallRecord): Promise<void> {
     const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
-    const stored = encodeCall(call, this.#promptRef(call));
+    const rolloutKey = key[0];
+    // Bodies refer to earlier calls only where a failed commit tells the store (group commit), and a rollout has them.
+    const storeBody =
+      this.#durability === "commit" && call.rolloutId !== null
+        ? (bytes: Uint8Array) => this.#requestBases.store(rolloutKey, call.seq, bytes)
+        : undefined;
+    const stored = encodeCall(call, this.#promptRef(call), storeBody);
     const write =
       this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
     return this.#announce("call", call, write);

@@ -1,6 +1,6 @@
 // A call record for tests that write or reconstruct calls without a gateway: an ok, unattributed, non-streamed chat
 // call with empty bodies and trusted ids; each test states what it needs to differ.
-import type { CallRecord } from "./records.ts";
+import type { CallRecord, RolloutRecord } from "./records.ts";
 
 export function testCallRecord(
   fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>,
@@ -20,6 +20,22 @@ export function testCallRecord(
     tokenSource: "upstream",
     tokenIssue: null,
     timings: { start: 0, upstreamStart: 0, firstByte: 0, firstToken: null, end: 0, overheadMs: 0 },
+    ...fields,
+  };
+}
+
+/** An open rollout record for tests; each test states what it needs to differ. */
+export function testRolloutRecord(fields: Pick<RolloutRecord, "id"> & Partial<RolloutRecord>): RolloutRecord {
+  return {
+    key: `rlk_${fields.id}`,
+    group: null,
+    task: null,
+    harness: null,
+    metadata: {},
+    status: "open",
+    reward: null,
+    createdAt: 1,
+    finishedAt: null,
     ...fields,
   };
 }

@@ -6,7 +6,7 @@ import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
 import type { CallRecord } from "../../store/records.ts";
 import { Store } from "../../store/store.ts";
-import { testCallRecord } from "../../store/test-support.ts";
+import { testCallRecord, testRolloutRecord } from "../../store/test-support.ts";
 import { tempDir } from "../../test/helpers.ts";
 import type { Json } from "../upstream/fields.ts";
 import { HistoryRepair } from "./index.ts";
@@ -38,18 +38,7 @@ const read = (id: string, path: string) => ({
 });
 
 async function putAll(store: Store, calls: CallRecord[]): Promise<void> {
-  await store.putRollout({
-    id: "r",
-    key: "k",
-    group: null,
-    task: null,
-    harness: null,
-    metadata: {},
-    status: "open",
-    reward: null,
-    createdAt: 0,
-    finishedAt: null,
-  });
+  await store.putRollout(testRolloutRecord({ id: "r", key: "k", createdAt: 0 }));
   for (const call of calls) await store.putCall(call);
 }
 
