@@ -89,15 +89,20 @@ function storedChoice(choice: ChoiceCapture): StoredChoice {
   return stored as unknown as StoredChoice;
 }
 
-/** `storeBody`: how the received body's bytes are stored (whole, or against an earlier call's: request-bodies.ts). */
+/** The received body's bytes, as they are stored when not against an earlier call's. */
+export function receivedBytes(call: CallRecord): Uint8Array {
+  return jsonBytes(call.requestReceived);
+}
+
+/** `received`: how the received body is stored (its bytes, or against an earlier call's: request-bodies.ts). */
 export function encodeCall(
   call: CallRecord,
   ref: PromptRef | null,
-  storeBody: (bytes: Uint8Array) => StoredBody = (bytes) => bytes,
+  received: StoredBody = receivedBytes(call),
 ): StoredCall {
   const promptTokenIds = call.promptTokenIds;
   const stored = fieldsBut(call, "promptTokenIds");
-  stored["requestReceived"] = storeBody(jsonBytes(call.requestReceived));
+  stored["requestReceived"] = received;
   stored["requestForwarded"] = forwardedAsStored(call);
   stored["response"] = jsonBytes(call.response);
   stored["promptRef"] = ref;

@@ -59,7 +59,8 @@ describe("request bodies against earlier ones", () => {
     let whole = 0;
     let storedBytes = 0;
     bodies.forEach(({ bytes }, seq) => {
-      const body = bases.store("r", seq, bytes);
+      const { stored: body, remember } = bases.plan("r", seq, bytes);
+      remember();
       stored.set(seq, body);
       if (body instanceof Uint8Array) whole++;
       else assert.ok(body.depth <= MAX_BODY_DEPTH);
@@ -81,14 +82,21 @@ describe("request bodies against earlier ones", () => {
   test("a body that refers to a call not stored is an error, not other bytes", () => {
     const bases = new RequestBases();
     const first = Buffer.from(`{"messages":"${"a".repeat(2000)}"}`);
-    bases.store("r", 1, first);
-    const second = bases.store("r", 2, Buffer.from(`{"messages":"${"a".repeat(2000)}b"}`));
+    bases.plan("r", 1, first).remember();
+    const second = bases.plan("r", 2, Buffer.from(`{"messages":"${"a".repeat(2000)}b"}`)).stored;
     assert.ok(!(second instanceof Uint8Array));
     assert.throws(() => new BodyReader(() => undefined).bytes(2, second), /refers to call 1, which is not stored/);
     const short = new BodyReader(() => first.subarray(0, 100));
     assert.throws(() => short.bytes(2, second), /shorter than referred to/);
     bases.forget("r");
-    assert.ok(bases.store("r", 3, first) instanceof Uint8Array, "after a failed commit: stored whole");
+    const third = bases.plan("r", 3, first);
+    assert.ok(third.stored instanceof Uint8Array, "after a failed commit: stored whole");
+    third.remember();
+    const again = bases.plan("r", 3, first).stored;
+    assert.ok(again instanceof Uint8Array, "a call stored again does not refer to itself");
+    bases.plan("r", 4, first); // not remembered: its record did not encode
+    const fifth = bases.plan("r", 5, first).stored;
+    assert.ok(!(fifth instanceof Uint8Array) && fifth.seq === 3, "refers to a call that was stored");
   });
 });
 

@@ -57,9 +57,12 @@ export class RequestBases {
     });
   }
 
-  /** How call `seq` of the rollout stores `bytes`; they become a base for the rollout's next calls. */
-  store(rolloutKey: string, seq: number, bytes: Uint8Array): StoredBody {
-    const bases = this.#rollouts.get(rolloutKey) ?? [];
+  /**
+   * How call `seq` of the rollout would store `bytes`, and `remember`, to call once the call's record is encoded: its
+   * bytes then become a base for the rollout's next calls (a call whose record failed to encode is never referred to).
+   */
+  plan(rolloutKey: string, seq: number, bytes: Uint8Array): { stored: StoredBody; remember: () => void } {
+    const bases = (this.#rollouts.get(rolloutKey) ?? []).filter((base) => base.seq !== seq); // stored again: not itself
     let best: Base | null = null;
     let shared = MIN_SHARED - 1;
     for (const base of bases) {
@@ -73,8 +76,7 @@ export class RequestBases {
     // The body it continues makes way for it (that agent's next request continues this one), as do bodies at the end
     // of their chain (nothing refers to them any more).
     const kept = bases.filter((base) => base !== best && base.depth < MAX_BODY_DEPTH).slice(0, BASES_PER_ROLLOUT - 1);
-    this.#rollouts.set(rolloutKey, [{ seq, bytes, depth }, ...kept]);
-    return stored;
+    return { stored, remember: () => this.#rollouts.set(rolloutKey, [{ seq, bytes, depth }, ...kept]) };
   }
 
   /** A failed commit: the rollout's bases may name calls that are not stored. */

@@ -8,7 +8,7 @@ import { EventEmitter } from "node:events";
 import { LRUCache } from "lru-cache";
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { CallTokens, PromptRefIndex, SeenCalls } from "./call-tokens.ts";
-import { CallDecoder, encodeCall, storedResponse, type StoredCall } from "./call-codec.ts";
+import { CallDecoder, encodeCall, receivedBytes, storedResponse, type StoredCall } from "./call-codec.ts";
 import { RequestBases } from "./request-bodies.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
@@ -615,13 +615,14 @@ export class Store {
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
   putCall(call: CallRecord): Promise<void> {
     const key: [string, number] = [call.rolloutId ?? UNATTRIBUTED, call.seq];
-    const rolloutKey = key[0];
+    const received = receivedBytes(call);
     // Bodies refer to earlier calls only where a failed commit tells the store (group commit), and a rollout has them.
-    const storeBody =
+    const body =
       this.#durability === "commit" && call.rolloutId !== null
-        ? (bytes: Uint8Array) => this.#requestBases.store(rolloutKey, call.seq, bytes)
-        : undefined;
-    const stored = encodeCall(call, this.#promptRef(call), storeBody);
+        ? this.#requestBases.plan(key[0], call.seq, received)
+        : null;
+    const stored = encodeCall(call, this.#promptRef(call), body?.stored ?? received);
+    body?.remember();
     const write =
       this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
     return this.#announce("call", call, write);

@@ -222,6 +222,13 @@ test("chunks parsed whole with their prompt ids read apart: as JSON.parse, gener
   assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}],"prompt_token_ids":[3,4]}');
   assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}]}');
   assertParsedAlike('{"a":1,"prompt_token_ids":[3,4],"b":{"prompt_token_ids":null}}');
+  assertParsedAlike('{"prompt_token_ids":null,"b":{"c":1,"prompt_token_ids":[1,2]}}');
+  assertParsedAlike('{"a":1,"kv_transfer_params":{"prompt_token_ids":[1,2]}}');
+  // A completion's prompt ids are its one choice's.
+  const completion = '{"id":"c","choices":[{"index":0,"text":"hi","prompt_token_ids":[5,6,7],"token_ids":[8]}]}';
+  assertParsedAlike(completion);
+  const read = parseReadingPromptIds(completion, RECENT) as { choices: Array<{ prompt_token_ids: number[] }> };
+  assert.deepEqual(read.choices[0]!.prompt_token_ids, [5, 6, 7]);
 });
 
 test("a reasoning delta is read under either name, as JSON.parse reads it", () => {

@@ -292,21 +292,22 @@ export function parseChatResponseScanned(text: string, recent: RecentIdLists | n
     if (Array.isArray(ids) && ids.length !== (contents[k]!["content"] as Json[]).length) return null;
     choice["logprobs"] = contents[k]!;
   }
-  if (prompt !== null) {
-    if ((parsed as Json)["prompt_token_ids"] !== null) return null;
-    (parsed as Json)["prompt_token_ids"] = prompt;
-  }
+  if (prompt !== null && !putBackPromptIds(parsed as Json, prompt)) return null;
   return parsed as Json;
 }
 
+/** A prompt ids key as it appears in text, in any object (in JSON text every unescaped occurrence is a key). */
+const ANY_PROMPT_KEY = '"prompt_token_ids":';
+
 /**
- * The prompt's ids (most of an agent's answer), read by `readIdList` and cut from the text when their key comes once,
- * after the other cuts (vLLM's layout: after the choices); null — JSON.parse reads them — otherwise.
+ * The prompt's ids (most of an agent's answer), read by `readIdList` and cut from the text when their key is the only
+ * one in the text and comes after the other cuts (vLLM's layout: a chat answer's after its choices, a completion's in
+ * its one choice); null — JSON.parse reads them — otherwise.
  */
 function promptIdsCut(text: string, cuts: Cuts, recent: RecentIdLists | null): number[] | null {
-  const key = text.indexOf(PROMPT_KEY);
-  if (key < (cuts.at(-1) ?? 0) || text.indexOf(PROMPT_KEY, key + 1) >= 0) return null;
-  const start = key + PROMPT_KEY.length;
+  const key = text.indexOf(ANY_PROMPT_KEY);
+  if (key < (cuts.at(-1) ?? 0) || text.indexOf(ANY_PROMPT_KEY, key + 1) >= 0) return null;
+  const start = key + ANY_PROMPT_KEY.length;
   const list = readIdList(text, start, recent);
   if (list === null) return null;
   cuts.push(start, list.end);
@@ -314,16 +315,38 @@ function promptIdsCut(text: string, cuts: Cuts, recent: RecentIdLists | null): n
 }
 
 /**
- * JSON.parse(text) of a chat chunk or response that the scans decline (the harness asked for logprobs, a translated
- * surface reads the chunk whole), its prompt ids still read by `readIdList`; throws where JSON.parse throws.
+ * Puts the ids cut from the text back where the key was (the text held it once, so whichever object holds the key is
+ * the one): the response itself or one of its choices. False when neither holds it (the caller parses the text).
+ */
+function putBackPromptIds(parsed: Json, ids: number[]): boolean {
+  const choices = parsed["choices"];
+  const holder =
+    "prompt_token_ids" in parsed
+      ? parsed
+      : Array.isArray(choices)
+        ? (choices.find((c) => typeof c === "object" && c !== null && "prompt_token_ids" in c) as Json | undefined)
+        : undefined;
+  if (holder === undefined || holder["prompt_token_ids"] !== null) return false;
+  holder["prompt_token_ids"] = ids;
+  return true;
+}
+
+/**
+ * JSON.parse(text) of a chunk or response that the scans decline (the harness asked for logprobs, a translated
+ * surface reads the chunk whole, a completion), its prompt ids still read by `readIdList`; throws where JSON.parse
+ * throws.
  */
 export function parseReadingPromptIds(text: string, recent: RecentIdLists | null): unknown {
   const cuts: Cuts = [];
   const prompt = promptIdsCut(text, cuts, recent);
   if (prompt === null) return JSON.parse(text);
   const parsed: unknown = JSON.parse(spliced(text, cuts));
-  if (typeof parsed !== "object" || parsed === null || (parsed as Json)["prompt_token_ids"] !== null)
-    return JSON.parse(text); // the key was not the response's own: read the text as sent
-  (parsed as Json)["prompt_token_ids"] = prompt;
+  if (
+    typeof parsed !== "object" ||
+    parsed === null ||
+    Array.isArray(parsed) ||
+    !putBackPromptIds(parsed as Json, prompt)
+  )
+    return JSON.parse(text); // the key is deeper in the text: read it as sent
   return parsed;
 }
