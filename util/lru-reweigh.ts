@@ -4,7 +4,11 @@
 import type { LRUCache } from "lru-cache";
 
 /** Sets `value` (which may be the entry already held) under `key` with its size counted now. */
-export function reweigh<K extends NonNullable<unknown>, V extends NonNullable<unknown>>(cache: LRUCache<K, V>, key: K, value: V): void {
+export function reweigh<K extends NonNullable<unknown>, V extends NonNullable<unknown>>(
+  cache: LRUCache<K, V>,
+  key: K,
+  value: V,
+): void {
   cache.delete(key);
   cache.set(key, value);
 }
