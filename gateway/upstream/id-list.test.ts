@@ -118,7 +118,7 @@ describe("lists that continue a recent one", () => {
     assert.deepEqual(readIdList("[1,2]", 0, recent)?.ids, [1, 2]);
   });
 
-  test("an array changed after it was handed out is not continued: the list is read again", () => {
+  test("arrays handed out are the caller's: changing one changes no later read", () => {
     const recent = new RecentIdLists();
     const first = readIdList("[5,6,7]", 0, recent)!.ids;
     first[0] = 0;

@@ -21,22 +21,13 @@ export interface IdList {
   end: number;
 }
 
+/** The ids as the memo keeps them: its own copy, never handed out (int32 unless an id does not fit one). */
+type OwnIds = Int32Array | Float64Array;
+
 interface KnownList {
   /** The list's UTF-8 bytes, `[` to `]`. */
   bytes: Buffer;
-  /** The array handed out for it (not copied: ~0.2 ms for 17k ids), and its digest when it was. */
-  ids: number[];
-  digest: number;
-}
-
-/**
- * A digest of the ids, checked before a remembered array is continued: ids are never changed after capture, and if
- * some code ever did change an array it was handed, the list is read again rather than continued with other ids.
- */
-function digestOf(ids: readonly number[]): number {
-  let h = ids.length | 0;
-  for (let k = 0; k < ids.length; k++) h = Math.imul(h ^ ids[k]!, 0x9e3779b1) ^ (h >>> 15);
-  return h;
+  ids: OwnIds;
 }
 
 /** The id lists a rollout's calls received most recently (one per agent of it, roughly), most recent first. */
@@ -54,7 +45,7 @@ export class RecentIdLists {
   /** Rough memory held, in bytes. */
   get size(): number {
     let size = 1;
-    for (const list of this.#lists) size += list.bytes.length + 8 * list.ids.length;
+    for (const list of this.#lists) size += list.bytes.length + list.ids.byteLength;
     return size;
   }
 
@@ -65,19 +56,16 @@ export class RecentIdLists {
       if (at >= bytes.length) continue;
       const next = bytes[at];
       if (next !== CLOSE && (next !== COMMA || known.ids.length === 0)) continue;
-      if (bytes.compare(known.bytes, 0, at, 0, at) !== 0) continue;
-      if (digestOf(known.ids) === known.digest) return { known, at };
-      this.#lists.splice(this.#lists.indexOf(known), 1);
-      return null;
+      if (bytes.compare(known.bytes, 0, at, 0, at) === 0) return { known, at };
     }
     return null;
   }
 
   /** `list` was received; it continues `known` (which it replaces: the next prompt continues it), or no list. */
-  remember(list: Omit<KnownList, "digest">, known: KnownList | null): void {
+  remember(list: KnownList, known: KnownList | null): void {
     const index = known === null ? -1 : this.#lists.indexOf(known);
     if (index >= 0) this.#lists.splice(index, 1);
-    this.#lists.unshift({ ...list, digest: digestOf(list.ids) });
+    this.#lists.unshift(list);
     if (this.#lists.length > this.#keep) this.#lists.pop();
     this.#onChange(this);
   }
@@ -110,14 +98,14 @@ let scratch = new Float64Array(4096);
 
 /**
  * The ids of `bytes` from `from` (a position after `[` or a `,`) to its last byte, which must be the list's `]`,
- * appended to `head`; null unless every id is a JSON integer written as JSON.parse reads it exactly.
+ * after `head`; null unless every id is a JSON integer written as JSON.parse reads it exactly.
  */
-function readIds(bytes: Buffer, from: number, head: readonly number[]): number[] | null {
+function readIds(bytes: Buffer, from: number, head: OwnIds): OwnIds | null {
   const last = bytes.length - 1;
   let n = 0;
   let i = from;
   let largest = 0;
-  if (i === last && bytes[i] === CLOSE && bytes[i - 1] === OPEN) return [];
+  if (i === last && bytes[i] === CLOSE && bytes[i - 1] === OPEN) return new Int32Array(0);
   for (;;) {
     const start = i;
     let c = bytes[i]!;
@@ -140,19 +128,30 @@ function readIds(bytes: Buffer, from: number, head: readonly number[]): number[]
     else if (c === CLOSE && i === last) break;
     else return null;
   }
-  const out = new Array<number>(head.length + n);
-  for (let k = 0; k < head.length; k++) out[k] = head[k]!;
-  // Ids that fit an int32 go in as small integers (`| 0`): copied as doubles, the array would hold doubles, which every
-  // later reader of the ids pays for (~0.2 ms a call over 17k ids).
-  if (largest <= 0x7fffffff) for (let k = 0; k < n; k++) out[head.length + k] = scratch[k]! | 0;
-  else for (let k = 0; k < n; k++) out[head.length + k] = scratch[k]!;
+  const wide = head instanceof Float64Array || largest > 0x7fffffff;
+  const ids = wide ? new Float64Array(head.length + n) : new Int32Array(head.length + n);
+  ids.set(head);
+  ids.set(scratch.subarray(0, n), head.length);
+  return ids;
+}
+
+/**
+ * The ids as the caller gets them: a new array. Ids read from an Int32Array are small integers: filled from a
+ * Float64Array, the array would hold doubles, which every later reader of the ids paid for (~0.2 ms a call over 17k
+ * ids).
+ */
+function handedOut(ids: OwnIds): number[] {
+  const out = new Array<number>(ids.length);
+  for (let k = 0; k < ids.length; k++) out[k] = ids[k]!;
   return out;
 }
+
+const NONE = new Int32Array(0);
 
 /**
  * The list of non-negative integer ids that starts at `at` in `text` (its `[`), or null when the text there is not
  * one (the caller parses it). With `recent`, the part a recent list of the same rollout had is compared instead of
- * read, and the list is remembered: the array is for reading (a later read may copy from it).
+ * read, and the list is remembered (a copy of its own: the array returned is the caller's).
  */
 export function readIdList(text: string, at: number, recent: RecentIdLists | null): IdList | null {
   if (text.charCodeAt(at) !== OPEN) return null;
@@ -164,11 +163,11 @@ export function readIdList(text: string, at: number, recent: RecentIdLists | nul
   const continued = recent?.continued(bytes) ?? null;
   const ids =
     continued === null
-      ? readIds(bytes, 1, [])
+      ? readIds(bytes, 1, NONE)
       : continued.at === bytes.length - 1
-        ? continued.known.ids.slice()
+        ? continued.known.ids
         : readIds(bytes, continued.at + 1, continued.known.ids);
   if (ids === null) return null;
   recent?.remember({ bytes, ids }, continued?.known ?? null);
-  return { ids, end: close + 1 };
+  return { ids: handedOut(ids), end: close + 1 };
 }
