@@ -123,21 +123,32 @@ function forwardedBytes(stored: StoredCall, received: Uint8Array): Uint8Array {
 export class CallDecoder {
   readonly #tokens: CallTokensDecoder;
   readonly #bodies: BodyReader;
+  readonly #bodiesWhenRead: boolean;
 
-  /** `tokens`: a decoder that already holds calls of this rollout (their prompts are not decoded again). */
-  constructor(lookup: (seq: number) => StoredCall | undefined, tokens = new CallTokensDecoder(lookup)) {
+  /**
+   * `tokens`: a decoder that already holds calls of this rollout (their prompts are not decoded again).
+   * `bodiesWhenRead`: the request bodies are resolved and parsed only if read — for records only some fields of which
+   * are wanted (catching up on other workers' calls: an agent's 50 kB body, perhaps behind references, parsed twice).
+   */
+  constructor(
+    lookup: (seq: number) => StoredCall | undefined,
+    tokens = new CallTokensDecoder(lookup),
+    { bodiesWhenRead = false } = {},
+  ) {
     this.#tokens = tokens;
     this.#bodies = new BodyReader((seq) => lookup(seq)?.requestReceived);
+    this.#bodiesWhenRead = bodiesWhenRead;
   }
 
   decode(stored: StoredCall): CallRecord {
     const { promptRef: _ref, promptTail: _tail, ...rest } = stored;
     const prompt = this.#tokens.prompt(stored);
-    const received = this.#bodies.bytes(stored.seq, stored.requestReceived);
-    return {
+    let received: Uint8Array | undefined;
+    const receivedBytes = () => (received ??= this.#bodies.bytes(stored.seq, stored.requestReceived));
+    const record: CallRecord = {
       ...rest,
-      requestReceived: jsonFromBytes(received),
-      requestForwarded: jsonFromBytes(forwardedBytes(stored, received)),
+      requestReceived: this.#bodiesWhenRead ? null : jsonFromBytes(receivedBytes()),
+      requestForwarded: this.#bodiesWhenRead ? null : jsonFromBytes(forwardedBytes(stored, receivedBytes())),
       response: storedResponse(stored.response),
       promptTokenIds: prompt ? toNumbers(prompt) : null,
       choices: stored.choices.map(({ entropies, ...c }) => ({
@@ -148,5 +159,26 @@ export class CallDecoder {
         ...(c.routing ? { routing: storedRouting(c.routing) } : {}),
       })),
     };
+    if (this.#bodiesWhenRead) {
+      whenRead(record, "requestReceived", () => jsonFromBytes(receivedBytes()));
+      whenRead(record, "requestForwarded", () => jsonFromBytes(forwardedBytes(stored, receivedBytes())));
+    }
+    return record;
   }
+}
+
+/** Makes `key` of `target` (which holds it already: its place among the keys is kept) computed the first time it is read. */
+function whenRead<T extends object>(target: T, key: keyof T & string, compute: () => unknown): void {
+  const settle = (value: unknown) =>
+    Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  Object.defineProperty(target, key, {
+    enumerable: true,
+    configurable: true,
+    get() {
+      const value = compute();
+      settle(value);
+      return value;
+    },
+    set: settle,
+  });
 }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
+import { CallDecoder, encodeCall } from "./call-codec.ts";
 import { RawJson } from "./records.ts";
 import { BodyReader, MAX_BODY_DEPTH, RequestBases, sharedPrefixLength, type StoredBody } from "./request-bodies.ts";
 import { Store } from "./store.ts";
@@ -146,4 +147,50 @@ describe("in the store", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+test("another worker catching up reads the bodies only if asked, and then exactly", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-bodies-shared-"));
+  const a = new Store({ path: dir, promptIndex: new PromptIndex(), shared: { slot: 0, slots: 2 } });
+  const b = new Store({ path: dir, promptIndex: new PromptIndex(), shared: { slot: 1, slots: 2 } });
+  try {
+    await a.putNewRollout(testRolloutRecord({ id: "r1" }));
+    const bodies = agentBodies(40, 5);
+    for (const { bytes } of bodies) {
+      const received = new RawJson(bytes);
+      await a.putCall(
+        testCallRecord({
+          seq: a.nextCallSeq(),
+          rolloutId: "r1",
+          requestReceived: received,
+          requestForwarded: received,
+          promptTokenIds: [1, 2, 3],
+          choices: [{ index: 0, tokenIds: [7], logprobs: [-0.5], finishReason: "stop" }],
+        }),
+      );
+    }
+    const caughtUp = b.unseenCallRecords("r1", { seqs: new Set(), mark: 0 });
+    assert.equal(caughtUp.length, bodies.length);
+    // Read in reverse (each one alone, through its references), as JSON and as keys in the record's order.
+    for (let k = caughtUp.length - 1; k >= 0; k--) {
+      const expected = JSON.parse(bodies[k]!.bytes.toString()) as unknown;
+      assert.deepEqual(caughtUp[k]!.requestReceived, expected);
+      assert.deepEqual(caughtUp[k]!.requestForwarded, expected);
+    }
+    assert.equal(JSON.stringify(caughtUp), JSON.stringify(b.listCalls("r1")));
+  } finally {
+    await a.close();
+    await b.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a record decoded with bodies when read resolves none until one is read", () => {
+  const record = testCallRecord({ seq: 2, rolloutId: "r1", promptTokenIds: null, choices: [] });
+  const stored = encodeCall(record, null, { seq: 1, length: 10, tail: Buffer.from("}"), depth: 1 });
+  const decoder = new CallDecoder(() => undefined, undefined, { bodiesWhenRead: true });
+  const decoded = decoder.decode(stored); // call 1 is not there: nothing has read it yet
+  assert.ok(Object.keys(decoded).includes("requestReceived"));
+  assert.throws(() => decoded.requestReceived, /refers to call 1, which is not stored/);
+  assert.throws(() => new CallDecoder(() => undefined).decode(stored), /refers to call 1/);
 });

@@ -526,7 +526,10 @@ export class Store {
   unseenCallRecords(rolloutId: string, seen: SeenCalls): CallRecord[] {
     const unseen = this.unseenCalls(rolloutId, seen);
     if (unseen.length === 0) return [];
-    const decoder = new CallDecoder(this.#callLookup(rolloutId), this.#catchUpDecoder(rolloutId));
+    // Those who catch up (repair, token threads) read no request body: decoded only if read.
+    const decoder = new CallDecoder(this.#callLookup(rolloutId), this.#catchUpDecoder(rolloutId), {
+      bodiesWhenRead: true,
+    });
     return unseen.flatMap((seq) => {
       const stored = this.#calls.get([rolloutId, seq]);
       return stored ? [decoder.decode(stored)] : [];
