@@ -13,6 +13,7 @@ import { CallRecorder, type CallOutcome } from "../gateway/capture/call-recorder
 import { GatewayMetrics } from "../gateway/metrics.ts";
 import { RawJson } from "../store/records.ts";
 import { Store } from "../store/store.ts";
+import { testRolloutRecord } from "../store/test-support.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 const NOTHING_ASKED = { promptTokenIds: false, tokenIds: false, logprobs: false };
@@ -75,18 +76,7 @@ export async function benchRecordCommit(stream: Buffer, calls: number, runs = 5)
     for (let r = 0; r < runs; r++) {
       // A rollout per run, as a harness's calls repeat one prompt: each is stored as a reference after the first.
       const rolloutId = `bench-${r}`;
-      await store.putRollout({
-        id: rolloutId,
-        key: `rlk_${rolloutId}`,
-        group: null,
-        task: null,
-        harness: null,
-        metadata: {},
-        status: "open",
-        reward: null,
-        createdAt: Date.now(),
-        finishedAt: null,
-      });
+      await store.putRollout(testRolloutRecord({ id: rolloutId, createdAt: Date.now() }));
       cpu.push(await run(store, metrics, rolloutId, stream, calls));
     }
     const events = new NativeStreamEvents(vllmFlavor.chat, NOTHING_ASKED, () => {});

@@ -16,7 +16,7 @@ import { TrajectoryThread } from "../gateway/trajectory-thread.ts";
 import { encodeStreamMessage } from "../protocol/proto.ts";
 import type { RolloutRecord } from "../store/records.ts";
 import { Store } from "../store/store.ts";
-import { testCallRecord } from "../store/test-support.ts";
+import { testCallRecord, testRolloutRecord } from "../store/test-support.ts";
 import { reconstructionToJson } from "../trajectory/index.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
@@ -28,18 +28,7 @@ const TURNS = Number(args.turns);
 const MAX_MESSAGE = 512 << 20;
 
 async function longRollout(store: Store, id: string): Promise<RolloutRecord> {
-  const open: RolloutRecord = {
-    id,
-    key: `k-${id}`,
-    group: null,
-    task: null,
-    harness: null,
-    metadata: {},
-    status: "open",
-    reward: null,
-    createdAt: 1,
-    finishedAt: null,
-  };
+  const open = testRolloutRecord({ id, key: `k-${id}` });
   await store.putRollout(open);
   let prompt = Array.from({ length: 1500 }, (_, i) => 1000 + (i % 5000));
   for (let t = 0; t < TURNS; t++) {

@@ -210,14 +210,19 @@ function assertParsedAlike(text: string): void {
   assert.equal(JSON.stringify(read), JSON.stringify(expected), `key order: ${text}`);
 }
 
-test("chunks parsed whole with their prompt ids read apart: as JSON.parse, generated and mutated", () => {
-  const rand = rng(31);
-  for (let i = 0; i < 10_000; i++) {
-    let text = chunk(rand);
+/** `count` texts `make` writes, each checked by assertParsedAlike as written and once edited once or twice. */
+function assertParsedAlikeOver(seed: number, count: number, make: (rand: () => number) => string): void {
+  const rand = rng(seed);
+  for (let i = 0; i < count; i++) {
+    let text = make(rand);
     assertParsedAlike(text);
     for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
     assertParsedAlike(text);
   }
+}
+
+test("chunks parsed whole with their prompt ids read apart: as JSON.parse, generated and mutated", () => {
+  assertParsedAlikeOver(31, 10_000, chunk);
   // The key inside a choice as well as at the top: each keeps its own value.
   assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}],"prompt_token_ids":[3,4]}');
   assertParsedAlike('{"choices":[{"x":1,"prompt_token_ids":[1,2]}]}');
@@ -383,13 +388,7 @@ describe("whole responses: logprob entries scanned, the rest parsed", () => {
   });
 
   test("responses parsed whole with their prompt ids read apart: as JSON.parse, generated and mutated", () => {
-    const rand = rng(32);
-    for (let i = 0; i < 5_000; i++) {
-      let text = whole(rand);
-      assertParsedAlike(text);
-      for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) text = mutate(text, rand);
-      assertParsedAlike(text);
-    }
+    assertParsedAlikeOver(32, 5_000, whole);
   });
 
   test("mutated responses: never a result JSON.parse would not give", () => {

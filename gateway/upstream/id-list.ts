@@ -95,6 +95,8 @@ export class RecentIdListsByRollout {
 }
 
 let scratch = new Float64Array(4096);
+/** No ids: what an empty list holds, and what a list read from its start continues. */
+const NONE = new Int32Array(0);
 
 /**
  * The ids of `bytes` from `from` (a position after `[` or a `,`) to its last byte, which must be the list's `]`,
@@ -105,7 +107,7 @@ function readIds(bytes: Buffer, from: number, head: OwnIds): OwnIds | null {
   let n = 0;
   let i = from;
   let largest = 0;
-  if (i === last && bytes[i] === CLOSE && bytes[i - 1] === OPEN) return new Int32Array(0);
+  if (i === last && bytes[i] === CLOSE && bytes[i - 1] === OPEN) return NONE;
   for (;;) {
     const start = i;
     let c = bytes[i]!;
@@ -145,8 +147,6 @@ function handedOut(ids: OwnIds): number[] {
   for (let k = 0; k < ids.length; k++) out[k] = ids[k]!;
   return out;
 }
-
-const NONE = new Int32Array(0);
 
 /**
  * The list of non-negative integer ids that starts at `at` in `text` (its `[`), or null when the text there is not
