@@ -22,6 +22,8 @@ const ROOT = new URL("..", import.meta.url).pathname;
 const { values: args } = parseArgs({
   options: {
     base: { type: "string" },
+    "node-args": { type: "string" },
+    "base-node-args": { type: "string" },
     frame: { type: "boolean" },
     rounds: { type: "string", default: "7" },
     warmup: { type: "string", default: "6000" },
@@ -30,13 +32,14 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`usage: tsx bench/gateway-cpu.ts [--base DIR] [--rounds R] [--calls N] [--warmup W]
+  console.log(`usage: tsx bench/gateway-cpu.ts [--base DIR] [--rounds R] [--calls N] [--warmup W] [--node-args A] [--base-node-args A]
 
 rlgate serve, the bare http-proxy forwarder (asking for token ids, as rlgate does) and, with --base, rlgate serve from
 the checkout DIR (its node_modules installed), take turns: R rounds of N calls each at concurrency 1, streamed then
 non-streamed, each after W warm-up calls (default 6000: V8 still optimizes the gateway's code before). Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
 forwarder and added p50, computed per round. --frame adds bench/frame-forwarder.ts (rlgate's server, upstream client
-and write pattern, without capture): rlgate's ratio over the frame's is what capture costs.`);
+and write pattern, without capture): rlgate's ratio over the frame's is what capture costs. --node-args and --base-node-args: node's flags for this
+checkout's gateway and the base's (e.g. --base . --node-args="--max-semi-space-size=32": the same code, V8 set apart).`);
   process.exit(0);
 }
 const ROUNDS = Number(args.rounds);
@@ -85,8 +88,9 @@ async function main(): Promise<void> {
   try {
     const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", { cwd: ROOT });
     children.push(sim.child);
-    const checkouts: Array<[string, string]> = [["rlgate", ROOT]];
-    if (args.base) checkouts.push(["rlgate (base)", resolve(args.base)]);
+    const nodeArgs = (value: string | undefined) => (value ? value.split(/\s+/).filter(Boolean) : []);
+    const checkouts: Array<[string, string, string[]]> = [["rlgate", ROOT, nodeArgs(args["node-args"])]];
+    if (args.base) checkouts.push(["rlgate (base)", resolve(args.base), nodeArgs(args["base-node-args"])]);
     const targets: Target[] = [];
     const forwarder = await spawnListening(["bench/bare-forwarder.ts", sim.url], "forwarder", { cwd: ROOT });
     children.push(forwarder.child);
@@ -108,10 +112,10 @@ async function main(): Promise<void> {
         ids: true,
       });
     }
-    for (const [name, cwd] of checkouts) {
+    for (const [name, cwd, flags] of checkouts) {
       const data = join(dir, `data-${targets.length}`);
       const serve = ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", data];
-      const gateway = await spawnListening(serve, name, { cwd });
+      const gateway = await spawnListening(serve, name, { cwd, nodeArgs: flags });
       children.push(gateway.child);
       const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
       const id = ((await created.json()) as { id: string }).id;

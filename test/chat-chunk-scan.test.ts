@@ -196,6 +196,21 @@ test("mutated chunks: never a result JSON.parse would not give", () => {
   assert.ok(refusedMutations(19, 30_000, chunk, (text, i) => check(text, WANTS[i % WANTS.length])) > 0);
 });
 
+test("chunks of interleaved streams, their heads compared with the last one read: as JSON.parse, generated and mutated", () => {
+  // A head is the text up to the choices' `[`: a string's quotes are escaped, so the key is found where it stands.
+  const headOf = (text: string) => text.slice(0, text.indexOf('"choices":[') + '"choices":['.length);
+  const rand = rng(23);
+  const heads = [chunk(rand), chunk(rand), chunk(rand)].map(headOf);
+  let accepted = 0;
+  for (let i = 0; i < 10_000; i++) {
+    const own = chunk(rand);
+    let text = heads[Math.floor(rand() * heads.length)] + own.slice(headOf(own).length);
+    if (rand() < 0.3) text = mutate(text, rand);
+    if (check(text, WANTS[i % WANTS.length])) accepted++;
+  }
+  assert.ok(accepted > 4_000, `accepted ${accepted}`);
+});
+
 /** parseReadingPromptIds gives what JSON.parse gives (key order included), or throws where it throws. */
 function assertParsedAlike(text: string): void {
   let expected: unknown;
