@@ -8,9 +8,9 @@
 //   npx tsx bench/gateway-cpu.ts                         7 rounds of 400 calls a target, streamed and non-streamed
 //   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
 //   npx tsx bench/gateway-cpu.ts --frame                 adds rlgate's HTTP frame without capture (frame-forwarder.ts)
-import type { ChildProcess } from "node:child_process";
+import { spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
@@ -24,6 +24,7 @@ const { values: args } = parseArgs({
     base: { type: "string" },
     "node-args": { type: "string" },
     "base-node-args": { type: "string" },
+    pin: { type: "boolean" },
     frame: { type: "boolean" },
     rounds: { type: "string", default: "7" },
     warmup: { type: "string", default: "6000" },
@@ -39,9 +40,16 @@ the checkout DIR (its node_modules installed), take turns: R rounds of N calls e
 non-streamed, each after W warm-up calls (default 6000: V8 still optimizes the gateway's code before). Prints each target's median CPU ms per call (min–max over rounds), median p50, and rlgate's ratio to the
 forwarder and added p50, computed per round. --frame adds bench/frame-forwarder.ts (rlgate's server, upstream client
 and write pattern, without capture): rlgate's ratio over the frame's is what capture costs. --node-args and --base-node-args: node's flags for this
-checkout's gateway and the base's (e.g. --base . --node-args="--max-semi-space-size=32": the same code, V8 set apart).`);
+checkout's gateway and the base's (e.g. --base . --node-args="--max-semi-space-size=32": the same code, V8 set apart).
+--pin: the forwarder and the gateways on core 0, the sim and this load generator on the other cores (taskset), so the
+targets do not share a core with the upstream or the client (2 cores or more).`);
   process.exit(0);
 }
+/** With --pin: the targets' core, and the cores of the sim and the load generator. */
+const pinning = args.pin
+  ? { targets: "0", rest: availableParallelism() === 2 ? "1" : `1-${availableParallelism() - 1}` }
+  : null;
+if (pinning && availableParallelism() < 2) throw new Error("--pin needs 2 cores or more");
 const ROUNDS = Number(args.rounds);
 const CALLS = Number(args.calls);
 const WARMUP = Number(args.warmup);
@@ -86,13 +94,21 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-cpu-"));
   const children: ChildProcess[] = [];
   try {
-    const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", { cwd: ROOT });
+    if (pinning) {
+      const pinned = spawnSync("taskset", ["-a", "-cp", pinning.rest, String(process.pid)], { encoding: "utf8" });
+      if (pinned.status !== 0) throw new Error(`taskset could not pin the load generator: ${pinned.stderr}`);
+    }
+    const cores = pinning?.targets;
+    const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", {
+      cwd: ROOT,
+      cores: pinning?.rest,
+    });
     children.push(sim.child);
     const nodeArgs = (value: string | undefined) => (value ? value.split(/\s+/).filter(Boolean) : []);
     const checkouts: Array<[string, string, string[]]> = [["rlgate", ROOT, nodeArgs(args["node-args"])]];
     if (args.base) checkouts.push(["rlgate (base)", resolve(args.base), nodeArgs(args["base-node-args"])]);
     const targets: Target[] = [];
-    const forwarder = await spawnListening(["bench/bare-forwarder.ts", sim.url], "forwarder", { cwd: ROOT });
+    const forwarder = await spawnListening(["bench/bare-forwarder.ts", sim.url], "forwarder", { cwd: ROOT, cores });
     children.push(forwarder.child);
     targets.push({
       name: FORWARDER,
@@ -102,7 +118,7 @@ async function main(): Promise<void> {
       ids: true,
     });
     if (args.frame) {
-      const frame = await spawnListening(["bench/frame-forwarder.ts", sim.url], "frame", { cwd: ROOT });
+      const frame = await spawnListening(["bench/frame-forwarder.ts", sim.url], "frame", { cwd: ROOT, cores });
       children.push(frame.child);
       targets.push({
         name: "frame+ids",
@@ -115,7 +131,7 @@ async function main(): Promise<void> {
     for (const [name, cwd, flags] of checkouts) {
       const data = join(dir, `data-${targets.length}`);
       const serve = ["cli/index.ts", "serve", "--workers", "1", "--upstream", sim.url, "--port", "0", "--data", data];
-      const gateway = await spawnListening(serve, name, { cwd, nodeArgs: flags });
+      const gateway = await spawnListening(serve, name, { cwd, nodeArgs: flags, cores });
       children.push(gateway.child);
       const created = await fetch(`${gateway.url}/api/rollouts`, { method: "POST", body: "{}" });
       const id = ((await created.json()) as { id: string }).id;
@@ -128,7 +144,7 @@ async function main(): Promise<void> {
       });
     }
     console.log(
-      `bench/gateway-cpu — ${ROUNDS} rounds × ${CALLS} calls a target, concurrency 1, targets interleaved; load average ${loadavg()[0]!.toFixed(2)} at the start`,
+      `bench/gateway-cpu — ${ROUNDS} rounds × ${CALLS} calls a target, concurrency 1, targets interleaved${pinning ? `, pinned (targets on core ${pinning.targets}, sim and load on ${pinning.rest})` : ""}; load average ${loadavg()[0]!.toFixed(2)} at the start`,
     );
     for (const stream of [true, false]) {
       const bodies = {

@@ -4,6 +4,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 export interface SpawnOptions {
   cwd: string;
   nodeArgs?: string[];
+  /** The cores the process runs on (taskset -c; taskset execs node, so the pid is node's). */
+  cores?: string;
   /** Hears the process exit after it was listening, with its last output (a server dying mid-run otherwise shows only
    *  as refused connections). */
   onExitAfterListening?: (message: string) => void;
@@ -14,7 +16,9 @@ export function spawnListening(
   what: string,
   options: SpawnOptions,
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", ...args], {
+  const command = [process.execPath, ...(options.nodeArgs ?? []), "--import", "tsx", ...args];
+  if (options.cores !== undefined) command.unshift("taskset", "-c", options.cores);
+  const child = spawn(command[0]!, command.slice(1), {
     cwd: options.cwd,
     stdio: ["ignore", "pipe", "pipe"],
   });
