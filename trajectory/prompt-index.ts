@@ -51,15 +51,10 @@ export class PromptIndex implements PromptRefIndex {
       this.#trees.set(rolloutId, (indexed = { tree: new RolloutTree(), seen: { seqs: new Set(), mark: 0 } }));
     const tree = indexed.tree;
     indexed.seen.seqs.add(call.seq);
-    let ref: PromptRef | null = null;
-    if (call.promptTokenIds && call.promptTokenIds.length > 0) {
-      const found = tree.locate(call.promptTokenIds);
-      if (found.ref && found.matchedTokens > 0) {
-        ref = { seq: found.ref.callSeq, choice: found.ref.choiceIndex, length: found.matchedTokens };
-      }
-    }
-    tree.add(fromCallRecord(call));
-    return ref;
+    const { located: found } = tree.addLocated(fromCallRecord(call));
+    if (!call.promptTokenIds || call.promptTokenIds.length === 0 || !found.ref || found.matchedTokens === 0)
+      return null;
+    return { seq: found.ref.callSeq, choice: found.ref.choiceIndex, length: found.matchedTokens };
   }
 
   routedPrefix(rolloutId: string, ids: ArrayLike<number>): number {

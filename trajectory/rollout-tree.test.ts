@@ -26,6 +26,40 @@ describe("RolloutTree", () => {
   });
 });
 
+describe("RolloutTree.addLocated", () => {
+  it("says where the prompt matched before the call was added, as locate did then, and adds what add adds", () => {
+    // Three agents' growing histories, cut and edited, with failed and id-less calls between them.
+    let s = 7;
+    const rand = () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
+    const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * 6));
+    const located = new RolloutTree();
+    const plain = new RolloutTree();
+    const histories: number[][] = [[], [], []];
+    for (let seq = 1; seq <= 300; seq++) {
+      const agent = Math.floor(rand() * histories.length);
+      let prompt = histories[agent]!;
+      if (rand() < 0.2) prompt = prompt.slice(0, Math.floor(rand() * prompt.length));
+      prompt = [...prompt, ...ids(1 + Math.floor(rand() * 4))];
+      const sampled = ids(Math.floor(rand() * 4));
+      const status = rand() < 0.1 ? ("upstream_error" as const) : ("ok" as const);
+      const call = {
+        callSeq: seq,
+        tokenSource: rand() < 0.1 ? ("missing" as const) : ("upstream" as const),
+        status,
+        startedAt: seq,
+        promptIds: rand() < 0.05 ? null : prompt,
+        choices: [{ index: 0, tokenIds: sampled, logprobs: sampled.map(() => -1), finishReason: "stop" }],
+      };
+      const before = located.locate(prompt);
+      const { attach, located: found } = located.addLocated(call);
+      if (call.promptIds !== null) assert.deepEqual(found, before, `call ${seq}`);
+      assert.deepEqual(attach, plain.add(call), `call ${seq}`);
+      histories[agent] = [...prompt, ...sampled];
+    }
+    assert.deepEqual(located.build({ rolloutId: "r" }), plain.build({ rolloutId: "r" }));
+  });
+});
+
 describe("fromCallRecord", () => {
   it("takes the prompt ids, every choice's ids and logprobs, status and source from a stored call", () => {
     const record = testCallRecord({

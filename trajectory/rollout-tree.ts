@@ -13,6 +13,12 @@ import type { CallAttach, CallTokens, ChoiceTokens, ReconstructOptions, Reconstr
 import type { RolloutRouting } from "./source.ts";
 import { routingValues } from "../util/routed-experts.ts";
 
+/** Where a token sequence's deepest stored match ends: `ids[0, matchedTokens)` equals the first tokens of `ref`. */
+export interface Located {
+  ref: SequenceRef | null;
+  matchedTokens: number;
+}
+
 interface TreeSeq extends SeqRecord {
   endNode: RadixNode;
   callIndex: number;
@@ -49,12 +55,26 @@ export class RolloutTree implements TrajectorySource {
 
   /** Adds one call; returns where its prompt attached, or null when it adds nothing (failed, no token ids). */
   add(call: CallTokens): CallAttach | null {
+    return this.#add(call, false).attach;
+  }
+
+  /**
+   * Adds one call (as `add`) and says where its prompt matched before it was added (what `locate` said of it then):
+   * the prompt, an agent's whole history, is walked once instead of twice.
+   */
+  addLocated(call: CallTokens): { attach: CallAttach | null; located: Located } {
+    return this.#add(call, true) as { attach: CallAttach | null; located: Located };
+  }
+
+  #add(call: CallTokens, locating: boolean): { attach: CallAttach | null; located: Located | null } {
     const prepared = prepareCall(call);
     this.#notes.push(noteCall(prepared));
-    if (!prepared.usable) return null;
     const tree = this.tree;
     const prompt = prepared.prompt;
+    if (!prepared.usable) return { attach: null, located: locating ? this.locate(prompt) : null };
     const locus = tree.match(prompt, 0, prompt.length, tree.rootLocus());
+    // Read before the call's own tokens enter the tree (they move the nodes' latest sequence).
+    const located = locating ? this.#located(locus.node, locus.depth) : null;
     const facts = this.#facts(locus.node, locus.offset, locus.depth, prompt);
     const { attach, brk } = attachCall(
       call.callSeq,
@@ -107,7 +127,7 @@ export class RolloutTree implements TrajectorySource {
       });
       entry.seqIds.push(id);
     }
-    return attach;
+    return { attach, located };
   }
 
   /**
@@ -165,11 +185,15 @@ export class RolloutTree implements TrajectorySource {
    * The deepest stored match of any token sequence (e.g. the prompt of a failed call, which never enters the tree):
    * `ids[0, matchedTokens)` equals the first tokens of sequence `ref`. For storing prompts as reference + new tokens.
    */
-  locate(ids: ArrayLike<number>): { ref: SequenceRef | null; matchedTokens: number } {
+  locate(ids: ArrayLike<number>): Located {
     const locus = this.tree.match(ids, 0, ids.length, this.tree.rootLocus());
-    const seq = locus.depth === 0 ? undefined : this.#seqs[locus.node.lastSeq];
+    return this.#located(locus.node, locus.depth);
+  }
+
+  #located(node: RadixNode, depth: number): Located {
+    const seq = depth === 0 ? undefined : this.#seqs[node.lastSeq];
     if (seq === undefined) return { ref: null, matchedTokens: 0 };
-    return { ref: { callSeq: seq.callSeq, choiceIndex: seq.choiceIndex }, matchedTokens: locus.depth };
+    return { ref: { callSeq: seq.callSeq, choiceIndex: seq.choiceIndex }, matchedTokens: depth };
   }
 
   #facts(node: RadixNode, offset: number, matched: number, prompt: ArrayLike<number>): DivergenceFacts {
