@@ -44,6 +44,7 @@ test(
     try {
       const verified = await verify(second.url, ack);
       assert.deepEqual(verified.lostCalls, [], "completed calls missing after SIGKILL");
+      assert.deepEqual(verified.unlisted, [], "rollouts whose calls could not be read back");
       assert.deepEqual(verified.brokenCalls, [], "completed calls stored without their tokens");
       assert.deepEqual(verified.lostFinishes, [], "acknowledged finishes lost");
       // New calls after the restart get numbers above every earlier one.

@@ -117,28 +117,31 @@ export interface Verified {
   brokenCalls: number[];
   /** Acknowledged finishes whose rollout is open again (or gone). */
   lostFinishes: string[];
+  /** Rollouts with acknowledged calls whose calls could not be listed: why (their calls are not counted as lost). */
+  unlisted: string[];
 }
 
 /** Reads back, from a (restarted) gateway, everything that was acknowledged. */
 export async function verify(url: string, ack: Acknowledged): Promise<Verified> {
   const byRollout = new Map<string, number[]>();
   for (const [seq, rollout] of ack.calls) byRollout.set(rollout, [...(byRollout.get(rollout) ?? []), seq]);
-  const out: Verified = { lostCalls: [], brokenCalls: [], lostFinishes: [] };
+  const out: Verified = { lostCalls: [], brokenCalls: [], lostFinishes: [], unlisted: [] };
   for (const [rollout, seqs] of byRollout) {
     const res = await fetch(`${url}/api/rollouts/${rollout}/calls`);
-    const calls =
-      res.status === 200
-        ? (
-            (await res.json()) as {
-              calls: Array<{
-                seq: number;
-                status: string;
-                prompt_token_ids: number[] | null;
-                choices: Array<{ token_ids: number[] }>;
-              }>;
-            }
-          ).calls
-        : [];
+    if (res.status !== 200) {
+      out.unlisted.push(`${rollout} (calls ${seqs.join(", ")}): HTTP ${res.status} ${await res.text()}`);
+      continue;
+    }
+    const calls = (
+      (await res.json()) as {
+        calls: Array<{
+          seq: number;
+          status: string;
+          prompt_token_ids: number[] | null;
+          choices: Array<{ token_ids: number[] }>;
+        }>;
+      }
+    ).calls;
     const stored = new Map(calls.map((c) => [c.seq, c]));
     for (const seq of seqs) {
       const call = stored.get(seq);
