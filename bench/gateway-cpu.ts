@@ -8,13 +8,13 @@
 //   npx tsx bench/gateway-cpu.ts                         7 rounds of 400 calls a target, streamed and non-streamed
 //   npx tsx bench/gateway-cpu.ts --base /path/to/checkout --rounds 9 --calls 300
 //   npx tsx bench/gateway-cpu.ts --frame                 adds rlgate's HTTP frame without capture (frame-forwarder.ts)
-import { spawnSync, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
-import { spawnListening } from "./spawn-listening.ts";
+import { pinThisProcess, spawnListening } from "./spawn-listening.ts";
 import { processCpuSeconds } from "./process-cpu.ts";
 import { AGENT_BODY } from "./agent-calls.ts";
 
@@ -46,10 +46,9 @@ targets do not share a core with the upstream or the client (2 cores or more).`)
   process.exit(0);
 }
 /** With --pin: the targets' core, and the cores of the sim and the load generator. */
-const pinning = args.pin
-  ? { targets: "0", rest: availableParallelism() === 2 ? "1" : `1-${availableParallelism() - 1}` }
-  : null;
-if (pinning && availableParallelism() < 2) throw new Error("--pin needs 2 cores or more");
+const CORES = availableParallelism();
+if (args.pin && CORES < 2) throw new Error("--pin needs 2 cores or more");
+const pinning = args.pin ? { targets: "0", rest: CORES === 2 ? "1" : `1-${CORES - 1}` } : null;
 const ROUNDS = Number(args.rounds);
 const CALLS = Number(args.calls);
 const WARMUP = Number(args.warmup);
@@ -94,10 +93,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-cpu-"));
   const children: ChildProcess[] = [];
   try {
-    if (pinning) {
-      const pinned = spawnSync("taskset", ["-a", "-cp", pinning.rest, String(process.pid)], { encoding: "utf8" });
-      if (pinned.status !== 0) throw new Error(`taskset could not pin the load generator: ${pinned.stderr}`);
-    }
+    if (pinning) pinThisProcess(pinning.rest);
     const cores = pinning?.targets;
     const sim = await spawnListening(["cli/index.ts", "sim", "--port", "0"], "sim", {
       cwd: ROOT,

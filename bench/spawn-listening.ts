@@ -1,5 +1,5 @@
 // A bench's server process (sim, forwarder, gateway) started through tsx, ready once it prints its URL.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 
 export interface SpawnOptions {
   cwd: string;
@@ -41,4 +41,10 @@ export function spawnListening(
       else options.onExitAfterListening?.(message);
     });
   });
+}
+
+/** Keeps this process (the load generator), all its threads, on `cores` (taskset -a -cp). */
+export function pinThisProcess(cores: string): void {
+  const pinned = spawnSync("taskset", ["-a", "-cp", cores, String(process.pid)], { encoding: "utf8" });
+  if (pinned.status !== 0) throw new Error(`taskset could not pin the load generator: ${pinned.stderr}`);
 }

@@ -9,12 +9,13 @@
 //   npm run bench:workers -- --pin      the forwarder and the gateways on the first half of the cores, the sim and this
 //                                       load generator on the rest (taskset), so that they do not take the gateway's
 //                                       CPU; --pin G gives the gateway G cores. Gateways measured: --workers 1 and G.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client, Pool } from "undici";
 import { AGENT_BODY } from "./agent-calls.ts";
+import { pinThisProcess } from "./spawn-listening.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const quick = process.argv.includes("--quick");
@@ -167,10 +168,7 @@ async function main(): Promise<void> {
   const dirs = [mkdtempSync(join(tmpdir(), "rlgate-bench-w1-")), mkdtempSync(join(tmpdir(), "rlgate-bench-w2-"))];
   const children: ChildProcess[] = [];
   try {
-    if (pinning) {
-      const pinned = spawnSync("taskset", ["-a", "-cp", pinning.rest, String(process.pid)], { encoding: "utf8" });
-      if (pinned.status !== 0) throw new Error(`taskset could not pin the load generator: ${pinned.stderr}`);
-    }
+    if (pinning) pinThisProcess(pinning.rest);
     const sim = await start(["cli/index.ts", "sim", "--port", "0"], "sim", false, pinning?.rest);
     children.push(sim.child);
     const forwarder = await start(["bench/bare-forwarder.ts", sim.url], "bare forwarder", false, pinning?.gateway);

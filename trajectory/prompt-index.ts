@@ -51,10 +51,10 @@ export class PromptIndex implements PromptRefIndex {
       this.#trees.set(rolloutId, (indexed = { tree: new RolloutTree(), seen: { seqs: new Set(), mark: 0 } }));
     const tree = indexed.tree;
     indexed.seen.seqs.add(call.seq);
-    const { located: found } = tree.addLocated(fromCallRecord(call));
-    if (!call.promptTokenIds || call.promptTokenIds.length === 0 || !found.ref || found.matchedTokens === 0)
-      return null;
-    return { seq: found.ref.callSeq, choice: found.ref.choiceIndex, length: found.matchedTokens };
+    // A prompt that matched no stored token (none at all, too) has no reference.
+    const { located } = tree.addLocated(fromCallRecord(call));
+    if (located.ref === null) return null;
+    return { seq: located.ref.callSeq, choice: located.ref.choiceIndex, length: located.matchedTokens };
   }
 
   routedPrefix(rolloutId: string, ids: ArrayLike<number>): number {

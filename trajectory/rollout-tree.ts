@@ -55,7 +55,7 @@ export class RolloutTree implements TrajectorySource {
 
   /** Adds one call; returns where its prompt attached, or null when it adds nothing (failed, no token ids). */
   add(call: CallTokens): CallAttach | null {
-    return this.#add(call, false).attach;
+    return this.#add(call).attach;
   }
 
   /**
@@ -63,18 +63,21 @@ export class RolloutTree implements TrajectorySource {
    * the prompt, an agent's whole history, is walked once instead of twice.
    */
   addLocated(call: CallTokens): { attach: CallAttach | null; located: Located } {
-    return this.#add(call, true) as { attach: CallAttach | null; located: Located };
+    const { attach, located } = this.#add(call);
+    // A call that adds nothing leaves the tree as it was: its prompt is located now.
+    return { attach, located: located ?? this.locate(call.promptIds ?? []) };
   }
 
-  #add(call: CallTokens, locating: boolean): { attach: CallAttach | null; located: Located | null } {
+  /** `located`: where the prompt matched before the call was added; null when the call adds nothing. */
+  #add(call: CallTokens): { attach: CallAttach | null; located: Located | null } {
     const prepared = prepareCall(call);
     this.#notes.push(noteCall(prepared));
+    if (!prepared.usable) return { attach: null, located: null };
     const tree = this.tree;
     const prompt = prepared.prompt;
-    if (!prepared.usable) return { attach: null, located: locating ? this.locate(prompt) : null };
     const locus = tree.match(prompt, 0, prompt.length, tree.rootLocus());
     // Read before the call's own tokens enter the tree (they move the nodes' latest sequence).
-    const located = locating ? this.#located(locus.node, locus.depth) : null;
+    const located = this.#located(locus.node, locus.depth);
     const facts = this.#facts(locus.node, locus.offset, locus.depth, prompt);
     const { attach, brk } = attachCall(
       call.callSeq,
