@@ -30,6 +30,14 @@ export interface StoredCall extends Omit<
   response: Uint8Array | StoredStream;
 }
 
+/** The earlier calls of its rollout a stored call cannot be read without: its prompt's and its body's references. */
+export function referredCalls(stored: StoredCall): number[] {
+  const out: number[] = [];
+  if (stored.promptRef) out.push(stored.promptRef.seq);
+  if (!(stored.requestReceived instanceof Uint8Array)) out.push(stored.requestReceived.seq);
+  return out;
+}
+
 /**
  * A streamed response kept as the events the harness received (the token fields spliced to null), as some stores
  * hold them: read, never written (every response is stored as JSON: a stream's events cost ~100 bytes a token and

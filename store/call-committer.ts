@@ -5,7 +5,7 @@
 // Synchronous commits on the gateway's thread cost less CPU than lmdb-js's asynchronous writer (measured ~0.3 ms a
 // call), and each call's promise resolves only after its transaction committed.
 import type { Database, RootDatabase } from "lmdb";
-import type { StoredCall } from "./call-codec.ts";
+import { referredCalls, type StoredCall } from "./call-codec.ts";
 
 type CallKey = [string, number];
 
@@ -40,7 +40,8 @@ export class CallCommitter {
   #closed = false;
 
   /**
-   * `onFailed` hears the rollouts of a batch whose commit failed (its calls are rejected, nothing is stored). With a
+   * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call whose prompt
+   * refers to a call the store lacks); those calls are rejected. With a
    * `log` (a store shared by gateway workers) each call is also appended to its rollout's commit log.
    */
   constructor(
@@ -75,17 +76,42 @@ export class CallCommitter {
     const batch = this.#pending;
     if (batch.length === 0) return;
     this.#pending = [];
+    const refused: Array<PendingCall & { missing: number }> = [];
+    const stored: PendingCall[] = [];
     try {
       this.#root.transactionSync(() => {
-        for (const call of batch) void this.#calls.put(call.key, call.stored); // applied now, committed with the transaction
-        if (this.#log) appendToLog(this.#log, batch);
+        for (const call of batch) {
+          // A prompt or body stored as a reference is only as good as the call it refers to: a call whose reference
+          // the store lacks is never committed (it would make its rollout's calls unreadable). Read inside the
+          // transaction, which sees the calls put before it in this batch.
+          const missing = referredCalls(call.stored).find((seq) => !this.#calls.doesExist([call.key[0], seq]));
+          if (missing !== undefined) refused.push({ ...call, missing });
+          else {
+            void this.#calls.put(call.key, call.stored); // applied now, committed with the transaction
+            stored.push(call);
+          }
+        }
+        if (this.#log) appendToLog(this.#log, stored);
       });
     } catch (error) {
-      this.#onFailed([...new Set(batch.map((call) => call.key[0]))]);
-      for (const call of batch) call.reject(error);
+      this.#failed(batch, () => error);
       return;
     }
-    for (const call of batch) call.resolve();
+    for (const call of stored) call.resolve();
+    if (refused.length > 0)
+      this.#failed(
+        refused,
+        ({ key: [rolloutId, seq], missing }) =>
+          new Error(
+            `call ${seq} of rollout ${rolloutId} was not recorded: it refers to call ${missing}, which is not in the store`,
+          ),
+      );
+  }
+
+  /** Rejects calls that were not stored; their rollouts' prompt indexes are rebuilt from what the store holds. */
+  #failed<C extends PendingCall>(calls: readonly C[], error: (call: C) => unknown): void {
+    this.#onFailed([...new Set(calls.map((call) => call.key[0]))]);
+    for (const call of calls) call.reject(error(call));
   }
 }
 

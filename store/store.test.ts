@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { open } from "lmdb";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
 import { testCallRecord, testRolloutRecord } from "./test-support.ts";
@@ -73,6 +74,49 @@ test("closing commits the calls still pending and then refuses new ones with a c
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/** Removes a stored call behind the store's back (the damage the commit-time check guards against). */
+function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
+  const root = open({ path: store.path, compression: false, maxDbs: 16, noSync: true });
+  const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
+  root.transactionSync(() => void calls.remove([rolloutId, seq]));
+}
+
+test("a call whose prompt or body refers to a call the store lacks is not recorded; the rollout stays readable", () =>
+  withStore(async (store) => {
+    await store.putRollout(testRolloutRecord({ id: "r1" }));
+    const first = call(store, "r1", [1, 2, 3]);
+    await store.putCall(first);
+    dropStoredCall(store, "r1", first.seq);
+    const second = call(store, "r1", [1, 2, 3, 7, 8, 4]); // continues the first call's prompt and answer
+    await assert.rejects(
+      store.putCall(second),
+      new RegExp(
+        `call ${second.seq} of rollout r1 was not recorded: it refers to call ${first.seq}, which is not in the store`,
+      ),
+    );
+    assert.deepEqual(store.listCallTokens("r1"), [], "nothing refers to the missing call");
+    const third = call(store, "r1", [1, 2, 3, 7, 8, 4, 9]);
+    await store.putCall(third);
+    assert.deepEqual(
+      store.listCalls("r1").map((c) => c.promptTokenIds),
+      [[1, 2, 3, 7, 8, 4, 9]],
+      "the next call is stored against what the store holds",
+    );
+
+    // The same for a request body stored as the start of an earlier body.
+    const conversation = JSON.stringify({ model: "m", messages: [{ role: "user", content: "x".repeat(4000) }] });
+    const withBody = (prompt: number[], body: string) => ({
+      ...call(store, "r1", prompt),
+      requestReceived: new RawJson(body),
+    });
+    const base = withBody([20], conversation);
+    await store.putCall(base);
+    dropStoredCall(store, "r1", base.seq);
+    const next = withBody([21], `${conversation.slice(0, -1)},"n":1}`);
+    await assert.rejects(store.putCall(next), new RegExp(`it refers to call ${base.seq}, which is not in the store`));
+    assert.equal(store.listCalls("r1").length, 1);
+  }));
 
 test("rollout records are served from memory after a committed write, frozen", () =>
   withStore(async (store) => {
