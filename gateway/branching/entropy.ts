@@ -86,19 +86,24 @@ export function topEntropy(logprobs: readonly number[]): number {
 
 /** Per chat logprob entry (`logprobs.content[i]`): its entropy, or null when no entry listed top alternatives. */
 export function chatEntropies(entries: readonly unknown[]): number[] | null {
-  let any = false;
-  const out = entries.map((entry) => {
+  // Every call is read this way and most list none (vLLM writes `top_logprobs: []` unless asked): look before building.
+  if (!entries.some(listsAlternatives)) return null;
+  return entries.map((entry) => {
     if (!isObject(entry)) return Number.NaN;
     const seen = new Map<string, number>();
     if (typeof entry["logprob"] === "number") seen.set(String(entry["token"]), entry["logprob"]);
     const top = entry["top_logprobs"];
     if (Array.isArray(top))
       for (const alt of top) {
-        if (!isObject(alt) || typeof alt["logprob"] !== "number") continue;
-        any = true;
-        seen.set(String(alt["token"]), alt["logprob"]);
+        if (isObject(alt) && typeof alt["logprob"] === "number") seen.set(String(alt["token"]), alt["logprob"]);
       }
     return topEntropy([...seen.values()]);
   });
-  return any ? out : null;
+}
+
+/** Whether a chat logprob entry lists a top alternative with a logprob. */
+function listsAlternatives(entry: unknown): boolean {
+  if (!isObject(entry)) return false;
+  const top = entry["top_logprobs"];
+  return Array.isArray(top) && top.some((alt) => isObject(alt) && typeof alt["logprob"] === "number");
 }
