@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { open } from "lmdb";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
 import { Store } from "./store.ts";
-import { testCallRecord, testRolloutRecord } from "./test-support.ts";
+import { dropStoredCall, testCallRecord, testRolloutRecord } from "./test-support.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
 function call(store: Store, rolloutId: string | null, prompt: number[]): CallRecord {
@@ -74,13 +73,6 @@ test("closing commits the calls still pending and then refuses new ones with a c
     rmSync(dir, { recursive: true, force: true });
   }
 });
-
-/** Removes a stored call behind the store's back (the damage the commit-time check guards against). */
-function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
-  const root = open({ path: store.path, compression: false, maxDbs: 16, noSync: true });
-  const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
-  root.transactionSync(() => void calls.remove([rolloutId, seq]));
-}
 
 test("a call whose prompt or body refers to a call the store lacks is not recorded; the rollout stays readable", () =>
   withStore(async (store) => {

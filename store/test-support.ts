@@ -1,6 +1,8 @@
-// A call record for tests that write or reconstruct calls without a gateway: an ok, unattributed, non-streamed chat
-// call with empty bodies and trusted ids; each test states what it needs to differ.
+// Records for tests that write or reconstruct calls without a gateway (an ok, unattributed, non-streamed chat call
+// with empty bodies and trusted ids; each test states what it needs to differ), and damage done to a store on purpose.
+import { open } from "lmdb";
 import type { CallRecord, RolloutRecord } from "./records.ts";
+import type { Store } from "./store.ts";
 
 export function testCallRecord(
   fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>,
@@ -38,4 +40,12 @@ export function testRolloutRecord(fields: Pick<RolloutRecord, "id"> & Partial<Ro
     finishedAt: null,
     ...fields,
   };
+}
+
+/** Removes a stored call behind the store's back: the damage the commit's reference check guards against. */
+export function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
+  // Opened as the store opened it (this process shares one environment per path).
+  const root = open({ path: store.path, compression: false, maxDbs: 16, noSync: true, useWritemap: store.writeMap });
+  const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
+  root.transactionSync(() => void calls.remove([rolloutId, seq]));
 }

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
+import { dropStoredCall } from "../store/test-support.ts";
 import { createRollout, postJson, rolloutCalls, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
 const MESSAGES = [{ role: "user", content: "Say something long." }];
@@ -83,6 +84,47 @@ describe("gateway failure behaviour", () => {
       if (fault === "stall") assert.ok(call!.promptTokenIds!.length > 0, "what arrived before the disconnect is kept");
     });
   }
+
+  test("a call whose prompt would refer to a call missing from the store is not recorded: a 500, or its connection breaks; the rollout stays readable", async () => {
+    const store = stack.gateway.context.store;
+    const url = (rollout: { base_urls: { openai: string } }) => `${rollout.base_urls.openai}/chat/completions`;
+    /** A first call, then its record removed, then the conversation continued: its prompt refers to the first call. */
+    const continuedAfterLoss = async (rollout: Awaited<ReturnType<typeof createRollout>>) => {
+      const first = await postJson(url(rollout), { messages: MESSAGES });
+      assert.equal(first.status, 200);
+      const seq = Number(first.headers.get("x-rlgate-call"));
+      dropStoredCall(store, rollout.id, seq);
+      const answer = { role: "assistant", content: first.json.choices[0].message.content };
+      return { seq, messages: [...MESSAGES, answer, { role: "user", content: "Go on." }] };
+    };
+
+    const whole = await createRollout(stack.gateway.url);
+    const lost = await continuedAfterLoss(whole);
+    const refused = await postJson(url(whole), { messages: lost.messages });
+    assert.equal(refused.status, 500);
+    assert.equal(refused.json.error.code, "RLGATE_INTERNAL");
+    assert.match(refused.json.error.message, new RegExp(`refers to call ${lost.seq}, which is not in the store`));
+    assert.deepEqual(await rolloutCalls(stack.gateway.url, whole.id), [], "nothing recorded, and the rollout reads");
+    const again = await postJson(url(whole), { messages: lost.messages });
+    assert.equal(again.status, 200, "the next call is stored against what the store holds");
+    assert.equal((await rolloutCalls(stack.gateway.url, whole.id)).length, 1);
+
+    const streamed = await createRollout(stack.gateway.url);
+    const lostToo = await continuedAfterLoss(streamed);
+    // The stream's last read waits for the commit: a short answer read whole is refused before its first byte.
+    const ending = await fetch(url(streamed), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: lostToo.messages, stream: true }),
+    })
+      .then((res) => res.text())
+      .then(
+        (text) => (text.includes("[DONE]") ? "a clean end" : "an end without [DONE]"),
+        () => "a broken connection",
+      );
+    assert.equal(ending, "a broken connection", "the harness sees its call fail, never a clean end");
+    assert.deepEqual(await rolloutCalls(stack.gateway.url, streamed.id), []);
+  });
 
   test("malformed JSON, wrong types, empty bodies and unknown routes get OpenAI-style JSON errors", async () => {
     const url = `${stack.gateway.url}/v1/chat/completions`;
