@@ -3,7 +3,9 @@
 // finish in the same turn of the event loop are committed together, right after that turn's I/O callbacks
 // (setImmediate). A lone call waits for no timer: its commit runs as soon as the current callbacks return.
 // Synchronous commits on the gateway's thread cost less CPU than lmdb-js's asynchronous writer (measured ~0.3 ms a
-// call), and each call's promise resolves only after its transaction committed.
+// call), and each call's promise resolves only after its transaction committed. A store that waits for fsync
+// (durability "flush") writes each call in an asynchronous transaction instead (`putFlushed`), with the same check of
+// the calls it refers to.
 import type { Database, RootDatabase } from "lmdb";
 import { referredCalls, type StoredCall } from "./call-codec.ts";
 
@@ -81,10 +83,7 @@ export class CallCommitter {
     try {
       this.#root.transactionSync(() => {
         for (const call of batch) {
-          // A prompt or body stored as a reference is only as good as the call it refers to: a call whose reference
-          // the store lacks is never committed (it would make its rollout's calls unreadable). Read inside the
-          // transaction, which sees the calls put before it in this batch.
-          const missing = referredCalls(call.stored).find((seq) => !this.#calls.doesExist([call.key[0], seq]));
+          const missing = this.#missingReference(call.key, call.stored);
           if (missing !== undefined) refused.push({ ...call, missing });
           else {
             void this.#calls.put(call.key, call.stored); // applied now, committed with the transaction
@@ -98,14 +97,37 @@ export class CallCommitter {
       return;
     }
     for (const call of stored) call.resolve();
-    if (refused.length > 0)
-      this.#failed(
-        refused,
-        ({ key: [rolloutId, seq], missing }) =>
-          new Error(
-            `call ${seq} of rollout ${rolloutId} was not recorded: it refers to call ${missing}, which is not in the store`,
-          ),
-      );
+    if (refused.length > 0) this.#failed(refused, ({ key, missing }) => notRecorded(key, missing));
+  }
+
+  /**
+   * The same check and write for a store that waits for fsync (durability "flush"), in an asynchronous transaction:
+   * lmdb-js's writer thread commits it, so the event loop does not wait for the disk.
+   */
+  async putFlushed(key: CallKey, stored: StoredCall): Promise<void> {
+    let missing: number | undefined;
+    try {
+      await this.#root.transaction(() => {
+        missing = this.#missingReference(key, stored);
+        if (missing === undefined) void this.#calls.put(key, stored);
+      });
+    } catch (error) {
+      this.#onFailed([key[0]]);
+      throw error;
+    }
+    if (missing !== undefined) {
+      this.#onFailed([key[0]]);
+      throw notRecorded(key, missing);
+    }
+  }
+
+  /**
+   * A prompt or body stored as a reference is only as good as the call it refers to: a call whose reference the store
+   * lacks is never committed (it would make its rollout's calls unreadable). Read inside the write transaction, which
+   * sees the calls put before it in the same batch.
+   */
+  #missingReference(key: CallKey, stored: StoredCall): number | undefined {
+    return referredCalls(stored).find((seq) => !this.#calls.doesExist([key[0], seq]));
   }
 
   /** Rejects calls that were not stored; their rollouts' prompt indexes are rebuilt from what the store holds. */
@@ -113,6 +135,12 @@ export class CallCommitter {
     this.#onFailed([...new Set(calls.map((call) => call.key[0]))]);
     for (const call of calls) call.reject(error(call));
   }
+}
+
+function notRecorded([rolloutId, seq]: CallKey, missing: number): Error {
+  return new Error(
+    `call ${seq} of rollout ${rolloutId} was not recorded: it refers to call ${missing}, which is not in the store`,
+  );
 }
 
 /** Appends a batch's calls to their rollouts' commit logs (inside the batch's transaction: indexes in commit order). */

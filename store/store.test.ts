@@ -110,6 +110,29 @@ test("a call whose prompt or body refers to a call the store lacks is not record
     assert.equal(store.listCalls("r1").length, 1);
   }));
 
+test("with durability flush too, a call whose prompt refers to a call the store lacks is not recorded", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-store-"));
+  const store = new Store({ path: dir, promptIndex: new PromptIndex(), durability: "flush" });
+  try {
+    await store.putRollout(testRolloutRecord({ id: "r1" }));
+    const first = call(store, "r1", [1, 2, 3]);
+    await store.putCall(first);
+    dropStoredCall(store, "r1", first.seq);
+    await assert.rejects(
+      store.putCall(call(store, "r1", [1, 2, 3, 7, 8, 4])),
+      new RegExp(`it refers to call ${first.seq}, which is not in the store`),
+    );
+    await store.putCall(call(store, "r1", [1, 2, 3, 7, 8, 4, 9]));
+    assert.deepEqual(
+      store.listCalls("r1").map((c) => c.promptTokenIds),
+      [[1, 2, 3, 7, 8, 4, 9]],
+    );
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("rollout records are served from memory after a committed write, frozen", () =>
   withStore(async (store) => {
     const rollout = testRolloutRecord({ id: "r1", key: "rlk_x" });

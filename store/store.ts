@@ -219,6 +219,11 @@ export class Store {
     return shared ? nextSlotStamp(last, shared.slot, shared.slots) : nextStamp(last);
   }
 
+  /** When a put resolves: committed (default), or committed and on disk. */
+  get durability(): Durability {
+    return this.#durability;
+  }
+
   /** Whether other processes write this environment too (gateway workers). */
   get shared(): boolean {
     return this.#shared !== null;
@@ -627,7 +632,9 @@ export class Store {
     const stored = encodeCall(call, this.#promptRef(call), body?.stored ?? received);
     body?.remember();
     const write =
-      this.#durability === "commit" ? this.#committer.put(key, stored) : this.#settle(this.#calls.put(key, stored));
+      this.#durability === "commit"
+        ? this.#committer.put(key, stored)
+        : this.#settle(this.#committer.putFlushed(key, stored));
     return this.#announce("call", call, write);
   }
 

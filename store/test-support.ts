@@ -45,7 +45,13 @@ export function testRolloutRecord(fields: Pick<RolloutRecord, "id"> & Partial<Ro
 /** Removes a stored call behind the store's back: the damage the commit's reference check guards against. */
 export function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
   // Opened as the store opened it (this process shares one environment per path).
-  const root = open({ path: store.path, compression: false, maxDbs: 16, noSync: true, useWritemap: store.writeMap });
+  const root = open({
+    path: store.path,
+    compression: false,
+    maxDbs: 16,
+    noSync: store.durability === "commit",
+    useWritemap: store.writeMap,
+  });
   const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
   root.transactionSync(() => void calls.remove([rolloutId, seq]));
 }
