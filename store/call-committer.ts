@@ -42,9 +42,9 @@ export class CallCommitter {
   #closed = false;
 
   /**
-   * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call whose prompt
-   * refers to a call the store lacks); those calls are rejected. With a
-   * `log` (a store shared by gateway workers) each call is also appended to its rollout's commit log.
+   * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call that refers
+   * to a call the store lacks); those calls are rejected. With a `log` (a store shared by gateway workers) each call
+   * is also appended to its rollout's commit log.
    */
   constructor(
     root: RootDatabase,
