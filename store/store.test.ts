@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { RawJson, SplicedJson, type CallRecord, type RolloutRecord } from "./records.ts";
-import { Store } from "./store.ts";
+import { Store, type Durability } from "./store.ts";
 import { dropStoredCall, testCallRecord, testRolloutRecord } from "./test-support.ts";
 import { PromptIndex } from "../trajectory/prompt-index.ts";
 
@@ -23,9 +23,9 @@ function call(store: Store, rolloutId: string | null, prompt: number[]): CallRec
 }
 
 /** Runs `fn` with a store in a fresh directory, closed and removed afterwards. */
-async function withStore(fn: (store: Store) => Promise<void>): Promise<void> {
+async function withStore(fn: (store: Store) => Promise<void>, durability: Durability = "commit"): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "rlgate-store-"));
-  const store = new Store({ path: dir, promptIndex: new PromptIndex() });
+  const store = new Store({ path: dir, promptIndex: new PromptIndex(), durability });
   try {
     await fn(store);
   } finally {
@@ -110,10 +110,8 @@ test("a call whose prompt or body refers to a call the store lacks is not record
     assert.equal(store.listCalls("r1").length, 1);
   }));
 
-test("with durability flush too, a call whose prompt refers to a call the store lacks is not recorded", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "rlgate-store-"));
-  const store = new Store({ path: dir, promptIndex: new PromptIndex(), durability: "flush" });
-  try {
+test("with durability flush too, a call whose prompt refers to a call the store lacks is not recorded", () =>
+  withStore(async (store) => {
     await store.putRollout(testRolloutRecord({ id: "r1" }));
     const first = call(store, "r1", [1, 2, 3]);
     await store.putCall(first);
@@ -127,11 +125,7 @@ test("with durability flush too, a call whose prompt refers to a call the store 
       store.listCalls("r1").map((c) => c.promptTokenIds),
       [[1, 2, 3, 7, 8, 4, 9]],
     );
-  } finally {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }, "flush"));
 
 test("rollout records are served from memory after a committed write, frozen", () =>
   withStore(async (store) => {

@@ -102,6 +102,14 @@ export function nextSlotStamp(last: number, slot: number, slots: number): number
 }
 
 /**
+ * How a store opens its LMDB environment. Every opener of the same path in one process must pass the same options (the
+ * process shares one environment per path).
+ */
+export function environmentOptions(path: string, durability: Durability, writeMap: boolean) {
+  return { path, compression: false, maxDbs: 16, noSync: durability === "commit", useWritemap: writeMap };
+}
+
+/**
  * What a store announces once it is committed: `rollout` (a RolloutRecord, when created or finished) and `call` (a
  * CallRecord). The live UI listens; nothing is built for an event nobody listens to.
  */
@@ -157,19 +165,12 @@ export class Store {
     this.#shared = options.shared ?? null;
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
-    const commitOnly = this.#durability === "commit";
     if (options.writeMap && options.shared)
       throw new Error("a store shared by processes is not opened with a write map");
     this.writeMap = options.writeMap === true;
     // The mapped pages are the page cache's, so a commit through the write map is as safe from a killed process as one
     // through pwrite; what LMDB no longer guards against is a stray native write into the map.
-    this.#root = open({
-      path: options.path,
-      compression: false,
-      maxDbs: 16,
-      noSync: commitOnly,
-      useWritemap: this.writeMap,
-    });
+    this.#root = open(environmentOptions(options.path, this.#durability, this.writeMap));
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#rolloutsByTime = this.#root.openDB<true, [number, string]>({ name: "rollouts-by-time" });

@@ -2,7 +2,7 @@
 // with empty bodies and trusted ids; each test states what it needs to differ), and damage done to a store on purpose.
 import { open } from "lmdb";
 import type { CallRecord, RolloutRecord } from "./records.ts";
-import type { Store } from "./store.ts";
+import { environmentOptions, type Store } from "./store.ts";
 
 export function testCallRecord(
   fields: Pick<CallRecord, "seq" | "promptTokenIds" | "choices"> & Partial<CallRecord>,
@@ -44,14 +44,7 @@ export function testRolloutRecord(fields: Pick<RolloutRecord, "id"> & Partial<Ro
 
 /** Removes a stored call behind the store's back: the damage the commit's reference check guards against. */
 export function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
-  // Opened as the store opened it (this process shares one environment per path).
-  const root = open({
-    path: store.path,
-    compression: false,
-    maxDbs: 16,
-    noSync: store.durability === "commit",
-    useWritemap: store.writeMap,
-  });
+  const root = open(environmentOptions(store.path, store.durability, store.writeMap));
   const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
   root.transactionSync(() => void calls.remove([rolloutId, seq]));
 }

@@ -95,7 +95,7 @@ export function chatEntropies(entries: readonly unknown[]): number[] | null {
     const top = entry["top_logprobs"];
     if (Array.isArray(top))
       for (const alt of top) {
-        if (isObject(alt) && typeof alt["logprob"] === "number") seen.set(String(alt["token"]), alt["logprob"]);
+        if (isAlternative(alt)) seen.set(String(alt["token"]), alt["logprob"]);
       }
     return topEntropy([...seen.values()]);
   });
@@ -105,5 +105,10 @@ export function chatEntropies(entries: readonly unknown[]): number[] | null {
 function listsAlternatives(entry: unknown): boolean {
   if (!isObject(entry)) return false;
   const top = entry["top_logprobs"];
-  return Array.isArray(top) && top.some((alt) => isObject(alt) && typeof alt["logprob"] === "number");
+  return Array.isArray(top) && top.some(isAlternative);
+}
+
+/** A top alternative the entropy counts: one with a logprob. */
+function isAlternative(alt: unknown): alt is Json & { logprob: number } {
+  return isObject(alt) && typeof alt["logprob"] === "number";
 }
