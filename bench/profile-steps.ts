@@ -1,7 +1,8 @@
 // Reads a V8 CPU profile (`node --cpu-prof`) of the gateway into the steps of a captured call. Each sample is charged
 // to the innermost frame of its stack that belongs to a step (a file of rlgate's, or a library or Node module that
 // does one step's work), so Node's and the libraries' own frames count for the rlgate code that called them.
-// Phases are the stretches between idle runs of at least `IDLE_GAP_MS` (bench/gateway-profile.ts makes them).
+// Phases are the stretches between quiet runs of at least `IDLE_GAP_MS` (bench/gateway-profile.ts makes them); the
+// gateway's timers may wake it within them.
 
 export interface ProfileNode {
   id: number;
@@ -87,6 +88,9 @@ const IDLE = "(idle)";
 const OTHER_NODE = "node internals (event loop, sockets, timers)";
 const OTHER = "other";
 export const IDLE_GAP_MS = 800;
+/** Gaps are looked for in slices of this length; one holding at most `WAKE_UP_MS` of work (timers firing) is quiet. */
+const SLICE_MS = 100;
+const WAKE_UP_MS = 5;
 
 function stepOf(frame: ProfileNode["callFrame"]): string | null {
   for (const rule of STEPS) {
@@ -129,21 +133,27 @@ export function profileSteps(profile: Profile, names: string[]): PhaseSteps[] {
   // Sample i lasts until sample i + 1.
   const { samples, timeDeltas } = profile;
   const duration = (i: number) => timeDeltas[i + 1] ?? 0;
+  // Gaps are found in slices of the timeline: a slice is quiet when it holds at most a timer's wake-up of work.
+  const sliceOf: number[] = [];
+  const sliceBusy: number[] = [];
+  let elapsed = 0;
+  for (let i = 0; i < samples.length; i++) {
+    const slice = Math.floor(elapsed / (SLICE_MS * 1000));
+    sliceOf.push(slice);
+    sliceBusy[slice] ??= 0;
+    if (stepOfNode(samples[i]!) !== IDLE) sliceBusy[slice] += duration(i);
+    elapsed += duration(i);
+  }
+  const quiet = (slice: number) => (sliceBusy[slice] ?? 0) <= WAKE_UP_MS * 1000;
   const gaps: Array<{ start: number; end: number }> = [];
-  let runStart = -1;
-  let runUs = 0;
-  for (let i = 0; i <= samples.length; i++) {
-    const isIdle = i < samples.length && stepOfNode(samples[i]!) === IDLE;
-    if (isIdle) {
-      if (runStart < 0) {
-        runStart = i;
-        runUs = 0;
-      }
-      runUs += duration(i);
-    } else if (runStart >= 0) {
-      if (runUs >= IDLE_GAP_MS * 1000) gaps.push({ start: runStart, end: i });
-      runStart = -1;
+  for (let i = 0; i < samples.length;) {
+    if (!quiet(sliceOf[i]!)) {
+      i++;
+      continue;
     }
+    const start = i;
+    while (i < samples.length && quiet(sliceOf[i]!)) i++;
+    if (sliceOf[i - 1]! - sliceOf[start]! + 1 >= IDLE_GAP_MS / SLICE_MS) gaps.push({ start, end: i });
   }
   if (gaps.length < names.length + 1)
     throw new Error(`the profile holds ${gaps.length} idle gaps; ${names.length + 1} were expected`);

@@ -1,6 +1,7 @@
 // Prometheus metrics for one gateway instance (its own registry, so several gateways can live in one process).
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import type { CallRecord } from "../store/records.ts";
+import { CallCounter, CallHistogram } from "./call-metrics.ts";
 
 /** What /metrics shows of one upstream replica (gateway/upstream/replica.ts). */
 export interface ReplicaFigures {
@@ -16,44 +17,39 @@ const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.
 
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
+  // Counted on every call: the cheap kinds (call-metrics.ts). The others change rarely and stay prom-client's.
+  readonly requests = new CallCounter(this.registry, {
     name: "rlgate_requests_total",
     help: "Captured harness calls by API surface and call status",
-    labelNames: ["api", "status"] as const,
-    registers: [this.registry],
+    labelNames: ["api", "status"],
   });
-  readonly upstreamLatency = new Histogram({
+  readonly upstreamLatency = new CallHistogram(this.registry, {
     name: "rlgate_upstream_latency_seconds",
     help: "Time from sending a call upstream to the end of its response",
-    labelNames: ["api"] as const,
+    labelNames: ["api"],
     buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
   });
-  readonly timeToFirstToken = new Histogram({
+  readonly timeToFirstToken = new CallHistogram(this.registry, {
     name: "rlgate_time_to_first_token_seconds",
     help: "Time from receiving a streamed call to its first sampled token",
-    labelNames: ["api"] as const,
+    labelNames: ["api"],
     buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
   });
-  readonly overhead = new Histogram({
+  readonly overhead = new CallHistogram(this.registry, {
     name: "rlgate_overhead_seconds",
     help: "Time spent in rlgate itself per call (parsing, rewriting, capture, commit), excluding the upstream",
-    labelNames: ["api"] as const,
+    labelNames: ["api"],
     buckets: OVERHEAD_BUCKETS,
-    registers: [this.registry],
   });
-  readonly tokens = new Counter({
+  readonly tokens = new CallCounter(this.registry, {
     name: "rlgate_tokens_captured_total",
     help: "Token ids captured, by kind (prompt or sampled)",
-    labelNames: ["kind"] as const,
-    registers: [this.registry],
+    labelNames: ["kind"],
   });
-  readonly errors = new Counter({
+  readonly errors = new CallCounter(this.registry, {
     name: "rlgate_errors_total",
     help: "Errors by code (gateway errors, upstream errors, client aborts, missing token ids)",
-    labelNames: ["code"] as const,
-    registers: [this.registry],
+    labelNames: ["code"],
   });
   readonly promptModes = new Counter({
     name: "rlgate_prompt_mode_calls_total",

@@ -266,7 +266,7 @@ test("a reasoning delta is read under either name, as JSON.parse reads it", () =
 test("what the scan declines: whitespace, other keys, duplicate keys, usage, errors", () => {
   const ok = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}';
   assert.ok(check(ok));
-  for (const text of [
+  assertDeclined([
     ok.replace(",", ", "),
     ok.replace('"choices":[]', '"choices":[],"system_fingerprint":"x"'),
     ok.replace('"model":"m"', '"model":"m","model":"n"'),
@@ -276,9 +276,23 @@ test("what the scan declines: whitespace, other keys, duplicate keys, usage, err
     ok.replace('"created":1', '"created":12345678901234567'),
     ok + " ",
     ok.slice(0, -1),
-  ]) {
-    assert.equal(scanChatChunk(text, { tokenIds: true, promptTokenIds: true }), null, text);
-  }
+  ]);
+});
+
+function assertDeclined(texts: string[]): void {
+  for (const text of texts) assert.equal(scanChatChunk(text, { tokenIds: true, promptTokenIds: true }), null, text);
+}
+
+test("a chunk carrying routed experts is declined: the assembler skips their look-up for scanned chunks", () => {
+  const choice = '{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null,"token_ids":[5]}';
+  const ok = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[${choice}]}`;
+  assert.ok(check(ok));
+  assertDeclined([
+    ok.replace('"token_ids":[5]}', '"token_ids":[5],"routed_experts":"AAAA"}'),
+    ok.replace('"token_ids":[5]}', '"token_ids":[5],"sglext":{"routed_experts":"AAAA"}}'),
+    ok.replace("]}]}", ']}],"sglext":{"routed_experts":"AAAA"}}'),
+    ok.replace("]}]}", ']}],"sgl_ext":{"routed_experts":"AAAA"}}'),
+  ]);
 });
 
 describe("the sim's streams relayed with and without the scan", () => {

@@ -89,7 +89,7 @@ export class NativeStreamEvents {
         out.add(event.raw);
         continue;
       }
-      if (this.assembler.add(parsed)) this.#onToken();
+      if (this.assembler.add(parsed, scanned !== null)) this.#onToken();
       if (!this.#stripNeeded) {
         out.add(event.raw);
         continue;

@@ -42,8 +42,11 @@ export interface Captured {
 
 /** Collects token ids and logprobs from a stream's chunks and assembles the equivalent whole response. */
 export interface StreamAssembler {
-  /** Adds one parsed chunk; true when it carried sampled tokens or text (for time-to-first-token). */
-  add(chunk: Json): boolean;
+  /**
+   * Adds one parsed chunk; true when it carried sampled tokens or text (for time-to-first-token). `scanned`: the chunk
+   * came from a codec's `scanChunk`, whose layout holds no routed experts (their look-up is skipped).
+   */
+  add(chunk: Json, scanned?: boolean): boolean;
   readonly promptTokenIds: number[] | null;
   /** Routed-experts payloads the chunks carried (SGLang: a chunk without choices after the finish). */
   readonly routedExperts: RoutedPayload[];

@@ -43,12 +43,15 @@ export class ChatStreamAssembler implements StreamAssembler {
     this.#entropies = options.entropies ?? true;
   }
 
-  /** Adds one parsed chunk; returns true if it carried sampled tokens or text (for time-to-first-token). */
-  add(chunk: Json): boolean {
+  /**
+   * Adds one parsed chunk; returns true if it carried sampled tokens or text (for time-to-first-token). A `scanned`
+   * chunk's layout has no routed experts: their five look-ups of absent keys were ~10 µs of a 43-chunk stream.
+   */
+  add(chunk: Json, scanned = false): boolean {
     this.#chunks.push(chunk);
     const prompt = numberArray(chunk["prompt_token_ids"]);
     if (prompt && this.promptTokenIds === null) this.promptTokenIds = prompt;
-    for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
+    if (!scanned) for (const payload of routedPayloads(chunk)) this.routedExperts.push(payload);
     const choices = chunk["choices"];
     let carried = false;
     if (!Array.isArray(choices)) return false;
