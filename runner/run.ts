@@ -109,13 +109,16 @@ function sandboxTools(extra: string[]): { binds: { src: string; dest: string }[]
   return { binds, pathPrefix };
 }
 
-/** As root, sandboxes run as an unprivileged uid, which must be able to walk down to their folders. */
-function unreachableBySandbox(dir: string): void {
+/**
+ * As root, sandboxes run as an unprivileged uid, which must be able to walk down to their folders (bwrap mounts them
+ * as that uid, and fails with only "Permission denied" when it cannot). `what` names the folder for the user.
+ */
+function unreachableBySandbox(dir: string, what: string, otherwise: string): void {
   if (process.getuid?.() !== 0) return;
   for (let d = resolve(dir); ; d = dirname(d)) {
     if ((statSync(d).mode & 0o001) === 0) {
       throw new SandboxError(
-        `${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root): chmod o+x it, or choose another --work-dir`,
+        `${d} is not searchable by the sandboxes' user (uid ${SANDBOX_HOST_UID}, rlgate runs as root), and ${what} ${resolve(dir)} is under it: chmod o+x ${d}, or ${otherwise}`,
       );
     }
     if (d === dirname(d)) return;
@@ -152,7 +155,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
   }
   const base = o.workDir ?? tmpdir();
   mkdirSync(base, { recursive: true });
-  if (kind === "bwrap") unreachableBySandbox(base);
+  if (kind === "bwrap") unreachableBySandbox(base, "the work folder", "choose another --work-dir");
   const root = mkdtempSync(join(base, "rlgate-run-"));
   const mounted: string[] = [];
   // The sandbox's user (not the runner's, when the runner is root) walks through here to its own folders.
@@ -170,6 +173,9 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     await control.check();
     const model = o.model ?? (await control.servedModel());
     const install = sandboxTools(o.mountReadOnly ?? []);
+    if (kind === "bwrap")
+      for (const { src } of install.binds)
+        unreachableBySandbox(src, "the sandboxes' tools folder", "install rlgate (or pass --mount-ro) elsewhere");
     // `branched`: a branch's job (one that could not be made too), which has no branches of its own.
     const jobs: {
       task: Task;

@@ -86,7 +86,25 @@ for (const { kind, unavailable } of BACKENDS)
           const closed = tempDir("runner-closed");
           await assert.rejects(
             run("echo unreachable", { workDir: closed }),
-            /not searchable by the sandboxes' user .*chmod o\+x/,
+            /not searchable by the sandboxes' user .*the work folder .*chmod o\+x/,
+          );
+          rmSync(closed, { recursive: true, force: true });
+        },
+      );
+
+      test(
+        "a tools folder the sandboxes' user cannot reach (rlgate installed under a private folder) is refused with what to do",
+        {
+          skip:
+            (kind !== "bwrap" && "bwrap only: containers do not walk the runner's folders") ||
+            (process.getuid?.() !== 0 && "only as root"),
+        },
+        async () => {
+          const closed = tempDir("runner-closed-tools"); // mode 0700, as mktemp -d makes it
+          mkdirSync(join(closed, "cli", "bin"), { recursive: true });
+          await assert.rejects(
+            run("echo unreachable", { mountReadOnly: [join(closed, "cli")] }),
+            new RegExp(`${closed} is not searchable by the sandboxes' user .*tools folder .*chmod o\\+x`),
           );
           rmSync(closed, { recursive: true, force: true });
         },
