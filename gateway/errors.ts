@@ -5,6 +5,7 @@ import { RlgateError } from "../util/errors.ts";
 
 export type GatewayErrorCode =
   | "RLGATE_BAD_REQUEST"
+  | "RLGATE_BAD_PATH"
   | "RLGATE_BODY_TOO_LARGE"
   | "RLGATE_NOT_FOUND"
   | "RLGATE_UNKNOWN_ROLLOUT"
@@ -21,6 +22,7 @@ export type GatewayErrorCode =
 
 const STATUS: Record<GatewayErrorCode, number> = {
   RLGATE_BAD_REQUEST: 400,
+  RLGATE_BAD_PATH: 400,
   RLGATE_BODY_TOO_LARGE: 413,
   RLGATE_NOT_FOUND: 404,
   RLGATE_UNKNOWN_ROLLOUT: 404,

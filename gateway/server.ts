@@ -19,6 +19,7 @@ import { handleCountTokens } from "./surfaces/messages/count-tokens.ts";
 import { handleMessages } from "./surfaces/messages/index.ts";
 import { handleResponses } from "./surfaces/responses/index.ts";
 import { createUiRoutes } from "../ui/route.ts";
+import { parseRequestTarget, RequestTargetError } from "../util/request-target.ts";
 
 /** The capture surfaces: harness APIs rlgate records, by route (POST). */
 const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promise<void>> = {
@@ -53,6 +54,20 @@ function requestUrl(target: string | undefined): URL | undefined {
   }
 }
 
+/**
+ * The request target every route below reads, refused (400) when a URL parser would rewrite its path: routing on a
+ * normalized path would let `/r/{id}/../../api/…` reach the control API.
+ */
+function routedUrl(target: string | undefined): URL {
+  try {
+    parseRequestTarget(target);
+  } catch (error) {
+    if (!(error instanceof RequestTargetError)) throw error;
+    throw new GatewayError("RLGATE_BAD_PATH", `${error.message}: ${String(target).slice(0, 200)}`);
+  }
+  return requestUrl(target)!;
+}
+
 /** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. Never throws. */
 function errorShapeOf(target: string | undefined): ErrorShape {
   const url = requestUrl(target);
@@ -77,8 +92,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startEpoch = Date.now();
     const startPerf = performance.now();
-    const url = requestUrl(req.url);
-    if (!url) throw new GatewayError("RLGATE_BAD_REQUEST", "the request target is not a valid path");
+    const url = routedUrl(req.url);
     const path = url.pathname;
 
     if (path === "/healthz") return sendText(res, 200, "ok\n");

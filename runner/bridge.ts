@@ -11,6 +11,7 @@ import {
 import { request as httpsRequest } from "node:https";
 import { chmodSync } from "node:fs";
 import { listen } from "../util/listen.ts";
+import { parseRequestTarget } from "../util/request-target.ts";
 
 export interface Bridge {
   path: string;
@@ -41,8 +42,17 @@ export async function startBridge(options: {
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    // The path is read as the gateway reads it (util/request-target.ts): one a URL parser would rewrite is refused
+    // here too, so that a prefix check on the raw path can never pass a request routed elsewhere.
     const path = req.url ?? "/";
-    if (!path.startsWith(prefix)) return refuse(res, `from a sandbox only ${prefix}… is reachable`);
+    let routed: string;
+    try {
+      routed = parseRequestTarget(path).pathname;
+    } catch (error) {
+      return refuse(res, `from a sandbox only ${prefix}… is reachable: ${(error as Error).message}`);
+    }
+    if (!path.startsWith(prefix) || !routed.startsWith(prefix))
+      return refuse(res, `from a sandbox only ${prefix}… is reachable`);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
     // The path names the rollout; a header naming another one is dropped, and with a key the gateway checks both.
