@@ -1,12 +1,7 @@
 // `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
 // tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
-import { DEFAULT_SIM_MAX_MODEL_LEN, modelDirOptions, simFamily } from "./serve-command.ts";
-import { builtInSimOptions, type BuiltInSimSettings } from "./serve-workers.ts";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { startGateway, type Gateway } from "../gateway/index.ts";
+import { resolve } from "node:path";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { branchSummary } from "../runner/branch.ts";
 import { BranchPointError, parseBranchAt, type BranchAt } from "../runner/branch-points.ts";
@@ -16,7 +11,7 @@ import { DATASETS, loadDataset, type DatasetKind } from "../runner/datasets.ts";
 import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTasks, type Task } from "../runner/task.ts";
-import { loadScript, startSim, type SimServer } from "../sim/index.ts";
+import { startRunGateway, type RunGateway } from "./run-gateway.ts";
 
 function positive(value: string): number {
   const n = Number(value);
@@ -204,45 +199,30 @@ export function runCommand(): Command {
         process.exitCode = 2;
         return;
       }
-      let gateway: Gateway | null = null;
-      let sim: SimServer | null = null;
-      let ownData: string | null = null;
+      let gateway: RunGateway | null = null;
       let gatewayUrl: string = opts.gateway;
+      let token: string | undefined = opts.token;
       if (!gatewayUrl) {
-        const simSettings: BuiltInSimSettings = {
-          modelDir: opts.modelDir,
-          simPort: 0,
-          upstreamFlavor: "vllm",
-          simMaxModelLen: DEFAULT_SIM_MAX_MODEL_LEN,
-        };
         try {
-          const family = simFamily(simSettings);
-          sim = await startSim({
-            ...builtInSimOptions(simSettings),
-            script: opts.simScript ? loadScript(resolve(opts.simScript)) : undefined,
-          });
-          ownData = opts.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
-          gateway = await startGateway({
-            upstream: sim.url,
-            port: 0,
-            grpcPort: null,
-            dataDir: resolve(opts.data ?? ownData!),
-            modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
+          gateway = await startRunGateway({
+            simScript: opts.simScript,
+            data: opts.data,
+            modelDir: opts.modelDir,
             prompts: opts.prompts,
-            ...modelDirOptions(opts.modelDir),
           });
-          console.error(
-            `rlgate run: gateway ${gateway.url} with the built-in sim (${family}${opts.simScript ? `, script ${opts.simScript}` : ""})`,
-          );
         } catch (error) {
           // A model directory the family was read from can still lack its tokenizer: said in one sentence.
           console.error(`rlgate run: ${(error as Error).message}`);
           process.exitCode = 2;
-          await sim?.close();
-          if (ownData) rmSync(ownData, { recursive: true, force: true });
           return;
         }
+        console.error(`rlgate run: gateway ${gateway.url} with ${gateway.description}`);
         gatewayUrl = gateway.url;
+        token = gateway.token;
+      } else if (!token) {
+        console.error(
+          `rlgate run: --gateway without --token: the control API of ${gatewayUrl} is open to anything that can reach it (start it with rlgate serve --token, and pass --token)`,
+        );
       }
       const ac = new AbortController();
       const onSignal = () => ac.abort();
@@ -271,7 +251,7 @@ export function runCommand(): Command {
           concurrency: opts.concurrency,
           timeoutSec: opts.timeout,
           gatewayUrl,
-          token: opts.token,
+          token,
           model: opts.model,
           generation: opts.generation,
           round: opts.round,
@@ -296,6 +276,12 @@ export function runCommand(): Command {
         progress.close();
         if (opts.json) console.log(JSON.stringify(results, null, 2));
         else console.log([summaryTable(results), branchSummary(results)].filter(Boolean).join("\n"));
+        // The gateway holds another result than the grader's (or none): what trains on it would be wrong.
+        const unrecorded = results.filter((r) => !r.recorded).length;
+        if (unrecorded) {
+          console.error(`rlgate run: ${unrecorded} rollout(s) NOT RECORDED on the gateway as graded (exit 1)`);
+          process.exitCode = 1;
+        }
       } catch (error) {
         progress.close();
         console.error(`rlgate run: ${error instanceof Error ? error.message : String(error)}`);
@@ -304,8 +290,6 @@ export function runCommand(): Command {
         process.off("SIGINT", onSignal);
         process.off("SIGTERM", onSignal);
         await gateway?.close();
-        await sim?.close();
-        if (ownData) rmSync(ownData, { recursive: true, force: true });
       }
     });
 }

@@ -17,6 +17,7 @@ function result(over: Partial<RolloutResult>): RolloutResult {
     seconds: 12.34,
     stage: "done",
     error: null,
+    recorded: true,
     ...over,
   };
 }
@@ -44,6 +45,38 @@ test("the summary table: one row per rollout, aligned, with counts by status and
       "t#2   r_3      qwen-code  infra_error  -       0      -             1.0",
       "3 rollouts: 2 ok, 1 infra_error; mean reward 0.500",
     ].join("\n"),
+  );
+});
+
+test("a rollout whose result the gateway does not hold: a recorded column, a last line naming it, and its progress line", () => {
+  const forged = result({
+    sample: 1,
+    rolloutId: "r_2",
+    reward: 0,
+    stage: "finish",
+    error: "finishing on the gateway failed: 400 already finished (the gateway holds status ok, reward 1)",
+    recorded: false,
+  });
+  assert.equal(
+    summaryTable([result({}), forged]),
+    [
+      "task  rollout  harness    status  reward  recorded  calls  trajectories  seconds",
+      "t#0   r_1      qwen-code  ok      1       yes       3      1             12.3",
+      "t#1   r_2      qwen-code  ok      0       NO        3      1             12.3",
+      "2 rollouts: 2 ok; mean reward 0.500",
+      "1 NOT RECORDED: the gateway does not hold the result above (t#1; see their error in --json)",
+    ].join("\n"),
+  );
+  let text = "";
+  const out = new Writable({
+    write: (chunk, _enc, done) => ((text += chunk), done()),
+  }) as unknown as NodeJS.WriteStream;
+  const progress = new Progress(1, out);
+  progress.events().done!({ task: "t", sample: 1 }, forged);
+  progress.close();
+  assert.match(
+    text,
+    /^t#1: ok reward=0 NOT RECORDED calls=3 12\.3 s \[1\/1\] \(finish: finishing on the gateway failed/,
   );
 });
 

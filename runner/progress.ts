@@ -40,7 +40,7 @@ export class Progress {
         this.#live.delete(label(key));
         this.#done++;
         this.#line(
-          `${label(key)}: ${r.status} reward=${r.reward ?? "-"} calls=${r.calls} ${r.seconds.toFixed(1)} s [${this.#done}/${this.total}]${r.error ? ` (${r.stage}: ${firstLine(r.error)})` : ""}`,
+          `${label(key)}: ${r.status} reward=${r.reward ?? "-"}${r.recorded ? "" : " NOT RECORDED"} calls=${r.calls} ${r.seconds.toFixed(1)} s [${this.#done}/${this.total}]${r.error ? ` (${r.stage}: ${firstLine(r.error)})` : ""}`,
         );
       },
     };
@@ -83,15 +83,22 @@ function firstLine(s: string): string {
   return line.length > 120 ? `${line.slice(0, 120)}…` : line;
 }
 
-/** The summary table: task, rollout, harness, status, reward, calls, trajectories, seconds. */
+/**
+ * The summary table: task, rollout, harness, status, reward, calls, trajectories, seconds; and, when the gateway does
+ * not hold some rollout's result (its finish failed), a `recorded` column and a last line saying so.
+ */
 export function summaryTable(results: RolloutResult[]): string {
-  const head = ["task", "rollout", "harness", "status", "reward", "calls", "trajectories", "seconds"];
+  const unrecorded = results.filter((r) => !r.recorded);
+  const withRecorded = unrecorded.length > 0;
+  const head = ["task", "rollout", "harness", "status", "reward", ...(withRecorded ? ["recorded"] : [])];
+  head.push("calls", "trajectories", "seconds");
   const rows = results.map((r) => [
     `${r.task}#${r.sample}`,
     r.rolloutId ?? "-",
     r.harness,
     r.status,
     r.reward === null ? "-" : String(r.reward),
+    ...(withRecorded ? [r.recorded ? "yes" : "NO"] : []),
     String(r.calls),
     r.trajectories === null ? "-" : String(r.trajectories),
     r.seconds.toFixed(1),
@@ -107,5 +114,8 @@ export function summaryTable(results: RolloutResult[]): string {
   const counts = new Map<string, number>();
   for (const r of results) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
   const footer = `${results.length} rollouts: ${[...counts].map(([s, c]) => `${c} ${s}`).join(", ")}; mean reward ${mean}`;
-  return [fmt(head), ...rows.map(fmt), footer].join("\n");
+  const warning = withRecorded
+    ? `${unrecorded.length} NOT RECORDED: the gateway does not hold the result above (${unrecorded.map((r) => `${r.task}#${r.sample}`).join(", ")}; see their error in --json)`
+    : null;
+  return [fmt(head), ...rows.map(fmt), footer, ...(warning ? [warning] : [])].join("\n");
 }

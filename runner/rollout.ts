@@ -42,6 +42,9 @@ export interface RolloutResult {
   /** The stage the rollout ended in (where it failed, or "done"). */
   stage: Stage;
   error: string | null;
+  /** Whether the gateway holds this result (reward and status as graded); false when finishing it failed, e.g.
+   * because something else finished the rollout first: then what the gateway trains on is not the grader's. */
+  recorded: boolean;
   /** A branch rollout (`--branch`): its backbone, point, number, and what it cost (null when it could not be read). */
   branch?: BranchJob & { cost: BranchCost | null };
 }
@@ -121,6 +124,16 @@ function describeExit(exit: SandboxExit): string {
   if (exit.stopped) return `stopped: ${exit.stopped}`;
   if (exit.startError) return `could not start: ${exit.startError}`;
   return exit.signal ? `killed by ${exit.signal}` : `exit ${exit.code}`;
+}
+
+/** What the gateway holds for a rollout the runner could not finish, as a clause for its error. */
+async function heldByGateway(control: ControlClient, id: string): Promise<string> {
+  try {
+    const r = await control.rollout(id);
+    return ` (the gateway holds status ${r.status}, reward ${r.reward ?? "null"})`;
+  } catch {
+    return "";
+  }
 }
 
 export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
@@ -410,6 +423,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   enter("finish");
   let calls = 0;
   let trajectories: number | null = null;
+  let recorded = false;
   if (status === "infra_error" || status === "aborted") reward = null;
   if (rolloutId !== null) {
     try {
@@ -420,9 +434,11 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       });
       calls = finished.calls;
       trajectories = finished.trajectories;
+      recorded = true;
     } catch (e) {
-      // The rollout stays open on the gateway: said here, since it cannot be said there.
-      error = `${error ? `${error}; ` : ""}finishing on the gateway failed: ${e instanceof Error ? e.message : String(e)}`;
+      // Said here, since it cannot be said there: the rollout is still open, or it holds what someone else posted.
+      const held = await heldByGateway(o.control, rolloutId);
+      error = `${error ? `${error}; ` : ""}finishing on the gateway failed: ${e instanceof Error ? e.message : String(e)}${held}`;
       endStage = "finish";
     }
   }
@@ -447,6 +463,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     seconds: (Date.now() - started) / 1000,
     stage: endStage,
     error,
+    recorded,
     ...(branch ? { branch } : {}),
   };
 }
