@@ -33,9 +33,9 @@ export function duration(value: string): number {
 
 /** A size in bytes: `100mb`, `512kb`, `1gb`, or a plain number of bytes. */
 export function bytes(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|tb)?$/i.exec(value.trim());
   if (!match) throw new InvalidArgumentError("expected a size such as 100mb, 512kb or 1048576");
   const unit = (match[2] ?? "b").toLowerCase();
-  const scale = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit as "b"];
+  const scale = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3, tb: 1024 ** 4 }[unit as "b"];
   return Math.floor(Number(match[1]) * scale);
 }

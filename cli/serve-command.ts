@@ -11,6 +11,7 @@ import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { DEFAULT_ROLLOUT_TIMEOUT_MS } from "../gateway/rollout-deadlines.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
+import { DEFAULT_MAP_SIZE } from "../store/store.ts";
 import { familyOfParser } from "../tokenizer/families.ts";
 import { vocabSizeOfModelDir } from "../tokenizer/model-format.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
@@ -147,6 +148,12 @@ export function serveCommand(): Command {
       )
         .choices(["commit", "flush"])
         .default("commit"),
+    )
+    .option(
+      "--store-map-size <size>",
+      "address space the store's memory map reserves, not disk (e.g. 1tb, 4tb): a store below it is never remapped while other threads and workers read it; set it above the store's expected size (docs/deploy.md)",
+      bytes,
+      DEFAULT_MAP_SIZE,
     )
     .option(
       "--require-rollout",
@@ -286,6 +293,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     grpcMemberTimeoutMs: opts.memberTimeout,
     dataDir: resolve(opts.data),
     durability: opts.durability,
+    storeMapSize: opts.storeMapSize,
     requireRollout: opts.requireRollout,
     bodyLimitBytes: opts.bodyLimit,
     publicUrl: opts.publicUrl,

@@ -52,6 +52,7 @@ export interface ServeOptions {
   memberTimeout: number;
   data: string;
   durability: Durability;
+  storeMapSize: number;
   requireRollout: boolean;
   bodyLimit: number;
   publicUrl?: string;
@@ -181,6 +182,7 @@ export async function servePrimary(
       memberTimeoutMs: opts.memberTimeout,
       dataDir: resolve(opts.data),
       durability: opts.durability,
+      storeMapSize: opts.storeMapSize,
       controlToken: opts.token ?? null,
       trajectories: trajectorySettingsOf({ trajectories: { trainSegments: opts.trainSegments } }, format),
       log: createLogger().child({ component: "gateway" }),

@@ -48,6 +48,8 @@ export interface GatewayOptions {
   /** LMDB directory. */
   dataDir: string;
   durability?: Durability;
+  /** The store's memory map size (default: the store's `DEFAULT_MAP_SIZE`). */
+  storeMapSize?: number;
   requireRollout?: boolean;
   /** Default 100 MB. */
   bodyLimitBytes?: number;
@@ -171,8 +173,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     durability: options.durability,
     promptIndex: new PromptIndex(),
     shared: worker && { slot: worker.slot, slots: worker.slots },
-    // One process writes the store: commits go through LMDB's write map (docs/gateway.md, "the commit").
-    writeMap: !worker,
+    ...(options.storeMapSize === undefined ? {} : { mapSize: options.storeMapSize }),
   });
   const trajectorySettings = trajectorySettingsOf(options, format);
   const context: GatewayContext = {
@@ -198,7 +199,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       options.prompts === "tokens"
         ? new TokenPrompts({ store }, format ?? qwen3ChatFormat(), { reasoningField: options.reasoningField })
         : null,
-    trajectories: new TrajectoryThread(options.dataDir, trajectorySettings, store.writeMap),
+    trajectories: new TrajectoryThread(options.dataDir, trajectorySettings, store.mapSize),
     recentPromptIds: new RecentIdListsByRollout(),
     repair:
       options.repairHistory === false

@@ -4,6 +4,7 @@
 import { Worker } from "node:worker_threads";
 import { RlgateError } from "../util/errors.ts";
 import type { RolloutRecord } from "../store/records.ts";
+import { DEFAULT_MAP_SIZE } from "../store/store.ts";
 import type { Reconstruction } from "../trajectory/types.ts";
 import { EncodedStreamMessage } from "../protocol/proto.ts";
 import type { TrajectoryReply, TrajectoryRequest, TrajectoryWorkerData } from "./trajectory-worker.ts";
@@ -37,9 +38,9 @@ export class TrajectoryThread {
   #nextId = 0;
   #closed = false;
 
-  /** `writeMap`: how this process's store was opened (the worker opens it alike). */
-  constructor(storePath: string, settings: TrajectorySettings, writeMap = false) {
-    this.#data = { storePath, settings, writeMap };
+  /** `mapSize`: the map size this process's store was opened with (the worker opens it alike). */
+  constructor(storePath: string, settings: TrajectorySettings, mapSize = DEFAULT_MAP_SIZE) {
+    this.#data = { storePath, settings, mapSize };
   }
 
   /** Resolves once the worker has started and answers (it starts on first use otherwise). */

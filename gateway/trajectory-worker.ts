@@ -17,8 +17,8 @@ import { toSnakeCase } from "../util/json-case.ts";
 export interface TrajectoryWorkerData {
   storePath: string;
   settings: TrajectorySettings;
-  /** The process's store is opened with LMDB's write map (Store's `writeMap`). */
-  writeMap: boolean;
+  /** The map size the process's store is opened with (Store's `mapSize`). */
+  mapSize: number;
 }
 
 export type TrajectoryRequest = { id: number } & (
@@ -74,8 +74,8 @@ function ownBytes(bytes: Uint8Array): Uint8Array {
 
 if (parentPort) {
   const port = parentPort;
-  const { storePath, settings, writeMap } = workerData as TrajectoryWorkerData;
-  const store = new Store({ path: storePath, writeMap });
+  const { storePath, settings, mapSize } = workerData as TrajectoryWorkerData;
+  const store = new Store({ path: storePath, mapSize });
   const recent = new RecentReconstructions(8, 4_000_000); // ~4M tokens: tens of MB at most
   const reply = (id: number, value: unknown, transfer: ArrayBuffer[] = []) =>
     port.postMessage({ id, ok: true, value } satisfies TrajectoryReply, transfer);

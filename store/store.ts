@@ -67,12 +67,10 @@ export interface StoreOptions {
    */
   shared?: { slot: number; slots: number };
   /**
-   * This process is the environment's only writer (a single-process gateway): commits change the mapped pages in
-   * place (LMDB's write map) instead of copying each dirty page and writing it with pwrite. Never with `shared`: LMDB
-   * does not support writers with and without a write map on one environment, and workers that each wrote through
-   * one aborted when the map grew (measured; docs/gateway.md). Every opener in the process passes the same value.
+   * Bytes of address space the environment's memory map reserves (default `DEFAULT_MAP_SIZE`): a store that stays
+   * below it is never remapped (see `environmentOptions`). Every opener in the process passes the same value.
    */
-  writeMap?: boolean;
+  mapSize?: number;
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
@@ -102,11 +100,24 @@ export function nextSlotStamp(last: number, slot: number, slots: number): number
 }
 
 /**
- * How a store opens its LMDB environment. Every opener of the same path in one process must pass the same options (the
- * process shares one environment per path).
+ * The memory map's default size: 1 TiB of virtual address space, not of disk. lmdb-js starts a fresh environment's map
+ * at 128 KiB and, whenever a transaction needs pages past it, remaps the environment from whichever thread begins that
+ * transaction — the writer, the trajectory thread's readers, other workers' processes — with no lock between them
+ * (node_modules/lmdb/dependencies/lmdb/libraries/liblmdb/mdb.c: mdb_env_set_mapsize from mdb_page_alloc and
+ * mdb_txn_renew0). A map this size is set once at open and never changes while the store is below it, so no process
+ * remaps a shared environment under another's transactions. Without LMDB's write map it costs nothing but address
+ * space: the file grows with what is written (docs/deploy.md, "Store map size").
  */
-export function environmentOptions(path: string, durability: Durability, writeMap: boolean) {
-  return { path, compression: false, maxDbs: 16, noSync: durability === "commit", useWritemap: writeMap };
+export const DEFAULT_MAP_SIZE = 2 ** 40;
+
+/**
+ * How a store opens its LMDB environment. Every opener of the same path in one process must pass the same options (the
+ * process shares one environment per path). Never LMDB's write map: with it the file is ftruncated to the map's size,
+ * sparse, and a page written into a hole on a full disk kills the process with SIGBUS; without it a full disk fails a
+ * commit's pwrite with ENOSPC, which aborts the transaction and leaves the store as it was.
+ */
+export function environmentOptions(path: string, durability: Durability, mapSize = DEFAULT_MAP_SIZE) {
+  return { path, compression: false, maxDbs: 16, noSync: durability === "commit", mapSize };
 }
 
 /**
@@ -157,20 +168,16 @@ export class Store {
    */
   readonly #catchUpDecoders = new LRUCache<string, CallTokensDecoder>({ max: 256 });
   readonly #shared: { slot: number; slots: number } | null;
-  /** Opened with LMDB's write map (`StoreOptions.writeMap`): other openers in this process pass the same. */
-  readonly writeMap: boolean;
+  /** The memory map's size (`StoreOptions.mapSize`): other openers in this process pass the same. */
+  readonly mapSize: number;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
     this.#shared = options.shared ?? null;
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
-    if (options.writeMap && options.shared)
-      throw new Error("a store shared by processes is not opened with a write map");
-    this.writeMap = options.writeMap === true;
-    // The mapped pages are the page cache's, so a commit through the write map is as safe from a killed process as one
-    // through pwrite; what LMDB no longer guards against is a stray native write into the map.
-    this.#root = open(environmentOptions(options.path, this.#durability, this.writeMap));
+    this.mapSize = options.mapSize ?? DEFAULT_MAP_SIZE;
+    this.#root = open(environmentOptions(options.path, this.#durability, this.mapSize));
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
     this.#rolloutsByTime = this.#root.openDB<true, [number, string]>({ name: "rollouts-by-time" });

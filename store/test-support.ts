@@ -44,7 +44,7 @@ export function testRolloutRecord(fields: Pick<RolloutRecord, "id"> & Partial<Ro
 
 /** Removes a stored call behind the store's back: the damage the commit's reference check guards against. */
 export function dropStoredCall(store: Store, rolloutId: string, seq: number): void {
-  const root = open(environmentOptions(store.path, store.durability, store.writeMap));
+  const root = open(environmentOptions(store.path, store.durability, store.mapSize));
   const calls = root.openDB<unknown, [string, number]>({ name: "calls" });
   root.transactionSync(() => void calls.remove([rolloutId, seq]));
 }

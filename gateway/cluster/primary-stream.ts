@@ -11,6 +11,8 @@ import { TrajectoryThread } from "../trajectory-thread.ts";
 export interface PrimaryStreamOptions extends GatewayGrpcOptions {
   dataDir: string;
   durability?: Durability;
+  /** The store's memory map size: the workers' (Store's `mapSize`). */
+  storeMapSize?: number;
   controlToken: string | null;
   trajectories: TrajectorySettings;
   log: Logger;
@@ -25,8 +27,13 @@ export interface PrimaryStream {
 
 export async function startPrimaryStream(options: PrimaryStreamOptions): Promise<PrimaryStream> {
   // The primary writes no calls (only consumer groups' state): its slot is that of none of the workers.
-  const store = new Store({ path: options.dataDir, durability: options.durability, shared: { slot: 0, slots: 1 } });
-  const trajectories = new TrajectoryThread(options.dataDir, options.trajectories);
+  const store = new Store({
+    path: options.dataDir,
+    durability: options.durability,
+    shared: { slot: 0, slots: 1 },
+    ...(options.storeMapSize === undefined ? {} : { mapSize: options.storeMapSize }),
+  });
+  const trajectories = new TrajectoryThread(options.dataDir, options.trajectories, store.mapSize);
   const closeStoreSide = async () => {
     await trajectories.close().catch(() => {});
     await store.close();

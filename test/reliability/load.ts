@@ -11,10 +11,19 @@ export interface Acknowledged {
   finishes: Set<string>;
   /** Every rollout created. */
   rollouts: Set<string>;
+  /** Answers with a 5xx status: what was asked, the status and the start of the body. */
+  serverErrors: string[];
 }
 
 export function newAcknowledged(): Acknowledged {
-  return { calls: new Map(), finishes: new Set(), rollouts: new Set() };
+  return { calls: new Map(), finishes: new Set(), rollouts: new Set(), serverErrors: [] };
+}
+
+/** Keeps a 5xx answer: a gateway killed under load cuts connections, it never answers 5xx. */
+async function noteServerError(ack: Acknowledged, what: string, res: Response, text?: string): Promise<void> {
+  if (res.status < 500) return;
+  const body = text ?? (await res.text().catch(() => ""));
+  ack.serverErrors.push(`${what}: ${res.status} ${body.slice(0, 400)}`);
 }
 
 export async function spawnGateway(
@@ -66,7 +75,10 @@ export async function client(
         body: JSON.stringify({ group: `c${index}` }),
         signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
-      if (res.status !== 201) continue;
+      if (res.status !== 201) {
+        await noteServerError(ack, "create a rollout", res);
+        continue;
+      }
       id = ((await res.json()) as { id: string }).id;
       ack.rollouts.add(id);
     } catch {
@@ -88,6 +100,7 @@ export async function client(
         });
         const seq = Number(res.headers.get("x-rlgate-call"));
         const text = await res.text();
+        await noteServerError(ack, `call ${seq} of ${id}`, res, text);
         // Complete means: a 200 whose body the harness read to its proper end.
         if (res.status === 200 && (!stream || text.trimEnd().endsWith("data: [DONE]"))) ack.calls.set(seq, id);
       } catch {
@@ -102,7 +115,8 @@ export async function client(
         body: '{"reward":1}',
         signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
-      await res.text();
+      const text = await res.text();
+      await noteServerError(ack, `finish ${id}`, res, text);
       if (res.status === 200) ack.finishes.add(id);
     } catch {
       // cut by a kill
