@@ -1,4 +1,5 @@
 // `rlgate serve`: the capture gateway, optionally with the simulated vLLM in the same process.
+import { DEFAULT_PASSTHROUGH_ROUTES, PassthroughRouteError, PassthroughRoutes } from "../gateway/passthrough-routes.ts";
 import { REASONING_FIELDS } from "../tokenizer/reasoning-field.ts";
 import { Command, InvalidArgumentError, Option } from "commander";
 import cluster from "node:cluster";
@@ -229,6 +230,11 @@ export function serveCommand(): Command {
       capSetting,
     )
     .option(
+      "--passthrough <routes>",
+      `more upstream routes harnesses may reach without capture, as '[METHOD ]/path' or '[METHOD ]/path/*', comma-separated, repeatable (default: only ${DEFAULT_PASSTHROUGH_ROUTES.join(", ")}; every other upstream route, e.g. /v1/load_lora_adapter, answers 404 to harnesses)`,
+      passthroughRoutes,
+    )
+    .option(
       "--workers <n>",
       "gateway processes sharing the port and the store (default: RLGATE_WORKERS or the machine's cores; 1: one process); the primary keeps the built-in sim, the trajectory stream and /metrics' sums (docs/deploy.md)",
       workerCount,
@@ -306,6 +312,7 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     repairHistory: opts.repairHistory,
     maxTokensCap: opts.maxTokensCap ?? null,
     routedExperts: opts.routedExperts ? { topK: opts.moeTopK ?? null, experts: opts.moeExperts ?? null } : null,
+    passthrough: opts.passthrough ?? [],
     processMetrics: true,
     prompts: opts.prompts,
     ...(opts.reasoningField ? { reasoningField: opts.reasoningField } : {}),
@@ -361,4 +368,22 @@ export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
       `  trajectories:  grpc://${at.grpcAddress}${opts.grpcTlsCert ? " (TLS)" : ""}  (rlgate core --gateway ${at.grpcAddress}${tls})`,
     );
   }
+}
+
+/** `--passthrough` values, accumulated over repeats and checked as they are given. */
+function passthroughRoutes(value: string, previous: string[] | undefined): string[] {
+  const routes = [
+    ...(previous ?? []),
+    ...value
+      .split(",")
+      .map((spec) => spec.trim())
+      .filter(Boolean),
+  ];
+  try {
+    new PassthroughRoutes(routes);
+  } catch (error) {
+    if (error instanceof PassthroughRouteError) throw new InvalidArgumentError(error.message);
+    throw error;
+  }
+  return routes;
 }

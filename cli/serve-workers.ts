@@ -64,6 +64,8 @@ export interface ServeOptions {
   rolloutTimeout: number;
   simPort: number;
   routedExperts?: boolean;
+  /** `--passthrough`: upstream routes harnesses may reach beyond the defaults. */
+  passthrough?: string[];
   moeTopK?: number;
   moeExperts?: number;
   simMoeLayers?: number;

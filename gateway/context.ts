@@ -3,7 +3,9 @@ import type { Store } from "../store/store.ts";
 import type { Logger } from "../util/log.ts";
 import type { ClusterLink } from "./cluster/worker-link.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import type { PassthroughRoutes } from "./passthrough-routes.ts";
 import type { HistoryRepair } from "./repair/index.ts";
+import type { KnownSecrets } from "./secrets.ts";
 import type { TokenPrompts } from "./prompts/index.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 import type { TrajectoryThread } from "./trajectory-thread.ts";
@@ -37,6 +39,8 @@ export interface GatewayConfig {
   rolloutTimeoutMs: number;
   /** `--routed-experts`: ask the upstream for routed experts (MoE routing replay) and keep them per token. */
   routedExperts?: RoutedExpertsSetting | null;
+  /** Upstream routes a harness may reach without capture (the defaults plus `--passthrough`). */
+  passthrough: PassthroughRoutes;
 }
 
 export interface GatewayContext {
@@ -56,6 +60,8 @@ export interface GatewayContext {
   repair: HistoryRepair | null;
   /** The process's logger (util/log.ts), made by the CLI. */
   log: Logger;
+  /** The control token and rollout keys: redacted from whatever goes upstream. */
+  secrets: KnownSecrets;
   /** Each rollout's recent prompt id lists: an answer's prompt ids that continue one are compared, not read. */
   recentPromptIds: RecentIdListsByRollout;
   /** Set in a worker of `rlgate serve --workers N`: the other workers' UI events and metrics, through the primary. */

@@ -46,6 +46,7 @@ export function forward(
       headers: upstreamRequestHeaders(target.headers, {
         dropAuthorization: target.dropAuthorization,
         apiKey: upstream.apiKey,
+        controlToken: ctx.config.controlToken,
       }),
       body,
     },

@@ -1,9 +1,9 @@
 // Header hygiene between harness, gateway and upstream. Hop-by-hop and transport headers belong to one connection
 // and never travel on (RFC 9110 §7.6.1): a harness's `Expect: 100-continue` is answered by the gateway itself (Node
 // sends the 100), and forwarding it would make undici refuse the request. No value shaped like a rollout key
-// travels upstream, whatever header carries it.
+// travels upstream, nor the control token, whatever header carries it.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
-import { ROLLOUT_KEY_PREFIX } from "./attribution.ts";
+import { carriesSecret } from "./secrets.ts";
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -36,21 +36,16 @@ export function isHopByHop(name: string, listed: Set<string> | null = null): boo
   return HOP_BY_HOP.has(name) || name.startsWith("proxy-") || (listed !== null && listed.has(name));
 }
 
-/** True when a header value carries something shaped like a rollout key (never forwarded upstream). */
-export function carriesRolloutKey(value: string | string[]): boolean {
-  return Array.isArray(value) ? value.some((v) => v.includes(ROLLOUT_KEY_PREFIX)) : value.includes(ROLLOUT_KEY_PREFIX);
-}
-
 /** Headers forwarded upstream: the harness's own, minus hop-by-hop, rlgate's, and compression (capture parses). */
 export function upstreamRequestHeaders(
   headers: IncomingHttpHeaders,
-  options: { dropAuthorization: boolean; apiKey: string | undefined },
+  options: { dropAuthorization: boolean; apiKey: string | undefined; controlToken: string | null },
 ): Record<string, string> {
   const out: Record<string, string> = {};
   const listed = connectionListed(headers);
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || isHopByHop(name, listed) || name.startsWith("x-rlgate-")) continue;
-    if (name === "accept-encoding" || carriesRolloutKey(value)) continue;
+    if (name === "accept-encoding" || carriesSecret(value, options.controlToken)) continue;
     if (options.dropAuthorization && (name === "authorization" || name === "x-api-key")) continue;
     out[name] = Array.isArray(value) ? value.join(", ") : value;
   }
@@ -64,14 +59,18 @@ export function upstreamRequestHeaders(
  * The same hygiene for a pass-through request, whose headers http-proxy forwards as they are: removes, in place,
  * what must not travel upstream.
  */
-export function scrubPassthroughHeaders(headers: IncomingHttpHeaders, dropAuthorization: boolean): void {
+export function scrubPassthroughHeaders(
+  headers: IncomingHttpHeaders,
+  dropAuthorization: boolean,
+  controlToken: string | null,
+): void {
   const listed = connectionListed(headers);
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
     // http-proxy manages the upstream connection itself; host and length are rewritten or kept by it.
     const hop =
       name !== "host" && name !== "content-length" && name !== "transfer-encoding" && isHopByHop(name, listed);
-    if (hop || name.startsWith("x-rlgate-") || carriesRolloutKey(value)) delete headers[name];
+    if (hop || name.startsWith("x-rlgate-") || carriesSecret(value, controlToken)) delete headers[name];
     else if (dropAuthorization && (name === "authorization" || name === "x-api-key")) delete headers[name];
   }
 }

@@ -27,6 +27,7 @@ import type { RoutedExpertsSetting } from "./upstream/routed-experts.ts";
 import type { WorkerLink } from "./cluster/worker-link.ts";
 import { RolloutDeadlines } from "./rollout-deadlines.ts";
 import { RecentIdListsByRollout } from "./upstream/id-list.ts";
+import { PassthroughRoutes } from "./passthrough-routes.ts";
 
 export interface GatewayOptions {
   /** Base URL of the inference server (vLLM, SGLang, `rlgate sim`), or of several replicas (`A,B` or a list). */
@@ -89,6 +90,8 @@ export interface GatewayOptions {
   maxTokensCap?: MaxTokensCapSetting;
   /** MoE routing replay (`serve --routed-experts`): ask the upstream for routed experts and keep them per token. */
   routedExperts?: RoutedExpertsSetting | null;
+  /** Upstream routes harnesses may reach without capture beyond the defaults (`[METHOD ]/path[/*]`, --passthrough). */
+  passthrough?: readonly string[];
   /**
    * A new rollout without its own `deadline_s` is finished as `timeout` this long after its creation, if still open
    * (`serve --rollout-timeout`, whose default is DEFAULT_ROLLOUT_TIMEOUT_MS); unset or 0: no deadline but its own.
@@ -194,6 +197,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       maxTokensCap: options.maxTokensCap ?? null,
       rolloutTimeoutMs: options.rolloutTimeoutMs ?? 0,
       routedExperts: options.routedExperts ?? null,
+      passthrough: new PassthroughRoutes(options.passthrough),
     },
     tokenPrompts:
       options.prompts === "tokens"
@@ -212,6 +216,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
               options.reasoningField ?? (options.upstreamFlavor === "sglang" ? "reasoning_content" : "reasoning"),
           }),
     log,
+    secrets: {
+      controlToken: options.controlToken ?? null,
+      isRolloutKey: (candidate) => store.rolloutIdForKey(candidate) !== undefined,
+    },
     cluster: worker?.link,
   };
   context.metrics.observeReplicas(() => upstream.replicas);

@@ -11,7 +11,8 @@ import { isRecordedRejection, recordRejected, type RejectedRequest } from "./cap
 import type { GatewayContext } from "./context.ts";
 import { handleControlApi } from "./control-api.ts";
 import { GatewayError, asGatewayError, toErrorBody, toOpenAIErrorBody, type ErrorShape } from "./errors.ts";
-import { Passthrough, isPassthroughPath } from "./passthrough.ts";
+import { Passthrough } from "./passthrough.ts";
+import { redactSecrets, scrubQuery } from "./secrets.ts";
 import type { HarnessCall } from "./relay/exchange.ts";
 import { handleChatCompletions } from "./surfaces/chat/index.ts";
 import { handleCompletions } from "./surfaces/completions/index.ts";
@@ -92,7 +93,10 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startEpoch = Date.now();
     const startPerf = performance.now();
+    // A secret in the query goes no further than here: not upstream, not into a call's record.
     const url = routedUrl(req.url);
+    const search = url.search && scrubQuery(url.search, ctx.config.controlToken);
+    if (search !== url.search) req.url = url.pathname + search;
     const path = url.pathname;
 
     if (path === "/healthz") return sendText(res, 200, "ok\n");
@@ -123,7 +127,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         startPerf,
       };
       try {
-        const rawBody = (request.rawBody = await readBody(req, ctx.config.bodyLimitBytes));
+        // Redacted before anything reads it: neither the upstream nor the store sees a secret a body carried.
+        const rawBody = (request.rawBody = redactSecrets(await readBody(req, ctx.config.bodyLimitBytes), ctx.secrets));
         const finished = finishedRolloutError(ctx, attribution);
         if (finished) {
           request.body = parseJsonBodyOrUndefined(rawBody);
@@ -157,14 +162,17 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
       res.end(req.method === "HEAD" ? undefined : body);
       return;
     }
-    if (isPassthroughPath(routePath)) {
+    if (ctx.config.passthrough.allows(req.method, routePath)) {
       const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
       const finished = finishedRolloutError(ctx, attribution);
       if (finished) throw finished;
-      passthrough.forward(req, res, routePath, url.search, attribution.usedRolloutKey);
-      return;
+      return passthrough.forward(req, res, routePath, search, attribution.usedRolloutKey);
     }
-    throw new GatewayError("RLGATE_NOT_FOUND", `no route ${req.method} ${path}`);
+    throw new GatewayError(
+      "RLGATE_NOT_FOUND",
+      `no route ${req.method} ${path}: harnesses reach the captured APIs and, of the upstream's other routes, only ` +
+        `${ctx.config.passthrough.specs.join(", ")} (rlgate serve --passthrough 'METHOD /path' adds one)`,
+    );
   }
 
   function answerError(req: IncomingMessage, res: ServerResponse, error: unknown): void {

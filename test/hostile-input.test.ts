@@ -78,7 +78,7 @@ describe("hostile input", () => {
       );
       assert.match(answer, /^HTTP\/1\.1 400 /, `target ${target}: ${answer.slice(0, 80)}`);
       const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string } };
-      assert.equal(body.error.code, "RLGATE_BAD_REQUEST");
+      assert.equal(body.error.code, "RLGATE_BAD_PATH");
     }
     const health = await fetch(`${stack.gateway.url}/healthz`);
     assert.equal(health.status, 200);
@@ -536,7 +536,7 @@ describe("hostile input: found by the 100k fuzz run", () => {
       ),
     );
     assert.equal(answer.status, 400);
-    assert.equal(answer.body.error.code, "RLGATE_BAD_REQUEST");
+    assert.equal(answer.body.error.code, "RLGATE_BAD_PATH");
     const health = await rawRequest(stack.gateway.url, "GET /healthz HTTP/1.1\r\nconnection: close\r\n\r\n");
     assert.match(health, /^HTTP\/1\.1 200 /);
   });

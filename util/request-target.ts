@@ -29,7 +29,7 @@ export function parseRequestTarget(target: string | undefined): RequestTarget {
   const search = queryAt < 0 ? "" : raw.slice(queryAt);
   if (!PATH_CHARS.test(pathname))
     throw new RequestTargetError("the request path holds a character that is not allowed there (e.g. '\\' or a space)");
-  if (ESCAPE.test(pathname)) throw new RequestTargetError("the request path holds a malformed %-escape");
+  if (ESCAPE.test(pathname)) throw new RequestTargetError("the request path holds a malformed percent-escape");
   if (DANGEROUS_ESCAPE.test(pathname))
     throw new RequestTargetError("the request path holds an encoded '.', '/', '\\', '%' or NUL; it is not normalized");
   for (const segment of pathname.split("/"))

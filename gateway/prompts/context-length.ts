@@ -12,7 +12,7 @@ async function fetchContextLength(ctx: GatewayContext): Promise<number | null> {
     const response = await upstream.request({
       method: "GET",
       path: "/v1/models",
-      headers: upstreamRequestHeaders({}, { dropAuthorization: true, apiKey: upstream.apiKey }),
+      headers: upstreamRequestHeaders({}, { dropAuthorization: true, apiKey: upstream.apiKey, controlToken: null }),
     });
     const body = (await response.body.json()) as { data?: Array<{ max_model_len?: unknown }> };
     const length = body.data?.[0]?.max_model_len;

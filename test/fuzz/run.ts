@@ -7,7 +7,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { splitRolloutPath } from "../../gateway/attribution.ts";
 import type { Gateway } from "../../gateway/index.ts";
-import { isPassthroughPath } from "../../gateway/passthrough.ts";
+import { PassthroughRoutes } from "../../gateway/passthrough-routes.ts";
 import { fuzzInput, type FuzzInput, type FuzzTargets } from "./inputs.ts";
 
 export interface Memory {
@@ -95,6 +95,9 @@ function sendRaw(base: URL, bytes: Buffer, timeoutMs: number): Promise<string> {
   });
 }
 
+const passthrough = new PassthroughRoutes();
+const isPassthrough = (method: string, routePath: string) => passthrough.allows(method, routePath);
+
 const isObject = (v: unknown): v is Record<string, any> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Why an HTTP answer breaks the gateway's promises, or null when it keeps them. */
@@ -106,7 +109,7 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
       return input.path;
     }
   })();
-  const fromUpstream = answer.headers["x-rlgate-call"] !== undefined || isPassthroughPath(routePath);
+  const fromUpstream = answer.headers["x-rlgate-call"] !== undefined || isPassthrough(input.method, routePath);
   let json: unknown = undefined;
   try {
     json = answer.body ? JSON.parse(answer.body) : undefined;
@@ -123,7 +126,7 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
   if (!isObject(json))
     return fromUpstream ? null : `a ${answer.status} whose body is not a JSON object: ${answer.body.slice(0, 200)}`;
   const anthropic =
-    (routePath === "/v1/messages" || routePath.startsWith("/v1/messages/")) && !isPassthroughPath(routePath);
+    (routePath === "/v1/messages" || routePath.startsWith("/v1/messages/")) && !isPassthrough(input.method, routePath);
   if (anthropic) {
     const e = json["error"];
     if (json["type"] !== "error" || !isObject(e) || typeof e["type"] !== "string" || typeof e["message"] !== "string") {
