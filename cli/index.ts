@@ -8,6 +8,7 @@ import { doctorCommand } from "./doctor-command.ts";
 import { serveCommand } from "./serve-command.ts";
 import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
+import { storeCommand } from "./store-command.ts";
 import { StartRefusal } from "../util/refusal.ts";
 
 const program = new Command()
@@ -25,6 +26,7 @@ const program = new Command()
   .addCommand(runCommand())
   .addCommand(replayCommand())
   .addCommand(exportCommand())
+  .addCommand(storeCommand())
   .addCommand(doctorCommand());
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */

@@ -1,5 +1,5 @@
 // The parsers of the CLI's option values, one of each kind for every command: a duration is always written the same
-// way (`500ms`, `5s`, `10m`, `1h`; a plain number is milliseconds), a size too (`100mb`, `512kb`, a plain number is
+// way (`500ms`, `5s`, `10m`, `1h`, `7d`; a plain number is milliseconds), a size too (`100mb`, `512kb`, a plain number is
 // bytes).
 import { InvalidArgumentError } from "commander";
 
@@ -21,13 +21,15 @@ export function probability(value: string): number {
   return n;
 }
 
-const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** A duration in milliseconds: `500ms`, `5s`, `1.5s`, `10m`, `1h`, or a plain number of milliseconds. */
+/** A duration in milliseconds: `500ms`, `5s`, `1.5s`, `10m`, `1h`, `7d`, or a plain number of milliseconds. */
 export function duration(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/.exec(value.trim());
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/.exec(value.trim());
   if (!match)
-    throw new InvalidArgumentError("expected a duration such as 500ms, 30s, 2m or 1h (a plain number is milliseconds)");
+    throw new InvalidArgumentError(
+      "expected a duration such as 500ms, 30s, 2m, 1h or 7d (a plain number is milliseconds)",
+    );
   return Number(match[1]) * DURATION_UNITS[(match[2] ?? "ms") as keyof typeof DURATION_UNITS];
 }
 

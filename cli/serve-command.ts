@@ -5,6 +5,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import cluster from "node:cluster";
 import { resolve } from "node:path";
 import { startGateway, DEFAULT_BODY_LIMIT, type GatewayOptions } from "../gateway/index.ts";
+import type { Store } from "../store/store.ts";
 import { DEFAULT_GRPC_PORT } from "../gateway/grpc/index.ts";
 import { FLAVOR_NAMES } from "../gateway/upstream/flavor.ts";
 import { DEFAULT_HEALTH_INTERVAL_MS, ROUTINGS } from "../gateway/upstream/client.ts";
@@ -20,6 +21,8 @@ import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
 import {
+import { RetentionSweep } from "../store/retention.ts";
+import { formatAge } from "./store-command.ts";
   defaultWorkers,
   servePrimary,
   serveWorker,
@@ -143,6 +146,11 @@ export function serveCommand(): Command {
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
     .addOption(
+    .option(
+      "--retain <duration>",
+      "remove rollouts finished longer ago than this (e.g. 12h, 7d) once every consumer group has acknowledged them, with their calls, in a periodic sweep; their space is reused. Off by default (the store keeps everything). A consumer group that stops reading holds retention at its cursor (rlgate store stats names it); a backbone is kept while a branch of it is open (docs/deploy.md)",
+      duration,
+    )
       new Option(
         "--durability <mode>",
         "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk",
@@ -244,7 +252,7 @@ export function serveCommand(): Command {
       // An upstreams file alone names the replicas: the default (the built-in sim) is not added to them.
       const fileOnly = Boolean(opts.upstreamsFile) && command.getOptionValueSource("upstream") === "default";
       if (cluster.isWorker) return serveWorker(opts, fileOnly, gatewayOptionsOf);
-      if (opts.workers > 1) return servePrimary(opts, fileOnly, { printBanner: printServeBanner });
+      if (opts.workers > 1) return servePrimary(opts, fileOnly, { printBanner: printServeBanner, startRetention });
       let sim: SimServer | null = null;
       let upstream: string | undefined = fileOnly ? undefined : opts.upstream;
       if (upstream === "sim") {
@@ -264,6 +272,7 @@ export function serveCommand(): Command {
         modelName: gateway.context.tokenPrompts?.format.source ?? null,
         grpcAddress: gateway.grpc?.address ?? null,
         workers: null,
+      const retention = startRetention(gateway.context.store, opts.retain);
       });
       let closing = false;
       const shutdown = async () => {
@@ -286,6 +295,13 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     healthIntervalMs: opts.healthInterval,
     routing: opts.routing,
     upstreamApiKey: opts.upstreamApiKey,
+/** `serve --retain`: the sweep of the one process that sweeps the store (the primary with --workers). */
+export function startRetention(store: Store, retainMs: number | undefined): RetentionSweep | null {
+  if (retainMs === undefined) return null;
+  const log = createLogger().child({ component: "retention" });
+  return new RetentionSweep(store.tables(), retainMs, (line) => log.info(line)).start();
+}
+
     upstreamFlavor: opts.upstreamFlavor,
     modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
     host: opts.host,
@@ -361,6 +377,10 @@ export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
     `  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`,
   );
   console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
+  if (opts.retain !== undefined)
+    console.log(
+      `  retention:     rollouts finished over ${formatAge(opts.retain)} ago and acknowledged by every consumer group are removed`,
+    );
   console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
   if (at.grpcAddress) {
     const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";

@@ -7,7 +7,7 @@ import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 import { collectDefaultMetrics, Registry } from "prom-client";
-import type { Durability } from "../store/store.ts";
+import type { Durability, Store } from "../store/store.ts";
 import {
   chatFormatOption,
   refuseOpenHost,
@@ -75,6 +75,8 @@ export interface ServeOptions {
   maxTokensCap?: MaxTokensCapSetting;
   workers: number;
 }
+  /** `--retain`: ms after a rollout's finish that retention may remove it (absent: keep everything). */
+  retain?: number;
 
 /** Where the banner points. */
 export interface ServeBanner {
@@ -143,7 +145,10 @@ export async function serveWorker(
 export async function servePrimary(
   opts: ServeOptions,
   fileOnly: boolean,
-  ui: { printBanner: (opts: ServeOptions, at: ServeBanner) => void },
+  ui: {
+    printBanner: (opts: ServeOptions, at: ServeBanner) => void;
+    startRetention: (store: Store, retainMs: number | undefined) => { stop(): Promise<void> } | null;
+  },
 ): Promise<void> {
   const say = (line: string) => console.error(`[rlgate] ${line}`);
   const registry = new Registry();
@@ -156,9 +161,11 @@ export async function servePrimary(
   let upstream = fileOnly ? undefined : opts.upstream;
   let primary: ClusterPrimary | null = null;
   let closing = false;
+  let retention: { stop(): Promise<void> } | null = null;
   const closeAll = async () => {
     closing = true;
     await primary?.close();
+    await retention?.stop();
     await stream?.close().catch((error: unknown) => say(`trajectory stream close: ${String(error)}`));
     await sim?.close();
   };
@@ -191,6 +198,8 @@ export async function servePrimary(
     });
     const relay = primary;
     stream.store.events.on("agreement", (record) => relay.relayUi("agreement", record));
+    // The primary sweeps (its workers never do): one process removes what retention allows.
+    retention = ui.startRetention(stream.store, opts.retain);
     ui.printBanner(opts, {
       url: address.url,
       upstreams: sim ? [sim.url] : address.upstreams,

@@ -14,6 +14,7 @@ import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import { sliceRouting } from "../util/routed-experts.ts";
+import type { StoreTables } from "./store-tables.ts";
 import { reweigh } from "../util/lru-reweigh.ts";
 import {
   MAX_AGREEMENT_RECORDS,
@@ -151,6 +152,8 @@ export class Store {
   #lastFinishCursor = 0;
   readonly #durability: Durability;
   /** Each rollout's recent request bodies, which a new call's body is stored against (request-bodies.ts). */
+  /** [backbone id, branch id] of every branch rollout: retention keeps a backbone while a branch of it is open. */
+  readonly #branches: Database<true, [string, string]>;
   readonly #requestBases = new RequestBases();
   readonly #prompts: PromptRefIndex | null;
   readonly #committer: CallCommitter;
@@ -201,6 +204,7 @@ export class Store {
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
+    this.#branches = this.#root.openDB({ name: "branches" });
     this.#callLog = this.#root.openDB({ name: "call-log" });
     this.#committer = new CallCommitter(
       this.#root,
@@ -277,6 +281,7 @@ export class Store {
           void this.#keys.put(rollout.key, rollout.id);
           void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
           this.#indexDeadline(rollout);
+            this.#indexBranch(rollout);
         }),
       ),
     );
@@ -299,6 +304,7 @@ export class Store {
 
   #emit<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0]): void {
     try {
+          this.#indexBranch(rollout);
       (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
     } catch {
       // the listener's failure, not the store's
@@ -333,6 +339,12 @@ export class Store {
    * consumers read from a cursor (at least once, resumable): cursors increase across restarts, and in commit order
    * across processes (the cursor is drawn inside the write transaction, which LMDB runs one at a time), so a reader
    * that has seen a cursor has seen every lower one.
+  /** Inside a write transaction: a branch rollout (metadata.branch.of) is listed under its backbone. */
+  #indexBranch(rollout: RolloutRecord): void {
+    const of = (rollout.metadata.branch as { of?: unknown } | undefined)?.of;
+    if (typeof of === "string") void this.#branches.put([of, rollout.id], true);
+  }
+
    */
   finishRollout(rollout: RolloutRecord): Promise<number> {
     return this.#finish(rollout, false) as Promise<number>;
@@ -494,10 +506,10 @@ export class Store {
     const cached = this.#rolloutCache.get(id);
     if (cached && !this.#shared) return cached;
     if (cached) {
-      if (cached.status !== "open") return cached; // a finished rollout does not change
-      // Another worker may have finished it a moment ago: checked on a new read snapshot, by its finish marker.
+      // Another worker may have finished it a moment ago, or retention (in the primary) removed it since: either shows
+      // in its finish marker, checked on a new read snapshot.
       this.#root.resetReadTxn();
-      if (!this.#finishedIds.doesExist(id)) return cached;
+      if (this.#finishedIds.doesExist(id) === (cached.status !== "open")) return cached;
       this.#rolloutCache.delete(id);
     } else if (this.#shared) this.#root.resetReadTxn();
     const stored = this.#rollouts.get(id);
@@ -786,3 +798,30 @@ export class Store {
     await this.#root.close();
   }
 }
+  /**
+   * The environment and its tables, for store/retention.ts (which removes whole rollouts) and store/store-stats.ts;
+   * `forget` drops what this process keeps in memory of a removed rollout.
+   */
+  tables(): StoreTables {
+    return {
+      root: this.#root,
+      rollouts: this.#rollouts,
+      keys: this.#keys,
+      rolloutsByTime: this.#rolloutsByTime,
+      calls: this.#calls,
+      callLog: this.#callLog,
+      finished: this.#finished,
+      finishedIds: this.#finishedIds,
+      deadlines: this.#deadlines,
+      cursors: this.#cursors,
+      consumerState: this.#consumerState,
+      branches: this.#branches,
+      forget: (id) => {
+        this.#rolloutCache.delete(id);
+        this.#catchUpDecoders.delete(id);
+        this.#prompts?.forget(id);
+        this.#requestBases.forget(id);
+      },
+    };
+  }
+
