@@ -138,10 +138,18 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--memory <size>",
-        "memory per sandbox: all its processes' resident memory, and each one's data segment",
+        "memory per sandbox: all its processes' resident memory plus its in-RAM files (/tmp, /dev/shm), and each process's data segment",
       )
         .argParser(bytes)
         .default(DEFAULT_LIMITS.memoryBytes, `${DEFAULT_LIMITS.memoryBytes / 1024 ** 3}g`),
+    )
+    .addOption(
+      new Option(
+        "--disk <size>",
+        "disk per bwrap rollout: what its agent writes (workspace changes, home); as root a filesystem of that size (writes past it fail with ENOSPC), otherwise a watchdog that stops the sandbox past it",
+      )
+        .argParser(bytes)
+        .default(DEFAULT_LIMITS.diskBytes, `${DEFAULT_LIMITS.diskBytes! / 1024 ** 3}g`),
     )
     .option("--processes <n>", "processes and threads per sandbox", positive, DEFAULT_LIMITS.processes)
     .option("--cpu <s>", "CPU seconds per process in a sandbox", positive, DEFAULT_LIMITS.cpuSeconds)
@@ -256,7 +264,7 @@ export function runCommand(): Command {
           generation: opts.generation,
           round: opts.round,
           env: opts.env,
-          limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu },
+          limits: { memoryBytes: opts.memory, processes: opts.processes, cpuSeconds: opts.cpu, diskBytes: opts.disk },
           workDir: opts.workDir ? resolve(opts.workDir) : undefined,
           keep: opts.keep,
           mountReadOnly: (opts.mountRo ?? []).map((d: string) => resolve(d)),

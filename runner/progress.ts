@@ -28,6 +28,7 @@ export class Progress {
             ? `image ${task.name}: failed: ${firstLine(image.error)}`
             : `image ${task.name}: ready in ${(image.ms / 1000).toFixed(1)} s`,
         ),
+      notice: (message) => this.#line(`rlgate run: ${message}`),
       stage: (key, stage) => {
         const id = label(key);
         if (stage === "done") return;

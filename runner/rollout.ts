@@ -15,6 +15,8 @@ import { commonEnv, type Harness } from "./harnesses.ts";
 import { chownTree, removeContainers } from "./podman.ts";
 import { CONTAINER_BIN, gradeInPodman, nodeMount, startAgentContainer } from "./podman-rollout.ts";
 import { runKubernetesStages, type KubeTarget } from "./kubernetes-rollout.ts";
+import { GRADE_SETUP_FAILED, gradeSpec } from "./bwrap-grade.ts";
+import { rolloutDisk, type DiskMethod, type RolloutDisk } from "./sandbox-disk.ts";
 import {
   MOUNT_FAILED,
   ownForSandbox,
@@ -89,6 +91,8 @@ export interface RolloutOptions {
   branch?: BranchJob;
   /** A backbone whose branch points go by entropy: its calls ask for this many top logprobs (runner/branch.ts). */
   entropyTopK?: number;
+  /** bwrap: how the rollout's disk quota is kept (runner/sandbox-disk.ts); none: no quota. */
+  diskMethod?: DiskMethod;
 }
 
 /** The port the harness reaches the gateway at inside its sandbox (its own network namespace: nothing else uses it). */
@@ -98,27 +102,15 @@ const RUN = "/run/rlgate";
 const INIT = "/opt/rlgate/sandbox-init.cjs";
 const INIT_SOURCE = join(dirname(fileURLToPath(import.meta.url)), "sandbox-init.cjs");
 const LOG_LIMIT = 16_384;
-/** Exit code of the grade script when it could not put the tests in place (an infra error, not a failed verifier). */
-export const GRADE_SETUP_FAILED = 120;
-
-const GRADE_SCRIPT = `
-cd ${"/workspace"} || exit ${GRADE_SETUP_FAILED}
-tests_dir="$1"; verifier="$2"; shift 2
-for p in "$@"; do
-  rm -rf -- "$p" || exit ${GRADE_SETUP_FAILED}
-  if [ -e "/rlgate/image/$p" ]; then mkdir -p -- "$(dirname -- "$p")" && cp -a -- "/rlgate/image/$p" "$p" || exit ${GRADE_SETUP_FAILED}; fi
-done
-if [ -d /rlgate/tests ]; then mkdir -p -- "$tests_dir" && cp -a /rlgate/tests/. "$tests_dir"/ || exit ${GRADE_SETUP_FAILED}; fi
-exec bash -c "$verifier"
-`;
-
+export { GRADE_SETUP_FAILED };
 function tail(text: string): string {
   return text.length > LOG_LIMIT ? `…${text.slice(-LOG_LIMIT)}` : text;
 }
 
 function describeExit(exit: SandboxExit): string {
   if (exit.stopped === "memory")
-    return `stopped: its processes held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
+    return `stopped: its processes and in-RAM files (/tmp, /dev/shm) held more than the memory limit (peak ${Math.round(exit.peakMemoryBytes / 2 ** 20)} MiB)`;
+  if (exit.stopped === "disk") return "stopped: its files took more than the disk limit (--disk)";
   if (exit.stopped === "processes")
     return `stopped: it reached the process limit (${exit.peakProcesses} processes and threads)`;
   if (exit.stopped) return `stopped: ${exit.stopped}`;
@@ -145,6 +137,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   let error: string | null = null;
   let rolloutId: string | null = null;
   let bridge: Bridge | null = null;
+  let disk: RolloutDisk | null = null;
   const podman = o.backend === "podman";
   const containers: string[] = [];
   const enter = (s: Stage, detail?: string) => {
@@ -197,17 +190,22 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     rolloutId = created.id;
     if (typeof o.image !== "string") throw new Error(o.image.error);
     const image = o.image;
+    mkdirSync(o.dir, { recursive: true });
+    ownForSandbox(o.dir);
+    // What the agent writes (its workspace layer and its home) is under the quota; the socket and mount points not.
+    const bwrap = !podman && o.backend !== "kubernetes";
+    if (bwrap && o.diskMethod && o.limits.diskBytes !== undefined)
+      disk = rolloutDisk(o.dir, o.limits.diskBytes, o.diskMethod);
+    const writable = disk?.dir ?? o.dir;
     const dirs = {
-      home: join(o.dir, "home"),
+      home: join(writable, "home"),
       run: join(o.dir, "run"),
-      upper: join(o.dir, "upper"),
-      work: join(o.dir, "work"),
+      upper: join(writable, "upper"),
+      work: join(writable, "work"),
       mnt: join(o.dir, "mnt"),
-      gradeUpper: join(o.dir, "grade-upper"),
-      gradeWork: join(o.dir, "grade-work"),
-      gradeMnt: join(o.dir, "grade-mnt"),
+      grade: join(o.dir, "grade"),
     };
-    for (const d of [o.dir, dirs.home, dirs.run]) {
+    for (const d of [dirs.home, dirs.run]) {
       mkdirSync(d, { recursive: true });
       ownForSandbox(d);
     }
@@ -324,6 +322,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
               env,
               argv: [process.execPath, ...initArgv],
               limits: o.limits,
+              ...(disk?.kind === "watch" ? { diskWatch: { dirs: [disk.dir], bytes: disk.bytes } } : {}),
             },
             { timeoutMs: o.timeoutMs, signal: o.signal },
           );
@@ -378,28 +377,15 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       } else if (error === null) {
         enter("grade");
         const grader = new Sandbox(
-          {
-            // The agent's upper layer is now read-only: grading writes to a layer of its own.
-            lower: [dirs.upper, image],
-            upper: dirs.gradeUpper,
-            work: dirs.gradeWork,
-            mountpoint: dirs.gradeMnt,
-            binds: [
-              { src: image, dest: "/rlgate/image" },
-              ...(o.task.tests ? [{ src: o.task.tests, dest: "/rlgate/tests" }] : []),
-            ],
-            // The agent's environment is the backbone's (a replay must see what it saw); the grader also learns the
-            // branch's number (0: not a branch).
-            env: {
-              HOME: "/tmp",
-              TMPDIR: "/tmp",
-              PATH: "/usr/local/bin:/usr/bin:/bin",
-              RLGATE_SAMPLE: String(o.sample),
-              RLGATE_BRANCH: String(o.branch?.index ?? 0),
-            },
-            argv: ["bash", "-c", GRADE_SCRIPT, "grade", o.task.testsDir, o.task.verifier, ...o.task.testPaths],
+          gradeSpec({
+            task: o.task,
+            image,
+            agentLayer: dirs.upper,
+            dir: dirs.grade,
+            sample: o.sample,
+            branch: o.branch?.index ?? 0,
             limits: o.limits,
-          },
+          }),
           { timeoutMs: o.task.verifierTimeoutSec * 1000, signal: o.signal },
         );
         const gradeExit = await runBox("grade", grader);
@@ -417,6 +403,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   } finally {
     await bridge?.close();
     if (containers.length && !o.keep) removeContainers(containers);
+    const unmounted = disk?.release();
+    if (unmounted) error = error ? `${error}; ${unmounted}` : unmounted;
   }
 
   let endStage: Stage = error === null ? "done" : stage;

@@ -19,6 +19,7 @@ import {
   SandboxError,
   type SandboxLimits,
 } from "./sandbox.ts";
+import { diskMethod, type DiskMethod } from "./sandbox-disk.ts";
 import type { Task } from "./task.ts";
 
 export type SandboxKind = "bwrap" | "podman" | "kubernetes";
@@ -71,6 +72,8 @@ export interface RunEvents {
   image?(task: Task, image: Pick<TaskImage, "ms"> | { error: string }): void;
   stage?(key: RolloutKey, stage: Stage, detail?: string): void;
   done?(key: RolloutKey, result: RolloutResult): void;
+  /** Something the user should know about the whole run (one line). */
+  notice?(message: string): void;
 }
 
 export interface RolloutKey {
@@ -96,7 +99,8 @@ function sandboxTools(extra: string[]): { binds: { src: string; dest: string }[]
     pathPrefix.push(join(real, ".bin"));
   }
   const nodePrefix = dirname(dirname(realpathSync(process.execPath)));
-  if (!nodePrefix.startsWith("/usr/")) {
+  // Not /usr itself (Node from a distribution package): bound over a container's /usr, it would hide the image's.
+  if (nodePrefix !== "/usr" && !nodePrefix.startsWith("/usr/")) {
     binds.push({ src: nodePrefix, dest: nodePrefix });
     pathPrefix.push(join(nodePrefix, "bin"));
   }
@@ -169,6 +173,11 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           ? await cluster.cluster.unavailable(cluster.namespace)
           : sandboxUnavailable(join(root, "probe"));
     if (why) throw new SandboxError(`cannot sandbox rollouts on this machine: ${why}`);
+    let disk: DiskMethod | undefined;
+    if (kind === "bwrap" && o.limits.diskBytes !== undefined) {
+      disk = diskMethod(join(root, "disk-probe"));
+      if (disk.kind === "watch") o.events?.notice?.(`--disk is not a hard limit here: ${disk.why}`);
+    }
     const control = new ControlClient(o.gatewayUrl, o.token);
     await control.check();
     const model = o.model ?? (await control.servedModel());
@@ -255,6 +264,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
           onStage: (stage, detail) => o.events?.stage?.(key, stage, detail),
           branch,
           ...(o.branching && !branched ? { entropyTopK: entropyTopK(o.branching) } : {}),
+          diskMethod: disk,
         });
         o.events?.done?.(key, results[i]!);
         if (o.branching && !branched) {

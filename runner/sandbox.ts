@@ -9,8 +9,19 @@
 //   → prlimit --nproc --as --cpu -- COMMAND     (limits set inside the sandbox's own user namespace)
 // Every exec keeps the pid, so the pid node spawns is bwrap's: killing it kills the sandbox (its pid namespace dies).
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statfsSync,
+} from "node:fs";
 import { join } from "node:path";
+import { diskUsage } from "./disk-usage.ts";
 import { WatchedProcess, type WatchOptions } from "./watched-process.ts";
 
 export class SandboxError extends Error {
@@ -20,14 +31,22 @@ export class SandboxError extends Error {
 export interface SandboxLimits {
   /** Processes (and threads) the sandbox may hold at once: RLIMIT_NPROC in its own user namespace. */
   processes: number;
-  /** Resident memory of all its processes together (watchdog), and each process's data segment (RLIMIT_DATA; not
+  /** Resident memory of all its processes together plus what its in-RAM folders hold (watchdog; each of those
+   * folders is also a tmpfs of this size), and each process's data segment (RLIMIT_DATA; not
    * RLIMIT_AS, which breaks Node: WebAssembly reserves ~10 GiB of address space, and every harness CLI is Node). */
   memoryBytes: number;
   /** CPU seconds per process (RLIMIT_CPU: SIGXCPU, then SIGKILL). */
   cpuSeconds: number;
+  /** Bytes the sandbox may write to disk in all (workspace, its root, home); none: no limit. */
+  diskBytes?: number;
 }
 
-export const DEFAULT_LIMITS: SandboxLimits = { processes: 512, memoryBytes: 4 * 1024 ** 3, cpuSeconds: 3600 };
+export const DEFAULT_LIMITS: SandboxLimits = {
+  processes: 512,
+  memoryBytes: 4 * 1024 ** 3,
+  cpuSeconds: 3600,
+  diskBytes: 2 * 1024 ** 3,
+};
 
 export interface Bind {
   src: string;
@@ -42,6 +61,11 @@ export interface SandboxSpec {
   upper: string;
   work: string;
   mountpoint: string;
+  /** A tmpfs of this size mounted on `dir` in the sandbox's namespace before the overlay, holding `upper` and `work`:
+   * a writable layer that is thrown away with the sandbox (grading's). */
+  scratch?: { dir: string; bytes: number };
+  /** Folders on the host's disk the watchdog measures against `bytes` (a disk quota without a filesystem of its own). */
+  diskWatch?: { dirs: string[]; bytes: number };
   binds: Bind[];
   env: Record<string, string>;
   argv: string[];
@@ -49,6 +73,8 @@ export interface SandboxSpec {
 }
 
 export const WORKSPACE = "/workspace";
+/** tmpfs folders of a sandbox: what is written there is held in RAM, so it counts as the sandbox's memory. */
+export const IN_RAM = ["/tmp", "/dev/shm"];
 const SANDBOX_UID = 1000;
 /** The unprivileged host uid sandboxes run as when rlgate runs as root (a root kuid is exempt from RLIMIT_NPROC). */
 export const SANDBOX_HOST_UID = Number(process.env["RLGATE_SANDBOX_UID"] ?? 65534);
@@ -58,7 +84,7 @@ export interface SandboxExit {
   code: number | null;
   signal: NodeJS.Signals | null;
   /** Why the runner stopped it, if it did. */
-  stopped: "timeout" | "memory" | "processes" | "aborted" | null;
+  stopped: "timeout" | "memory" | "processes" | "disk" | "aborted" | null;
   peakProcesses: number;
   peakMemoryBytes: number;
   ms: number;
@@ -109,13 +135,16 @@ function bwrapArgs(spec: SandboxSpec): string[] {
     "/proc",
     "--dev",
     "/dev",
-    "--tmpfs",
-    "/tmp",
+    // The in-RAM folders a sandbox may write: each at most the memory limit, and the watchdog counts what they hold.
+    ...IN_RAM.flatMap((dir) => ["--size", String(spec.limits.memoryBytes), "--tmpfs", dir]),
     "--bind",
     spec.mountpoint,
     WORKSPACE,
   ];
   for (const b of spec.binds) args.push(b.rw ? "--bind" : "--ro-bind", b.src, b.dest);
+  // bwrap's own root and /dev are tmpfs of no set size, writable by the sandbox's user: read-only, nothing lands in
+  // RAM outside the counted folders (the mounts on them, /tmp and /dev/shm among them, stay as they are).
+  args.push("--remount-ro", "/dev", "--remount-ro", "/");
   for (const [k, v] of Object.entries(spec.env)) args.push("--setenv", k, v);
   args.push("--chdir", WORKSPACE, "--");
   const { processes, memoryBytes, cpuSeconds } = spec.limits;
@@ -138,7 +167,14 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
     // overlayfs options are comma- and colon-separated.
     if (/[,:\s]/.test(p)) throw new SandboxError(`path not usable in an overlay mount (',', ':' or blank): ${p}`);
   }
-  const script = 'mount -t overlay rlgate-workspace -o "$1" "$2" || exit 125; shift 2; exec bwrap "$@"';
+  const script = [
+    'if [ -n "$3" ]; then mount -t tmpfs -o "size=$4,mode=0755" rlgate-scratch "$3" && mkdir -p "$5" "$6" || exit 125; fi',
+    'mount -t overlay rlgate-workspace -o "$1" "$2" || exit 125',
+    'shift 6; exec bwrap "$@"',
+  ].join("\n");
+  const scratch = spec.scratch
+    ? [spec.scratch.dir, String(spec.scratch.bytes), spec.upper, spec.work]
+    : ["", "", "", ""];
   const chain = [
     "unshare",
     "--user",
@@ -152,6 +188,7 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
     "sandbox",
     options,
     spec.mountpoint,
+    ...scratch,
     ...bwrapArgs(spec),
   ];
   if (!RUNNING_AS_ROOT) return chain;
@@ -164,7 +201,7 @@ export const MOUNT_FAILED = 125;
 
 export class Sandbox extends WatchedProcess {
   constructor(spec: SandboxSpec, options: WatchOptions) {
-    for (const dir of [spec.upper, spec.work, spec.mountpoint]) {
+    for (const dir of spec.scratch ? [spec.scratch.dir, spec.mountpoint] : [spec.upper, spec.work, spec.mountpoint]) {
       mkdirSync(dir, { recursive: true });
       ownForSandbox(dir);
     }
@@ -175,6 +212,7 @@ export class Sandbox extends WatchedProcess {
       env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
     });
     super(child, spec.limits, options);
+    this.#diskWatch = spec.diskWatch ?? null;
     watched.add(this);
     watch ??= setInterval(scanAll, WATCH_MS);
     this.watchUntilClosed(() => {
@@ -184,6 +222,53 @@ export class Sandbox extends WatchedProcess {
         watch = null;
       }
     });
+  }
+
+  readonly #diskWatch: SandboxSpec["diskWatch"] | null;
+  #diskTick = 0;
+  #measuring = false;
+
+  /** Every DISK_EVERY ticks, one du at a time: a tree of many files takes a while to walk. */
+  #checkDisk(): void {
+    const w = this.#diskWatch;
+    if (!w || this.#measuring || this.#diskTick++ % DISK_EVERY !== 0) return;
+    this.#measuring = true;
+    void diskUsage(w.dirs).then((bytes) => {
+      this.#measuring = false;
+      if (bytes > w.bytes) this.stop("disk");
+    });
+  }
+
+  /** bwrap's child: pid 1 of the sandbox, whose /proc/PID/root is the sandbox's own root (its /tmp, its /dev/shm). */
+  #inside: number | null = null;
+
+  /**
+   * What the sandbox's tmpfs folders hold (0 where /proc/PID/root cannot be read). A folder counts only once it is
+   * the tmpfs of the size given here: before bwrap has set up its root, /proc/PID/root/tmp is the host's /tmp.
+   */
+  #inRamBytes(table: ProcessTable, pid: number): number {
+    const size = Math.ceil(this.limits.memoryBytes / PAGE) * PAGE;
+    const held = (inside: number): number | null => {
+      let bytes = 0;
+      for (const dir of IN_RAM) {
+        try {
+          const fs = statfsSync(`/proc/${inside}/root${dir}`);
+          if (fs.blocks * fs.bsize !== size) return null;
+          bytes += (fs.blocks - fs.bfree) * fs.bsize;
+        } catch {
+          return null;
+        }
+      }
+      return bytes;
+    };
+    if (this.#inside !== null) return held(this.#inside) ?? 0;
+    for (const child of table.children.get(pid) ?? []) {
+      const bytes = held(child);
+      if (bytes === null) continue;
+      this.#inside = child;
+      return bytes;
+    }
+    return 0;
   }
 
   protected kill(): void {
@@ -204,15 +289,18 @@ export class Sandbox extends WatchedProcess {
     const pid = this.child.pid;
     if (pid === undefined || this.stopped) return;
     const { processes, rssBytes } = treeUsage(table, pid);
-    this.sample(processes, rssBytes);
-    if (rssBytes > this.limits.memoryBytes) this.stop("memory");
+    const memory = rssBytes + this.#inRamBytes(table, pid);
+    this.sample(processes, memory);
+    if (memory > this.limits.memoryBytes) this.stop("memory");
     // RLIMIT_NPROC makes fork fail at the limit: a sandbox that reaches it is stopped rather than left spinning.
     else if (processes >= this.limits.processes) this.stop("processes");
+    else this.#checkDisk();
   }
 }
 
 // The watchdog: one scan of /proc per tick serves every running sandbox.
 const WATCH_MS = 500;
+const DISK_EVERY = 4;
 const watched = new Set<Sandbox>();
 let watch: NodeJS.Timeout | null = null;
 
