@@ -127,13 +127,16 @@ for (let i = 0; i < files; i++) {
 spawnSync("sync");
 console.log(`sandbox start-up, median of ${RUNS} runs (prepare until the harness's first instruction runs)`);
 /** A container from `image` whose command reports at once: ms until it has (the container removed after). */
-async function startContainer(image: string, name: string): Promise<number> {
+async function startContainer(image: string, imageRoot: string, name: string): Promise<number> {
   const started = performance.now();
   let first = 0;
   const task = { ...loadTask(join(new URL("..", import.meta.url).pathname, "examples", "tasks", "fix-add")), image };
+  const dir = join(root, name);
   const box = startAgentContainer({
     name,
     image,
+    imageRoot,
+    dir,
     task,
     mounts: [],
     env: { PATH: "/usr/bin:/bin" },
@@ -175,13 +178,17 @@ async function measureContainers(
     const dir = join(root, `bwrap-${i}`);
     mkdirSync(dir);
     bwrapStarts.push(await startSandbox(smallImage, dir));
-    cached.push(await startContainer(prepared.tag, `rlgate-bench-${process.pid}-${i}`));
-    // A whole rollout's container work: agent, commit, fresh grading container, removal.
+    cached.push(await startContainer(prepared.tag, imageRoot, `rlgate-bench-${process.pid}-${i}`));
+    // A whole rollout's container work: agent, fresh grading container, removal.
     const t0 = performance.now();
     const name = `rlgate-bench-${process.pid}-w${i}`;
+    const rdir = join(root, `rollout-${i}`);
+    mkdirSync(rdir);
     const agent = startAgentContainer({
       name,
       image: prepared.tag,
+      imageRoot,
+      dir: rdir,
       task,
       mounts: [],
       env: { PATH: "/usr/bin:/bin" },
@@ -190,8 +197,6 @@ async function measureContainers(
       timeoutMs: 60_000,
     });
     await agent.exited;
-    const rdir = join(root, `rollout-${i}`);
-    mkdirSync(rdir);
     const graded = await gradeInPodman({
       agent: name,
       imageRoot,
@@ -214,8 +219,13 @@ async function measureContainers(
     writeFileSync(join(variant, "workspace", "cold.txt"), `${process.pid} ${i}\n`);
     const t0 = performance.now();
     const image = preparePodmanImage({ ...loadTask(variant), image: base });
+    const coldRoot = mountImage(image.tag);
     const built = performance.now() - t0;
-    cold.push(built + (await startContainer(image.tag, `rlgate-bench-${process.pid}-c${i}`)));
+    try {
+      cold.push(built + (await startContainer(image.tag, coldRoot, `rlgate-bench-${process.pid}-c${i}`)));
+    } finally {
+      unmountImage(image.tag);
+    }
     podman(["rmi", "--force", image.tag]);
   }
   const b = median(bwrapStarts);

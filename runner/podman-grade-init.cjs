@@ -19,15 +19,32 @@ const env = {
   LANG: "C.UTF-8",
   RLGATE_SAMPLE: String(o.sample ?? ""),
   RLGATE_BRANCH: String(o.branch ?? 0),
+  // Git reads the workspace's .git/config, which the agent wrote: a verifier that runs git (SWE-bench's do) would run
+  // its fsmonitor or hooks. Configuration from the environment overrides the repository's.
+  GIT_CONFIG_COUNT: "2",
+  GIT_CONFIG_KEY_0: "core.fsmonitor",
+  GIT_CONFIG_VALUE_0: "false",
+  GIT_CONFIG_KEY_1: "core.hooksPath",
+  GIT_CONFIG_VALUE_1: "/dev/null",
 };
 
 const RESTORE = `
 cd "$1" || exit 1
 tests_dir="$2"; shift 2
+# What the agent made unreadable is its own (uid 1000's): opened again before it is removed.
 for p in "$@"; do
+  chmod -R u+rwX -- "$p" 2>/dev/null
   rm -rf -- "$p" || exit 1
   if [ -e "/rlgate/image/$PWD/$p" ]; then mkdir -p -- "$(dirname -- "$p")" && cp -a -- "/rlgate/image/$PWD/$p" "$p" || exit 1; fi
 done
+# The repository's configuration, hooks and attributes are the task's, not the agent's (filters, fsmonitor, hooks).
+if [ -d .git ] && [ ! -L .git ] && [ -d "/rlgate/image/$PWD/.git" ]; then
+  for p in config hooks info; do
+    chmod -R u+rwX -- ".git/$p" 2>/dev/null
+    rm -rf -- ".git/$p" || exit 1
+    if [ -e "/rlgate/image/$PWD/.git/$p" ]; then cp -a -- "/rlgate/image/$PWD/.git/$p" ".git/$p" || exit 1; fi
+  done
+fi
 if [ -d /rlgate/tests ]; then mkdir -p -- "$tests_dir" && cp -a /rlgate/tests/. "$tests_dir"/ || exit 1; fi
 if [ -f /rlgate/test.patch ]; then
   git -c core.hooksPath=/dev/null -c core.fsmonitor=false apply --whitespace=nowarn /rlgate/test.patch || patch -p1 --forward < /rlgate/test.patch || exit 1

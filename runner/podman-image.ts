@@ -96,6 +96,9 @@ export function preparePodmanImage(task: Task): PodmanImage {
         "none",
         "--pull=never",
         "--layers=false",
+        // Task images are a cache shared by runs (content-addressed), never reaped: labelled as what they are.
+        "--label",
+        "rlgate.image=task",
         ...baseUlimits(),
         "--tag",
         tag,

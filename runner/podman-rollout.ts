@@ -1,15 +1,28 @@
 // The agent and grade stages of a rollout under podman (the stages themselves are runner/rollout.ts's):
-//   agent  a container from the task's prepared image: no network but the bridge's Unix socket, the container user,
-//          limits; the harness CLIs and node come from the host, read-only
-//   grade  the agent's container committed to an image, and a fresh container started from it with no network and
-//          none of the agent's processes; runner/podman-grade-init.cjs restores the test paths from the pristine image,
-//          puts the hidden tests in and runs the test command as the container user; it alone writes the result, to a
-//          folder of the runner's that the test command cannot reach; the reward is read from that file
+//   agent  a container whose root is the task's prepared image under a writable layer on the rollout's disk, its
+//          workspace a mount of its own (runner/podman-storage.ts): no network but the bridge's Unix socket, the
+//          container user, limits; the harness CLIs and node come from the host, read-only
+//   grade  a fresh container whose root is the pristine task image again, with the agent's workspace changes — and
+//          nothing else the agent wrote (its /tmp, HOME, user site, site-packages, /etc are in its root layer, dropped
+//          when it exits) — and none of its processes; runner/podman-grade-init.cjs restores the test paths from the
+//          pristine image, puts the hidden tests in and runs the test command as the container user; it alone writes
+//          the result, to a folder of the runner's that the test command cannot reach; the reward is read from that file
 import { chmodSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Container, CONTAINER_UID, podman, removeContainers, type Mount } from "./podman.ts";
-import type { SandboxExit, SandboxLimits } from "./sandbox.ts";
+import { spawnSync } from "node:child_process";
+import {
+  Container,
+  CONTAINER_UID,
+  MEMORY_FOLDERS,
+  podman,
+  releaseWith,
+  removeContainers,
+  type Mount,
+} from "./podman.ts";
+import { reapOnce } from "./podman-reap.ts";
+import { RolloutStorage } from "./podman-storage.ts";
+import { SandboxError, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 import { testOutcomes, type TestsVerdict } from "./datasets-test-log.ts";
 
@@ -26,6 +39,10 @@ export const CONTAINER_BIN = dirname(NODE_IN_CONTAINER);
 export interface PodmanAgentOptions {
   name: string;
   image: string;
+  /** The task image's root folder, mounted on the host (mountImage): the container's read-only lower layer. */
+  imageRoot: string;
+  /** The rollout's folder: its storage goes here (removed with it). */
+  dir: string;
   task: Task;
   mounts: Mount[];
   env: Record<string, string>;
@@ -35,20 +52,82 @@ export interface PodmanAgentOptions {
   signal?: AbortSignal;
 }
 
+/** The runner stops a stage at its own limit first (and records why); the container's own limit is this much later. */
+const CONTAINER_TIMEOUT_MARGIN_SEC = 10;
+
+const storages = new Map<string, RolloutStorage>();
+const imageEnvs = new Map<string, string[]>();
+
+/** The image's environment (ENV lines): a container on a root folder gets only what it is given. */
+function imageEnv(tag: string): Record<string, string> {
+  if (!imageEnvs.has(tag)) {
+    const r = podman(["image", "inspect", "--format", "{{json .Config.Env}}", tag]);
+    imageEnvs.set(tag, r.status === 0 ? ((JSON.parse(r.stdout || "null") as string[] | null) ?? []) : []);
+  }
+  return Object.fromEntries(imageEnvs.get(tag)!.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+}
+
+/** A folder inside a root, for a path in the container (`/testbed` → ROOT/testbed). */
+function inRoot(root: string, path: string): string {
+  return join(root, path);
+}
+
+/** The memory folders' mount points world-writable and sticky, as they should be: runc gives a tmpfs the mode of the
+ * folder it covers, and images made without a umask-proof chmod have /tmp 1755 (the container user cannot write it). */
+function openTemporaryFolders(root: string): void {
+  for (const d of MEMORY_FOLDERS) {
+    const path = inRoot(root, d);
+    mkdirSync(path, { recursive: true });
+    chmodSync(path, 0o1777);
+  }
+}
+
+function copyTree(src: string, dest: string): void {
+  const r = spawnSync("cp", ["-a", "--", src, dest], { encoding: "utf8" });
+  if (r.status !== 0) throw new SandboxError(`copying ${src} to the rollout's disk failed: ${r.stderr.trim()}`);
+}
+
 export function startAgentContainer(o: PodmanAgentOptions): Container {
-  return new Container(
+  reapOnce();
+  if (!o.imageRoot) throw new SandboxError("the podman backend needs the task image mounted on the host (imageRoot)");
+  const storage = new RolloutStorage(o.dir, o.limits.diskBytes);
+  storages.set(o.name, storage);
+  releaseWith(o.name, () => {
+    storages.delete(o.name);
+    storage.release();
+  });
+  const root = storage.overlay("root", [o.imageRoot]);
+  openTemporaryFolders(root);
+  const workspace = storage.overlay("ws", [inRoot(o.imageRoot, o.task.workdir)]);
+  // Folders the agent writes besides the workspace: copied onto the rollout's disk (the harness's home, made by
+  // the runner), so the disk limit counts them too.
+  const mounts = o.mounts.map((m) => {
+    if (!m.rw) return m;
+    const copy = join(storage.disk, `bind-${m.dest.replace(/[^a-zA-Z0-9]+/g, "_")}`);
+    copyTree(m.src, copy);
+    return { ...m, src: copy };
+  });
+  const box = new Container(
     {
       name: o.name,
-      image: o.image,
+      image: { rootfs: root },
+      timeoutSec: o.timeoutMs / 1000 + CONTAINER_TIMEOUT_MARGIN_SEC,
       user: `${CONTAINER_UID}:${CONTAINER_UID}`,
       workdir: o.task.workdir,
-      mounts: [nodeMount(), ...o.mounts],
-      env: o.env,
+      mounts: [nodeMount(), { type: "bind", src: workspace, dest: o.task.workdir, rw: true }, ...mounts],
+      env: { ...imageEnv(o.image), ...o.env },
       argv: o.argv,
       limits: o.limits,
     },
     { timeoutMs: o.timeoutMs, signal: o.signal },
   );
+  // The agent's root layer is never graded: gone as soon as the agent is, with the space it took; its workspace
+  // layer stays for grading.
+  void box.exited.then(() => {
+    storage.drop("root");
+    storage.close("ws");
+  });
+  return box;
 }
 
 export interface PodmanGrade {
@@ -82,17 +161,24 @@ export async function gradeInPodman(o: {
   limits: SandboxLimits;
   signal?: AbortSignal;
 }): Promise<PodmanGrade> {
-  const graded = `localhost/rlgate-graded:${o.agent}`;
   const grader = `${o.agent}-grade`;
   const result = join(o.dir, "result");
   // Root's alone: the test command (uid 1000) can neither read nor write it; only the grader (root) writes.
   mkdirSync(result, { recursive: true });
   chmodSync(result, 0o700);
   try {
-    const commit = podman(["commit", "--quiet", o.agent, graded]);
-    if (commit.status !== 0) throw new Error(`committing the agent's container failed: ${commit.stderr.trim()}`);
+    const storage = storages.get(o.agent);
+    if (!storage) throw new Error(`the agent container ${o.agent} has no storage to grade`);
+    storage.drop("root");
+    storage.close("ws");
+    // A fresh root from the pristine image; the workspace is the agent's changes over the image's, and what grading
+    // writes goes to layers of its own.
+    const root = storage.overlay("groot", [o.imageRoot]);
+    openTemporaryFolders(root);
+    const workspace = storage.overlay("gws", [storage.upper("ws"), inRoot(o.imageRoot, o.task.workdir)]);
     const mounts: Mount[] = [
       nodeMount(),
+      { type: "bind", src: workspace, dest: o.task.workdir, rw: true },
       { type: "bind", src: join(HERE, "podman-grade-init.cjs"), dest: GRADER },
       { type: "bind", src: o.imageRoot, dest: "/rlgate/image" },
       { type: "bind", src: result, dest: "/rlgate/result", rw: true },
@@ -108,7 +194,9 @@ export async function gradeInPodman(o: {
     const box = new Container(
       {
         name: grader,
-        image: graded,
+        image: { rootfs: root },
+        // The grader stops the test command at verifier_timeout itself; the container gets a margin for the rest.
+        timeoutSec: timeoutSec + 60 + CONTAINER_TIMEOUT_MARGIN_SEC,
         user: "0:0",
         caps: ["SETUID", "SETGID"],
         workdir: o.task.workdir,
@@ -149,8 +237,8 @@ export async function gradeInPodman(o: {
     }
     return { exit, log, ...judgeGrade(o.task, r, r?.log ?? "", exitText(exit)) };
   } finally {
-    // The agent's container goes too (rollout.ts removes it again, harmlessly): one call for both.
-    removeContainers([o.agent, grader], [graded]);
+    // The agent's container goes too (rollout.ts removes it again, harmlessly), and the rollout's mounts with it.
+    removeContainers([o.agent, grader]);
   }
 }
 

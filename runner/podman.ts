@@ -4,7 +4,10 @@
 //   --user 1000 --cap-drop all     no capabilities, no_new_privs: a setuid binary in the image gives nothing back
 //   --pids-limit, --memory         the cgroup counts every process of the container (not per host uid, as NPROC does)
 //   --ulimit data/cpu/core         per process, as in the bubblewrap sandbox (a single greedy process gets ENOMEM)
-// and the runner's watchdog reads the container's cgroup: a fork bomb or an OOM kill stops it as an infra error.
+// and the runner's watchdog reads the container's cgroup: a fork bomb or the memory limit stops it as an infra error.
+// Every container also carries its own time limit (--timeout: conmon kills it even when the runner is gone), is removed
+// when it exits (--rm) and is labelled with its runner (rlgate.runner=<pid>.<start time>): a starting runner removes
+// those of dead runners (runner/podman-reap.ts).
 //
 // Runtime: runc, when installed. crun (podman's Debian default) refuses a cgroup v1 host whose v2 hierarchy holds a
 // controller ("cgroups in hybrid mode not supported"), which is what this project's machines and CI are.
@@ -12,6 +15,7 @@ import { execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { RUNNER_LABEL, RUNNER_TAG } from "./podman-runner-id.ts";
 import { SandboxError, type SandboxLimits } from "./sandbox.ts";
 import { WatchedProcess, type WatchOptions } from "./watched-process.ts";
 
@@ -82,7 +86,10 @@ export interface Mount {
 
 export interface ContainerSpec {
   name: string;
-  image: string;
+  /** An image, or `{ rootfs }`: a root folder the runner mounted (runner/podman-storage.ts) — its writes stay there. */
+  image: string | { rootfs: string };
+  /** The container's own time limit (conmon's): it stops by it even when the runner is dead. */
+  timeoutSec: number;
   /** uid:gid, or "0:0" for the grader (which drops to CONTAINER_UID itself). */
   user: string;
   /** Capabilities added back after --cap-drop all (the grader's SETUID/SETGID). */
@@ -101,6 +108,13 @@ function mountArg(m: Mount): string {
   return `type=bind,src=${m.src},dst=${m.dest}${m.rw ? "" : ",ro=true"}`;
 }
 
+/** Folders that live in memory: their writes count in the memory cgroup (tmpfs pages are charged to the writer). */
+export const MEMORY_FOLDERS = ["/tmp", "/var/tmp"];
+
+// cgroup v1 can freeze a container at its memory limit instead of OOM-killing in it (memory.oom_control): the
+// watchdog then always sees why it stopped. An OOM kill can end a container (its init killed) before any sample.
+const CGROUP_V1_MEMORY = existsSync("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+
 /** The `podman run` arguments of a rollout container (exported for the benchmark and tests). */
 export function containerArgs(spec: ContainerSpec): string[] {
   const { processes, memoryBytes, cpuSeconds } = spec.limits;
@@ -108,6 +122,11 @@ export function containerArgs(spec: ContainerSpec): string[] {
     "run",
     "--name",
     spec.name,
+    "--rm",
+    "--timeout",
+    String(Math.max(1, Math.ceil(spec.timeoutSec))),
+    "--label",
+    `${RUNNER_LABEL}=${RUNNER_TAG}`,
     // The container's id names its cgroup: the watchdog reads it here, without a CLI call.
     "--cidfile",
     cidfileOf(spec.name),
@@ -128,6 +147,11 @@ export function containerArgs(spec: ContainerSpec): string[] {
     String(memoryBytes),
     "--memory-swap",
     String(memoryBytes),
+    ...(CGROUP_V1_MEMORY ? ["--oom-kill-disable"] : []),
+    // In memory, as large as the limit: what is written there is held against --memory with everything else.
+    "--shm-size",
+    String(memoryBytes),
+    ...MEMORY_FOLDERS.flatMap((d) => ["--tmpfs", `${d}:rw,nosuid,nodev,size=${memoryBytes},notmpcopyup`]),
     ...baseUlimits(),
     "--ulimit",
     `data=${memoryBytes}:${memoryBytes}`,
@@ -142,7 +166,8 @@ export function containerArgs(spec: ContainerSpec): string[] {
   ];
   for (const m of spec.mounts) args.push("--mount", mountArg(m));
   for (const [k, v] of Object.entries(spec.env)) args.push("--env", `${k}=${v}`);
-  args.push(spec.image, ...spec.argv);
+  if (typeof spec.image === "string") args.push(spec.image, ...spec.argv);
+  else args.push("--rootfs", spec.image.rootfs, ...spec.argv);
   return args;
 }
 
@@ -169,11 +194,8 @@ export class Container extends WatchedProcess {
     this.watchUntilClosed(() => clearInterval(watch));
   }
 
-  protected override closed(code: number | null): void {
+  protected override closed(_code: number | null): void {
     rmSync(this.#cidfile, { force: true });
-    // An OOM kill between two samples is still known to podman (conmon watches the cgroup's OOM events).
-    if (!this.stopped && code !== 0 && inspect(this.name, "{{.State.OOMKilled}}") === "true")
-      this.markStopped("memory");
   }
 
   protected kill(): void {
@@ -202,8 +224,9 @@ export class Container extends WatchedProcess {
       readNumber(`${this.#cgroups.memory}/memory.usage_in_bytes`) ??
       readNumber(`${this.#cgroups.memory}/memory.current`);
     this.sample(pids, memory);
-    // The kernel enforces both limits; a container that hits them is stopped rather than left failing or thrashing.
-    if (oomKills(this.#cgroups.memory) > 0) this.stop("memory");
+    // The kernel enforces both limits; a container that hits them is stopped rather than left failing or thrashing
+    // (or, under cgroup v1, frozen at its memory limit).
+    if (atMemoryLimit(this.#cgroups.memory)) this.stop("memory");
     else if (pids !== null && pids >= this.limits.processes) this.stop("processes");
   }
 }
@@ -223,17 +246,17 @@ function readNumber(path: string): number | null {
   }
 }
 
-/** OOM kills in the container's memory cgroup (v1: memory.oom_control, v2: memory.events). */
-function oomKills(memoryDir: string): number {
+/** Whether the container's memory cgroup is frozen at its limit (v1: under_oom) or killed in it (v1, v2: oom_kill). */
+function atMemoryLimit(memoryDir: string): boolean {
   for (const file of ["memory.oom_control", "memory.events"]) {
     try {
-      const m = /^oom_kill (\d+)$/m.exec(readFileSync(`${memoryDir}/${file}`, "utf8"));
-      if (m) return Number(m[1]);
+      const text = readFileSync(`${memoryDir}/${file}`, "utf8");
+      return /^(under_oom|oom_kill) [1-9]/m.test(text);
     } catch {
       /* not this cgroup version */
     }
   }
-  return 0;
+  return false;
 }
 
 /** podman's cgroupfs layout (its cgroup manager where systemd does not run, as in containers and CI): no CLI call. */
@@ -274,11 +297,6 @@ function cgroupsOf(pid: string): { pids: string; memory: string } | null {
   return pids && memory ? { pids, memory } : null;
 }
 
-function inspect(name: string, format: string): string | null {
-  const r = podman(["inspect", "--type", "container", "--format", format, name], { timeoutMs: 30_000 });
-  return r.status === 0 ? r.stdout.trim() : null;
-}
-
 /**
  * Mounts an image on the host until unmountImage and returns its root folder, which graders bind read-only. Not a
  * `--mount type=image` per container: podman unmounts the image when any container that mounted it is cleaned up, and
@@ -301,9 +319,21 @@ export function chownTree(dir: string): void {
 }
 
 const removed = new Set<string>();
+const releases = new Map<string, () => void>();
 
-/** Removes containers and images a rollout made; never throws (what is already gone is fine). */
+/** What to release with a container's removal (its rollout's mounts, runner/podman-storage.ts): once. */
+export function releaseWith(name: string, release: () => void): void {
+  releases.set(name, release);
+}
+
+/** Removes containers and images a rollout made, and releases what goes with them; never throws (what is already
+ * gone is fine). */
 export function removeContainers(all: string[], images: string[] = []): void {
+  for (const n of all) {
+    const release = releases.get(n);
+    releases.delete(n);
+    release?.();
+  }
   // Each name once: the grade stage removes the agent's container early, the rollout's cleanup then has nothing to do.
   const names = all.filter((n) => !removed.has(n));
   for (const n of names) removed.add(n);

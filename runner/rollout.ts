@@ -294,6 +294,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
         ? startAgentContainer({
             name,
             image,
+            imageRoot: o.imageRoot ?? "",
+            dir: o.dir,
             task: o.task,
             mounts: [
               ...o.binds.map((b) => ({ type: "bind" as const, src: b.src, dest: b.dest })),
