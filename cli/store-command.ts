@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { openStoreTablesReadOnly, type StoreTables } from "../store/store-tables.ts";
 import { storeStats, type StoreStats } from "../store/store-stats.ts";
+import { StartRefusal } from "../util/refusal.ts";
 import { duration } from "./option-parsers.ts";
 import { table } from "./table.ts";
 
@@ -33,9 +34,16 @@ export function formatAge(ms: number): string {
   return `${(s / 86_400).toFixed(1)}d`;
 }
 
+/** A store's tables opened read-only; a directory without a store is the user's to fix: said in one sentence. */
+function openTables(path: string): StoreTables {
+  if (!existsSync(join(path, "data.mdb")))
+    throw new StartRefusal(`no store at ${path} (no data.mdb there): pass --data`);
+  return openStoreTablesReadOnly(path);
+}
+
 function withTables<T>(dir: string, fn: (t: StoreTables, path: string) => T): T {
   const path = resolve(dir);
-  const t = openStoreTablesReadOnly(path);
+  const t = openTables(path);
   try {
     return fn(t, path);
   } finally {
@@ -107,9 +115,9 @@ export async function backupStore(
   const source = resolve(dataDir);
   const dest = resolve(target);
   if (existsSync(join(dest, "data.mdb")))
-    throw new Error(`${dest} already holds a store (data.mdb): choose an empty directory`);
+    throw new StartRefusal(`${dest} already holds a store (data.mdb): choose an empty directory`);
+  const t = openTables(source);
   mkdirSync(dest, { recursive: true });
-  const t = openStoreTablesReadOnly(source);
   const expected = storeStats(t, source).bytes[options.compact ? "live" : "used"];
   const started = performance.now();
   const say = options.progress ?? (() => {});

@@ -185,3 +185,55 @@ test("retention removes finished, acknowledged, old rollouts whole, and keeps op
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a rollout with more calls than a transaction takes goes over several, newest first: what is left always reads whole", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rlgate-retention-"));
+  const store = new Store({ path: dir, promptIndex: new PromptIndex() });
+  try {
+    const record = testRolloutRecord({ id: "long", createdAt: Date.now() });
+    await store.putRollout(record);
+    let prompt = [1, 2, 3];
+    for (let turn = 0; turn < 150; turn++) {
+      const sampled = [100 + turn];
+      await store.putCall(
+        testCallRecord({
+          seq: store.nextCallSeq(),
+          rolloutId: "long",
+          promptTokenIds: prompt,
+          choices: [{ index: 0, tokenIds: sampled, logprobs: [-1], finishReason: "stop" }],
+        }),
+      );
+      prompt = [...prompt, ...sampled, 7];
+    }
+    const all = store.listCalls("long").map((c) => c.promptTokenIds);
+    assert.equal(all.length, 150);
+    const cursor = await finish(store, "long");
+    await ack(store, "cores", cursor);
+
+    // A reader between the sweep's transactions sees a prefix of the calls, each decoded through its references.
+    let sweeping = true;
+    const seen = new Set<number>();
+    const reader = (async () => {
+      while (sweeping) {
+        const left = store.listCalls("long").map((c) => c.promptTokenIds);
+        assert.deepEqual(left, all.slice(0, left.length));
+        seen.add(left.length);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    })();
+    const swept = await sweepRetention(store.tables(), 0, Date.now() + 1);
+    sweeping = false;
+    await reader;
+    assert.deepEqual({ rollouts: swept.rollouts, calls: swept.calls }, { rollouts: 1, calls: 150 });
+    assert.ok(swept.transactions >= 3, `${swept.transactions} transactions`);
+    assert.ok(
+      [...seen].some((n) => n > 0 && n < 150),
+      `a partly removed rollout was read: ${[...seen].join(", ")}`,
+    );
+    assert.equal(store.getRollout("long"), undefined);
+    assert.equal(store.tables().calls.getCount(), 0);
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
