@@ -14,6 +14,7 @@ import { DEFAULT_ROLLOUT_TIMEOUT_MS } from "../gateway/rollout-deadlines.ts";
 import { parseMaxTokensCap, type MaxTokensCapSetting } from "../gateway/upstream/max-tokens-cap.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { DEFAULT_MAP_SIZE } from "../store/store.ts";
+import { DEFAULT_STORE_RESERVE } from "../store/disk-space.ts";
 import { familyOfParser } from "../tokenizer/families.ts";
 import { vocabSizeOfModelDir } from "../tokenizer/model-format.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
@@ -163,6 +164,12 @@ export function serveCommand(): Command {
       "address space the store's memory map reserves, not disk (e.g. 1tb, 4tb): a store below it is never remapped while other threads and workers read it; set it above the store's expected size (docs/deploy.md)",
       bytes,
       DEFAULT_MAP_SIZE,
+    )
+    .option(
+      "--store-reserve <size>",
+      "free space kept on the store's filesystem: below it new calls, finishes and rollouts are refused (507 RLGATE_STORE_FULL, nothing recorded) until space returns; 0: refuse only once a write fails for lack of space",
+      bytes,
+      DEFAULT_STORE_RESERVE,
     )
     .option(
       "--require-rollout",
@@ -316,6 +323,7 @@ export function startRetention(store: Store, retainMs: number | undefined): Rete
     dataDir: resolve(opts.data),
     durability: opts.durability,
     storeMapSize: opts.storeMapSize,
+    storeReserveBytes: opts.storeReserve,
     requireRollout: opts.requireRollout,
     bodyLimitBytes: opts.bodyLimit,
     publicUrl: opts.publicUrl,

@@ -53,6 +53,7 @@ export interface ServeOptions {
   data: string;
   durability: Durability;
   storeMapSize: number;
+  storeReserve: number;
   requireRollout: boolean;
   bodyLimit: number;
   publicUrl?: string;
@@ -192,6 +193,7 @@ export async function servePrimary(
       dataDir: resolve(opts.data),
       durability: opts.durability,
       storeMapSize: opts.storeMapSize,
+      storeReserveBytes: opts.storeReserve,
       controlToken: opts.token ?? null,
       trajectories: trajectorySettingsOf({ trajectories: { trainSegments: opts.trainSegments } }, format),
       log: createLogger().child({ component: "gateway" }),

@@ -2,6 +2,7 @@
 // turns it into the body a harness sees, in the harness API's own shape: OpenAI's (chat completions, completions,
 // Responses) or Anthropic's (Messages).
 import { RlgateError } from "../util/errors.ts";
+import { StoreFullError } from "../store/disk-space.ts";
 
 export type GatewayErrorCode =
   | "RLGATE_BAD_REQUEST"
@@ -18,6 +19,7 @@ export type GatewayErrorCode =
   | "RLGATE_REQUEST_TIMEOUT"
   | "RLGATE_UPSTREAM_UNREACHABLE"
   | "RLGATE_UPSTREAM_TIMEOUT"
+  | "RLGATE_STORE_FULL"
   | "RLGATE_INTERNAL";
 
 const STATUS: Record<GatewayErrorCode, number> = {
@@ -35,6 +37,8 @@ const STATUS: Record<GatewayErrorCode, number> = {
   RLGATE_REQUEST_TIMEOUT: 408,
   RLGATE_UPSTREAM_UNREACHABLE: 502,
   RLGATE_UPSTREAM_TIMEOUT: 504,
+  // Insufficient Storage: the call was not sent upstream, nothing was recorded; SDKs retry a 5xx.
+  RLGATE_STORE_FULL: 507,
   RLGATE_INTERNAL: 500,
 };
 
@@ -47,6 +51,7 @@ const OPENAI_TYPE: Record<number, string> = {
   502: "upstream_error",
   504: "upstream_error",
   500: "internal_error",
+  507: "server_error",
 };
 
 export class GatewayError extends RlgateError<GatewayErrorCode> {
@@ -63,6 +68,7 @@ export class GatewayError extends RlgateError<GatewayErrorCode> {
 
 export function asGatewayError(error: unknown): GatewayError {
   if (error instanceof GatewayError) return error;
+  if (error instanceof StoreFullError) return new GatewayError("RLGATE_STORE_FULL", error.message, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   return new GatewayError("RLGATE_INTERNAL", `internal error: ${message}`, { cause: error });
 }

@@ -51,6 +51,8 @@ export interface GatewayOptions {
   durability?: Durability;
   /** The store's memory map size (default: the store's `DEFAULT_MAP_SIZE`). */
   storeMapSize?: number;
+  /** Free bytes below which the store refuses calls, finishes and new rollouts (default: `DEFAULT_STORE_RESERVE`). */
+  storeReserveBytes?: number;
   requireRollout?: boolean;
   /** Default 100 MB. */
   bodyLimitBytes?: number;
@@ -177,6 +179,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     promptIndex: new PromptIndex(),
     shared: worker && { slot: worker.slot, slots: worker.slots },
     ...(options.storeMapSize === undefined ? {} : { mapSize: options.storeMapSize }),
+    space: { reserveBytes: options.storeReserveBytes, log: (line) => log.warn(line) },
   });
   const trajectorySettings = trajectorySettingsOf(options, format);
   const context: GatewayContext = {

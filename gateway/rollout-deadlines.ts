@@ -53,6 +53,8 @@ export class RolloutDeadlines {
 
   async #sweep(now: number): Promise<number> {
     const { store } = this.#ctx;
+    // A full store refuses the finishes anyway (and says so once): due rollouts wait for the sweep after space returns.
+    if (store.writeRefusal()) return 0;
     let finished = 0;
     for (;;) {
       const due = store.dueRollouts(now, PAGE);

@@ -19,31 +19,36 @@ const env = {
   LANG: "C.UTF-8",
   RLGATE_SAMPLE: String(o.sample ?? ""),
   RLGATE_BRANCH: String(o.branch ?? 0),
-  // Git reads the workspace's .git/config, which the agent wrote: a verifier that runs git (SWE-bench's do) would run
-  // its fsmonitor or hooks. Configuration from the environment overrides the repository's.
-  GIT_CONFIG_COUNT: "2",
-  GIT_CONFIG_KEY_0: "core.fsmonitor",
-  GIT_CONFIG_VALUE_0: "false",
-  GIT_CONFIG_KEY_1: "core.hooksPath",
-  GIT_CONFIG_VALUE_1: "/dev/null",
 };
 
+// Runtimes' start-up files (site hooks, .pth, conftest.py, rc files…: runner/bwrap-grade.ts's STARTUP_HOOKS), found
+// at any depth of the workspace: put back as the image has them, as the bwrap grader does.
+const HOOKS = (o.startupHooks ?? []).map((h) => `-name '${h.replace(/'/g, "")}'`).join(" -o ");
 const RESTORE = `
 cd "$1" || exit 1
 tests_dir="$2"; shift 2
-# What the agent made unreadable is its own (uid 1000's): opened again before it is removed.
-for p in "$@"; do
-  chmod -R u+rwX -- "$p" 2>/dev/null
-  rm -rf -- "$p" || exit 1
-  if [ -e "/rlgate/image/$PWD/$p" ]; then mkdir -p -- "$(dirname -- "$p")" && cp -a -- "/rlgate/image/$PWD/$p" "$p" || exit 1; fi
-done
-# The repository's configuration, hooks and attributes are the task's, not the agent's (filters, fsmonitor, hooks).
-if [ -d .git ] && [ ! -L .git ] && [ -d "/rlgate/image/$PWD/.git" ]; then
-  for p in config hooks info; do
-    chmod -R u+rwX -- ".git/$p" 2>/dev/null
-    rm -rf -- ".git/$p" || exit 1
-    if [ -e "/rlgate/image/$PWD/.git/$p" ]; then cp -a -- "/rlgate/image/$PWD/.git/$p" ".git/$p" || exit 1; fi
-  done
+# A path as the image has it: removed (what the agent made unreadable is its own: opened first), then copied from the
+# image where the image has it.
+restore() {
+  chmod -R u+rwX -- "$1" 2>/dev/null
+  rm -rf -- "$1" || return 1
+  if [ -e "/rlgate/image/$PWD/$1" ] || [ -L "/rlgate/image/$PWD/$1" ]; then
+    mkdir -p -- "$(dirname -- "$1")" && cp -a -- "/rlgate/image/$PWD/$1" "$1" || return 1
+  fi
+}
+hooks() {
+  ${HOOKS ? `(cd "$1" && find . -mindepth 1 \\( ${HOOKS} \\) -prune -print0)` : "true"}
+}
+for p in "$@"; do restore "$p" || exit 1; done
+while IFS= read -r -d '' p; do chmod -R u+rwX -- "$p" 2>/dev/null; rm -rf -- "$p" || exit 1; done < <(hooks .)
+while IFS= read -r -d '' p; do restore "$p" || exit 1; done < <(hooks "/rlgate/image/$PWD")
+# Git runs what the repository's config and hooks name (fsmonitor, hooks, filters): a verifier that runs git
+# (SWE-bench's do) would run what the agent wrote there. Put back as the image has them; a .git that is no longer a
+# folder (a gitdir: file, a link) is the image's whole.
+if [ -d .git ] && [ ! -L .git ] && [ -d "/rlgate/image/$PWD/.git" ] && [ ! -L "/rlgate/image/$PWD/.git" ]; then
+  for p in .git/config .git/config.worktree .git/commondir .git/hooks .git/info; do restore "$p" || exit 1; done
+else
+  restore .git || exit 1
 fi
 if [ -d /rlgate/tests ]; then mkdir -p -- "$tests_dir" && cp -a /rlgate/tests/. "$tests_dir"/ || exit 1; fi
 if [ -f /rlgate/test.patch ]; then

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
+  chmodSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -117,7 +118,8 @@ function packageFiles(names: Iterable<string>): string[] {
   return [...files].sort();
 }
 
-const RECIPE = "rlgate-host-image v1";
+// v2: /tmp 1777 (v1 images have it 1755).
+const RECIPE = "rlgate-host-image v2";
 
 /** The image's tag for these packages at their installed versions (its content address). */
 export function hostImageTag(packages: string[] = HOST_IMAGE_PACKAGES): string {
@@ -136,7 +138,9 @@ export async function ensureHostImage(packages: string[] = HOST_IMAGE_PACKAGES):
   try {
     // Users and an empty /tmp, which no package ships (base-passwd writes /etc/passwd in a maintainer script).
     mkdirSync(join(extra, "etc"));
-    mkdirSync(join(extra, "tmp"), { mode: 0o1777 });
+    mkdirSync(join(extra, "tmp"));
+    // Not through mkdir's mode, which the umask narrows (to 1755: the container user could not write /tmp).
+    chmodSync(join(extra, "tmp"), 0o1777);
     mkdirSync(join(extra, "root"));
     writeFileSync(
       join(extra, "etc", "passwd"),

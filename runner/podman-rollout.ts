@@ -22,6 +22,7 @@ import {
 } from "./podman.ts";
 import { reapOnce } from "./podman-reap.ts";
 import { RolloutStorage } from "./podman-storage.ts";
+import { STARTUP_HOOKS } from "./bwrap-grade.ts";
 import { SandboxError, type SandboxExit, type SandboxLimits } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 import { testOutcomes, type TestsVerdict } from "./datasets-test-log.ts";
@@ -210,6 +211,7 @@ export async function gradeInPodman(o: {
             workdir: o.task.workdir,
             testsDir: o.task.testsDir,
             testPaths: o.task.testPaths,
+            startupHooks: STARTUP_HOOKS,
             verifier: o.task.verifier,
             timeoutSec,
             sample: o.sample,

@@ -8,6 +8,7 @@
 // the calls it refers to.
 import type { Database, RootDatabase } from "lmdb";
 import { referredCalls, type StoredCall } from "./call-codec.ts";
+import type { DiskSpace } from "./disk-space.ts";
 
 type CallKey = [string, number];
 
@@ -38,24 +39,29 @@ export class CallCommitter {
   readonly #calls: Database<StoredCall, CallKey>;
   readonly #onFailed: (rolloutIds: string[]) => void;
   readonly #log: CallLog | null;
+  readonly #space: Pick<DiskSpace, "failed"> | null;
   #pending: PendingCall[] = [];
   #closed = false;
 
   /**
    * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call that refers
    * to a call the store lacks); those calls are rejected. With a `log` (a store shared by gateway workers) each call
-   * is also appended to its rollout's commit log.
+   * is also appended to its rollout's commit log. With `space`, a batch whose commit fails for lack of space rejects
+   * with StoreFullError. A batch is never refused for the reserve: its calls were admitted before the store filled
+   * (their harnesses are waiting for the last byte), and the reserve is there for them.
    */
   constructor(
     root: RootDatabase,
     calls: Database<StoredCall, CallKey>,
     onFailed: (rolloutIds: string[]) => void,
     log: CallLog | null = null,
+    space: Pick<DiskSpace, "failed"> | null = null,
   ) {
     this.#root = root;
     this.#calls = calls;
     this.#onFailed = onFailed;
     this.#log = log;
+    this.#space = space;
   }
 
   /** Resolves once the call is committed (with the others of this turn of the event loop). */
@@ -93,7 +99,8 @@ export class CallCommitter {
         if (this.#log) appendToLog(this.#log, stored);
       });
     } catch (error) {
-      this.#failed(batch, () => error);
+      const failure = this.#space ? this.#space.failed(error) : error;
+      this.#failed(batch, () => failure);
       return;
     }
     for (const call of stored) call.resolve();

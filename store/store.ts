@@ -12,6 +12,7 @@ import { CallDecoder, encodeCall, receivedBytes, storedResponse, type StoredCall
 import { RequestBases } from "./request-bodies.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
+import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import { sliceRouting } from "../util/routed-experts.ts";
 import type { StoreTables } from "./store-tables.ts";
@@ -72,6 +73,8 @@ export interface StoreOptions {
    * below it is never remapped (see `environmentOptions`). Every opener in the process passes the same value.
    */
   mapSize?: number;
+  /** The free-space reserve below which writes are refused, and where entering / leaving that state is logged. */
+  space?: Omit<DiskSpaceOptions, "path">;
 }
 
 /** Calls without a rollout are kept under this key so they still sort and list together. */
@@ -118,7 +121,10 @@ export const DEFAULT_MAP_SIZE = 2 ** 40;
  * commit's pwrite with ENOSPC, which aborts the transaction and leaves the store as it was.
  */
 export function environmentOptions(path: string, durability: Durability, mapSize = DEFAULT_MAP_SIZE) {
-  return { path, compression: false, maxDbs: 16, noSync: durability === "commit", mapSize };
+  // lmdb-js's event-turn batching starts each batch with a write whose promise it drops itself; when that batch's
+  // commit fails (a full disk) the promise is an unhandled rejection. Without it, asynchronous writes are still batched
+  // (those of one turn of the event loop commit together), and every failed write rejects only what its caller awaits.
+  return { path, compression: false, maxDbs: 16, noSync: durability === "commit", mapSize, eventTurnBatching: false };
 }
 
 /**
@@ -173,6 +179,7 @@ export class Store {
   readonly #shared: { slot: number; slots: number } | null;
   /** The memory map's size (`StoreOptions.mapSize`): other openers in this process pass the same. */
   readonly mapSize: number;
+  readonly #space: DiskSpace;
 
   constructor(options: StoreOptions) {
     this.path = options.path;
@@ -180,6 +187,7 @@ export class Store {
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
     this.mapSize = options.mapSize ?? DEFAULT_MAP_SIZE;
+    this.#space = new DiskSpace({ path: options.path, ...options.space });
     this.#root = open(environmentOptions(options.path, this.#durability, this.mapSize));
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
@@ -216,6 +224,7 @@ export class Store {
         }
       },
       this.#shared ? this.#callLog : null,
+      this.#space,
     );
   }
 
@@ -241,9 +250,25 @@ export class Store {
     return this.#shared !== null;
   }
 
-  async #settle(write: Promise<unknown>): Promise<void> {
-    await write;
-    if (this.#durability === "flush") await this.#root.flushed;
+  /**
+   * Starts a write unless the store's disk is full (then nothing is written and the write is refused with
+   * StoreFullError, as is a write that fails for lack of space); resolves once committed (and flushed, with durability
+   * "flush"). A call admitted before the disk filled (`admitted`) is written into the reserve, not refused.
+   */
+  async #settle(write: () => Promise<unknown>, admitted = false): Promise<void> {
+    const refusal = admitted ? null : this.#space.refusal();
+    if (refusal) throw refusal;
+    try {
+      await write();
+      if (this.#durability === "flush") await this.#root.flushed;
+    } catch (error) {
+      throw this.#space.failed(error);
+    }
+  }
+
+  /** Why a write would be refused now (its disk is full), or null: the gateway refuses a call before it goes upstream. */
+  writeRefusal(): StoreFullError | null {
+    return this.#space.refusal();
   }
 
   putRollout(rollout: RolloutRecord): Promise<void> {
@@ -252,7 +277,7 @@ export class Store {
       rollout,
       this.#writeRollout(
         rollout.id,
-        this.#settle(
+        this.#settle(() =>
           this.#root.transaction(() => {
             // Inside a transaction lmdb applies each put at once; their promises are the transaction's, settled below.
             void this.#rollouts.put(rollout.id, rollout);
@@ -273,7 +298,7 @@ export class Store {
     let created = false;
     await this.#writeRollout(
       rollout.id,
-      this.#settle(
+      this.#settle(() =>
         this.#root.transaction(() => {
           if (this.#rollouts.doesExist(rollout.id)) return;
           created = true;
@@ -361,7 +386,7 @@ export class Store {
     let cursor: number | null = null;
     const write = this.#writeRollout(
       rollout.id,
-      this.#settle(
+      this.#settle(() =>
         this.#root.transaction(() => {
           const stored = this.#rollouts.get(rollout.id);
           if (ifOpen && stored?.status !== "open") return;
@@ -414,7 +439,7 @@ export class Store {
 
   /** Removes a deadline entry whose rollout no longer has that deadline (see `dueRollouts`). */
   dropDeadline(deadlineAt: number, rolloutId: string): Promise<void> {
-    return this.#settle(this.#deadlines.remove([deadlineAt, rolloutId]));
+    return this.#settle(() => this.#deadlines.remove([deadlineAt, rolloutId]));
   }
 
   /** Finished rollouts after `cursor`, oldest first. */
@@ -428,7 +453,7 @@ export class Store {
   /** Records a trainer's agreement figures (an RL core sent them); the UI charts them. */
   putAgreement(record: Omit<AgreementRecord, "id">): Promise<AgreementRecord> {
     const full = { ...record, id: (this.#lastReportId = this.#stamp(this.#lastReportId)) };
-    const write = this.#settle(this.#reports.put("agreement", full, MAX_AGREEMENT_RECORDS));
+    const write = this.#settle(() => this.#reports.put("agreement", full, MAX_AGREEMENT_RECORDS));
     return this.#announce("agreement", full, write).then(() => full);
   }
 
@@ -441,7 +466,7 @@ export class Store {
   putReplay(record: Omit<ReplayRecord, "id">): Promise<ReplayRecord> {
     const full = { ...record, id: (this.#lastReportId = this.#stamp(this.#lastReportId)) };
     const { calls: _calls, ...summary } = full;
-    const write = this.#settle(this.#reports.put("replay", full, MAX_REPLAY_RECORDS));
+    const write = this.#settle(() => this.#reports.put("replay", full, MAX_REPLAY_RECORDS));
     return this.#announce("replay", summary, write).then(() => full);
   }
 
@@ -478,7 +503,7 @@ export class Store {
    * one write per batch, never one per call or ack).
    */
   writeConsumerState(consumer: string, changes: ConsumerStateChanges): Promise<void> {
-    return this.#settle(
+    return this.#settle(() =>
       this.#root.transaction(() => {
         if (changes.committed !== undefined) void this.#cursors.put(consumer, changes.committed);
         for (const [cursor, member] of changes.leases) {
@@ -654,7 +679,7 @@ export class Store {
     const write =
       this.#durability === "commit"
         ? this.#committer.put(key, stored)
-        : this.#settle(this.#committer.putFlushed(key, stored));
+        : this.#settle(() => this.#committer.putFlushed(key, stored), true);
     return this.#announce("call", call, write);
   }
 

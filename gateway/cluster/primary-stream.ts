@@ -13,6 +13,8 @@ export interface PrimaryStreamOptions extends GatewayGrpcOptions {
   durability?: Durability;
   /** The store's memory map size: the workers' (Store's `mapSize`). */
   storeMapSize?: number;
+  /** The workers' free-space reserve (Store's `space`). */
+  storeReserveBytes?: number;
   controlToken: string | null;
   trajectories: TrajectorySettings;
   log: Logger;
@@ -32,6 +34,7 @@ export async function startPrimaryStream(options: PrimaryStreamOptions): Promise
     durability: options.durability,
     shared: { slot: 0, slots: 1 },
     ...(options.storeMapSize === undefined ? {} : { mapSize: options.storeMapSize }),
+    space: { reserveBytes: options.storeReserveBytes, log: (line) => options.log.warn(line) },
   });
   const trajectories = new TrajectoryThread(options.dataDir, options.trajectories, store.mapSize);
   const closeStoreSide = async () => {

@@ -13,7 +13,7 @@ import type { Attribution } from "../attribution.ts";
 import { branchForwarded } from "../branching/index.ts";
 import { CallRecorder, type CallOutcome, type CallStart, type TokenLimits } from "../capture/call-recorder.ts";
 import type { GatewayContext } from "../context.ts";
-import { GatewayError } from "../errors.ts";
+import { GatewayError, asGatewayError } from "../errors.ts";
 import { classifyUpstreamFailure, forward, watchHarnessDisconnect } from "../forward.ts";
 import { SseParser, type SseEvent } from "../sse-parser.ts";
 import { forwardedPayload } from "./forwarded-payload.ts";
@@ -239,6 +239,9 @@ export async function openExchange(
   call: HarnessCall,
   spec: ExchangeSpec,
 ): Promise<Exchange | null> {
+  // A store that cannot keep the call refuses it before it costs the upstream anything (store/disk-space.ts).
+  const full = ctx.store.writeRefusal();
+  if (full) throw asGatewayError(full);
   const { req, res, attribution } = call;
   const requestReceived = new RawJson(call.rawBody);
   const chat = spec.upstreamPath === CHAT_PATH;
