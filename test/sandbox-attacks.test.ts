@@ -13,11 +13,13 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startRunGateway, type RunGateway } from "../cli/run-gateway.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
+import { podmanUnavailable } from "../runner/podman.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
 import { runTasks, type SandboxKind } from "../runner/run.ts";
 import { DEFAULT_LIMITS, sandboxUnavailable } from "../runner/sandbox.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { attackBaseImage } from "./podman-attack-image.ts";
 import { ATTACK_AGENT, HOOK_AGENT, HOOK_VERIFIER, REFUSED } from "./sandbox-attacks-scripts.ts";
 
 interface Backend {
@@ -37,6 +39,12 @@ const BACKENDS: Backend[] = [
       return why;
     },
     task: (dir) => loadTask(dir),
+  },
+  {
+    kind: "podman",
+    unavailable: podmanUnavailable,
+    // An image task over a base image of this machine's packages, Node and npm among them (test/podman-attack-image.ts).
+    task: async (dir) => ({ ...loadTask(dir), image: await attackBaseImage() }),
   },
 ];
 
