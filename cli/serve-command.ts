@@ -21,9 +21,9 @@ import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-optio
 import { guardProcess } from "../util/crash-guard.ts";
 import { createLogger } from "../util/log.ts";
 import { bytes, duration, integer } from "./option-parsers.ts";
-import {
 import { RetentionSweep } from "../store/retention.ts";
 import { formatAge } from "./store-command.ts";
+import {
   defaultWorkers,
   servePrimary,
   serveWorker,
@@ -146,12 +146,12 @@ export function serveCommand(): Command {
       DEFAULT_ROLLOUT_TIMEOUT_MS,
     )
     .option("--data <dir>", "directory of the LMDB store", process.env.RLGATE_DATA ?? ".rlgate/data")
-    .addOption(
     .option(
       "--retain <duration>",
       "remove rollouts finished longer ago than this (e.g. 12h, 7d) once every consumer group has acknowledged them, with their calls, in a periodic sweep; their space is reused. Off by default (the store keeps everything). A consumer group that stops reading holds retention at its cursor (rlgate store stats names it); a backbone is kept while a branch of it is open (docs/deploy.md)",
       duration,
     )
+    .addOption(
       new Option(
         "--durability <mode>",
         "commit: a call is committed (safe from a process kill) before the harness gets its last byte; flush: also synced to disk",
@@ -272,6 +272,7 @@ export function serveCommand(): Command {
         log: createLogger().child({ component: "gateway" }),
       });
       guardProcess({ log: (line) => console.error(`[rlgate] ${line}`), registry: gateway.context.metrics.registry });
+      const retention = startRetention(gateway.context.store, opts.retain);
       printServeBanner(opts, {
         url: gateway.url,
         upstreams: sim ? [sim.url] : gateway.context.upstream.urls,
@@ -279,12 +280,12 @@ export function serveCommand(): Command {
         modelName: gateway.context.tokenPrompts?.format.source ?? null,
         grpcAddress: gateway.grpc?.address ?? null,
         workers: null,
-      const retention = startRetention(gateway.context.store, opts.retain);
       });
       let closing = false;
       const shutdown = async () => {
         if (closing) return;
         closing = true;
+        await retention?.stop();
         await gateway.close();
         await sim?.close();
         process.exit(0);
@@ -292,6 +293,13 @@ export function serveCommand(): Command {
       process.on("SIGINT", shutdown);
       process.on("SIGTERM", shutdown);
     });
+}
+
+/** `serve --retain`: the sweep of the one process that sweeps the store (the primary with --workers). */
+export function startRetention(store: Store, retainMs: number | undefined): RetentionSweep | null {
+  if (retainMs === undefined) return null;
+  const log = createLogger().child({ component: "retention" });
+  return new RetentionSweep(store.tables(), retainMs, (line) => log.info(line)).start();
 }
 
 /** What `rlgate serve`'s options make of a gateway (its gRPC port and logger are the caller's). */
@@ -302,13 +310,6 @@ export function gatewayOptionsOf(opts: ServeOptions, upstream: string | undefine
     healthIntervalMs: opts.healthInterval,
     routing: opts.routing,
     upstreamApiKey: opts.upstreamApiKey,
-/** `serve --retain`: the sweep of the one process that sweeps the store (the primary with --workers). */
-export function startRetention(store: Store, retainMs: number | undefined): RetentionSweep | null {
-  if (retainMs === undefined) return null;
-  const log = createLogger().child({ component: "retention" });
-  return new RetentionSweep(store.tables(), retainMs, (line) => log.info(line)).start();
-}
-
     upstreamFlavor: opts.upstreamFlavor,
     modelMap: opts.modelMap ?? process.env.RLGATE_MODEL_MAP,
     host: opts.host,
@@ -376,6 +377,10 @@ export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
       `  replicas:      ${at.upstreams.length}, ${opts.routing === "sticky" ? "each rollout on one replica" : opts.routing}${opts.upstreamsFile ? `, following ${resolve(opts.upstreamsFile)}` : ""}`,
     );
   console.log(`  store:         ${resolve(opts.data)}`);
+  if (opts.retain !== undefined)
+    console.log(
+      `  retention:     rollouts finished over ${formatAge(opts.retain)} ago and acknowledged by every consumer group are removed`,
+    );
   if (at.workers)
     console.log(`  workers:       ${at.workers.length} (pids ${at.workers.join(", ")}), sharing the port`);
   const modelName = at.modelName ?? (opts.modelDir ? resolve(opts.modelDir) : "Qwen3 (built in)");
@@ -385,10 +390,6 @@ export function printServeBanner(opts: ServeOptions, at: ServeBanner): void {
     `  new rollout:   curl -s -X POST ${u}/api/rollouts -H 'content-type: application/json' -d '{"group":"g1"}'`,
   );
   console.log(`  metrics:       ${u}/metrics   health: ${u}/healthz`);
-  if (opts.retain !== undefined)
-    console.log(
-      `  retention:     rollouts finished over ${formatAge(opts.retain)} ago and acknowledged by every consumer group are removed`,
-    );
   console.log(`  live UI:       ${u}/ui${opts.token ? "#token=<the --token>" : ""}`);
   if (at.grpcAddress) {
     const tls = opts.grpcTlsCert ? ` --gateway-tls-ca <CA of ${opts.grpcTlsCert}>` : "";

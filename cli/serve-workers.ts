@@ -75,9 +75,9 @@ export interface ServeOptions {
   simMaxModelLen: number;
   maxTokensCap?: MaxTokensCapSetting;
   workers: number;
-}
   /** `--retain`: ms after a rollout's finish that retention may remove it (absent: keep everything). */
   retain?: number;
+}
 
 /** Where the banner points. */
 export interface ServeBanner {
@@ -161,12 +161,12 @@ export async function servePrimary(
   let stream: PrimaryStream | null = null;
   let upstream = fileOnly ? undefined : opts.upstream;
   let primary: ClusterPrimary | null = null;
-  let closing = false;
   let retention: { stop(): Promise<void> } | null = null;
+  let closing = false;
   const closeAll = async () => {
     closing = true;
-    await primary?.close();
     await retention?.stop();
+    await primary?.close();
     await stream?.close().catch((error: unknown) => say(`trajectory stream close: ${String(error)}`));
     await sim?.close();
   };
@@ -198,10 +198,10 @@ export async function servePrimary(
       trajectories: trajectorySettingsOf({ trajectories: { trainSegments: opts.trainSegments } }, format),
       log: createLogger().child({ component: "gateway" }),
     });
-    const relay = primary;
-    stream.store.events.on("agreement", (record) => relay.relayUi("agreement", record));
     // The primary sweeps (its workers never do): one process removes what retention allows.
     retention = ui.startRetention(stream.store, opts.retain);
+    const relay = primary;
+    stream.store.events.on("agreement", (record) => relay.relayUi("agreement", record));
     ui.printBanner(opts, {
       url: address.url,
       upstreams: sim ? [sim.url] : address.upstreams,

@@ -14,8 +14,8 @@ import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
-import { sliceRouting } from "../util/routed-experts.ts";
 import type { StoreTables } from "./store-tables.ts";
+import { sliceRouting } from "../util/routed-experts.ts";
 import { reweigh } from "../util/lru-reweigh.ts";
 import {
   MAX_AGREEMENT_RECORDS,
@@ -155,11 +155,11 @@ export class Store {
   readonly #deadlines: Database<true, [number, string]>;
   readonly #cursors: Database<number, string>;
   readonly #consumerState: Database<string | true | GroupAffinity, ConsumerStateKey>;
+  /** [backbone id, branch id] of every branch rollout: retention keeps a backbone while a branch of it is open. */
+  readonly #branches: Database<true, [string, string]>;
   #lastFinishCursor = 0;
   readonly #durability: Durability;
   /** Each rollout's recent request bodies, which a new call's body is stored against (request-bodies.ts). */
-  /** [backbone id, branch id] of every branch rollout: retention keeps a backbone while a branch of it is open. */
-  readonly #branches: Database<true, [string, string]>;
   readonly #requestBases = new RequestBases();
   readonly #prompts: PromptRefIndex | null;
   readonly #committer: CallCommitter;
@@ -207,12 +207,12 @@ export class Store {
     // Leases, acks above the committed cursor and RL-group affinities of each consumer group: with them a restarted
     // gateway keeps a member's rollouts (and groups) for that member instead of guessing who held what.
     this.#consumerState = this.#root.openDB({ name: "consumer-state" });
+    this.#branches = this.#root.openDB({ name: "branches" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
     this.#reports = new ReportLog(this.#root.openDB({ name: "reports" }));
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
-    this.#branches = this.#root.openDB({ name: "branches" });
     this.#callLog = this.#root.openDB({ name: "call-log" });
     this.#committer = new CallCommitter(
       this.#root,
@@ -284,6 +284,7 @@ export class Store {
             void this.#keys.put(rollout.key, rollout.id);
             void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
             this.#indexDeadline(rollout);
+            this.#indexBranch(rollout);
           }),
         ),
       ),
@@ -306,7 +307,7 @@ export class Store {
           void this.#keys.put(rollout.key, rollout.id);
           void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
           this.#indexDeadline(rollout);
-            this.#indexBranch(rollout);
+          this.#indexBranch(rollout);
         }),
       ),
     );
@@ -329,7 +330,6 @@ export class Store {
 
   #emit<E extends keyof StoreEvents>(event: E, record: StoreEvents[E][0]): void {
     try {
-          this.#indexBranch(rollout);
       (this.events.emit as (e: E, r: StoreEvents[E][0]) => boolean)(event, record);
     } catch {
       // the listener's failure, not the store's
@@ -340,6 +340,12 @@ export class Store {
   #indexDeadline(rollout: RolloutRecord): void {
     if (rollout.status === "open" && typeof rollout.deadlineAt === "number")
       void this.#deadlines.put([rollout.deadlineAt, rollout.id], true);
+  }
+
+  /** Inside a write transaction: a branch rollout (metadata.branch.of) is listed under its backbone. */
+  #indexBranch(rollout: RolloutRecord): void {
+    const of = (rollout.metadata.branch as { of?: unknown } | undefined)?.of;
+    if (typeof of === "string") void this.#branches.put([of, rollout.id], true);
   }
 
   /** Keeps the rollout out of the cache while `write` is in flight (readers see the store's committed state). */
@@ -364,12 +370,6 @@ export class Store {
    * consumers read from a cursor (at least once, resumable): cursors increase across restarts, and in commit order
    * across processes (the cursor is drawn inside the write transaction, which LMDB runs one at a time), so a reader
    * that has seen a cursor has seen every lower one.
-  /** Inside a write transaction: a branch rollout (metadata.branch.of) is listed under its backbone. */
-  #indexBranch(rollout: RolloutRecord): void {
-    const of = (rollout.metadata.branch as { of?: unknown } | undefined)?.of;
-    if (typeof of === "string") void this.#branches.put([of, rollout.id], true);
-  }
-
    */
   finishRollout(rollout: RolloutRecord): Promise<number> {
     return this.#finish(rollout, false) as Promise<number>;
@@ -809,20 +809,6 @@ export class Store {
     return this.#calls.getKeysCount(callRange(key));
   }
 
-  /** Waits for every write issued so far to be committed. */
-  async committed(): Promise<void> {
-    this.#committer.commitNow();
-    await this.#root.committed;
-  }
-
-  async close(): Promise<void> {
-    this.#committer.commitNow();
-    await this.#root.committed;
-    // Calls that finished while the writes above settled are committed too; later ones are refused.
-    this.#committer.close();
-    await this.#root.close();
-  }
-}
   /**
    * The environment and its tables, for store/retention.ts (which removes whole rollouts) and store/store-stats.ts;
    * `forget` drops what this process keeps in memory of a removed rollout.
@@ -850,3 +836,17 @@ export class Store {
     };
   }
 
+  /** Waits for every write issued so far to be committed. */
+  async committed(): Promise<void> {
+    this.#committer.commitNow();
+    await this.#root.committed;
+  }
+
+  async close(): Promise<void> {
+    this.#committer.commitNow();
+    await this.#root.committed;
+    // Calls that finished while the writes above settled are committed too; later ones are refused.
+    this.#committer.close();
+    await this.#root.close();
+  }
+}

@@ -37,7 +37,10 @@ interface FullDiskResult {
   otherErrors: string[];
   cut: string[];
   checks: {
-    whileFull: Record<string, { status: number; body: any }> & { healthz: number; alive: boolean[] };
+    whileFull: Record<"chat" | "messages" | "finish" | "create", { status: number; body: any }> & {
+      healthz: number;
+      alive: boolean[];
+    };
     afterSpaceReturns: { finish: number; create: number };
   };
   missingAfterReopen: string[];
