@@ -67,6 +67,10 @@ describe("rlgate run (command line)", () => {
     const r = rlgate(["run", "--tasks", TASK, "--harness", "true {prompt}", "--gateway", "http://127.0.0.1:9"]);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /rlgate run: gateway http:\/\/127\.0\.0\.1:9 unreachable/);
+    assert.match(
+      r.stderr,
+      /rlgate run: --gateway without --token: the control API of http:\/\/127\.0\.0\.1:9 is open to anything that can reach it/,
+    );
   });
 
   test(

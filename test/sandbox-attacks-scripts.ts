@@ -89,6 +89,9 @@ for f in /rlgate /rlgate/tests /rlgate/image /run/rlgate/result; do
   if [ -e "$f" ]; then echo "probe file:$f 200"; else echo "probe file:$f 000"; fi
   n=$((n + 1))
 done
+# What it was given: its environment, and every file in its home.
+env | sed 's/^/env /'
+find "$HOME" -type f -exec cat {} + 2>/dev/null | sed 's/^/home-file /'
 echo "probes $n"
 `;
 

@@ -145,6 +145,11 @@ for (const backend of BACKENDS) {
             assert.deepEqual(through, [], `not refused:\n${through.map((p) => p.join(" ")).join("\n")}`);
             assert.equal(r.calls, 2, "the two legitimate calls are the rollout's only calls");
 
+            // No secret of rlgate's is in the sandbox: neither the control token nor any rollout key.
+            assert.match(log, /^env RLGATE_ROLLOUT_ID=/m, log);
+            if (gw.token) assert.ok(!log.includes(gw.token), "the control token is not in the sandbox");
+            assert.doesNotMatch(log, /rlk_/, "no rollout key is in the sandbox");
+
             const other = await api("GET", `/api/rollouts/${victim.id}`);
             assert.equal(other.status, "open", "the other rollout was not finished");
             assert.equal(other.calls ?? 0, 0, "nor called");
