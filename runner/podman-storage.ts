@@ -10,18 +10,8 @@
 //
 // Every mount point is under a folder named after the runner (pm.<pid>.<start time>): a runner that starts finds the
 // mounts a dead runner left in /proc/self/mountinfo and releases them (runner/podman-reap.ts).
-import { spawnSync } from "node:child_process";
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  ftruncateSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  rmSync,
-  statSync,
-} from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, chownSync, closeSync, ftruncateSync, lstatSync, mkdirSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SandboxError } from "./sandbox.ts";
 import { RUNNER_TAG } from "./podman-runner-id.ts";
@@ -32,6 +22,14 @@ function run(argv: string[]): void {
     throw new SandboxError(
       `${argv.slice(0, 3).join(" ")} failed: ${`${r.stderr ?? ""}${r.error?.message ?? ""}`.trim()}`,
     );
+}
+
+/**
+ * Removes a folder without holding up the runner's event loop (which serves every rollout's bridge): a layer the agent
+ * filled with an install can take seconds. Its space comes back as it goes; never throws.
+ */
+function removeInBackground(path: string): void {
+  spawn("rm", ["-rf", "--", path], { stdio: "ignore" }).on("error", () => {});
 }
 
 /** Unmounts, detaching what still uses it (a container being torn down); never throws. */
@@ -101,18 +99,18 @@ export class RolloutStorage {
     }
   }
 
-  /** Unmounts one overlay, keeping its writable layer (the agent's workspace, for the grader). */
+  /** Unmounts one overlay, keeping its writable layer (the agent's workspace, for the grader); never throws. */
   close(name: string): void {
     const merged = join(this.dir, name);
     const i = this.#mounts.indexOf(merged);
     if (i >= 0 && unmount(merged)) this.#mounts.splice(i, 1);
-    rmSync(join(this.disk, `${name}-wk`), { recursive: true, force: true });
+    removeInBackground(join(this.disk, `${name}-wk`));
   }
 
   /** Unmounts one overlay and drops its layers (the agent's root once it has exited: never graded). */
   drop(name: string): void {
     this.close(name);
-    rmSync(join(this.disk, `${name}-up`), { recursive: true, force: true });
+    removeInBackground(join(this.disk, `${name}-up`));
   }
 
   /** Unmounts everything, newest first (the disk last); the files stay for the rollout's folder removal (or --keep). */
