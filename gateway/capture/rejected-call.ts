@@ -44,6 +44,9 @@ export async function recordRejected(
 ): Promise<void> {
   if (!options.finished && request.rolloutId !== null && ctx.store.getRollout(request.rolloutId)?.status !== "open")
     return;
+  // A full store keeps its room for the calls it admitted; a refusal is answered without its record (said once, by the
+  // store, not once a refusal).
+  if (ctx.store.writeRefusal()) return;
   const body = request.body;
   const stream = typeof body === "object" && body !== null && (body as Record<string, unknown>)["stream"] === true;
   const model = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["model"] : undefined;
