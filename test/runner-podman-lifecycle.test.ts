@@ -4,11 +4,16 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { containerArgs, podman, podmanUnavailable } from "../runner/podman.ts";
 import { reapDeadRunners } from "../runner/podman-reap.ts";
 import { RUNNER_LABEL, RUNNER_TAG, runnerAlive, startTimeOf } from "../runner/podman-runner-id.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
+import { resolveHarness } from "../runner/harnesses.ts";
+import { ensureHostImage } from "../runner/podman-host-image.ts";
+import { runTasks } from "../runner/run.ts";
+import { loadTask } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
 const unavailable = podmanUnavailable();
@@ -98,8 +103,19 @@ describe("a runner SIGKILLed mid-rollout", { skip: unavailable ? `podman: ${unav
   test("a runner that starts removes a dead runner's running container and releases its mounts", async () => {
     const tag = await killRunnerMidRollout(600);
     assert.equal(containersOf(tag).length, 1, "the container runs on without its runner");
-    const reaped = reapDeadRunners();
-    assert.ok(reaped.containers.length >= 1, JSON.stringify(reaped));
+    // This process starts its first rollout: a runner starting (the reaping runs before its first container).
+    const [r] = await runTasks({
+      tasks: [{ ...loadTask(join(ROOT, "examples", "tasks", "fix-add")), image: await ensureHostImage() }],
+      harness: resolveHarness("sed -i 's/a - b/a + b/' calc.py"),
+      n: 1,
+      concurrency: 1,
+      timeoutSec: 60,
+      gatewayUrl: stack.gateway.url,
+      limits: DEFAULT_LIMITS,
+      workDir: work,
+      sandbox: "podman",
+    });
+    assert.equal(r!.reward, 1, r!.error ?? "");
     assert.deepEqual(containersOf(tag), []);
     assert.deepEqual(mountsOf(tag), []);
   });
