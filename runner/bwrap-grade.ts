@@ -33,7 +33,7 @@ export const STARTUP_HOOKS = [
 ];
 
 /** Git runs what its repository's config and hooks name (core.fsmonitor, core.pager, hooks/*): git's own, put back. */
-const GIT_HOOKS = ["config", "hooks", "info", "commondir"];
+const GIT_HOOKS = ["config", "config.worktree", "hooks", "info", "commondir"];
 
 const SCRIPT = `
 cd ${WORKSPACE} || exit ${GRADE_SETUP_FAILED}
@@ -49,6 +49,9 @@ hooks() {
   (cd "$1" && find . -mindepth 1 \\( ${STARTUP_HOOKS.map((h) => `-name '${h}'`).join(" -o ")} \\) -prune -print0)
 }
 for p in "$@"; do restore "$p" || exit ${GRADE_SETUP_FAILED}; done
+# A folder the agent left searchable but not listable hides its files from find, not from a runtime that opens them
+# by name: listable again first (one at a time, so that find then descends into it).
+find . -type d ! -perm -u=rx -exec chmod u+rx {} \\; 2>/dev/null
 while IFS= read -r -d '' p; do rm -rf -- "$p" || exit ${GRADE_SETUP_FAILED}; done < <(hooks .)
 while IFS= read -r -d '' p; do restore "$p" || exit ${GRADE_SETUP_FAILED}; done < <(hooks /rlgate/image)
 if [ -d .git ] && [ ! -L .git ] && [ -d /rlgate/image/.git ] && [ ! -L /rlgate/image/.git ]; then

@@ -129,6 +129,9 @@ PYTHONPATH=. python3 -S -c 'import sitecustomize' >/dev/null; echo "agent-worksp
 bash -lc 'exit 3' >/dev/null; echo "agent-login-shell=$?"
 echo "agent-npmrc=$(npm config get rlgate-hook 2>/dev/null)"
 git status --short >/dev/null 2>/tmp/git.err; grep -q 'HOOK RAN git-fsmonitor' /tmp/git.err && echo "agent-git-fsmonitor=ran"
+# A folder searchable but not listable hides its files from a search, not from npm opening its .npmrc by name.
+mkdir -p sub && echo '{}' > sub/package.json && echo 'rlgate-hook=planted' > sub/.npmrc && chmod 0311 sub
+echo "agent-npmrc-hidden=$(cd sub && npm config get rlgate-hook 2>/dev/null)"
 `;
 
 /**
@@ -144,7 +147,8 @@ if python3 -c 'import pytest' 2>/dev/null; then python3 -m pytest -q -p no:cache
 bash -lc 'exit 1'; sh=$?
 node -e 'process.exit(1)'; nd=$?
 npmrc=$(npm config get rlgate-hook 2>/dev/null)
+hidden=$(cd sub 2>/dev/null && npm config get rlgate-hook 2>/dev/null)
 git status --short >/dev/null
-echo "verifier python=$py pytest=$pt login-shell=$sh node=$nd npmrc=$npmrc"
+echo "verifier python=$py pytest=$pt login-shell=$sh node=$nd npmrc=$npmrc npmrc-hidden=$hidden"
 [ $py = 0 ] || [ "$pt" = 0 ] || [ $sh = 0 ] || [ $nd = 0 ]
 `;

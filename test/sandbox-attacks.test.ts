@@ -197,6 +197,7 @@ for (const backend of BACKENDS) {
             "agent-workspace-site=0",
             "agent-login-shell=0",
             "agent-npmrc=planted",
+            "agent-npmrc-hidden=planted",
             "agent-git-fsmonitor=ran",
           ])
             assert.match(agent, new RegExp(`^${line}$`, "m"), agent);
@@ -206,7 +207,7 @@ for (const backend of BACKENDS) {
           assert.doesNotMatch(grade, /startup-env/, grade);
           assert.match(
             grade,
-            /^verifier python=1 pytest=([1-9]\d*|absent) login-shell=1 node=1 npmrc=(null|undefined)?$/m,
+            /^verifier python=1 pytest=([1-9]\d*|absent) login-shell=1 node=1 npmrc=(null|undefined)? npmrc-hidden=(null|undefined)?$/m,
             grade,
           );
           assert.equal(r!.status, "ok", r!.error ?? "");
