@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { sandboxUnavailable } from "../runner/sandbox.ts";
+import { startStack } from "../test/helpers.ts";
 
 const ENTRY = new URL("./index.ts", import.meta.url).pathname;
 const TASK = new URL("../examples/tasks/fix-add", import.meta.url).pathname;
@@ -72,6 +73,56 @@ describe("rlgate run (command line)", () => {
       /rlgate run: --gateway without --token: the control API of http:\/\/127\.0\.0\.1:9 is open to anything that can reach it/,
     );
   });
+
+  test(
+    "a rollout someone else finished first: NOT RECORDED in the table, what the gateway holds in its error, exit 1",
+    { skip: unavailable ?? false },
+    async () => {
+      const stack = await startStack();
+      try {
+        // The agent calls until its rollout takes no more calls, i.e. until the test has finished it with reward 1.
+        const chat = `curl -s -o /dev/null -w '%{http_code}' "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}],"max_tokens":1}'`;
+        const agent = `while [ "$(${chat})" = 200 ]; do sleep 0.2; done`;
+        const run = rlgateAsync([
+          "run",
+          "--tasks",
+          TASK,
+          "--harness",
+          agent,
+          "-n",
+          "1",
+          "--gateway",
+          stack.gateway.url,
+        ]);
+        let finished = false;
+        while (!finished) {
+          const { rollouts } = (await (await fetch(`${stack.gateway.url}/api/rollouts?limit=10`)).json()) as any;
+          const open = rollouts.find((x: any) => x.status === "open");
+          if (open) {
+            const res = await fetch(`${stack.gateway.url}/api/rollouts/${open.id}/finish`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ reward: 1, status: "ok" }),
+            });
+            finished = res.ok;
+          } else await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        const r = await run;
+        assert.equal(r.status, 1, r.stderr);
+        const lines = r.stdout.trim().split("\n");
+        assert.match(lines[0]!, /status +reward +recorded +calls/);
+        assert.match(lines[1]!, /^fix-add#0 +r_\S+ +custom +ok +0 +NO /, "the grader's 0, not recorded");
+        assert.match(lines.at(-1)!, /^1 NOT RECORDED: the gateway does not hold the result above \(fix-add#0;/);
+        assert.match(
+          r.stderr,
+          /fix-add#0: ok reward=0 NOT RECORDED .*finishing on the gateway failed \(it holds status ok, reward 1\): /,
+        );
+        assert.match(r.stderr, /rlgate run: 1 rollout\(s\) NOT RECORDED on the gateway as graded \(exit 1\)/);
+      } finally {
+        await stack.close();
+      }
+    },
+  );
 
   test(
     "a run with its own gateway: --json gives each rollout's status, reward, calls and trajectories",

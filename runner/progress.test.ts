@@ -54,7 +54,7 @@ test("a rollout whose result the gateway does not hold: a recorded column, a las
     rolloutId: "r_2",
     reward: 0,
     stage: "finish",
-    error: "finishing on the gateway failed: 400 already finished (the gateway holds status ok, reward 1)",
+    error: "finishing on the gateway failed (it holds status ok, reward 1): 400 already finished",
     recorded: false,
   });
   assert.equal(

@@ -122,7 +122,7 @@ function describeExit(exit: SandboxExit): string {
 async function heldByGateway(control: ControlClient, id: string): Promise<string> {
   try {
     const r = await control.rollout(id);
-    return ` (the gateway holds status ${r.status}, reward ${r.reward ?? "null"})`;
+    return ` (it holds status ${r.status}, reward ${r.reward ?? "null"})`;
   } catch {
     return "";
   }
@@ -428,7 +428,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     } catch (e) {
       // Said here, since it cannot be said there: the rollout is still open, or it holds what someone else posted.
       const held = await heldByGateway(o.control, rolloutId);
-      error = `${error ? `${error}; ` : ""}finishing on the gateway failed: ${e instanceof Error ? e.message : String(e)}${held}`;
+      error = `${error ? `${error}; ` : ""}finishing on the gateway failed${held}: ${e instanceof Error ? e.message : String(e)}`;
       endStage = "finish";
     }
   }
