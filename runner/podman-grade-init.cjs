@@ -40,6 +40,9 @@ hooks() {
   ${HOOKS ? `(cd "$1" && find . -mindepth 1 \\( ${HOOKS} \\) -prune -print0)` : "true"}
 }
 for p in "$@"; do restore "$p" || exit 1; done
+# A folder the agent left searchable but not listable hides its files from find, not from a runtime that opens them
+# by name (npm's .npmrc): listable again first (one at a time, so that find then descends into it).
+find . -type d ! -perm -u=rx -exec chmod u+rx {} \\; 2>/dev/null
 while IFS= read -r -d '' p; do chmod -R u+rwX -- "$p" 2>/dev/null; rm -rf -- "$p" || exit 1; done < <(hooks .)
 while IFS= read -r -d '' p; do restore "$p" || exit 1; done < <(hooks "/rlgate/image/$PWD")
 # Git runs what the repository's config and hooks name (fsmonitor, hooks, filters): a verifier that runs git
