@@ -43,6 +43,7 @@ describe("rlgate run (command line)", () => {
       "--gateway",
       "--sim-script",
       "--memory",
+      "--disk",
       "--processes",
       "--cpu",
       "--json",

@@ -146,7 +146,7 @@ export function runCommand(): Command {
     .addOption(
       new Option(
         "--disk <size>",
-        "disk per bwrap rollout: what its agent writes (workspace changes, home); as root a filesystem of that size (writes past it fail with ENOSPC), otherwise a watchdog that stops the sandbox past it",
+        "disk per rollout: what its agent writes (workspace changes, home; with podman also the container's root) is on a filesystem of that size of its own, writes past it fail with ENOSPC (bwrap without root: a watchdog stops the sandbox past it)",
       )
         .argParser(bytes)
         .default(DEFAULT_LIMITS.diskBytes, `${DEFAULT_LIMITS.diskBytes! / 1024 ** 3}g`),
