@@ -173,10 +173,11 @@ export async function gradeInPodman(o: {
     storage.drop("root");
     storage.close("ws");
     // A fresh root from the pristine image; the workspace is the agent's changes over the image's, and what grading
-    // writes goes to layers of its own.
-    const root = storage.overlay("groot", [o.imageRoot]);
+    // writes goes to layers of its own, in memory: a full disk of the agent's does not fail its grading.
+    const scratch = storage.scratch(o.limits.diskBytes ?? o.limits.memoryBytes);
+    const root = storage.overlay("groot", [o.imageRoot], scratch);
     openTemporaryFolders(root);
-    const workspace = storage.overlay("gws", [storage.upper("ws"), inRoot(o.imageRoot, o.task.workdir)]);
+    const workspace = storage.overlay("gws", [storage.upper("ws"), inRoot(o.imageRoot, o.task.workdir)], scratch);
     const mounts: Mount[] = [
       nodeMount(),
       { type: "bind", src: workspace, dest: o.task.workdir, rw: true },

@@ -70,9 +70,9 @@ export class RolloutStorage {
   }
 
   /** Mounts an overlay of `lower` (top first) with its writable layer on the disk as `name`-up; returns its root. */
-  overlay(name: string, lower: string[]): string {
-    const upper = join(this.disk, `${name}-up`);
-    const work = join(this.disk, `${name}-wk`);
+  overlay(name: string, lower: string[], on: string = this.disk): string {
+    const upper = join(on, `${name}-up`);
+    const work = join(on, `${name}-wk`);
     const merged = join(this.dir, name);
     for (const d of [upper, work, merged]) mkdirSync(d, { recursive: true });
     // The merged root takes its owner and mode from the upper layer's root: those of the folder it stands for.
@@ -83,6 +83,19 @@ export class RolloutStorage {
     run(["mount", "-t", "overlay", "overlay", "-o", options, merged]);
     this.#mounts.push(merged);
     return merged;
+  }
+
+  /**
+   * A tmpfs of `bytes` for grading's writable layers (`overlay(name, lower, scratch)`): not the agent's disk, so that an
+   * agent that fills its disk cannot make its grading fail (an infra error is left out of training, a 0 is not). Its
+   * pages are charged to the grader's memory cgroup, the writer's.
+   */
+  scratch(bytes: number): string {
+    const dir = join(this.dir, "scratch");
+    mkdirSync(dir, { recursive: true });
+    run(["mount", "-t", "tmpfs", "-o", `size=${bytes},mode=0755`, "tmpfs", dir]);
+    this.#mounts.push(dir);
+    return dir;
   }
 
   /** The writable layer of an overlay made by `overlay(name)` (the agent's workspace changes, for the grader). */

@@ -87,6 +87,16 @@ describe("podman container limits", { skip: unavailable ? `podman: ${unavailable
     assert.equal(r.reward, 0);
   });
 
+  test("an agent that fills its disk is graded all the same: the grader writes elsewhere (reward 1, not infra_error)", async () => {
+    const { r, logs } = await run(
+      "sed -i 's/a - b/a + b/' calc.py; dd if=/dev/zero of=fill bs=1M count=200 2>&1 | grep -c 'No space left'",
+      { diskBytes: 64 * MiB },
+    );
+    assert.match(logs.agent!, /^1$/m, logs.agent);
+    assert.equal(r.status, "ok", `${r.error}\n${logs.grade}`);
+    assert.equal(r.reward, 1, logs.grade);
+  });
+
   test("no mount of this runner's rollouts is left behind", () => {
     const left = readFileSync("/proc/self/mountinfo", "utf8")
       .split("\n")
