@@ -40,6 +40,10 @@ const PLANT = [
   `HOME=/tmp ${PY} -c 'raise SystemExit(3)'; echo tmp-home-hook=$?`,
   `${PY} -c 'raise SystemExit(3)'; echo home-hook=$?`,
   "git status >/dev/null 2>&1; cat tests/test_add.py; rm -f tests/test_add.py",
+  // Last, since the loader then complains at every program's start: the dynamic loader's preload list. Every program
+  // would load the named library first; one that is not there makes the loader say so, which shows the list is read.
+  `echo /opt/rlgate-hook.so > /etc/ld.so.preload || echo no-preload`,
+  "env true 2>&1 | grep -c 'ld.so.preload cannot be preloaded' | sed 's/^/preload-read=/'",
 ].join("\n");
 
 describe(
@@ -61,7 +65,7 @@ describe(
         join(dir, "task.json"),
         JSON.stringify({
           // As images often are: /tmp world-writable, a site folder and /usr/local/bin writable by the agent's user.
-          setup: `chmod 1777 /tmp && mkdir -p /usr/local/lib/${PY}/dist-packages /usr/local/bin /etc/profile.d /var/tmp && chmod 777 /usr/local/lib/${PY}/dist-packages /usr/local/bin /etc/profile.d && chmod 1777 /var/tmp`,
+          setup: `chmod 1777 /tmp && mkdir -p /usr/local/lib/${PY}/dist-packages /usr/local/bin /etc/profile.d /var/tmp && chmod 777 /usr/local/lib/${PY}/dist-packages /usr/local/bin /etc/profile.d && chmod 1777 /var/tmp && touch /etc/ld.so.preload && chmod 666 /etc/ld.so.preload`,
           // git status first: a verifier that runs git (SWE-bench's do) meets the workspace's .git/config.
           verifier: "git status --short >/dev/null 2>&1; python3 tests/test_add.py",
           timeout: 120,
@@ -94,10 +98,12 @@ describe(
       const { r, logs } = await run(PLANT);
       assert.equal(r.status, "ok", `${r.error}\n${logs.agent}`);
       // Every hook was planted where the agent could write, and works there.
-      assert.doesNotMatch(logs.agent!, /no-site|no-pth|no-bin|no-profile/, logs.agent);
+      assert.doesNotMatch(logs.agent!, /no-site|no-pth|no-bin|no-profile|no-preload/, logs.agent);
+      assert.match(logs.agent!, /preload-read=[1-9]/, logs.agent);
       assert.match(logs.agent!, /tmp-home-hook=0\nhome-hook=0\nraise SystemExit\(0\)\n/, logs.agent);
       assert.equal(r.reward, 0, `the grader's true verdict is a failure:\n${logs.grade}`);
       assert.match(logs.grade!, /AssertionError: add\(2, 3\) = -1/, logs.grade);
+      assert.doesNotMatch(logs.grade!, /ld\.so\.preload/, "the preload list the agent wrote is not the grader's");
     });
 
     test("the same hooks with the bug fixed: reward 1 (the workspace's changes are graded)", async () => {
