@@ -94,7 +94,7 @@ describe(
       return { r: r!, logs: rollout.metadata.runner.logs as Record<string, string> };
     }
 
-    test("hooks in /tmp, HOME, site folders, PATH, profile files and .git/config: the unfixed bug gets reward 0", async () => {
+    test("hooks in /tmp, HOME, site folders, PATH, profile files, ld.so.preload and .git/config: the unfixed bug gets reward 0", async () => {
       const { r, logs } = await run(PLANT);
       assert.equal(r.status, "ok", `${r.error}\n${logs.agent}`);
       // Every hook was planted where the agent could write, and works there.
