@@ -3,9 +3,11 @@
 //
 // bubblewrap 0.8 (Debian 12) cannot mount overlays, so the chain is:
 //   [setpriv to an unprivileged uid, when rlgate runs as root]
-//   → unshare --user --map-root-user --mount    (a user + mount namespace of our own, where overlayfs may be mounted)
+//   → unshare --user --map-root-user --mount --ipc (user, mount and IPC namespaces of our own: overlayfs may be
+//                                                 mounted there, SysV shared memory bounded)
 //   → mount -t overlay … (userxattr)            (only this namespace sees the merged workspace)
-//   → exec bwrap --unshare-all …                (the agent's sandbox: no capabilities, no_new_privs, loopback only)
+//   → exec bwrap --unshare-user-try --unshare-pid --unshare-net …  (the agent's sandbox: no capabilities,
+//                                                 no_new_privs, loopback only)
 //   → prlimit --nproc --as --cpu -- COMMAND     (limits set inside the sandbox's own user namespace)
 // Every exec keeps the pid, so the pid node spawns is bwrap's: killing it kills the sandbox (its pid namespace dies).
 import { spawn, spawnSync } from "node:child_process";
@@ -120,7 +122,12 @@ function systemBinds(): string[] {
 
 function bwrapArgs(spec: SandboxSpec): string[] {
   const args = [
-    "--unshare-all",
+    // --unshare-all but IPC: the sandbox keeps the IPC namespace the chain made, where SysV shared memory is bounded.
+    "--unshare-user-try",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
     "--uid",
     String(SANDBOX_UID),
     "--gid",
@@ -168,6 +175,9 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
     if (/[,:\s]/.test(p)) throw new SandboxError(`path not usable in an overlay mount (',', ':' or blank): ${p}`);
   }
   const script = [
+    // SysV shared memory is held in RAM by no process and in no file system the watchdog reads: bounded instead, in
+    // the sandbox's own IPC namespace, to the memory limit (in pages; kernels that refuse it keep their default).
+    `echo ${Math.ceil(spec.limits.memoryBytes / PAGE)} > /proc/sys/kernel/shmall 2>/dev/null`,
     'if [ -n "$3" ]; then mount -t tmpfs -o "size=$4,mode=0755" rlgate-scratch "$3" && mkdir -p "$5" "$6" || exit 125; fi',
     'mount -t overlay rlgate-workspace -o "$1" "$2" || exit 125',
     'shift 6; exec bwrap "$@"',
@@ -180,6 +190,7 @@ export function sandboxCommand(spec: SandboxSpec): string[] {
     "--user",
     "--map-root-user",
     "--mount",
+    "--ipc",
     "--propagation",
     "private",
     "bash",

@@ -64,18 +64,20 @@ describe(
       assert.match(r.error!, /in-RAM files \(\/tmp, \/dev\/shm\) held more than the memory limit/);
     });
 
-    test("each in-RAM folder is a tmpfs the size of the memory limit; bwrap's own root and /dev are read-only", async () => {
+    test("each in-RAM folder is a tmpfs the size of the memory limit, SysV shared memory is bounded by it, and bwrap's own root and /dev are read-only", async () => {
       const probe = [
         "df -B1 --output=size /tmp /dev/shm | tail -n +2 | tr -d ' '",
         "touch /planted 2>&1 | grep -o 'Read-only file system'",
         "touch /dev/planted 2>&1 | grep -o 'Read-only file system'",
         "echo ok > /dev/null && echo dev-null-writable",
+        // SysV shared memory (held by no process, in no file system the watchdog reads) is bounded by the limit.
+        `python3 -c 'import ctypes; libc = ctypes.CDLL(None); get = lambda mib: libc.shmget(0, ctypes.c_size_t(mib << 20), 0o1600) >= 0; print("sysv", get(100), get(32))'`,
       ].join("; ");
       const r = await run(probe, { memoryBytes: 64 * MiB });
       assert.equal(r.status, "ok", r.error ?? "");
       assert.equal(
         await agentLog(r),
-        `${64 * MiB}\n${64 * MiB}\nRead-only file system\nRead-only file system\ndev-null-writable\n`,
+        `${64 * MiB}\n${64 * MiB}\nRead-only file system\nRead-only file system\ndev-null-writable\nsysv False True\n`,
       );
     });
 
