@@ -47,12 +47,18 @@ export interface DiskSpaceOptions {
   reserveBytes?: number;
   /** Where the two transitions are told (default: stderr). */
   log?: (line: string) => void;
+  /**
+   * Bytes of the store's file that no table holds: LMDB writes into them before it grows the file, so they count as
+   * free (retention frees them: a full store records again once retention removed enough).
+   */
+  reusableBytes?: () => number;
 }
 
 export class DiskSpace {
   readonly path: string;
   readonly reserveBytes: number;
   readonly #log: (line: string) => void;
+  readonly #reusable: () => number;
   /** Free bytes at the last look, and when it was. */
   #free = Number.POSITIVE_INFINITY;
   #lookedAt = Number.NEGATIVE_INFINITY;
@@ -63,6 +69,7 @@ export class DiskSpace {
     this.path = options.path;
     this.reserveBytes = options.reserveBytes ?? DEFAULT_STORE_RESERVE;
     this.#log = options.log ?? ((line) => process.stderr.write(`[rlgate] ${line}\n`));
+    this.#reusable = options.reusableBytes ?? (() => 0);
   }
 
   /** Whether writes are refused now. */
@@ -100,7 +107,7 @@ export class DiskSpace {
     this.#lookedAt = at;
     try {
       const stats = statfsSync(this.path);
-      this.#free = Number(stats.bavail) * Number(stats.bsize);
+      this.#free = Number(stats.bavail) * Number(stats.bsize) + this.#reusable();
     } catch {
       return; // a filesystem that cannot be asked: the writes themselves tell (ENOSPC)
     }

@@ -3,6 +3,7 @@
 // retention would remove now. Read in one read snapshot; a serving gateway is not disturbed.
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import type { RootDatabase } from "lmdb";
 import { retentionPreview } from "./retention.ts";
 import type { StoreTables } from "./store-tables.ts";
 
@@ -53,21 +54,37 @@ interface PageStat {
 
 const pagesOf = (s: PageStat) => s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages;
 
+/** How the environment's pages are used, from LMDB's counts (no table is read). */
+export interface PageUse {
+  pageSize: number;
+  /** Pages up to the highest one ever used. */
+  used: number;
+  /** Pages the tables, the main table, the free list and the two meta pages hold. */
+  live: number;
+  /** Pages below the high-water mark no table holds: LMDB reuses them before it grows the file. */
+  free: number;
+}
+
+/** Page use of an environment whose tables are `tables` (every table it has, or `free` counts the missing ones). */
+export function pageUse(root: RootDatabase, tables: Iterable<{ getStats(): unknown }>): PageUse {
+  const stats = root.getStats() as PageStat & { pageSize: number; lastPageNumber: number; free: PageStat };
+  let live = pagesOf(stats) + pagesOf(stats.free) + 2;
+  for (const table of tables) live += pagesOf(table.getStats() as PageStat);
+  const used = stats.lastPageNumber + 1;
+  return { pageSize: stats.pageSize, used, live: Math.min(live, used), free: Math.max(0, used - live) };
+}
+
 export function storeStats(
   t: StoreTables,
   path: string,
   options: { retainMs?: number; now?: number } = {},
 ): StoreStats {
   const now = options.now ?? Date.now();
-  const rootStats = t.root.getStats() as PageStat & {
-    pageSize: number;
-    lastPageNumber: number;
-    free: PageStat;
-  };
-  // Every table's pages (the main table names them all), the main table's, the free list's and the two meta pages.
-  let live = pagesOf(rootStats) + pagesOf(rootStats.free) + 2;
-  for (const name of t.root.getKeys()) live += pagesOf(t.root.openDB({ name: String(name) }).getStats() as PageStat);
-  const used = rootStats.lastPageNumber + 1;
+  // Every table the main table names (a read-only environment opens them without a write).
+  const pages = pageUse(
+    t.root,
+    [...t.root.getKeys()].map((name) => t.root.openDB({ name: String(name) })),
+  );
   const finished = t.finishedIds.getCount();
   let oldestRollout: StoreStats["oldestRollout"] = null;
   for (const [createdAt, id] of t.rolloutsByTime.getKeys({ limit: 1 })) oldestRollout = { id, createdAt };
@@ -89,10 +106,10 @@ export function storeStats(
     oldestRollout,
     bytes: {
       file: statSync(join(path, "data.mdb")).size,
-      used: used * rootStats.pageSize,
-      live: Math.min(live, used) * rootStats.pageSize,
-      free: Math.max(0, used - live) * rootStats.pageSize,
-      pageSize: rootStats.pageSize,
+      used: pages.used * pages.pageSize,
+      live: pages.live * pages.pageSize,
+      free: pages.free * pages.pageSize,
+      pageSize: pages.pageSize,
     },
     consumers,
     retention:

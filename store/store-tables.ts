@@ -19,6 +19,8 @@ export interface StoreTables {
   cursors: Database<number, string>;
   consumerState: Database<unknown, [string, string, number | string]>;
   branches: Database<true, [string, string]>;
+  /** Trainers' agreement figures and replay reports (reports.ts): counted in stats, never removed by retention. */
+  reports: Database;
   /** Drops what the opening process keeps in memory of a removed rollout. */
   forget(rolloutId: string): void;
 }
@@ -36,6 +38,7 @@ const NAMES = {
   cursors: "consumer-cursors",
   consumerState: "consumer-state",
   branches: "branches",
+  reports: "reports",
 } as const;
 
 /**

@@ -15,6 +15,7 @@ import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
 import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import type { StoreTables } from "./store-tables.ts";
+import { pageUse } from "./store-stats.ts";
 import { sliceRouting } from "../util/routed-experts.ts";
 import { reweigh } from "../util/lru-reweigh.ts";
 import {
@@ -170,6 +171,7 @@ export class Store {
   readonly #rolloutWrites = new Map<string, number>();
   #lastSeq = 0;
   readonly #reports: ReportLog;
+  readonly #reportsTable: ConstructorParameters<typeof ReportLog>[0];
   #lastReportId = 0;
   /**
    * Shared store: per open rollout, a decoder that keeps the calls it decoded, so catching up on another worker's
@@ -187,7 +189,7 @@ export class Store {
     this.#durability = options.durability ?? "commit";
     this.#prompts = options.promptIndex ?? null;
     this.mapSize = options.mapSize ?? DEFAULT_MAP_SIZE;
-    this.#space = new DiskSpace({ path: options.path, ...options.space });
+    this.#space = new DiskSpace({ path: options.path, ...options.space, reusableBytes: () => this.#reusableBytes() });
     this.#root = open(environmentOptions(options.path, this.#durability, this.mapSize));
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
@@ -209,7 +211,8 @@ export class Store {
     this.#consumerState = this.#root.openDB({ name: "consumer-state" });
     this.#branches = this.#root.openDB({ name: "branches" });
     for (const key of this.#finished.getKeys({ reverse: true, limit: 1 })) this.#lastFinishCursor = key;
-    this.#reports = new ReportLog(this.#root.openDB({ name: "reports" }));
+    this.#reportsTable = this.#root.openDB({ name: "reports" });
+    this.#reports = new ReportLog(this.#reportsTable);
     // A failed group commit rejects its calls; their rollouts' prompt indexes (which already hold them) are rebuilt
     // from the store, so no later call is stored as a reference to a call that is not there.
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
@@ -503,7 +506,7 @@ export class Store {
    * one write per batch, never one per call or ack).
    */
   writeConsumerState(consumer: string, changes: ConsumerStateChanges): Promise<void> {
-    return this.#settle(() =>
+    return this.#settleAdmitted(() =>
       this.#root.transaction(() => {
         if (changes.committed !== undefined) void this.#cursors.put(consumer, changes.committed);
         for (const [cursor, member] of changes.leases) {
@@ -520,6 +523,14 @@ export class Store {
         }
       }),
     );
+  }
+
+  /**
+   * A consumer group's state is written even into the reserve: a few keys, and an acknowledgement is what lets
+   * retention make room in a full store.
+   */
+  #settleAdmitted(write: () => Promise<unknown>): Promise<void> {
+    return this.#settle(write, true);
   }
 
   /**
@@ -827,6 +838,7 @@ export class Store {
       cursors: this.#cursors,
       consumerState: this.#consumerState,
       branches: this.#branches,
+      reports: this.#reportsTable,
       forget: (id) => {
         this.#rolloutCache.delete(id);
         this.#catchUpDecoders.delete(id);
@@ -834,6 +846,15 @@ export class Store {
         this.#requestBases.forget(id);
       },
     };
+  }
+
+  /** Bytes of the file's pages no table holds (LMDB reuses them before it grows the file). */
+  #reusableBytes(): number {
+    // Asked only by a look at the disk, which a closed store no longer writes to.
+    if ((this.#root as unknown as { status?: string } | undefined)?.status !== "open") return 0;
+    const { root, forget: _forget, ...tables } = this.tables();
+    const pages = pageUse(root, Object.values(tables));
+    return pages.free * pages.pageSize;
   }
 
   /** Waits for every write issued so far to be committed. */
