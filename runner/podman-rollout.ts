@@ -7,7 +7,7 @@
 //          when it exits) — and none of its processes; runner/podman-grade-init.cjs restores the test paths from the
 //          pristine image, puts the hidden tests in and runs the test command as the container user; it alone writes
 //          the result, to a folder of the runner's that the test command cannot reach; the reward is read from that file
-import { chmodSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnSync } from "node:child_process";
@@ -68,18 +68,44 @@ function imageEnv(tag: string): Record<string, string> {
   return Object.fromEntries(imageEnvs.get(tag)!.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
 }
 
-/** A folder inside a root, for a path in the container (`/testbed` → ROOT/testbed). */
-function inRoot(root: string, path: string): string {
-  return join(root, path);
+/**
+ * A folder inside a root folder on the host, for a path in the container (`/testbed` → ROOT/testbed), or null where a
+ * part of it is a symbolic link: the host would resolve it against its own root (an image's `/tmp → /etc` would be the
+ * host's /etc), so such a path is never used from the host. Missing parts are made when `create`.
+ */
+function folderInRoot(root: string, path: string, create: boolean): string | null {
+  let at = root;
+  for (const part of path.split("/").filter(Boolean)) {
+    if (part === "..") return null;
+    at = join(at, part);
+    let st;
+    try {
+      st = lstatSync(at);
+    } catch {
+      if (!create) return null;
+      mkdirSync(at);
+      continue;
+    }
+    if (!st.isDirectory()) return null;
+  }
+  return at;
+}
+
+/** The workdir in the image's root, a real folder (a link there could name any folder of the host's). */
+function workdirIn(root: string, task: Task): string {
+  const dir = folderInRoot(root, task.workdir, false);
+  if (!dir)
+    throw new SandboxError(`the workdir ${task.workdir} is not a folder in the task image (or a part of it is a link)`);
+  return dir;
 }
 
 /** The memory folders' mount points world-writable and sticky, as they should be: runc gives a tmpfs the mode of the
- * folder it covers, and images made without a umask-proof chmod have /tmp 1755 (the container user cannot write it). */
+ * folder it covers, and images made without a umask-proof chmod have /tmp 1755 (the container user cannot write it).
+ * One that is a link is left as it is (runc resolves it inside the container). */
 function openTemporaryFolders(root: string): void {
   for (const d of MEMORY_FOLDERS) {
-    const path = inRoot(root, d);
-    mkdirSync(path, { recursive: true });
-    chmodSync(path, 0o1777);
+    const path = folderInRoot(root, d, true);
+    if (path) chmodSync(path, 0o1777);
   }
 }
 
@@ -99,7 +125,7 @@ export function startAgentContainer(o: PodmanAgentOptions): Container {
   });
   const root = storage.overlay("root", [o.imageRoot]);
   openTemporaryFolders(root);
-  const workspace = storage.overlay("ws", [inRoot(o.imageRoot, o.task.workdir)]);
+  const workspace = storage.overlay("ws", [workdirIn(o.imageRoot, o.task)]);
   // Folders the agent writes besides the workspace: copied onto the rollout's disk (the harness's home, made by
   // the runner), so the disk limit counts them too.
   const mounts = o.mounts.map((m) => {
@@ -177,7 +203,7 @@ export async function gradeInPodman(o: {
     const scratch = storage.scratch(o.limits.diskBytes ?? o.limits.memoryBytes);
     const root = storage.overlay("groot", [o.imageRoot], scratch);
     openTemporaryFolders(root);
-    const workspace = storage.overlay("gws", [storage.upper("ws"), inRoot(o.imageRoot, o.task.workdir)], scratch);
+    const workspace = storage.overlay("gws", [storage.upper("ws"), workdirIn(o.imageRoot, o.task)], scratch);
     const mounts: Mount[] = [
       nodeMount(),
       { type: "bind", src: workspace, dest: o.task.workdir, rw: true },
