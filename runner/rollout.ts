@@ -102,7 +102,7 @@ const RUN = "/run/rlgate";
 const INIT = "/opt/rlgate/sandbox-init.cjs";
 const INIT_SOURCE = join(dirname(fileURLToPath(import.meta.url)), "sandbox-init.cjs");
 const LOG_LIMIT = 16_384;
-export { GRADE_SETUP_FAILED };
+
 function tail(text: string): string {
   return text.length > LOG_LIMIT ? `…${text.slice(-LOG_LIMIT)}` : text;
 }
