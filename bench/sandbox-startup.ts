@@ -241,9 +241,7 @@ async function measureContainers(
   console.log(
     `  podman, cold image (build, then start)   ${k.toFixed(1).padStart(8)} ms   ${(k / c).toFixed(1)}x cached`,
   );
-  console.log(
-    `  podman, a whole rollout's container work (agent, grader, removal) ${median(whole).toFixed(1)} ms`,
-  );
+  console.log(`  podman, a whole rollout's container work (agent, grader, removal) ${median(whole).toFixed(1)} ms`);
 }
 
 try {
