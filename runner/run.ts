@@ -19,6 +19,7 @@ import {
   SandboxError,
   type SandboxLimits,
 } from "./sandbox.ts";
+import { markRunFolder, reapDeadRunnerDisks } from "./disk-reap.ts";
 import { diskMethod, type DiskMethod } from "./sandbox-disk.ts";
 import type { Task } from "./task.ts";
 
@@ -177,6 +178,10 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
     if (kind === "bwrap" && o.limits.diskBytes !== undefined) {
       disk = diskMethod(join(root, "disk-probe"));
       if (disk.kind === "watch") o.events?.notice?.(`--disk is not a hard limit here: ${disk.why}`);
+      else {
+        markRunFolder(root);
+        reapDeadRunnerDisks();
+      }
     }
     const control = new ControlClient(o.gatewayUrl, o.token);
     await control.check();

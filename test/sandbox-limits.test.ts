@@ -2,13 +2,15 @@
 // memory, and what it writes to disk stops at --disk (ENOSPC as root, where the rollout has a filesystem of its own;
 // the watchdog otherwise, tested here on its own whoever runs the tests).
 import assert from "node:assert/strict";
-import { chmodSync, mkdirSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { markRunFolder, reapDeadRunnerDisks } from "../runner/disk-reap.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
 import { runTasks, type RunOptions } from "../runner/run.ts";
 import { DEFAULT_LIMITS, ownForSandbox, Sandbox, sandboxUnavailable } from "../runner/sandbox.ts";
+import { rolloutDisk } from "../runner/sandbox-disk.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
 
@@ -124,5 +126,27 @@ describe(
       assert.equal(exit.stopped, "disk");
       rmSync(dir, { recursive: true, force: true });
     });
+
+    test(
+      "as root, a runner releases the rollout disks a dead runner left mounted, never a live runner's",
+      { skip: !ROOTED && "loop mounts need root" },
+      () => {
+        const dead = join(work, "rlgate-run-dead");
+        const live = join(work, "rlgate-run-live");
+        for (const dir of [dead, live]) mkdirSync(join(dir, "r0"), { recursive: true });
+        // This process's pid with another start time: a dead runner whose pid was given to a new process.
+        writeFileSync(join(dead, "runner"), `${process.pid}.0\n`);
+        markRunFolder(live);
+        const disks = [dead, live].map((dir) => rolloutDisk(join(dir, "r0"), 16 * MiB, { kind: "loop" }));
+        const reaped = reapDeadRunnerDisks();
+        assert.ok(reaped.includes(disks[0]!.dir), reaped.join(", "));
+        assert.ok(!reaped.includes(disks[1]!.dir), "a live runner's disk stays");
+        const mounted = readFileSync("/proc/self/mountinfo", "utf8");
+        assert.ok(!mounted.includes(` ${disks[0]!.dir} `));
+        assert.ok(mounted.includes(` ${disks[1]!.dir} `));
+        assert.equal(disks[1]!.release(), null);
+        for (const dir of [dead, live]) rmSync(dir, { recursive: true, force: true });
+      },
+    );
   },
 );
