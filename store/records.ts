@@ -119,6 +119,13 @@ export interface PromptRecord {
   newThread?: string;
   /** tokens: per choice, the key of "these messages + this answer" that a later call continuing it matches. */
   continuation?: string[];
+  /**
+   * tokens: the last message is context a harness may move (not the model's, not a tool result): its ids' [start, end)
+   * in the prompt, and per choice the key of "the messages without it + this answer" (gateway/prompts/moved-context.ts).
+   */
+  trailingContext?: { start: number; end: number; continuation: string[] };
+  /** tokens: the prompt continues its parent without the parent's trailing context message, which the harness moved. */
+  movedContext?: boolean;
 }
 
 /** Sampling parameters of a forwarded request (absent: the server's default). */

@@ -169,7 +169,14 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
     trajectoryTokens,
     amplification: uniqueTokens === 0 ? 0 : trajectoryTokens / uniqueTokens,
   };
-  const flags = rolloutFlags(src, trajectories.length, options, mainUnclear);
+  // A call whose trailing context the next call dropped stays a leaf: the harness's pattern, not a defect.
+  const moved = new Set(
+    breaks
+      .filter((b) => b.cause === "ephemeral_context" && b.from)
+      .map((b) => `${b.from!.callSeq}:${b.from!.choiceIndex}`),
+  );
+  const movedLeaves = trajectories.filter((t) => moved.has(`${t.leaf.callSeq}:${t.leaf.choiceIndex}`)).length;
+  const flags = rolloutFlags(src, trajectories.length, options, mainUnclear, movedLeaves);
   routingFlags(flags, src, routing, trajectories);
   return { rolloutId, trajectories, calls, segments, breaks, stats, flags };
 }
@@ -236,6 +243,7 @@ function rolloutFlags(
   liveLeaves: number,
   options: ReconstructOptions,
   mainUnclear: string | null,
+  movedLeaves: number,
 ): RolloutFlags {
   const maxLeaves = options.maxLeaves ?? DEFAULT_MAX_LEAVES;
   const seqOf = (pred: (note: CallNote) => boolean): number[] =>
@@ -248,7 +256,7 @@ function rolloutFlags(
     mainUnclear,
     reasons: [],
     maxLeaves,
-    tooManyLeaves: liveLeaves > maxLeaves,
+    tooManyLeaves: liveLeaves - movedLeaves > maxLeaves,
     missingTokenIds: seqOf((p) => p.missingTokenIds),
     retokenized: seqOf((p) => p.retokenized),
     missingLogprobs: seqOf((p) => p.missingLogprobs),
@@ -258,7 +266,13 @@ function rolloutFlags(
       .sort((a, b) => a.callSeq - b.callSeq)
       .map((note) => ({ callSeq: note.callSeq, issue: note.tokenIssue! })),
   };
-  if (flags.tooManyLeaves) flags.reasons.push(`${liveLeaves} leaves > ${maxLeaves}`);
+  if (movedLeaves > 0) flags.ephemeralContextLeaves = movedLeaves;
+  if (flags.tooManyLeaves)
+    flags.reasons.push(
+      movedLeaves > 0
+        ? `${liveLeaves - movedLeaves} leaves > ${maxLeaves} (besides ${movedLeaves} left by ephemeral_context breaks)`
+        : `${liveLeaves} leaves > ${maxLeaves}`,
+    );
   if (flags.missingTokenIds.length > 0) flags.reasons.push(`no token ids: calls ${flags.missingTokenIds.join(", ")}`);
   for (const { callSeq, issue } of flags.tokenIssues) flags.reasons.push(`call ${callSeq}: ${issue}`);
   if (flags.retokenized.length > 0) flags.reasons.push(`retokenized ids: calls ${flags.retokenized.join(", ")}`);

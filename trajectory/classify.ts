@@ -32,6 +32,8 @@ export interface DivergenceFacts {
   markupOwner(): MarkupBreak | null;
   /** The latest earlier sequence whose answer's content the prompt takes up (a summary): see thread-rules.ts. */
   summarySource(): number | null;
+  /** Whether the old branch's trailing context was dropped and the model's turn put in its place: see thread-rules.ts. */
+  movedContext(): boolean;
 }
 
 export interface Divergence {
@@ -81,6 +83,8 @@ export function classifyDivergence(f: DivergenceFacts): Divergence {
     const summary = f.summarySource();
     return summary === null ? at("sub_agent", old, old) : at("compaction", old, summary, summary, true);
   }
+  // The harness dropped the context it had put last and goes on with the model's answer: the agent's own thread.
+  if (f.movedContext()) return at("branch", old, old, old, false, "ephemeral_context");
   if (f.fewerTurns()) {
     const summary = f.summarySource();
     return at("compaction", old, summary ?? old, summary ?? old, summary !== null);

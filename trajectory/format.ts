@@ -57,6 +57,8 @@ const CAUSE_TEXT: Record<BreakCause, string> = {
     "the earlier turn is rendered without its reasoning (the chat template drops the reasoning of turns before the last user message; tokens mode keeps the sampled ids)",
   context_changed:
     "the harness changed context it wrote itself (a user or tool message) between calls: old and new context are each a trajectory",
+  ephemeral_context:
+    "the harness dropped the context message it had put last and re-sent it after the answer (OpenClaw's internal context): expected, each call is what the model saw, trained once in the agent's segment",
 };
 
 export function describeBreak(b: Break): string {
@@ -89,6 +91,13 @@ export function formatSummary(rec: Reconstruction, color = false): string {
     .map(([k, n]) => `${k} ${n}`);
   lines.push(`breaks: ${breaks.length > 0 ? breaks.join(" · ") : "none"}`);
   if (rec.flags.flagged) lines.push(p.paint(`FLAGGED: ${rec.flags.reasons.join("; ")}`, "red", "bold"));
+  const moved = rec.flags.ephemeralContextLeaves ?? 0;
+  if (moved > 0)
+    lines.push(
+      `ephemeral context (expected): ${plural(moved, "call")} ended with a context message the next call moved ` +
+        `behind its answer; each is its own trajectory in the agent's segment, every sampled token trained once, ` +
+        `not counted against the leaf limit (${rec.flags.maxLeaves})`,
+    );
   if (rec.flags.failedCalls.length > 0)
     lines.push(`failed calls (not trained): ${rec.flags.failedCalls.map((c) => `#${c}`).join(" ")}`);
   return lines.join("\n");

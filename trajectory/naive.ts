@@ -5,7 +5,7 @@ import { assemble } from "./assemble.ts";
 import { callShape, noteCall, prepareCall, type CallNote } from "./call-tokens.ts";
 import { countTurns, divergesInSystemPrompt, QWEN3_CHAT_FORMAT } from "./chat-format.ts";
 import { SegmentBook } from "./segments.ts";
-import { contentRange, GramIndex, markupBreakOwner } from "./thread-rules.ts";
+import { contentRange, GramIndex, markupBreakOwner, movedContext } from "./thread-rules.ts";
 import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
 import type { CallTokens, ReconstructOptions, Reconstruction, TokenIds } from "./types.ts";
 
@@ -94,6 +94,10 @@ export function naiveReconstruct(calls: readonly CallTokens[], options: Reconstr
           const old = seqs[oldBranch!]!;
           return i < old.length ? { token: old.tokens[i]!, sampledBy: ownerAt(oldBranch!, i) } : null;
         }),
+      movedContext: () => {
+        const old = seqs[oldBranch!]!;
+        return movedContext(P, matched, format, (i) => (i < old.length ? old.tokens[i]! : null), old.promptLength);
+      },
       summarySource: () => {
         const index = new GramIndex(P, format);
         for (let t = firstId - 1; t >= 0; t--) {

@@ -7,7 +7,7 @@ import { countTurns, divergesInSystemPrompt, QWEN3_CHAT_FORMAT, type ChatFormat 
 import type { DivergenceFacts } from "./classify.ts";
 import { CONTEXT, ownerSeq, PrefixTree, RadixNode, trustedCode, untrustedCode } from "./prefix-tree.ts";
 import { SegmentBook } from "./segments.ts";
-import { contentRange, GramIndex, markupBreakOwner, type BranchToken } from "./thread-rules.ts";
+import { contentRange, GramIndex, markupBreakOwner, movedContext, type BranchToken } from "./thread-rules.ts";
 import { attachCall, type Emitter, type SeqRecord, type TrajectorySource, type TreeCall } from "./source.ts";
 import type { CallAttach, CallTokens, ChoiceTokens, ReconstructOptions, Reconstruction, SequenceRef } from "./types.ts";
 import type { RolloutRouting } from "./source.ts";
@@ -245,6 +245,11 @@ export class RolloutTree implements TrajectorySource {
         return countTurns(prompt, format) < this.#turnsOnPath(this.#calls[old.callIndex]!.promptNode);
       },
       markupOwner: () => markupBreakOwner(prompt, matched, format, this.#reader(oldBranch!)),
+      movedContext: () => {
+        const read = this.#reader(oldBranch!);
+        const at = (i: number) => read(i)?.token ?? null;
+        return movedContext(prompt, matched, format, at, this.#seqs[oldBranch!]!.promptLength);
+      },
       summarySource: () => {
         const index = new GramIndex(prompt, format);
         for (let id = this.#seqs.length - 1; id >= 0; id--) {
@@ -258,17 +263,22 @@ export class RolloutTree implements TrajectorySource {
     };
   }
 
-  /** Reads sequence `seqId` by depth: its token and the sequence that sampled it (rare: markup breaks only). */
+  /**
+   * Reads sequence `seqId` by depth: its token and the sequence that sampled it (branches only). Reads go mostly
+   * forward, so the node of the last read is where the next is looked for.
+   */
   #reader(seqId: number): (depth: number) => BranchToken | null {
     const path = PrefixTree.path(this.#seqs[seqId]!.endNode);
+    let j = 0;
     return (depth) => {
-      for (const node of path) {
-        const k = depth - node.startDepth;
-        if (k < 0 || k >= node.length) continue;
-        const slot = node.start + k;
-        return { token: node.chunk.tokens[slot]!, sampledBy: ownerSeq(node.chunk.owner[slot]!) };
-      }
-      return null;
+      if (path.length === 0) return null;
+      while (j > 0 && path[j]!.startDepth > depth) j--;
+      while (j < path.length - 1 && path[j]!.startDepth + path[j]!.length <= depth) j++;
+      const node = path[j]!;
+      const k = depth - node.startDepth;
+      if (k < 0 || k >= node.length) return null;
+      const slot = node.start + k;
+      return { token: node.chunk.tokens[slot]!, sampledBy: ownerSeq(node.chunk.owner[slot]!) };
     };
   }
 

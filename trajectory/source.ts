@@ -95,7 +95,9 @@ export function attachCall(
     );
   else {
     segmentId = refSeq.segmentId;
-    segments.join(segmentId, callSeq, shape, d.kind === "extend" || d.kind === "reserialization");
+    // A call past a moved context message carries on the agent's answer as much as an extension does.
+    const continues = d.kind === "extend" || d.kind === "reserialization" || d.cause === "ephemeral_context";
+    segments.join(segmentId, callSeq, shape, continues);
   }
   const attach: CallAttach = {
     callSeq,

@@ -52,6 +52,52 @@ export function markupBreakOwner(
 }
 
 /**
+ * Whether the prompt left the old branch where a harness dropped context it had put last (OpenClaw ends every request
+ * with an internal-context user message and leaves it out of the next one, which appends the answer, the tool result
+ * and the context again): the old prompt ends with one or more turns of other roles than the model's, then the
+ * generation prompt, and the prompt holds the model's turn where the first of them started. The divergence must fall
+ * in that turn's header (its role, or its opener where the opener is the role): a message of the same role there is
+ * the harness rewriting it (`context_changed`). `oldAt(i)` reads the old branch, whose prompt is `oldPromptLength` long.
+ */
+export function movedContext(
+  prompt: TokenIds,
+  matched: number,
+  format: ChatFormat,
+  oldAt: (i: number) => number | null,
+  oldPromptLength: number,
+): boolean {
+  const { starts, roleIds, modelTurnAfter } = format.turns;
+  if (matched >= oldPromptLength || matched >= prompt.length) return false;
+  const opener = (id: number | null) => id !== null && starts.includes(id);
+  let first = -1;
+  if (opener(oldAt(matched))) first = matched;
+  else {
+    for (let i = matched - 1; i >= 0 && first < 0; i--) if (opener(prompt[i]!)) first = i;
+    if (first < 0 || matched >= first + 1 + roleIds) return false;
+  }
+  const turns: number[] = [];
+  for (let i = first; i < oldPromptLength; i++) if (opener(oldAt(i))) turns.push(i);
+  if (turns.length < 2) return false;
+  const role = (at: number) => oldAt(at + roleIds);
+  const generation = turns[turns.length - 1]!;
+  const model = role(generation);
+  if (model === null || turns.slice(0, -1).some((at) => role(at) === model)) return false;
+  if (roleIds === 1) return first < matched && prompt[first + 1] === model;
+  // The opener is the role: the model's opener, or its turn starting with none after a tool output (DeepSeek).
+  if (first > 0 && modelTurnAfter.includes(prompt[first - 1]!) && !opener(prompt[first]!)) return true;
+  // DeepSeek V3.1's template ends the last user turn with spaces before the model's opener: a few ids of the turn
+  // before may come first.
+  for (let i = first; i < Math.min(prompt.length, first + MAX_TURN_TAIL); i++) {
+    if (prompt[i] === model) return true;
+    if (opener(prompt[i]!) || format.turns.ends.includes(prompt[i]!)) return false;
+  }
+  return false;
+}
+
+/** Ids a template may write at the end of a turn before the model's opener (DeepSeek V3.1's spaces). */
+const MAX_TURN_TAIL = 4;
+
+/**
  * Why a prompt left the old branch, where the ids tell. The old branch's token at the divergence is `<think>` (the
  * first id of the format's empty think block): the new prompt renders that turn without its reasoning. Otherwise a
  * divergence in context (no sampled or markup owner) that the classifier found no other kind for is context the

@@ -62,9 +62,13 @@ export interface CallAttach {
  * - `context_changed`: a branch in context the harness wrote (a user or tool message, an environment block) that it
  *   changed between calls, under the same system prompt and with no fewer turns: the old and the new context are
  *   both what the model saw, so each is a trajectory of its own.
+ * - `ephemeral_context`: a branch where the old prompt ended with context the harness put last (one or more turns of
+ *   other roles than the model's before the generation prompt: OpenClaw's internal-context user message) and the new
+ *   prompt holds the model's turn in its place: the harness moves that message on every call. Each call is what the
+ *   model saw, so each is a trajectory of its own, in the agent's segment; expected, not counted against `maxLeaves`.
  */
-export type BreakCause = "reasoning_dropped" | "context_changed";
-export const BREAK_CAUSES: readonly BreakCause[] = ["reasoning_dropped", "context_changed"];
+export type BreakCause = "reasoning_dropped" | "context_changed" | "ephemeral_context";
+export const BREAK_CAUSES: readonly BreakCause[] = ["reasoning_dropped", "context_changed", "ephemeral_context"];
 
 /** A divergence met while attaching a call (every attach kind but root and extend). */
 export interface Break {
@@ -210,6 +214,11 @@ export interface RolloutFlags {
   failedCalls: number[];
   /** Why the main agent could not be told apart from side calls (null when it could). */
   mainUnclear: string | null;
+  /**
+   * Live leaves that an `ephemeral_context` break left behind (the calls whose trailing context the next call dropped):
+   * expected of such a harness, so not counted against `maxLeaves`. Absent when none.
+   */
+  ephemeralContextLeaves?: number;
   /**
    * MoE routing replay: calls whose routed experts could not be kept (the gateway's `routingIssue`, or a shape unlike
    * the rollout's), and trained trajectories with positions no call sent routing for. Absent on rollouts without

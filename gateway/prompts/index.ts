@@ -18,6 +18,7 @@ import { chainSeed, MessageChain } from "./message-keys.ts";
 import { completionBody, enableThinkingOf, fallbackReason, requestedMaxTokens } from "./options.ts";
 import { renderFull, renderSuffix, SuffixRenderError, turnClosers, type RenderSettings } from "./render.ts";
 import { idsOf, ThreadBook, type ThreadNode } from "./threads.ts";
+import { trailingContextSpan } from "./moved-context.ts";
 import { upstreamContextLength } from "./context-length.ts";
 import { decisionPrefix } from "../branching/index.ts";
 
@@ -46,6 +47,8 @@ interface TokenPlan {
   record: PromptRecord;
   chain: MessageChain;
   settings: RenderSettings;
+  /** Where the last message's ids lie in the prompt, when a harness may move it (moved-context.ts). */
+  trailing: { start: number; end: number } | null;
 }
 
 /** The tokens prompt mode: the served model's chat format and the agent threads of recent rollouts. */
@@ -67,6 +70,13 @@ export class TokenPrompts {
 
   /** The prompt of a chat request: continued from an earlier call of its thread, or rendered whole. */
   plan(rolloutId: string | null, chat: Json): TokenPlan {
+    const plan = this.#plan(rolloutId, chat);
+    const messages = chat["messages"] as Json[];
+    if (rolloutId !== null) plan.trailing = trailingContextSpan(this.format, messages, plan.settings, plan.promptIds);
+    return plan;
+  }
+
+  #plan(rolloutId: string | null, chat: Json): TokenPlan {
     const messages = chat["messages"] as Json[];
     const tools = Array.isArray(chat["tools"]) && chat["tools"].length ? (chat["tools"] as unknown[]) : null;
     const effort = chat["reasoning_effort"];
@@ -82,7 +92,9 @@ export class TokenPrompts {
       const threads = this.#threads.of(rolloutId);
       newThread = threads.empty ? "first_call" : "no_earlier_answer_matched";
       for (let k = messages.length - 1; k >= 1; k--) {
-        const node = threads.find(chain, k);
+        // Else the messages may be an earlier call's without its last one, a context message the harness moved.
+        const strict = threads.find(chain, k);
+        const node = strict ?? threads.findMoved(chain, k);
         if (!node) continue;
         try {
           const suffix = renderSuffix(this.format, messages[k - 1]!, messages.slice(k), settings);
@@ -90,13 +102,13 @@ export class TokenPrompts {
           // A turn cut short (max_tokens, a stop string) is closed as the template closes every turn.
           if (!turnClosers(this.format).includes(earlier[earlier.length - 1]!)) earlier.push(this.format.turnEnd.id);
           for (const id of suffix) earlier.push(id);
-          return {
-            promptIds: earlier,
-            parent: node,
-            record: { mode: "tokens", thread: node.thread, parent: { seq: node.seq, choice: node.choice } },
-            chain,
-            settings,
+          const record: PromptRecord = {
+            mode: "tokens",
+            thread: node.thread,
+            parent: { seq: node.seq, choice: node.choice },
           };
+          if (!strict) record.movedContext = true;
+          return { promptIds: earlier, parent: node, record, chain, settings, trailing: null };
         } catch (error) {
           if (!(error instanceof SuffixRenderError)) throw error;
           newThread = `suffix_render: ${error.message}`;
@@ -105,7 +117,14 @@ export class TokenPrompts {
       }
     }
     const promptIds = renderFull(this.format, messages, settings);
-    return { promptIds, parent: null, record: { mode: "tokens", parent: null, newThread }, chain, settings };
+    return {
+      promptIds,
+      parent: null,
+      record: { mode: "tokens", parent: null, newThread },
+      chain,
+      settings,
+      trailing: null,
+    };
   }
 
   /** Remembers a completed call's prompt and answers, so that later calls of its thread continue from them. */
@@ -116,12 +135,14 @@ export class TokenPrompts {
     answers: readonly AnsweredChoice[],
     keys: readonly string[],
   ): void {
+    const trailing = plan.record.trailingContext;
     this.#threads.of(rolloutId).add({
       seq,
       thread: plan.record.thread ?? seq,
       parent: plan.parent,
       promptIds: plan.promptIds,
       choices: answers.map((answer, i) => ({ tokenIds: answer.tokenIds, key: keys[i]! })),
+      trailing: trailing ? { start: trailing.start, end: trailing.end, keys: trailing.continuation } : null,
     });
   }
 }
@@ -225,6 +246,11 @@ export async function runChatCall(
       return new CompletionAsChat(upstream, answerSettings, (answers) => {
         const keys = answers.map((answer) => plan.chain.extendedBy(answer.message));
         recorder.notePrompt({ continuation: keys });
+        const moved = plan.trailing && answers.map((answer) => plan.chain.extendedWithoutLastBy(answer.message) ?? "");
+        if (moved) {
+          plan.record.trailingContext = { ...plan.trailing!, continuation: moved };
+          recorder.notePrompt({ trailingContext: plan.record.trailingContext });
+        }
         answered = { answers, keys };
       });
     },

@@ -97,15 +97,19 @@ export class MessageChain {
   // One running hash per chain: the key of k messages is its state after k of them (a copy is digested).
   readonly #hash: Hash;
   readonly #looseHash: Hash;
+  /** Both chains before the last message (a harness may move that one behind the answer). */
+  readonly #beforeLast: { hash: Hash; loose: Hash } | null;
 
   constructor(seed: string, messages: readonly Json[]) {
     this.#hash = createHash("sha256").update(seed);
     this.#looseHash = createHash("sha256").update("loose\u0000").update(seed);
     const keys = [digest(this.#hash)];
     const looseKeys = [digest(this.#looseHash)];
-    for (const message of messages) {
-      keys.push(digest(update(this.#hash, messageParts(message))));
-      looseKeys.push(digest(update(this.#looseHash, looseMessageParts(message))));
+    this.#beforeLast = null;
+    for (let i = 0; i < messages.length; i++) {
+      if (i === messages.length - 1) this.#beforeLast = { hash: this.#hash.copy(), loose: this.#looseHash.copy() };
+      keys.push(digest(update(this.#hash, messageParts(messages[i]!))));
+      looseKeys.push(digest(update(this.#looseHash, looseMessageParts(messages[i]!))));
     }
     this.#keys = keys;
     this.#looseKeys = looseKeys;
@@ -125,11 +129,20 @@ export class MessageChain {
 
   /** The keys of these messages followed by an answer, as stored with the call (`joinKeys`). */
   extendedBy(answer: Json): string {
-    return joinKeys({
-      strict: digest(update(this.#hash.copy(), messageParts(answer))),
-      loose: digest(update(this.#looseHash.copy(), looseMessageParts(answer))),
-    });
+    return extended(this.#hash, this.#looseHash, answer);
   }
+
+  /** The keys of these messages without the last one, followed by an answer (null when there are none). */
+  extendedWithoutLastBy(answer: Json): string | null {
+    return this.#beforeLast && extended(this.#beforeLast.hash, this.#beforeLast.loose, answer);
+  }
+}
+
+function extended(hash: Hash, looseHash: Hash, answer: Json): string {
+  return joinKeys({
+    strict: digest(update(hash.copy(), messageParts(answer))),
+    loose: digest(update(looseHash.copy(), looseMessageParts(answer))),
+  });
 }
 
 export function chainSeed(model: unknown, tools: unknown): string {

@@ -42,11 +42,48 @@ export interface CompletedCall {
   promptIds: readonly number[];
   /** Per choice: its sampled ids and the key a continuing call's messages match. */
   choices: ReadonlyArray<{ tokenIds: readonly number[]; key: string }>;
+  /** Its last message's ids, [start, end) in the prompt, and per choice the key of the messages without it + answer. */
+  trailing?: { start: number; end: number; keys: readonly string[] } | null;
+}
+
+/** A choice whose prompt ends with a context message a harness may move behind the answer. */
+interface MovedEntry {
+  node: ThreadNode;
+  start: number;
+  end: number;
+  /** The choice's ids without that message, built when a call first continues there. */
+  moved?: ThreadNode;
+}
+
+/**
+ * The ids of `entry.node` without its prompt's [start, end): the thread a call continues when the harness dropped that
+ * message and sent the answer after what came before it. Hung under the deepest node that ends before `start`, so
+ * only the ids after it are held again.
+ */
+function movedNode(entry: MovedEntry): ThreadNode {
+  if (entry.moved) return entry.moved;
+  const { node, start, end } = entry;
+  const ids = idsOf(node);
+  let base: ThreadNode | null = node.parent;
+  while (base !== null && base.length > start) base = base.parent;
+  const from = base?.length ?? 0;
+  const tail = [...ids.slice(from, start), ...ids.slice(end)];
+  entry.moved = {
+    parent: base,
+    tail,
+    length: from + tail.length,
+    seq: node.seq,
+    choice: node.choice,
+    thread: node.thread,
+  };
+  return entry.moved;
 }
 
 export class RolloutThreads {
   readonly #byKey = new Map<string, ThreadNode>();
   readonly #bySeq = new Map<string, ThreadNode>();
+  readonly #byMovedKey = new Map<string, MovedEntry>();
+  readonly #movedBySeq = new Map<string, MovedEntry>();
   /** Every call looked at (those that left nothing to continue too), and how far the commit log was read. */
   readonly seen: SeenCalls = { seqs: new Set(), mark: 0 };
 
@@ -60,8 +97,23 @@ export class RolloutThreads {
     return this.#byKey.get(chain.at(k)) ?? this.#byKey.get(chain.looseAt(k));
   }
 
+  /**
+   * The answer the first k messages of `chain` end with, where they are an earlier call's messages without its last
+   * one (a context message the harness moved behind the answer): that call's ids without the message.
+   */
+  findMoved(chain: MessageChain, k: number): ThreadNode | undefined {
+    const entry = this.#byMovedKey.get(chain.at(k)) ?? this.#byMovedKey.get(chain.looseAt(k));
+    return entry && movedNode(entry);
+  }
+
   node(seq: number, choice: number): ThreadNode | undefined {
     return this.#bySeq.get(`${seq}:${choice}`);
+  }
+
+  /** A choice's ids without its prompt's trailing context message, when it has one. */
+  movedNode(seq: number, choice: number): ThreadNode | undefined {
+    const entry = this.#movedBySeq.get(`${seq}:${choice}`);
+    return entry && movedNode(entry);
   }
 
   add(call: CompletedCall): void {
@@ -88,6 +140,14 @@ export class RolloutThreads {
       this.#byKey.set(strict, node);
       if (loose !== null) this.#byKey.set(loose, node);
       this.#bySeq.set(`${call.seq}:${index}`, node);
+      const trailing = call.trailing;
+      const movedKey = trailing?.keys[index];
+      if (!trailing || !movedKey) return;
+      const entry: MovedEntry = { node, start: trailing.start, end: trailing.end };
+      const keys = splitKeys(movedKey);
+      this.#byMovedKey.set(keys.strict, entry);
+      if (keys.loose !== null) this.#byMovedKey.set(keys.loose, entry);
+      this.#movedBySeq.set(`${call.seq}:${index}`, entry);
     });
   }
 }
@@ -104,14 +164,19 @@ function addRecord(threads: RolloutThreads, call: CallRecord): void {
   threads.seen.seqs.add(call.seq);
   const prompt = call.prompt;
   if (prompt?.mode !== "tokens" || call.status !== "ok" || !call.promptTokenIds || !prompt.continuation) return;
-  let parent = prompt.parent ? (threads.node(prompt.parent.seq, prompt.parent.choice) ?? null) : null;
+  const from = prompt.parent;
+  let parent = from
+    ? ((prompt.movedContext ? threads.movedNode(from.seq, from.choice) : threads.node(from.seq, from.choice)) ?? null)
+    : null;
   if (parent && !startsWith(call.promptTokenIds, idsOf(parent))) parent = null;
+  const trailing = prompt.trailingContext;
   threads.add({
     seq: call.seq,
     thread: prompt.thread ?? call.seq,
     parent,
     promptIds: call.promptTokenIds,
     choices: call.choices.map((choice, i) => ({ tokenIds: choice.tokenIds, key: prompt.continuation![i] ?? "" })),
+    trailing: trailing ? { start: trailing.start, end: trailing.end, keys: trailing.continuation } : null,
   });
 }
 

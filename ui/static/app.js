@@ -12,6 +12,13 @@ const BREAK_TEXT = {
   compaction: "compaction: a new thread from a summary",
   branch: "branch: history edited",
 };
+// Why a break happened, where the ids tell (trajectory/types.ts BreakCause).
+const CAUSE_TEXT = {
+  reasoning_dropped: "the earlier turn is rendered without its reasoning",
+  context_changed: "the harness changed context it wrote itself",
+  ephemeral_context:
+    "ephemeral context: the harness moved the context message it had put last behind the answer (OpenClaw) — expected; each call is its own trajectory in the agent's segment, trained once",
+};
 const SEGMENT_TEXT = {
   main: "main agent",
   sub_agent: "sub-agent",
@@ -364,6 +371,13 @@ function showDetail(rec) {
       el("span", {}, "tokens ", el("b", { text: `${s.uniqueTokens} unique, ${s.trainedTokens} trained` })),
       el("span", {}, "amplification ", el("b", { text: fmt(s.amplification, 3) })),
       rec.flags.flagged ? el("span", { class: "flag", text: `⚑ flagged: ${rec.flags.reasons.join("; ")}` }) : null,
+      rec.flags.ephemeralContextLeaves
+        ? el("span", {
+            class: "note",
+            "data-note": "ephemeral_context",
+            text: `ephemeral context (expected): ${rec.flags.ephemeralContextLeaves} calls ended with a context message the next call moved behind its answer; each is its own trajectory, trained once, not counted against the leaf limit`,
+          })
+        : null,
     ),
   );
   // Redraw the tree only when it changed: a redraw under the pointer would swallow a click in progress.
@@ -454,6 +468,7 @@ function drawTree(rec) {
     );
     if (isBreak) {
       const brk = rec.breaks.find((b) => b.callSeq === node.call.callSeq);
+      const cause = brk && brk.cause ? brk.cause : null;
       const label = svg("text", {
         class: "edge-label",
         x: x2 - 6,
@@ -461,11 +476,12 @@ function drawTree(rec) {
         "text-anchor": "end",
         fill: colour,
         "data-break": kind,
-        text: `✂ ${kind}`,
+        ...(cause ? { "data-cause": cause } : {}),
+        text: cause ? `✂ ${kind} (${cause})` : `✂ ${kind}`,
       });
       label.append(
         svg("title", {
-          text: `${BREAK_TEXT[kind]}${brk ? ` — at token ${brk.at}, ${brk.oldTokens} old vs ${brk.newTokens} new tokens` : ""}`,
+          text: `${BREAK_TEXT[kind]}${cause ? `: ${CAUSE_TEXT[cause] || cause}` : ""}${brk ? ` — at token ${brk.at}, ${brk.oldTokens} old vs ${brk.newTokens} new tokens` : ""}`,
         }),
       );
       labels.push(label);
