@@ -6,6 +6,7 @@ import { guardProcess } from "../util/crash-guard.ts";
 import { backend, LOSS_AGG_MODES } from "../rl-core/kernels/index.ts";
 import { OVERLONG_MODES, SINGLETON_MODES } from "../rl-core/core/estimator-settings.ts";
 import {
+  BATCH_LAYOUTS,
   BATCH_UNITS,
   CORE_ESTIMATORS,
   DEFAULT_CORE_PORT,
@@ -108,6 +109,14 @@ export function coreCommand(): Command {
       )
         .choices([...BATCH_UNITS])
         .default("rollout"),
+    )
+    .addOption(
+      new Option(
+        "--layout <layout>",
+        "how batches lay out their tokens: rows (one per trajectory) or tree (each rollout's token trie, every distinct prefix once, for tree attention); a trainer's stream may ask for the other",
+      )
+        .choices([...BATCH_LAYOUTS])
+        .default("rows"),
     )
     .option(
       "--max-len <tokens>",
@@ -220,6 +229,7 @@ export function coreCommand(): Command {
         tokenBudget: opts.tokenBudget,
         batchTimeoutMs: opts.batchTimeout,
         batchUnit: opts.batchUnit,
+        layout: opts.layout,
         whitenScope: opts.whitenScope,
         gamma: opts.gamma,
         maxLen: opts.maxLen,
@@ -250,7 +260,7 @@ export function coreCommand(): Command {
           `${opts.klCoef > 0 ? `, KL in the reward ${opts.klCoef} x ${opts.klEstimator} (ref reports)` : ""}`,
       );
       console.log(
-        `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,
+        `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, ${opts.layout} layout, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,
       );
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.plan)

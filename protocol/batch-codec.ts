@@ -27,6 +27,13 @@ const ARRAY_FIELDS = [
   ["callIndex", 18],
   // uint8 or uint16 expert indexes (MoE routing replay): aligned too, for uint16 views.
   ["routedExperts", 30],
+  // The tree layout's int32 arrays (absent from rows batches).
+  ["parents", 35],
+  ["positions", 36],
+  ["tokenRows", 37],
+  ["rowNodes", 38],
+  ["trieOffsets", 39],
+  ["subtreeEnds", 41],
   ["lossMask", 5],
 ] as const;
 
@@ -67,8 +74,23 @@ function outputBuffer(size: number): Buffer {
  */
 export function alignedBatchSerializer(serializeRest: Serialize): (message: BatchMessage) => Buffer {
   return (message) => {
-    const { offsets, tokenIds, lossMask, logprobs, advantages, lossWeights, callIndex, routedExperts, ...rest } =
-      message;
+    const {
+      offsets,
+      tokenIds,
+      lossMask,
+      logprobs,
+      advantages,
+      lossWeights,
+      callIndex,
+      routedExperts,
+      parents,
+      positions,
+      tokenRows,
+      rowNodes,
+      trieOffsets,
+      subtreeEnds,
+      ...rest
+    } = message;
     const arrays = {
       offsets,
       tokenIds,
@@ -78,6 +100,12 @@ export function alignedBatchSerializer(serializeRest: Serialize): (message: Batc
       lossWeights,
       callIndex: callIndex ?? EMPTY,
       routedExperts: routedExperts ?? EMPTY,
+      parents: parents ?? EMPTY,
+      positions: positions ?? EMPTY,
+      tokenRows: tokenRows ?? EMPTY,
+      rowNodes: rowNodes ?? EMPTY,
+      trieOffsets: trieOffsets ?? EMPTY,
+      subtreeEnds: subtreeEnds ?? EMPTY,
     };
     const head = serializeRest(rest);
     // Sizes first (one allocation), then the writes: the same walk twice.

@@ -115,6 +115,8 @@ export type StreamMessage =
 export interface StreamBatchesRequest {
   trainer: string;
   maxInFlight: number;
+  /** "rows" | "tree": the layout of this stream's batches; "" the core's. */
+  layout?: string;
 }
 
 export interface RowInfo {
@@ -166,6 +168,22 @@ export interface BatchMessage {
   routedExpertsDtype?: string;
   moeLayers?: number;
   moeTopK?: number;
+  /** "rows" (or "") | "tree": what the per-token arrays are laid out by (proto/rlgate/v1/trainer.proto). */
+  layout?: string;
+  /** tree: int32 LE per token, the parent's index (-1 at a trie's root). */
+  parents?: Uint8Array;
+  /** tree: int32 LE per token, the depth in its trie (its position id). */
+  positions?: Uint8Array;
+  /** tree: int32 LE per token, the row whose fields (and calls) the token carries. */
+  tokenRows?: Uint8Array;
+  /** tree: int32 LE per row token, its tree token (rows delimited by `offsets`). */
+  rowNodes?: Uint8Array;
+  /** tree: int32 LE, tries + 1 entries (one trie per rollout). */
+  trieOffsets?: Uint8Array;
+  /** Tokens in the rows layout. */
+  rowTokens?: number;
+  /** tree: int32 LE per token, the end (exclusive) of its subtree. */
+  subtreeEnds?: Uint8Array;
 }
 
 export interface AckBatchRequest {
@@ -228,6 +246,8 @@ export interface AdvantageRequest {
   klKind: string;
   /** reinforce++'s discount (absent: 1). */
   gamma?: number;
+  /** Over a served batch: the layout of values, token_rewards and the reply ("" the core's). */
+  layout?: string;
 }
 
 /** Proto3 optional fields: absent when not given. */

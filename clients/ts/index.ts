@@ -3,5 +3,5 @@
 export { TrajectoryConsumer, type TrajectoryConsumerOptions } from "./trajectory-consumer.ts";
 export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerClientOptions } from "./trainer-client.ts";
 export { CoreSourcesClient, type CoreSourcesClientOptions } from "./core-sources-client.ts";
-export { decodeBatch, type TrainingBatch } from "./batch.ts";
+export { decodeBatch, toRows, type TrainingBatch, type TreeStructure } from "./batch.ts";
 export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../protocol/index.ts";

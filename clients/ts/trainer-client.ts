@@ -62,6 +62,8 @@ export interface AdvantageInput {
   /** KL in the reward (gae, reinforce++ over a served batch with ref logprobs): -klCoef * KL per token. */
   klCoef?: number;
   klKind?: "k1" | "k2" | "k3";
+  /** Over a served batch: the layout of values, tokenRewards and the reply (default the core's). */
+  layout?: "rows" | "tree";
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -92,12 +94,12 @@ export class TrainerClient {
    * reportLogprobs with ack) to get more. Ends when `signal` aborts or the core closes the stream.
    */
   async *batches(
-    options: { trainer?: string; maxInFlight?: number; signal?: AbortSignal } = {},
+    options: { trainer?: string; maxInFlight?: number; signal?: AbortSignal; layout?: "rows" | "tree" } = {},
   ): AsyncGenerator<TrainingBatch> {
     const call = (
       this.#client as unknown as { streamBatches(r: unknown, m: unknown): ClientReadableStream<BatchMessage> }
     ).streamBatches(
-      { trainer: options.trainer ?? "", maxInFlight: options.maxInFlight ?? 0 },
+      { trainer: options.trainer ?? "", maxInFlight: options.maxInFlight ?? 0, layout: options.layout ?? "" },
       metadataFor(this.#token),
     );
     const abort = () => call.cancel();
@@ -162,6 +164,7 @@ export class TrainerClient {
       normalize: input.normalize ?? "",
       klCoef: input.klCoef ?? 0,
       klKind: input.klKind ?? "",
+      layout: input.layout ?? "",
       ...(input.estimator === "reinforce++" && input.gamma !== undefined ? { gamma: input.gamma } : {}),
     };
     const res = await this.#unary<AdvantageResponse>("computeAdvantages", request);

@@ -49,6 +49,7 @@ import { startMetricsServer, type MetricsServer } from "./metrics-server.ts";
 import { parseMetadata, toPending } from "./rollout-intake.ts";
 import { sourceHandlers, type SourceRequest } from "./source-service.ts";
 import { StoreBatchSource } from "./store-batch-source.ts";
+import type { BatchLayout } from "./tree-layout.ts";
 import { TrainerService } from "./trainer-service.ts";
 
 export const DEFAULT_CORE_PORT = 8702;
@@ -89,6 +90,8 @@ export interface CoreOptions {
   batchTimeoutMs?: number;
   /** What a batch never splits: a rollout's rows (default) or a group's. */
   batchUnit?: BatchUnit;
+  /** The layout batches are served in unless a trainer's stream asks for another: rows (default) or tree. */
+  layout?: BatchLayout;
   /** REINFORCE++ / REINFORCE++-baseline whitening: over the training batch (default, as the references) or the group. */
   whitenScope?: WhitenScope;
   /** REINFORCE++'s discount. Default 1. */
@@ -247,6 +250,7 @@ export class Core {
       onServed: (batch) => this.metrics.tokensServed.inc(batch.tokens),
       whitenScope: options.whitenScope ?? "batch",
       singleton: options.singleton ?? "zero",
+      layout: options.layout ?? "rows",
       klReward: {
         klCoef: options.klCoef ?? 0,
         klKind: options.klEstimator ?? "k1",

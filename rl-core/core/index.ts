@@ -9,3 +9,13 @@ export {
 } from "./core.ts";
 export { CORE_ESTIMATORS, type CoreEstimator, type WhitenScope } from "./estimator-settings.ts";
 export { BATCH_UNITS, type BatchUnit } from "./batch-packer.ts";
+export {
+  BATCH_LAYOUTS,
+  batchTreeView,
+  rowsToTree,
+  treeBatch,
+  treeToRows,
+  treeView,
+  type BatchLayout,
+  type TreeView,
+} from "./tree-layout.ts";

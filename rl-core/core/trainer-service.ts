@@ -44,6 +44,15 @@ import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";
 import { OUTCOME_ESTIMATORS, type OutcomeEstimator, type Singleton, type WhitenScope } from "./estimator-settings.ts";
 import { rolloutValues } from "./group-advantages.ts";
+import {
+  BATCH_LAYOUTS,
+  batchTreeView,
+  rowsToTree,
+  treeBatch,
+  treeToRows,
+  type BatchLayout,
+  type TreeView,
+} from "./tree-layout.ts";
 
 export const DEFAULT_TRAINER_IN_FLIGHT = 2;
 const EMPTY = Buffer.alloc(0);
@@ -73,6 +82,15 @@ export interface TrainerServiceOptions {
    * advantages recomputed by the core's estimator and settings with −klCoef · KL(policy ‖ ref) in the reward.
    */
   klReward?: { klCoef: number; klKind: KlKind; estimator: string; normalize: NormalizeBy; gamma: number };
+  /** The layout batches are served in unless a stream asks for another (tree-layout.ts). Default rows. */
+  layout?: BatchLayout;
+}
+
+function layoutOf(asked: string | undefined, fallback: BatchLayout): BatchLayout {
+  const layout = (asked || fallback) as BatchLayout;
+  if (!BATCH_LAYOUTS.includes(layout))
+    throw new LinkError("RLGATE_BAD_REQUEST", `layout must be one of ${BATCH_LAYOUTS.join(", ")}, not '${asked}'`);
+  return layout;
 }
 
 /** Per-row means of a KL estimator over the row's trained tokens. */
@@ -140,6 +158,8 @@ export class TrainerService {
   readonly #waiters = new Set<() => void>();
   /** Logprobs reported for unacked batches: the policy's and the reference policy's (for KL). */
   readonly #reported = new Map<number, { policy?: Float32Array; ref?: Float32Array }>();
+  /** Tree views of unacked batches served or reported in the tree layout. */
+  readonly #views = new Map<number, TreeView>();
   #streams = 0;
 
   constructor(options: TrainerServiceOptions) {
@@ -181,6 +201,7 @@ export class TrainerService {
     const run = async () => {
       checkToken(call.metadata, this.#options.token);
       const maxInFlight = call.request.maxInFlight > 0 ? call.request.maxInFlight : DEFAULT_TRAINER_IN_FLIGHT;
+      const layout = layoutOf(call.request.layout, this.#options.layout ?? "rows");
       while (!closed && isOpen(call)) {
         for (const id of mine) if (this.#leases.get(id) !== stream) mine.delete(id); // acked
         const id = mine.size < maxInFlight ? this.#options.source.next(new Set(this.#leases.keys())) : null;
@@ -191,7 +212,8 @@ export class TrainerService {
         }
         this.#leases.set(id, stream);
         mine.add(id);
-        await send(call, batchMessage(batch));
+        const message = batchMessage(batch);
+        await send(call, layout === "tree" ? treeBatch(message, this.#view(batch)) : message);
         this.#options.onServed?.(batch);
       }
     };
@@ -212,6 +234,7 @@ export class TrainerService {
     for (const id of ids) {
       this.#leases.delete(id);
       this.#reported.delete(id);
+      this.#views.delete(id);
     }
     if (removed) this.#options.onAck?.(removed);
     this.notify();
@@ -228,6 +251,29 @@ export class TrainerService {
     return batch;
   }
 
+  #view(batch: StoredBatch): TreeView {
+    let view = this.#views.get(batch.batchId);
+    if (!view) this.#views.set(batch.batchId, (view = batchTreeView(batchMessage(batch))));
+    return view;
+  }
+
+  /**
+   * A trainer's per-token array in the rows layout, and whether it came in the tree layout (told by its count: where
+   * both layouts have as many tokens they are the same order, no node being shared).
+   */
+  #asRows(batch: StoredBatch, bytes: Uint8Array, what: string): { values: Float32Array; tree: TreeView | null } {
+    const values = float32s(bytes, what);
+    const rows = uint8s(batch.lossMask).length;
+    if (values.length === rows || !values.length) return { values, tree: null };
+    const view = this.#view(batch);
+    if (values.length !== view.size)
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        `${what} has ${values.length} entries, the batch has ${rows} tokens (rows layout) or ${view.size} (tree layout)`,
+      );
+    return { values: treeToRows(view, values), tree: view };
+  }
+
   readonly ackBatch = unaryHandler<AckBatchRequest, { acked: number }>(async (req) => ({
     acked: await this.#ack(req.batchIds),
   }));
@@ -237,7 +283,9 @@ export class TrainerService {
     const kind = req.kind || "policy";
     if (kind !== "policy" && kind !== "ref")
       throw new LinkError("RLGATE_BAD_REQUEST", `kind must be policy or ref, not '${kind}'`);
-    const trainer = trainerLogprobs(req.logprobs, batch, "logprobs");
+    const asRows = this.#asRows(batch, req.logprobs, "logprobs");
+    const trainer = trainerLogprobs(bytesOf(asRows.values), batch, "logprobs");
+    const inLayout = (x: Float32Array) => (asRows.tree ? rowsToTree(asRows.tree, x) : x);
     const rollout = float32s(batch.logprobs);
     const lossMask = uint8s(batch.lossMask);
     const reported = this.#reported.get(req.batchId) ?? {};
@@ -256,12 +304,14 @@ export class TrainerService {
       this.#options.onConsistency?.(harnesses, req.batchId);
       if (req.importanceCap > 0) {
         importance = bytesOf(
-          await importanceWeightsAsync({
-            logpOld: trainer,
-            logpRollout: rollout,
-            mask: lossMask,
-            cap: req.importanceCap,
-          }),
+          inLayout(
+            await importanceWeightsAsync({
+              logpOld: trainer,
+              logpRollout: rollout,
+              mask: lossMask,
+              cap: req.importanceCap,
+            }),
+          ),
         );
       }
     }
@@ -282,7 +332,7 @@ export class TrainerService {
         },
         await this.#klTokenRewards(batch, klReward.klCoef, klReward.klKind),
       );
-      klAdvantages = bytesOf(advantages);
+      klAdvantages = bytesOf(inLayout(advantages));
     }
     const acked = req.ack ? (await this.#ack([req.batchId])) > 0 : false;
     return { batchId: req.batchId, harnesses, importanceWeights: importance, acked, rowKl: kl, klAdvantages };
@@ -325,8 +375,29 @@ export class TrainerService {
     return extra ? kl.map((x, t) => x + extra[t]!) : kl;
   }
 
-  readonly computeAdvantages = unaryHandler<AdvantageRequest, AdvantageResponse>(async (req) => {
-    const served = req.batchId ? this.#batch(req.batchId) : null;
+  readonly computeAdvantages = unaryHandler<AdvantageRequest, AdvantageResponse>(async (request) => {
+    const served = request.batchId ? this.#batch(request.batchId) : null;
+    if (!served || layoutOf(request.layout, this.#options.layout ?? "rows") === "rows")
+      return this.#computeAdvantages(request, served);
+    // The tree layout of a served batch: its per-token inputs taken to rows, the rows' advantages back to the tree.
+    const view = this.#view(served);
+    const rows = (bytes: Uint8Array, what: string) =>
+      bytes.byteLength ? bytesOf(this.#asRows(served, bytes, what).values) : bytes;
+    const req = {
+      ...request,
+      values: rows(request.values, "values"),
+      tokenRewards: rows(request.tokenRewards, "token_rewards"),
+    };
+    const res = await this.#computeAdvantages(req, served);
+    const tree = (bytes: Uint8Array) => (bytes.byteLength ? bytesOf(rowsToTree(view, float32s(bytes))) : bytes);
+    return {
+      advantages: tree(res.advantages),
+      returns: tree(res.returns),
+      lossMask: bytesOf(rowsToTree(view, uint8s(res.lossMask))),
+    };
+  });
+
+  async #computeAdvantages(req: AdvantageRequest, served: StoredBatch | null): Promise<AdvantageResponse> {
     const batch = advantageBatch(req, served);
     const estimator = req.estimator || "gae";
     const normalize = (req.normalize || "none") as NormalizeBy;
@@ -382,7 +453,7 @@ export class TrainerService {
       returns: res.returns ? bytesOf(res.returns) : EMPTY,
       lossMask: bytesOf(res.lossMask),
     };
-  });
+  }
 
   readonly status = unaryHandler<unknown, CoreStatus>(async () => this.#options.status());
 
