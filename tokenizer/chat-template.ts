@@ -2,6 +2,7 @@
 // (content parts joined, tool-call arguments parsed to objects), so that prompts match production token for token.
 import { Template } from "@huggingface/jinja";
 import { pythonScalarArguments, pythonScalarTools, writesXmlToolCalls } from "./qwen3-coder.ts";
+import { vllmTools } from "./vllm-tools.ts";
 import { qwen3Tokenizer } from "./qwen3.ts";
 
 export interface ChatToolCall {
@@ -89,7 +90,10 @@ export class ChatTemplate {
       bos_token: this.#bos,
       eos_token: this.#eos,
     };
-    if (options.tools?.length) context["tools"] = this.#xmlToolCalls ? pythonScalarTools(options.tools) : options.tools;
+    if (options.tools?.length) {
+      const tools = vllmTools(options.tools);
+      context["tools"] = this.#xmlToolCalls ? pythonScalarTools(tools) : tools;
+    }
     if (options.enableThinking !== undefined) context["enable_thinking"] = options.enableThinking;
     return this.#template.render(context);
   }

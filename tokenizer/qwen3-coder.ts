@@ -378,6 +378,8 @@ export function pythonScalarTools(tools: readonly unknown[]): unknown[] {
     const wrapped = isObject(tool["function"]);
     const fn = wrapped ? (tool["function"] as Record<string, unknown>) : tool;
     const out = printedScalars(fn, ["type", "name", "description", "parameters"]);
+    // `tool.description | trim` prints Python's str() of it: None for a tool vLLM dumped without one.
+    if (fn["description"] === null) out["description"] = "None";
     const params = fn["parameters"];
     if (isObject(params)) {
       const p = printedScalars(params, ["type", "properties"]);
