@@ -16,6 +16,7 @@ import {
 } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { createLogger, lineLogger } from "../util/log.ts";
+import { DEFAULT_PYTHON } from "./default-python.ts";
 import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
@@ -270,7 +271,7 @@ export function coreCommand(): Command {
       if (core.metricsUrl) console.log(`  metrics:    ${core.metricsUrl}`);
       const trainerTls = opts.tlsCert ? ` --tls-ca <CA of ${opts.tlsCert}>` : "";
       console.log(
-        `  trainer:    /usr/bin/python3 clients/python/example_trainer.py --core ${core.address}${trainerTls}`,
+        `  trainer:    ${DEFAULT_PYTHON} clients/python/example_trainer.py --core ${core.address}${trainerTls}`,
       );
       let closing = false;
       const shutdown = async () => {

@@ -7,6 +7,8 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Command } from "commander";
 import { parseUpstreamList, readUpstreamsFile } from "../gateway/upstream/upstream-list.ts";
+import { DEFAULT_PYTHON } from "./default-python.ts";
+import { checkSandboxes } from "./doctor-sandboxes.ts";
 import { duration } from "./option-parsers.ts";
 
 export type Level = "ok" | "warn" | "fail" | "skip";
@@ -171,12 +173,19 @@ function firstLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).split("\n")[0]!;
 }
 
-/** Whether `python` can import the trainer client (`pip install ./clients/python`). */
-export function checkPython(python: string): Check {
-  const probe = spawnSync(python, ["-c", "import rlgate_client, sys; print(rlgate_client.__file__)"], {
-    encoding: "utf8",
-    timeout: 30_000,
-  });
+/** A virtual environment's folder stands for its interpreter (`--python .venv`). */
+export function pythonOf(path: string): string {
+  return existsSync(join(path, "bin", "python")) ? join(path, "bin", "python") : path;
+}
+
+// Imports the client and loads its generated gRPC modules, as a trainer does on its first batch: an install whose
+// modules refuse this protobuf or grpcio imports `rlgate_client` fine and fails only here.
+const PROBE = "import rlgate_client; from rlgate_client import _protos; _protos.load(); print(rlgate_client.__file__)";
+
+/** Whether `python` can import the trainer client (`pip install ./clients/python`) and load its gRPC modules. */
+export function checkPython(path: string): Check {
+  const python = pythonOf(path);
+  const probe = spawnSync(python, ["-c", PROBE], { encoding: "utf8", timeout: 30_000 });
   if (probe.error)
     return {
       name: "python client",
@@ -186,10 +195,28 @@ export function checkPython(python: string): Check {
   if (probe.status === 0)
     return { name: "python client", level: "ok", detail: `rlgate_client from ${probe.stdout.trim()}` };
   const last = probe.stderr.trim().split("\n").at(-1) ?? `exit ${probe.status}`;
+  // Not installed: a trainer may run elsewhere. Installed but not loading: the trainer would die on start.
+  return /No module named 'rlgate_client'/.test(last)
+    ? {
+        name: "python client",
+        level: "warn",
+        detail: `not importable by ${python} (${last}): pip install ./clients/python`,
+      }
+    : { name: "python client", level: "fail", detail: `installed in ${python} but broken: ${last}` };
+}
+
+/** Whether `python` has torch (rlgate-torch-trainer and the adapters' tensors need it; the client does not). */
+export function checkTorch(path: string): Check {
+  const python = pythonOf(path);
+  const probe = spawnSync(python, ["-c", "import torch; print(torch.__version__)"], {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  if (probe.status === 0) return { name: "torch", level: "ok", detail: `${probe.stdout.trim()} in ${python}` };
   return {
-    name: "python client",
+    name: "torch",
     level: "warn",
-    detail: `not importable by ${python} (${last}): pip install ./clients/python`,
+    detail: `not importable by ${python}: rlgate-torch-trainer and the adapters' tensors need it (Debian: apt-get install python3-torch)`,
   };
 }
 
@@ -246,7 +273,9 @@ export function formatChecks(checks: readonly Check[]): string {
 
 export function doctorCommand(): Command {
   return new Command("doctor")
-    .summary("check what this installation gives: Node, native kernels, CUDA, install scripts, Python client, upstream")
+    .summary(
+      "check what this installation gives: Node, native kernels, CUDA, install scripts, Python client and torch, sandboxes, upstream",
+    )
     .description(
       "Checks each part rlgate can use and prints one line per part: ok, warn (works, with less: e.g. the TypeScript " +
         "kernels instead of the native ones) or fail (will not work), with what to do. Exits 1 when a part fails.",
@@ -256,7 +285,7 @@ export function doctorCommand(): Command {
       "also check that inference servers answer GET /v1/models (e.g. http://vllm-host:8000; several replicas: a line each)",
     )
     .option("--upstreams-file <file>", "also check every replica an upstreams file lists (as rlgate serve reads it)")
-    .option("--python <path>", "the Python that runs your trainer", process.env.RLGATE_PYTHON ?? "python3")
+    .option("--python <path>", "the Python (or virtual environment folder) that runs your trainer", DEFAULT_PYTHON)
     .option(
       "--timeout <duration>",
       "how long to wait for the upstream (500ms, 5s; plain numbers are ms)",
@@ -264,7 +293,14 @@ export function doctorCommand(): Command {
       5000,
     )
     .action(async (options: { upstream?: string; upstreamsFile?: string; python: string; timeout: number }) => {
-      const checks = [checkNode(), ...(await checkKernels()), ...checkInstallScripts(), checkPython(options.python)];
+      const checks = [
+        checkNode(),
+        ...(await checkKernels()),
+        ...checkInstallScripts(),
+        checkPython(options.python),
+        checkTorch(options.python),
+        ...checkSandboxes(),
+      ];
       checks.push(...(await checkUpstreams(options, options.timeout)));
       console.log(formatChecks(checks));
       process.exitCode = checks.some((c) => c.level === "fail") ? 1 : 0;

@@ -7,6 +7,7 @@
 //
 // runClosedLoop is what test/e2e/closed-loop.test.ts runs (smaller). Debian's python3-torch, python3-grpcio,
 // python3-grpc-tools and python3-numpy under /usr/bin/python3 (or RLGATE_PYTHON).
+import { DEFAULT_PYTHON } from "../cli/default-python.ts";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -142,7 +143,7 @@ function failure(what: string, child: Child, code: number | null): Error {
 }
 
 export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedLoopResult> {
-  const python = options.python ?? process.env["RLGATE_PYTHON"] ?? "/usr/bin/python3";
+  const python = options.python ?? DEFAULT_PYTHON;
   const n = options.n ?? 8;
   const targets = options.targets ?? ["2718", "3141"];
   const seed = options.seed ?? 0;

@@ -1,0 +1,14 @@
+// A test that needs a component .ci/run installs (NumPy, nginx, openssl, bubblewrap, podman, the harness CLIs) may skip
+// on a developer's machine without it, saying why; in CI (CI or RLGATE_REQUIRE_NATIVE set, as .ci/run does) the same
+// absence is a broken CI and fails the run, so that nothing installed there is ever quietly untested.
+const IN_CI = Boolean(process.env["CI"] || process.env["RLGATE_REQUIRE_NATIVE"]);
+
+/**
+ * `why` (null when the component is there) as node:test's `skip` value: false when there, the reason otherwise;
+ * throws in CI, naming what .ci/run should have installed.
+ */
+export function requireInCi(component: string, why: string | null): string | false {
+  if (why === null) return false;
+  if (IN_CI) throw new Error(`${why}: CI installs ${component} (.ci/run), so this test must run there`);
+  return `${why} (${component} not installed)`;
+}
