@@ -7,7 +7,8 @@
 // batches through the Python client and checks the PyTorch trainer's loss and gradients in both layouts (float64,
 // within 1e-5), the dense ancestor mask against each row's causal mask, and the block form against the dense one.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -184,10 +185,10 @@ describe("tree layout on real batches", () => {
   test(
     "the PyTorch trainer's loss and gradients are the same in both layouts (Python client, float64)",
     { skip: torch ? false : "python3-torch, grpcio and numpy are needed under /usr/bin/python3", timeout: 300_000 },
-    () => {
-      const run = spawnSync(python!, ["-m", "unittest", "-v", "tests.test_tree_layout"], {
+    async () => {
+      // Not spawnSync: the cores the Python client reads from run in this process.
+      const child = spawn(python!, ["-m", "unittest", "-v", "tests.test_tree_layout"], {
         cwd: join(ROOT, "clients", "python"),
-        encoding: "utf8",
         env: {
           ...process.env,
           RLGATE_TREE_CORES: cores.map((c) => c.address).join(","),
@@ -195,8 +196,12 @@ describe("tree layout on real batches", () => {
           RLGATE_TREE_KINDS: played.map((g) => g.kind).join(","),
         },
       });
-      const out = `${run.stdout}\n${run.stderr}`;
-      assert.equal(run.status, 0, out);
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (out += d));
+      const [status] = await once(child, "close");
+      console.log(out);
+      assert.equal(status, 0, out);
       assert.match(out, /Ran [1-9]\d* tests?/);
       assert.doesNotMatch(out, /skipped/, out);
     },

@@ -64,13 +64,14 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 
-    def forward(self, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
+        """blocked: True where query i must not see key j, [n, n] or [b, 1, n, n]."""
         b, n, d = x.shape
         h = self.heads
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (t.view(b, n, h, d // h).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
-        att = att.masked_fill(causal[:n, :n], float("-inf")).softmax(dim=-1)
+        att = att.masked_fill(blocked, float("-inf")).softmax(dim=-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
         return x + self.mlp(self.ln2(x))
 
@@ -90,20 +91,30 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(dim, vocab)
         self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).triu(1), persistent=False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, positions: Optional[torch.Tensor] = None, attend: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Causal over each row of `ids`; or, given `positions` [b, n] and `attend` [b, n, n] (True where query i
+        may see key j: its ancestors in a token trie, itself included), tree attention over a packed trie."""
         n = ids.shape[1]
-        if n > self.max_len:
-            raise ValueError("sequence of %d tokens is longer than the model's %d positions" % (n, self.max_len))
-        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        if positions is None:
+            if n > self.max_len:
+                raise ValueError("sequence of %d tokens is longer than the model's %d positions" % (n, self.max_len))
+            x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+            blocked = self.causal[:n, :n]
+        else:
+            if int(positions.max()) >= self.max_len:
+                raise ValueError("a token at depth %d is past the model's %d positions" % (int(positions.max()), self.max_len))
+            x = self.tok(ids) + self.pos(positions)
+            blocked = ~attend.unsqueeze(1)
         for block in self.blocks:
-            x = block(x, self.causal)
+            x = block(x, blocked)
         return self.head(self.ln(x))
 
 
 def next_token_logprobs(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits / T) in float32; a temperature of 0 (greedy) scores at 1."""
+    """log softmax(logits / T) in float32 (float64 logits stay float64); a temperature of 0 (greedy) scores at 1."""
     t = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
-    return torch.log_softmax(logits.float() / t.unsqueeze(-1), dim=-1)
+    x = logits if logits.dtype == torch.float64 else logits.float()
+    return torch.log_softmax(x / t.to(x.dtype).unsqueeze(-1), dim=-1)
 
 
 class Policy:

@@ -34,11 +34,17 @@ import torch
 from .torch_policy import DEFAULT_ALPHABET, CharTokenizer, Policy, build_model, next_token_logprobs
 from .torch_server import PolicyServer
 from .trainer import Batch, TrainerClient
+from .tree import ancestor_mask, tries
 
 
 def token_temperatures(batch: Batch) -> np.ndarray:
     """The sampling temperature of each token's call (1 on context and where the call set none; vLLM's default)."""
     out = np.ones(batch.tokens, dtype=np.float32)
+    if batch.layout == "tree":  # a tree token's call_index points into the calls of its row, token_rows
+        for t in np.nonzero(batch.call_index >= 0)[0]:
+            call = batch.row_info[int(batch.token_rows[t])].calls[int(batch.call_index[t])]
+            out[t] = call.temperature if call.HasField("temperature") else 1.0
+        return out
     for r in range(batch.rows):
         s = batch.row(r)
         temps = np.array([c.temperature if c.HasField("temperature") else 1.0 for c in batch.row_info[r].calls] + [1.0], dtype=np.float32)
@@ -74,18 +80,54 @@ def batch_forward(model: torch.nn.Module, batch: Batch, temps: np.ndarray):
     return torch.where(keep, picked[rows, cols], zero), torch.where(keep, entropy[rows, cols], zero)
 
 
+def tree_forward(model: torch.nn.Module, batch: Batch, temps: np.ndarray):
+    """batch_forward over a tree batch: each trie (one per rollout) is one sequence of the forward, its tokens at
+    their depths, each attending to its ancestors only (tree attention); a token's logprob and entropy come from its
+    parent's logits, which is what the row forward computes at every row through it (0 at a trie's root)."""
+    spans = tries(batch)
+    width = max(e - s for s, e in spans)
+    T = len(spans)
+    ids = torch.zeros(T, width, dtype=torch.long)
+    pos = torch.zeros(T, width, dtype=torch.long)
+    attend = torch.eye(width, dtype=torch.bool).repeat(T, 1, 1)  # padding sees itself: no row without a key
+    trie_of = np.zeros(batch.tokens, dtype=np.int64)
+    for k, (s, e) in enumerate(spans):
+        ids[k, : e - s] = torch.from_numpy(batch.token_ids[s:e].astype(np.int64))
+        pos[k, : e - s] = torch.from_numpy(batch.positions[s:e].astype(np.int64))
+        attend[k, : e - s, : e - s] = torch.from_numpy(ancestor_mask(batch, s, e))
+        trie_of[s:e] = k
+    starts = np.array([s for s, _ in spans], dtype=np.int64)
+    logits = model(ids, positions=pos, attend=attend)
+    child = np.nonzero(batch.parents >= 0)[0]
+    parent = batch.parents[child].astype(np.int64)
+    k = torch.from_numpy(trie_of[child])
+    at = torch.from_numpy(parent - starts[trie_of[child]])
+    logp = next_token_logprobs(logits[k, at], torch.from_numpy(temps[child]))
+    picked = logp.gather(-1, torch.from_numpy(batch.token_ids[child].astype(np.int64)).unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    index = torch.from_numpy(child)
+    new = torch.zeros(batch.tokens, dtype=picked.dtype).index_put((index,), picked)
+    ent = torch.zeros(batch.tokens, dtype=entropy.dtype).index_put((index,), entropy)
+    return new, ent
+
+
+def forward(model: torch.nn.Module, batch: Batch, temps: np.ndarray):
+    """Logprobs and entropies of every token of the batch, in its layout."""
+    return tree_forward(model, batch, temps) if batch.layout == "tree" else batch_forward(model, batch, temps)
+
+
 def batch_logprobs(model: torch.nn.Module, batch: Batch, temps: np.ndarray) -> torch.Tensor:
-    """batch_forward's logprobs alone: what is reported to the core."""
-    return batch_forward(model, batch, temps)[0]
+    """forward's logprobs alone: what is reported to the core (in the batch's layout)."""
+    return forward(model, batch, temps)[0]
 
 
 def surrogate(batch: Batch, new: torch.Tensor, clip: float, entropy=None, entropy_coef: float = 0.0) -> torch.Tensor:
     """sum(loss_weights * mask * (-min(ratio * A, clip(ratio) * A) - entropy_coef * entropy)),
     ratio = exp(new - batch logprobs)."""
     mask = torch.from_numpy(batch.loss_mask.astype(bool))
-    old = torch.from_numpy(batch.logprobs.copy())
-    adv = torch.from_numpy(batch.advantages.copy())
-    w = torch.from_numpy(batch.loss_weights.copy())
+    old = torch.from_numpy(batch.logprobs.copy()).to(new.dtype)
+    adv = torch.from_numpy(batch.advantages.copy()).to(new.dtype)
+    w = torch.from_numpy(batch.loss_weights.copy()).to(new.dtype)
     ratio = torch.exp(torch.where(mask, new - old, torch.zeros_like(new)))
     per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
     if entropy is not None and entropy_coef:
@@ -93,9 +135,55 @@ def surrogate(batch: Batch, new: torch.Tensor, clip: float, entropy=None, entrop
     return torch.sum(torch.where(mask, w * per_token, torch.zeros_like(per_token)))
 
 
+def merged_tree(step: "Step"):
+    """merged for tree batches: the step's tries (one per rollout) in rollout id order, indexes shifted."""
+    order = []
+    for b, batch in enumerate(step.batches):
+        for s, e in tries(batch):
+            order.append((batch.row_info[int(batch.token_rows[s])].rollout_id, b, s, e))
+    order.sort(key=lambda x: x[0])
+    parts = {k: [] for k in ("token_ids", "loss_mask", "logprobs", "advantages", "loss_weights", "call_index", "positions", "temps")}
+    parents, ends, token_rows, infos, bounds = [], [], [], [], [0]
+    for _, b, s, e in order:
+        batch = step.batches[b]
+        for k in parts:
+            parts[k].append(step.temps[b][s:e] if k == "temps" else getattr(batch, k)[s:e])
+        shift = bounds[-1] - s
+        p = batch.parents[s:e]
+        parents.append(np.where(p >= 0, p + shift, -1))
+        ends.append(batch.subtree_ends[s:e] + shift)
+        rows = batch.token_rows[s:e]
+        first = int(rows.min())
+        token_rows.append(rows - first + len(infos))
+        infos.extend(batch.row_info[first : int(rows.max()) + 1])
+        bounds.append(bounds[-1] + e - s)
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    tree = Batch(
+        batch_id=0,
+        rows=len(infos),
+        offsets=np.zeros(1, dtype=np.int32),
+        token_ids=cat["token_ids"],
+        loss_mask=cat["loss_mask"],
+        logprobs=cat["logprobs"],
+        advantages=cat["advantages"],
+        loss_weights=cat["loss_weights"],
+        row_info=infos,
+        call_index=cat["call_index"],
+        layout="tree",
+        parents=np.concatenate(parents).astype(np.int32),
+        positions=cat["positions"],
+        subtree_ends=np.concatenate(ends).astype(np.int32),
+        token_rows=np.concatenate(token_rows).astype(np.int32),
+        trie_offsets=np.array(bounds, dtype=np.int32),
+    )
+    return tree, cat["temps"]
+
+
 def merged(step: "Step"):
     """The step's rows as one batch, ordered by (rollout, trajectory) id: the same forward and the same sums however
     the core cut the step into batches (which follows timing), so a seeded run trains the same weights every time."""
+    if step.batches and step.batches[0].layout == "tree":
+        return merged_tree(step)
     order = sorted(
         ((info.rollout_id, info.trajectory_id, b, r) for b, batch in enumerate(step.batches) for r, info in enumerate(batch.row_info)),
         key=lambda x: (x[0], x[1]),
@@ -183,6 +271,7 @@ def main(argv=None):
     p.add_argument("--alphabet", default=DEFAULT_ALPHABET, help="the characters that are the model's tokens")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: the same numbers on every run)")
     p.add_argument("--importance-cap", type=float, default=2.0)
+    p.add_argument("--layout", choices=["rows", "tree"], default="", help="the batches' layout (default: the core's): tree trains each rollout's token trie once, with tree attention")
     p.add_argument("--save", help="write the final weights here (torch.save of the state dict)")
     p.add_argument("--json", action="store_true", help="one JSON line per step (and one when serving starts)")
     p.add_argument("--tls-ca")
@@ -222,7 +311,7 @@ def main(argv=None):
 
     def read():
         try:
-            for batch in client.batches(trainer="torch-trainer", max_in_flight=64):
+            for batch in client.batches(trainer="torch-trainer", max_in_flight=64, layout=args.layout):
                 inbox.put(batch)
         except Exception as e:  # the stream broke: the main loop reports it
             inbox.put(e)
@@ -264,7 +353,7 @@ def main(argv=None):
             losses = []
             for _ in range(args.ppo_epochs):
                 optimizer.zero_grad()
-                new, entropy = batch_forward(model, rows, temps)
+                new, entropy = forward(model, rows, temps)
                 loss = surrogate(rows, new, args.clip, entropy, args.entropy_coef)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
@@ -286,6 +375,8 @@ def main(argv=None):
                 "rollouts": len(rewards),
                 "rows": sum(b.rows for b in step.batches),
                 "tokens": sum(b.tokens for b in step.batches),
+                "row_tokens": sum(b.row_tokens or b.tokens for b in step.batches),
+                "layout": step.batches[0].layout if step.batches else "",
                 "trained_tokens": mask_tokens,
                 "reward_mean": float(np.mean(rewards)),
                 "sampled_by": sampled_by,

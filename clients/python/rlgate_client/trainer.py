@@ -57,12 +57,29 @@ class Batch:
     # token_ids; row r's routing for replay is routed_experts[offsets[r] : offsets[r + 1] - 1] ([len - 1, L, K]:
     # its last token was never a model input, its entry is 0). See docs/routing-replay.md.
     routed_experts: Optional[np.ndarray] = None
+    # "rows", or "tree" (rlgate_client.tree): every per-token array above then holds one entry per node of each
+    # rollout's token trie, in depth-first order, and `offsets` delimit rows over `row_nodes`. Int32 views:
+    layout: str = "rows"
+    parents: Optional[np.ndarray] = None  # per token, its parent's index (-1 at a trie's root)
+    positions: Optional[np.ndarray] = None  # per token, its depth: the position id it has in every row through it
+    subtree_ends: Optional[np.ndarray] = None  # per token, its subtree's end: q attends to k iff k <= q < end[k]
+    token_rows: Optional[np.ndarray] = None  # per token, the row whose fields (and calls) it carries
+    row_nodes: Optional[np.ndarray] = None  # per row token, its tree token: field[row_nodes] is the rows layout
+    trie_offsets: Optional[np.ndarray] = None  # tries + 1 (one trie per rollout)
+    row_tokens: int = 0  # tokens in the rows layout
 
     @property
     def tokens(self) -> int:
         return int(self.token_ids.shape[0])
 
+    def to_rows(self) -> "Batch":
+        """This batch in the rows layout (itself when it is; rlgate_client.tree.to_rows)."""
+        from .tree import to_rows
+
+        return to_rows(self)
+
     def row(self, r: int) -> slice:
+        """Row r's slice of the per-token arrays (rows layout; in a tree batch, of row_nodes)."""
         return slice(int(self.offsets[r]), int(self.offsets[r + 1]))
 
     def row_routing(self, r: int) -> Optional[np.ndarray]:
@@ -103,7 +120,25 @@ def _batch(m) -> Batch:
         batch_unit=m.batch_unit,
         loss_tokens=m.loss_tokens,
         routed_experts=_routed_experts(m),
+        **_tree_fields(m),
     )
+
+
+def _tree_fields(m) -> dict:
+    """A tree batch's structure as int32 views (nothing for a rows batch)."""
+    if m.layout != "tree":
+        return {"row_tokens": m.row_tokens or len(m.token_ids) // 4}
+    view = lambda b: np.frombuffer(b, dtype="<i4")  # noqa: E731
+    return {
+        "layout": "tree",
+        "parents": view(m.parents),
+        "positions": view(m.positions),
+        "subtree_ends": view(m.subtree_ends),
+        "token_rows": view(m.token_rows),
+        "row_nodes": view(m.row_nodes),
+        "trie_offsets": view(m.trie_offsets),
+        "row_tokens": m.row_tokens,
+    }
 
 
 def _routed_experts(m) -> Optional[np.ndarray]:
@@ -164,9 +199,10 @@ class TrainerClient:
         self._deadline = deadline_s
         self._streams: List[grpc.Future] = []
 
-    def batches(self, trainer: str = "python", max_in_flight: int = 2) -> Iterator[Batch]:
-        """Batches as they become ready (blocks while none is). Ack each one to get more than max_in_flight."""
-        request = self._pb.StreamBatchesRequest(trainer=trainer, max_in_flight=max_in_flight)
+    def batches(self, trainer: str = "python", max_in_flight: int = 2, layout: str = "") -> Iterator[Batch]:
+        """Batches as they become ready (blocks while none is). Ack each one to get more than max_in_flight.
+        layout: "rows" or "tree" (rlgate_client.tree); "" the core's (rlgate core --layout)."""
+        request = self._pb.StreamBatchesRequest(trainer=trainer, max_in_flight=max_in_flight, layout=layout)
         # Long-lived: no deadline. wait_for_ready: a trainer started before its core waits for it.
         call = self._stub.StreamBatches(request, metadata=self._metadata, wait_for_ready=True)
         self._streams.append(call)
@@ -219,13 +255,14 @@ class TrainerClient:
         normalize: str = "none",
         kl_coef: float = 0.0,
         kl_kind: str = "",
+        layout: str = "",
     ) -> dict:
         """Advantages over a served batch (batch_id) or your own layout, with your values for GAE.
 
         GAE: gamma and lam together or neither (gamma = lambda = 1); reinforce++: gamma is its discount. kl_coef > 0
         (gae, reinforce++ over a served batch whose ref logprobs were reported): KL in the reward.
         """
-        req = self._pb.AdvantageRequest(batch_id=batch_id, estimator=estimator, normalize=normalize, kl_coef=kl_coef, kl_kind=kl_kind)
+        req = self._pb.AdvantageRequest(batch_id=batch_id, estimator=estimator, normalize=normalize, kl_coef=kl_coef, kl_kind=kl_kind, layout=layout)
         if offsets is not None:
             req.rows = len(offsets) - 1
             req.offsets = np.ascontiguousarray(offsets, dtype="<i4").tobytes()

@@ -36,6 +36,18 @@ def side_arrays(batch) -> Dict[str, np.ndarray]:
     return out
 
 
+def rows_of(batch):
+    """The rows layout of a batch: a tree batch (rlgate core --layout tree) is converted back to rows, exactly (the
+    same arrays a rows batch of it holds; rlgate_client.tree.to_rows), since verl, OpenRLHF and TRL train on padded
+    rows and none of them takes a token trie. The tree's saving is lost: ask the core for rows
+    (TrainerClient.batches(layout="rows")) when training through an adapter."""
+    if getattr(batch, "layout", "rows") == "tree":
+        from ..tree import to_rows
+
+        return to_rows(batch)
+    return batch
+
+
 def group_uid(info) -> str:
     """The group a row's rollout was trained in, named as the core names it (rl-core/core/groups.ts):
     `group:NAME#G` (fill order, generation G), `group:NAME@R` (explicit round R), `+late` for the late part of a

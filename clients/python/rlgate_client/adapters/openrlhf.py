@@ -23,10 +23,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS
+from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS, rows_of
 
 
 def openrlhf_arrays(batch, pad_token_id: int = 0, packed: bool = False):
+    batch = rows_of(batch)
     layout = Layout(batch)
     check_rows(batch, layout)
     meta = row_meta(batch)

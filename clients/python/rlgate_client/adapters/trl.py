@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS
+from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS, rows_of
 
 
 def trl_arrays(batch, pad_token_id: int = 0, per_token_advantages: bool = True):
+    batch = rows_of(batch)
     layout = Layout(batch)
     check_rows(batch, layout)
     meta = row_meta(batch)

@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS
+from ._layout import Layout, check_rows, meta_info, row_meta, side_arrays, torch_module, PER_TOKEN_FIELDS, rows_of
 
 # Side arrays verl lays out over the whole sequence (input_ids); the others follow the response.
 _FULL_SEQUENCE = {"routed_experts"}
@@ -30,6 +30,7 @@ _FULL_SEQUENCE = {"routed_experts"}
 
 def verl_arrays(batch, prompt_length: Optional[int] = None, response_length: Optional[int] = None, pad_token_id: int = 0):
     """(tensors, non_tensors, meta_info) as NumPy arrays; to_verl converts them."""
+    batch = rows_of(batch)
     layout = Layout(batch, prompt_length, response_length)
     check_rows(batch, layout)
     ids = np.asarray(batch.token_ids).astype(np.int64)
