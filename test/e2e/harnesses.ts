@@ -72,8 +72,10 @@ export const QWEN_CODE: Harness = {
   name: "qwen-code",
   cli: join(modules, "@qwen-code", "qwen-code", "cli.js"),
   cannedAssistantTurns: 1,
-  // `/compress` runs in -p mode too; its request ends with this instruction under a summarizer's system prompt.
-  compaction: { command: "/compress", summaryRequest: "generate the <state_snapshot>" },
+  // `/compress` runs in -p mode too; its request ends asking for a snapshot: "…generate the <state_snapshot>" under a
+  // summarizer's system prompt (0.15), "…produce the <state_snapshot> XML." appended to the agent's history (0.2x). A sim
+  // that answers either without one makes the CLI keep its history: no compaction to see.
+  compaction: { command: "/compress", summaryRequest: "the <state_snapshot>" },
   shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
   subAgent: (prompt) => ({
     name: "agent",
