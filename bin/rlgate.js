@@ -23,6 +23,12 @@ const child = spawn(process.execPath, ["--import", tsx, join(root, "cli", "index
   env,
 });
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
+// `npx rlgate` runs this launcher under `sh -c`, and a SIGTERM to npx ends that shell without passing the signal on:
+// the launcher is orphaned (re-parented) and the CLI would keep its port. Whoever started us going away stops it too.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) child.kill("SIGTERM");
+}, 500).unref();
 child.on("exit", (code, signal) => {
   if (signal) process.kill(process.pid, signal);
   else process.exit(code ?? 1);

@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, test } from "node:test";
@@ -80,6 +81,15 @@ async function venvWith(name: string, systemSite: boolean, pipArgs: string[]): P
   return venv;
 }
 
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /** One group of two rollouts (rewards 1 and 0) for the next trainer to take. */
 async function oneGroup(group: string): Promise<void> {
   const gw = stack.gateway.url;
@@ -100,10 +110,15 @@ async function trainsFrom(venv: string, group: string): Promise<void> {
     assert.ok(existsSync(join(site, "rlgate/v1", m)), `${m} built into the package`);
   assert.equal(checkPython(venv).level, "ok", "rlgate doctor --python <venv> finds it");
   await oneGroup(group);
-  const { stdout } = await execFileAsync(
+  const { stdout, stderr } = await execFileAsync(
     join(venv, "bin/rlgate-example-trainer"),
     ["--core", core.address, "--max-batches", "1", "--json"],
     { cwd: outside, env: OUTSIDE_ENV(), timeout: 120_000 },
+  );
+  // Before any batch, the person watching learns what it waits for (stderr: stdout is the batches' JSON).
+  assert.match(
+    stderr,
+    /connected to the RL core at .*Waiting for a batch: it comes when a group's rollouts are finished/,
   );
   const batch = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
     groups: number;
@@ -126,7 +141,20 @@ test(
   "system packages, --no-build-isolation --no-index (offline): the example trainer gets a batch",
   { skip, timeout: 300_000 },
   async () => {
-    await trainsFrom(await venvWith("offline", true, ["--no-build-isolation", "--no-index"]), "pkg-offline");
+    const venv = await venvWith("offline", true, ["--no-build-isolation", "--no-index"]);
+    await trainsFrom(venv, "pkg-offline");
+    // No core at the address: a sentence and a failed exit, not a silent wait.
+    const port = await closedPort();
+    const run = spawnSync(
+      join(venv, "bin/rlgate-example-trainer"),
+      ["--core", `127.0.0.1:${port}`, "--connect-timeout", "0"],
+      { cwd: outside, env: OUTSIDE_ENV(), encoding: "utf8", timeout: 60_000 },
+    );
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      new RegExp(`no RL core answers at 127\\.0\\.0\\.1:${port} \\(UNAVAILABLE: .*\\): start one`),
+    );
   },
 );
 

@@ -16,7 +16,10 @@ import argparse
 import hashlib
 import json
 import os
+import sys
+import time
 
+import grpc
 import numpy as np
 
 from . import TrainerClient, sampling
@@ -92,6 +95,30 @@ def row_summary(batch, r):
     }
 
 
+def say(text):
+    """Progress for the person watching, on stderr: stdout carries only batch lines (one JSON each with --json)."""
+    print("rlgate-example-trainer: " + text, file=sys.stderr, flush=True)
+
+
+def connect(client, address, patience_s):
+    """The core's status, once it answers: a core still starting gets `patience_s`; none at all ends the trainer
+    with a sentence (the stream itself would wait for a core forever, silently)."""
+    until = time.monotonic() + patience_s
+    while True:
+        try:
+            return client.status()
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= until:
+                why = "%s: %s" % (error.code().name, error.details())
+                hint = (
+                    "start one (npx rlgate core --gateway 127.0.0.1:8701) or give its address with --core HOST:PORT"
+                    if error.code() == grpc.StatusCode.UNAVAILABLE
+                    else "check --token (RLGATE_CORE_TOKEN) and the TLS options"
+                )
+                raise SystemExit("rlgate-example-trainer: no RL core answers at %s (%s): %s" % (address, why, hint))
+            time.sleep(0.5)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--core", default="127.0.0.1:8702", help="the RL core's trainer service (host:port)")
@@ -107,6 +134,7 @@ def main():
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--tls-server-name", help="name the core's certificate is checked for, when not the host dialed")
     p.add_argument("--insecure", action="store_true", help="plaintext even beyond loopback")
+    p.add_argument("--connect-timeout", type=float, default=15.0, help="seconds to wait for the core to answer before giving up")
     args = p.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -114,6 +142,14 @@ def main():
     seen = set()  # batch ids trained on: a batch sent again keeps its id
     tls = dict(tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_server_name=args.tls_server_name)
     with TrainerClient(args.core, token=args.token, insecure=args.insecure, **tls) as client:
+        status = connect(client, args.core, args.connect_timeout)
+        gateways = ", ".join(status.gateways) or "none"
+        say(
+            "connected to the RL core at %s (%s; gateways: %s; %d rollouts received, %d groups pending, %d batches ready). "
+            "Waiting for a batch: it comes when a group's rollouts are finished at the gateway (a reward posted, or "
+            "rlgate run's grading), as many as the core's --group-size or each rollout's declared group size"
+            % (args.core, status.estimator, gateways, status.rollouts_received, status.groups_pending, status.batches_ready)
+        )
         for batch in client.batches(trainer="example-trainer"):
             if batch.batch_id in seen:
                 client.ack([batch.batch_id])
