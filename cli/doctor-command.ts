@@ -7,6 +7,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Command } from "commander";
 import { parseUpstreamList, readUpstreamsFile } from "../gateway/upstream/upstream-list.ts";
+import { openclawRuntime } from "../runner/openclaw.ts";
 import { DEFAULT_PYTHON } from "./default-python.ts";
 import { checkSandboxes } from "./doctor-sandboxes.ts";
 import { duration } from "./option-parsers.ts";
@@ -162,6 +163,27 @@ export function checkInstallScripts(from: string = import.meta.url): Check[] {
   return checks;
 }
 
+/**
+ * OpenClaw (`rlgate run --harness openclaw`) and the Node that runs it: npm install puts both in node_modules/.openclaw
+ * (scripts/install-openclaw.mjs); that Node must start, since OpenClaw refuses anything below 24.16.
+ */
+export function checkOpenclaw(home?: string): Check {
+  const runtime = openclawRuntime(home);
+  if ("error" in runtime) return { name: "openclaw", level: "warn", detail: `${runtime.error} (--harness openclaw)` };
+  const probe = spawnSync(runtime.node, ["--version"], { encoding: "utf8", timeout: 30_000 });
+  if (probe.status !== 0)
+    return {
+      name: "openclaw",
+      level: "warn",
+      detail: `${runtime.node} does not run (${probe.error?.message ?? probe.stderr.trim()}): rm -rf node_modules/.openclaw, then npm install`,
+    };
+  return {
+    name: "openclaw",
+    level: "ok",
+    detail: `${runtime.version}, run by Node ${probe.stdout.trim()} at ${runtime.node}`,
+  };
+}
+
 /** The folder of the package that `entry` (a resolved module file) belongs to. */
 function packageRoot(entry: string): string {
   let dir = dirname(entry);
@@ -297,6 +319,7 @@ export function doctorCommand(): Command {
         checkNode(),
         ...(await checkKernels()),
         ...checkInstallScripts(),
+        checkOpenclaw(),
         checkPython(options.python),
         checkTorch(options.python),
         ...checkSandboxes(),

@@ -94,7 +94,7 @@ export function runCommand(): Command {
     .option("--image-template <ref>", "with --dataset: the image of rows without one, {instance_id} replaced")
     .requiredOption(
       "--harness <name|template>",
-      "a preset (qwen-code, claude-code, codex, opencode, pi) or a shell command with {prompt} (also {base_url}, {anthropic_base_url}, {model}, {rollout})",
+      "a preset (qwen-code, claude-code, codex, opencode, pi, openclaw; openclaw-responses and openclaw-messages: OpenClaw on the Responses or Anthropic Messages API) or a shell command with {prompt} (also {base_url}, {anthropic_base_url}, {model}, {rollout})",
     )
     .option("-n, --n <n>", "rollouts per task (the group size)", positive, 4)
     .option("--concurrency <k>", "rollouts running at once", positive, 2)
@@ -187,7 +187,7 @@ export function runCommand(): Command {
         .default("sample"),
     )
     .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
-    .action(async (opts) => {
+    .action(async (opts, command: Command) => {
       let tasks: Task[];
       let harness: Harness;
       try {
@@ -195,6 +195,11 @@ export function runCommand(): Command {
           ? loadDataset(opts.dataset as DatasetKind, opts.tasks, { imageTemplate: opts.imageTemplate })
           : loadTasks(opts.tasks);
         harness = resolveHarness(opts.harness);
+        const unavailable = harness.unavailable?.();
+        if (unavailable) throw new Error(`harness ${harness.name}: ${unavailable}`);
+        // A harness that needs more than the default memory (OpenClaw's worker threads) gets it unless --memory says.
+        if (harness.minMemoryBytes && command.getOptionValueSource("memory") === "default")
+          opts.memory = Math.max(opts.memory, harness.minMemoryBytes);
       } catch (error) {
         console.error(`rlgate run: ${(error as Error).message}`);
         process.exitCode = 2;

@@ -1,6 +1,7 @@
 // How each harness CLI is run inside a sandbox: its command line, environment and config files, pointed at the
 // gateway through the sandbox's bridge (http://127.0.0.1:PORT inside). The settings follow docs/harnesses.md (what
 // each CLI reads, what it would otherwise send elsewhere); `--harness 'CMD … {prompt} …'` runs any other CLI.
+import { openclawHarness } from "./openclaw.ts";
 
 export interface HarnessContext {
   prompt: string;
@@ -23,6 +24,10 @@ export interface HarnessLaunch {
 export interface Harness {
   name: string;
   launch(ctx: HarnessContext): HarnessLaunch;
+  /** Why this harness cannot run on this installation (checked before any rollout), or null. */
+  unavailable?(): string | null;
+  /** The sandbox memory (--memory) it needs at least, where that is more than the default. */
+  minMemoryBytes?: number;
 }
 
 const openaiBase = (ctx: HarnessContext) => `${ctx.origin}/r/${ctx.rolloutId}/v1`;
@@ -150,6 +155,10 @@ export const HARNESS_PRESETS: Record<string, Harness> = {
   codex,
   opencode,
   pi,
+  // OpenClaw with each provider API it speaks (runner/openclaw.ts); chat completions unless named.
+  openclaw: openclawHarness("openai-completions", "openclaw"),
+  "openclaw-responses": openclawHarness("openai-responses", "openclaw-responses"),
+  "openclaw-messages": openclawHarness("anthropic-messages", "openclaw-messages"),
 };
 
 /** Single-quotes a string for bash. */

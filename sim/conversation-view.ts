@@ -15,6 +15,12 @@ export interface ConversationView {
   toolChoice: ToolChoice;
   /** Tool results that came after the last user message, oldest first. */
   toolResults: string[];
+  /**
+   * Every tool result of the conversation, the latest one's text: a harness that ends each request with a user message
+   * of its own (OpenClaw's internal context) has no tool result after its last user message, however many it ran.
+   */
+  allToolResults: number;
+  lastToolResult: string | undefined;
   lastUserText: string;
   /**
    * The user messages before the first tool result: what a thread (the main agent, a sub-agent) started with — after
@@ -38,6 +44,8 @@ export class ConversationReader {
       tools: [],
       toolChoice: "auto",
       toolResults: [],
+      allToolResults: 0,
+      lastToolResult: undefined,
       lastUserText: "",
       openingUserText: "",
       thinking,
@@ -58,5 +66,7 @@ export class ConversationReader {
   toolResult(text: string): void {
     this.#toolSeen = true;
     this.view.toolResults.push(text);
+    this.view.allToolResults++;
+    this.view.lastToolResult = text;
   }
 }

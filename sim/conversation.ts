@@ -124,6 +124,8 @@ export function viewFromPromptText(prompt: string, markup: FamilyMarkup = FAMILI
     tools: [],
     toolChoice: "auto",
     toolResults: [],
+    allToolResults: 0,
+    lastToolResult: undefined,
     lastUserText: prompt,
     openingUserText: prompt,
     thinking: false,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { renderChat } from "../tokenizer/chat-template.ts";
 import { viewFromChat, viewFromPromptText } from "./conversation.ts";
-import { argumentsFor, decideTurn, SIM_COMMAND } from "./policy.ts";
+import { argumentsFor, decideTurn, MAX_DEFAULT_TOOL_CALLS, SIM_COMMAND } from "./policy.ts";
 import { READ_TOOL, SHELL_TOOL } from "./test-helpers.ts";
 
 const tool = (name: string, parameters: unknown = {}) => ({ type: "function", function: { name, parameters } });
@@ -70,6 +70,24 @@ describe("default policy", () => {
       { seed: 0, choice: 0 },
     );
     assert.equal(again.toolCalls.length, 1);
+  });
+
+  test("a user message after every tool result (OpenClaw's internal context): calls end after MAX_DEFAULT_TOOL_CALLS", () => {
+    const context = { role: "user", content: "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> Active exec sessions: none" };
+    const history: Array<{ role: string; content: string | null }> = [...USER];
+    const tools = [tool("read"), tool("write"), tool("exec"), tool("apply_patch")];
+    let calls = 0;
+    for (;;) {
+      const turn = decideTurn(viewFromChat([...history, context], tools, undefined, undefined), { seed: 0, choice: 0 });
+      if (turn.toolCalls.length === 0) {
+        assert.match(turn.content, /"output 3"/);
+        break;
+      }
+      assert.equal(turn.toolCalls[0]?.name, "exec");
+      history.push({ role: "assistant", content: null }, { role: "tool", content: `output ${calls++}` });
+      assert.ok(calls <= MAX_DEFAULT_TOOL_CALLS, "the session ends");
+    }
+    assert.equal(calls, MAX_DEFAULT_TOOL_CALLS);
   });
 
   test("wording depends on seed and choice; thinking off drops the reasoning", () => {

@@ -20,6 +20,11 @@ export interface PolicyContext {
 
 const SHELL_LIKE = /shell|bash|exec|command|terminal|run/i;
 export const SIM_COMMAND = "echo rlgate-sim";
+/**
+ * Tool calls the default policy makes in one conversation at most, then it answers: a harness that appends a user
+ * message of its own after every tool result (OpenClaw) would otherwise be called again and again (issue 42: 466 calls).
+ */
+export const MAX_DEFAULT_TOOL_CALLS = 4;
 
 export function decideTurn(view: ConversationView, ctx: PolicyContext): SimTurn {
   const turn = ctx.script ? scriptedTurn(view, ctx.script) : defaultTurn(view, ctx);
@@ -110,14 +115,14 @@ function pick(list: readonly string[], ctx: PolicyContext, salt: number, vars: R
 function defaultTurn(view: ConversationView, ctx: PolicyContext): SimTurn {
   if (!view.chatShaped) return { reasoning: null, content: pick(CONTINUATIONS, ctx, 1, {}), toolCalls: [] };
   const tool = view.toolChoice === "none" ? undefined : chooseTool(view);
-  if (tool && view.toolResults.length === 0) {
+  if (tool && view.toolResults.length === 0 && view.allToolResults < MAX_DEFAULT_TOOL_CALLS) {
     return {
       reasoning: pick(TOOL_REASONING, ctx, 2, { tool: tool.name }),
       content: "",
       toolCalls: [{ name: tool.name, arguments: argumentsFor(tool.parameters) }],
     };
   }
-  const last = view.toolResults[view.toolResults.length - 1];
+  const last = view.toolResults.at(-1) ?? (tool ? view.lastToolResult : undefined);
   if (last !== undefined) {
     const line = firstLine(last);
     return {
