@@ -3,7 +3,7 @@
 // core's batches, serves the new weights each step) and the one-tool harness (examples/closed-loop/harness.py) that
 // drives rollouts through the gateway. Prints reward per step and the training–inference Pearson r.
 //
-//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
+//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--layout rows|tree] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
 //
 // runClosedLoop is what test/e2e/closed-loop.test.ts runs (smaller). Debian's python3-torch, python3-grpcio,
 // python3-grpc-tools and python3-numpy under /usr/bin/python3 (or RLGATE_PYTHON).
@@ -39,6 +39,8 @@ export interface ClosedLoopOptions {
   harnessArgs?: readonly string[];
   /** Gives up (and stops every process) after this long. Default 15 min. */
   timeoutMs?: number;
+  /** The layout the core serves batches in (the trainer takes the core's): rows (default) or tree. */
+  layout?: "rows" | "tree";
   /** Every line the trainer and the harness print, as they print it. */
   onLine?: (source: "trainer" | "harness", line: string) => void;
 }
@@ -54,6 +56,10 @@ export interface StepFigure {
   rollouts: number;
   /** Rows (trajectories) the step's batches held: one per rollout when each second turn continued its first. */
   rows: number;
+  /** The layout the trainer got, the tokens its forward passes took, and those the same rows hold. */
+  layout: string;
+  tokens: number;
+  rowTokens: number;
   /** Training–inference agreement on the step's trained tokens, before the step's update (the core's figures). */
   pearson: number;
   k3Kl: number;
@@ -169,6 +175,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
       batchTimeoutMs: 300,
       // A constant N: every trained token weighs 1/N whatever batch it lands in.
       lossTokens: 1024,
+      layout: options.layout ?? "rows",
     });
     let serving: () => void = () => {};
     const ready = new Promise<void>((resolve) => (serving = resolve));
@@ -250,6 +257,9 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
           exact: h["exact"] as number,
           rollouts: t["rollouts"] as number,
           rows: t["rows"] as number,
+          layout: t["layout"] as string,
+          tokens: t["tokens"] as number,
+          rowTokens: t["row_tokens"] as number,
           pearson: t["pearson"] as number,
           k3Kl: t["k3_kl"] as number,
           absDiffP99: t["abs_diff_p99"] as number,
@@ -289,7 +299,9 @@ export function formatFigure(result: ClosedLoopResult, window = 5): string {
   lines.push(
     `mean reward: first ${w} steps ${first.toFixed(3)}, last ${w} steps ${last.toFixed(3)}; ` +
       `pearson r at step 0 ${result.steps[0]?.pearson.toFixed(6)}, lowest ${Math.min(...result.steps.map((s) => s.pearson)).toFixed(6)}; ` +
-      `${result.parameters} parameters, ${result.steps.length} steps in ${result.seconds.toFixed(0)} s`,
+      `${result.parameters} parameters, ${result.steps.length} steps in ${result.seconds.toFixed(0)} s; ` +
+      `layout ${result.steps[0]?.layout}, forward tokens ${result.steps.reduce((a, s) => a + s.tokens, 0)} ` +
+      `(rows hold ${result.steps.reduce((a, s) => a + s.rowTokens, 0)})`,
   );
   return lines.join("\n");
 }
@@ -304,9 +316,12 @@ async function main(): Promise<void> {
       python: { type: "string" },
       "trainer-args": { type: "string", default: "" },
       "harness-args": { type: "string", default: "" },
+      layout: { type: "string", default: "rows" },
       verbose: { type: "boolean", default: false },
     },
   });
+  if (values.layout !== "rows" && values.layout !== "tree")
+    throw new Error(`--layout must be rows or tree, not '${values.layout}'`);
   const result = await runClosedLoop({
     steps: Number(values.steps),
     n: Number(values.n),
@@ -315,6 +330,7 @@ async function main(): Promise<void> {
     python: values.python,
     trainerArgs: values["trainer-args"].split(" ").filter(Boolean),
     harnessArgs: values["harness-args"].split(" ").filter(Boolean),
+    layout: values.layout,
     onLine: (source, line) => {
       if (values.verbose || !line.startsWith("{")) process.stderr.write(`[${source}] ${line}\n`);
     },

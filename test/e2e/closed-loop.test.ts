@@ -38,37 +38,43 @@ test(
 const STEPS = 16;
 const WINDOW = 4;
 
-test(
-  "the trainer's own policy samples through the gateway, trains on the core's batches and gets better",
-  { skip, timeout: 300_000 },
-  async () => {
-    const result = await runClosedLoop({
-      steps: STEPS,
-      n: 16,
-      targets: ["2718"],
-      seed: 0,
-      python,
-      timeoutMs: 240_000,
-    });
-    console.log(formatFigure(result, WINDOW));
-    const { steps } = result;
-    assert.equal(steps.length, STEPS);
+for (const layout of ["rows", "tree"] as const) {
+  test(
+    `the trainer's own policy samples through the gateway, trains on the core's batches and gets better (${layout} layout)`,
+    { skip, timeout: 300_000 },
+    async () => {
+      const result = await runClosedLoop({
+        steps: STEPS,
+        n: 16,
+        targets: ["2718"],
+        seed: 0,
+        python,
+        timeoutMs: 240_000,
+        layout,
+      });
+      console.log(formatFigure(result, WINDOW));
+      const { steps } = result;
+      assert.equal(steps.length, STEPS);
 
-    // The policy that sampled is the policy that trains: the same float32 logprobs before the first update.
-    assert.ok(steps[0]!.pearson >= 0.999, `pearson r at step 0: ${steps[0]!.pearson}`);
-    for (const s of steps) {
-      assert.ok(s.pearson >= 0.999, `step ${s.step}: pearson r ${s.pearson}`);
-      // On policy: step k was sampled by version k, the weights after k updates.
-      assert.deepEqual(s.sampledBy, [String(s.step)]);
-      // Every rollout is one trajectory: the second call's prompt continues the first call's tokens exactly.
-      assert.equal(s.rollouts, 16);
-      assert.equal(s.rows, s.rollouts, `step ${s.step}: one row per rollout`);
-      for (const l of s.loss) assert.ok(Number.isFinite(l));
-    }
+      // The policy that sampled is the policy that trains: the same float32 logprobs before the first update.
+      assert.ok(steps[0]!.pearson >= 0.999, `pearson r at step 0: ${steps[0]!.pearson}`);
+      for (const s of steps) {
+        assert.ok(s.pearson >= 0.999, `step ${s.step}: pearson r ${s.pearson}`);
+        // On policy: step k was sampled by version k, the weights after k updates.
+        assert.deepEqual(s.sampledBy, [String(s.step)]);
+        // Every rollout is one trajectory: the second call's prompt continues the first call's tokens exactly.
+        assert.equal(s.rollouts, 16);
+        assert.equal(s.rows, s.rollouts, `step ${s.step}: one row per rollout`);
+        // The trainer got the layout asked for; one trajectory per rollout shares nothing, so both hold as many.
+        assert.equal(s.layout, layout);
+        assert.equal(s.tokens, s.rowTokens);
+        for (const l of s.loss) assert.ok(Number.isFinite(l));
+      }
 
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const first = mean(steps.slice(0, WINDOW).map((s) => s.reward));
-    const last = mean(steps.slice(-WINDOW).map((s) => s.reward));
-    assert.ok(last >= first + 0.25, `mean reward: first ${WINDOW} steps ${first}, last ${WINDOW} steps ${last}`);
-  },
-);
+      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      const first = mean(steps.slice(0, WINDOW).map((s) => s.reward));
+      const last = mean(steps.slice(-WINDOW).map((s) => s.reward));
+      assert.ok(last >= first + 0.25, `mean reward: first ${WINDOW} steps ${first}, last ${WINDOW} steps ${last}`);
+    },
+  );
+}
