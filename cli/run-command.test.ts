@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, test } from "node:test";
 import { sandboxUnavailable } from "../runner/sandbox.ts";
 import { startStack } from "../test/helpers.ts";
@@ -14,10 +16,16 @@ function rlgate(args: string[]) {
   return spawnSync(process.execPath, ["--import", "tsx", ENTRY, ...args], { encoding: "utf8", timeout: 120_000 });
 }
 
+// tsx by its path: a run from another folder (cwd) would not find it by name.
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+
 /** Like rlgate() but without blocking the event loop (for runs that take a while). */
-function rlgateAsync(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function rlgateAsync(args: string[], cwd?: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", ENTRY, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", TSX, ENTRY, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      cwd,
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d));
@@ -63,6 +71,41 @@ describe("rlgate run (command line)", () => {
     assert.equal(unknown.status, 2);
     assert.match(unknown.stderr, /^rlgate run: unknown harness 'nosuchcli': a preset \(qwen-code/);
     assert.doesNotMatch(unknown.stderr, /\n\s+at /, "no stack trace");
+  });
+
+  test("options of its own gateway with --gateway: refused in one sentence that names them, exit 2", () => {
+    // Dropped, they would leave every reward 0 (no scripted sim behind the given gateway).
+    const r = rlgate([
+      "run",
+      "--tasks",
+      TASK,
+      "--harness",
+      "qwen-code",
+      "--gateway",
+      "http://127.0.0.1:9",
+      "--sim-script",
+      "x.json",
+      "--prompts",
+      "tokens",
+    ]);
+    assert.equal(r.status, 2);
+    assert.match(
+      r.stderr.trim(),
+      /^rlgate run: --sim-script, --prompts are for the gateway rlgate run starts itself, not for --gateway: start that gateway with them instead/,
+    );
+    assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
+    const one = rlgate([
+      "run",
+      "--tasks",
+      TASK,
+      "--harness",
+      "qwen-code",
+      "--gateway",
+      "http://127.0.0.1:9",
+      "--data",
+      "d",
+    ]);
+    assert.match(one.stderr, /^rlgate run: --data is for the gateway rlgate run starts itself/);
   });
 
   test("an unreachable --gateway: one sentence, exit 2", { skip: unavailable ?? false }, () => {
@@ -130,8 +173,15 @@ describe("rlgate run (command line)", () => {
     { skip: unavailable ?? false },
     async () => {
       const fix = `[ "$RLGATE_SAMPLE" = 0 ] && sed -i 's/a - b/a + b/' calc.py; curl -s -o /dev/null "$OPENAI_BASE_URL/chat/completions" -H 'content-type: application/json' -d '{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"hi"}]}'`;
-      const r = await rlgateAsync(["run", "--tasks", TASK, "--harness", fix, "-n", "2", "--json"]);
+      const cwd = mkdtempSync(join(tmpdir(), "rlgate-run-cwd-"));
+      const r = await rlgateAsync(["run", "--tasks", TASK, "--harness", fix, "-n", "2", "--json"], cwd);
       assert.equal(r.status, 0, r.stderr);
+      // Its store outlives its gateway, in a folder it names, where rlgate show finds the rollouts.
+      const store = /store (\S+) \(kept\)/.exec(r.stderr)?.[1];
+      assert.ok(store?.startsWith(join(cwd, ".rlgate", "runs")), r.stderr);
+      assert.ok(existsSync(store!));
+      const data = store!.slice(cwd.length + 1);
+      assert.match(r.stderr, new RegExp(`the rollouts are kept in ${data.replace(/[.]/g, "\\.")}: npx rlgate show`));
       const results = JSON.parse(r.stdout) as any[];
       assert.deepEqual(
         results.map((x) => [x.task, x.sample, x.harness, x.status, x.reward, x.calls, x.trajectories, x.stage]),
@@ -145,6 +195,12 @@ describe("rlgate run (command line)", () => {
         /fix-add#0: ok reward=1 calls=1 .* \[\d\/2\]/,
         "plain progress lines when stderr is not a terminal",
       );
+      const shown = rlgate(["show", results[0].rolloutId, "--data", store!, "--no-color"]);
+      assert.equal(shown.status, 0, shown.stderr);
+      const unknown = rlgate(["show", "r_unknown", "--data", store!]);
+      assert.equal(unknown.status, 1);
+      assert.equal(unknown.stderr.trim(), `rlgate show: no rollout 'r_unknown' in the store at ${store}`);
+      rmSync(cwd, { recursive: true, force: true });
     },
   );
 });

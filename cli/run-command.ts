@@ -1,7 +1,7 @@
 // `rlgate run`: tasks × n rollouts of a harness CLI, each in a bubblewrap sandbox, graded where the agent cannot
 // tamper, finished on a gateway with reward and status. Without --gateway it starts one of its own, with the sim.
 import { Command, InvalidArgumentError, Option } from "commander";
-import { resolve } from "node:path";
+import { relative, resolve } from "node:path";
 import { PROMPT_MODES } from "../gateway/prompts/index.ts";
 import { branchSummary } from "../runner/branch.ts";
 import { BranchPointError, parseBranchAt, type BranchAt } from "../runner/branch-points.ts";
@@ -122,7 +122,10 @@ export function runCommand(): Command {
     )
     .option("--model <name>", "model name given to the harness (default: the one the gateway's upstream serves)")
     .option("--sim-script <file>", "without --gateway: the sim plays this scripted policy (rlgate sim --script)")
-    .option("--data <dir>", "without --gateway: the store of its own gateway (default: a temporary folder, removed)")
+    .option(
+      "--data <dir>",
+      "without --gateway: the store of its own gateway, kept after the run (default: a new folder under .rlgate/runs)",
+    )
     .option(
       "--model-dir <dir>",
       "without --gateway: the model's Hugging Face files, as rlgate serve --upstream sim --model-dir: its gateway and sim use that chat family (Qwen3-Coder, Llama 3.x, gpt-oss, DeepSeek V3.1; default Qwen3, built in); the sim writes tool calls in its syntax",
@@ -205,9 +208,15 @@ export function runCommand(): Command {
         process.exitCode = 2;
         return;
       }
-      if (opts.gateway && opts.modelDir) {
+      // These shape the gateway run starts itself: with --gateway they would be dropped (every reward 0), so refused.
+      const ownGatewayOnly = ["simScript", "modelDir", "prompts", "data"].filter(
+        (name) => command.getOptionValueSource(name) === "cli",
+      );
+      if (opts.gateway && ownGatewayOnly.length) {
+        const flags = ownGatewayOnly.map((name) => `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
         console.error(
-          "rlgate run: --model-dir is for the gateway of its own; give it to the rlgate serve of --gateway",
+          `rlgate run: ${flags.join(", ")} ${flags.length > 1 ? "are" : "is"} for the gateway rlgate run starts itself, not for --gateway: ` +
+            "start that gateway with them instead (rlgate serve --model-dir, --prompts, --data; a scripted sim: rlgate sim --script, then rlgate serve --upstream), or drop --gateway",
         );
         process.exitCode = 2;
         return;
@@ -229,7 +238,9 @@ export function runCommand(): Command {
           process.exitCode = 2;
           return;
         }
-        console.error(`rlgate run: gateway ${gateway.url} with ${gateway.description}`);
+        console.error(
+          `rlgate run: gateway ${gateway.url} with ${gateway.description}, store ${gateway.dataDir} (kept)`,
+        );
         gatewayUrl = gateway.url;
         token = gateway.token;
       } else if (!token) {
@@ -303,6 +314,18 @@ export function runCommand(): Command {
         process.off("SIGINT", onSignal);
         process.off("SIGTERM", onSignal);
         await gateway?.close();
+        if (gateway) console.error(keptStoreNote(gateway.dataDir));
       }
     });
+}
+
+/** What the run's own gateway leaves and how to use it, once it is gone (relative paths stay short). */
+function keptStoreNote(dir: string): string {
+  const rel = relative(process.cwd(), dir);
+  const data = rel && !rel.startsWith("..") ? rel : dir;
+  return (
+    `rlgate run: its gateway has stopped; the rollouts are kept in ${data}: ` +
+    `npx rlgate show <rolloutId> --data ${data}; to train on them: npx rlgate replay deliver --data ${data} --to-core HOST:PORT ` +
+    "(or run with --gateway, a rlgate serve that a rlgate core reads)"
+  );
 }

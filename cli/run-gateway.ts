@@ -3,8 +3,7 @@
 // read), so the control API stays closed to an agent even if a path slipped past the bridge; with the token set the
 // gateway also wants each harness call's rollout key, which the runner's bridge adds outside the sandbox.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { startGateway, type Gateway } from "../gateway/index.ts";
 import type { PromptModeName } from "../gateway/prompts/index.ts";
@@ -14,7 +13,7 @@ import { builtInSimOptions, type BuiltInSimSettings } from "./serve-workers.ts";
 
 export interface RunGatewayOptions {
   simScript?: string;
-  /** The store; a temporary folder (removed on close) when not given. */
+  /** The store; when not given, a new folder under .rlgate/runs named by the time, kept after the run. */
   data?: string;
   modelDir?: string;
   prompts: PromptModeName;
@@ -24,6 +23,8 @@ export interface RunGateway {
   url: string;
   /** The control token: for the runner's control client only. */
   token: string;
+  /** Where the store is: kept after the run, for rlgate show, export and replay deliver --data. */
+  dataDir: string;
   /** What it serves, for the one line `rlgate run` prints. */
   description: string;
   close(): Promise<void>;
@@ -38,11 +39,12 @@ export async function startRunGateway(o: RunGatewayOptions): Promise<RunGateway>
   };
   let sim: SimServer | null = null;
   let gateway: Gateway | null = null;
-  const ownData = o.data ? null : mkdtempSync(join(tmpdir(), "rlgate-run-store-"));
+  // Kept: the run's gateway is gone when the run ends, and its store is then the only place its rollouts are.
+  const dataDir = resolve(o.data ?? defaultRunData());
+  mkdirSync(dataDir, { recursive: true });
   const close = async () => {
     await gateway?.close();
     await sim?.close();
-    if (ownData) rmSync(ownData, { recursive: true, force: true });
   };
   try {
     const family = simFamily(simSettings);
@@ -55,7 +57,7 @@ export async function startRunGateway(o: RunGatewayOptions): Promise<RunGateway>
       upstream: sim.url,
       port: 0,
       grpcPort: null,
-      dataDir: resolve(o.data ?? ownData!),
+      dataDir,
       modelMap: "claude-*=Qwen/Qwen3-8B,gpt-*=Qwen/Qwen3-8B",
       prompts: o.prompts,
       controlToken: token,
@@ -64,6 +66,7 @@ export async function startRunGateway(o: RunGatewayOptions): Promise<RunGateway>
     return {
       url: gateway.url,
       token,
+      dataDir,
       description: `the built-in sim (${family}${o.simScript ? `, script ${o.simScript}` : ""})`,
       close,
     };
@@ -71,4 +74,9 @@ export async function startRunGateway(o: RunGatewayOptions): Promise<RunGateway>
     await close();
     throw error;
   }
+}
+
+/** .rlgate/runs/<UTC time>, beside serve's .rlgate/data: a new folder each run, sorted by when it ran. */
+export function defaultRunData(now = new Date()): string {
+  return join(".rlgate", "runs", now.toISOString().replace(/[:.]/g, "-"));
 }

@@ -1,6 +1,7 @@
 // `rlgate show <rolloutId>`: a rollout's prefix tree and trajectories as text, with sampled spans set apart from
 // context. Reads the calls from a running gateway's control API, or straight from a store directory (--data).
 import { Command } from "commander";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { MODEL_DIR_HELP, modelOf } from "./model-dir-option.ts";
@@ -34,6 +35,8 @@ async function fromGateway(
 }
 
 async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRecord; calls: CallRecord[] }> {
+  // Opening creates a store: a mistyped folder would read as an empty one.
+  if (!existsSync(dir)) throw new Error(`no store at ${resolve(dir)} (--data: the folder rlgate serve or run wrote)`);
   const { Store } = await import("../store/store.ts");
   const store = new Store({ path: resolve(dir) });
   try {
@@ -67,9 +70,16 @@ export function showCommand(): Command {
     .option("--json", "print the reconstruction as JSON instead of text")
     .option("--no-color", "no ANSI colours (also when stdout is not a terminal)")
     .action(async (id: string, opts) => {
-      const { rollout, calls } = opts.data
-        ? await fromStore(opts.data, id)
-        : await fromGateway(opts.gateway, id, opts.token);
+      let found: { rollout: RolloutRecord; calls: CallRecord[] };
+      try {
+        found = opts.data ? await fromStore(opts.data, id) : await fromGateway(opts.gateway, id, opts.token);
+      } catch (error) {
+        // An unknown id, an unreachable gateway, a missing store: each already a sentence, not a stack trace.
+        console.error(`rlgate show: ${(error as Error).message}`);
+        process.exitCode = 1;
+        return;
+      }
+      const { rollout, calls } = found;
       const { fromCallRecord, reconstructRollout, formatReconstruction, reconstructionToJson } =
         await import("../trajectory/index.ts");
       const model = opts.modelDir ? await modelOf(opts.modelDir) : null;

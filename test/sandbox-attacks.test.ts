@@ -61,8 +61,13 @@ const TARGETS: Target[] = [
   {
     name: "its own gateway (a control token the sandbox never sees)",
     start: async () => {
-      const g: RunGateway = await startRunGateway({ prompts: "messages" });
-      return { url: g.url, token: g.token, close: g.close };
+      // Its store in a temporary folder (rlgate run keeps one under .rlgate/runs), removed with it.
+      const g: RunGateway = await startRunGateway({ prompts: "messages", data: tempDir("attack-store") });
+      const close = async () => {
+        await g.close();
+        rmSync(g.dataDir, { recursive: true, force: true });
+      };
+      return { url: g.url, token: g.token, close };
     },
   },
   {
@@ -223,7 +228,7 @@ for (const backend of BACKENDS) {
 
 describe("the gateway rlgate run starts, as if a path slipped past the bridge", () => {
   test("the same tries sent straight to it, without the control token only the runner holds, are all refused", async (t) => {
-    const gw = await startRunGateway({ prompts: "messages" });
+    const gw = await startRunGateway({ prompts: "messages", data: tempDir("attack-store") });
     try {
       const created = await fetch(`${gw.url}/api/rollouts`, {
         method: "POST",
@@ -259,6 +264,7 @@ describe("the gateway rlgate run starts, as if a path slipped past the bridge", 
       assert.deepEqual(through, [], `not refused:\n${through.map((p) => p.join(" ")).join("\n")}`);
     } finally {
       await gw.close();
+      rmSync(gw.dataDir, { recursive: true, force: true });
     }
   });
 });
