@@ -55,11 +55,15 @@ export function openclawRuntime(home = OPENCLAW_HOME): OpenclawRuntime | { error
 }
 
 /** ~/.openclaw/openclaw.json for one rollout: a single provider `rlgate` serving the model, nothing that phones home. */
-export function openclawConfig(ctx: HarnessContext, api: OpenclawApi): Record<string, unknown> {
+export function openclawConfig(
+  ctx: HarnessContext,
+  api: OpenclawApi,
+  workspace: string = WORKSPACE,
+): Record<string, unknown> {
   const base = `${ctx.origin}/r/${ctx.rolloutId}`;
   return {
     // Its agent works in ~/.openclaw/workspace unless told: the task's workspace is where the sandbox starts it.
-    agents: { defaults: { model: { primary: `rlgate/${ctx.model}` }, workspace: WORKSPACE } },
+    agents: { defaults: { model: { primary: `rlgate/${ctx.model}` }, workspace } },
     models: {
       // replace: OpenClaw's catalogue of hosted providers is left out, so no fallback goes anywhere but the gateway.
       mode: "replace",
@@ -88,6 +92,14 @@ export function openclawConfig(ctx: HarnessContext, api: OpenclawApi): Record<st
   };
 }
 
+/** Its environment: no update check, no mDNS advertising (nothing to find with loopback only), no interactive setup. */
+export const OPENCLAW_ENV: Readonly<Record<string, string>> = {
+  OPENCLAW_NO_AUTO_UPDATE: "1",
+  OPENCLAW_DISABLE_BONJOUR: "1",
+  OPENCLAW_NO_ONBOARD: "1",
+  OPENCLAW_NO_PROMPT: "1",
+};
+
 export function openclawHarness(api: OpenclawApi, name: string): Harness {
   return {
     name,
@@ -101,13 +113,7 @@ export function openclawHarness(api: OpenclawApi, name: string): Harness {
       if ("error" in runtime) throw new Error(runtime.error);
       return {
         argv: [runtime.node, runtime.entry, "agent", "--local", "--message", ctx.prompt, "--json"],
-        env: {
-          OPENCLAW_NO_AUTO_UPDATE: "1",
-          // mDNS advertising on the LAN: nothing to find in a sandbox with loopback only.
-          OPENCLAW_DISABLE_BONJOUR: "1",
-          OPENCLAW_NO_ONBOARD: "1",
-          OPENCLAW_NO_PROMPT: "1",
-        },
+        env: { ...OPENCLAW_ENV },
         files: { ".openclaw/openclaw.json": JSON.stringify(openclawConfig(ctx, api), null, 2) },
       };
     },

@@ -5,7 +5,9 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ScriptToolCall, ScriptTurn } from "../../sim/index.ts";
 import type { CreatedRollout } from "../helpers.ts";
+import { OPENCLAW_APIS } from "../../runner/openclaw.ts";
 import { baseEnv, ROOT, type HarnessDirs } from "./harness-run.ts";
+import { openclawMatrixHarness } from "./openclaw-harness.ts";
 
 export interface Launch {
   command: string;
@@ -333,6 +335,7 @@ export const HARNESSES: Harness[] = [
   piHarness("anthropic-messages"),
   piHarness("openai-responses"),
   piHarness("openai-completions"),
+  ...OPENCLAW_APIS.map(openclawMatrixHarness),
 ];
 
 export function isInstalled(harness: Harness): boolean {
