@@ -6,7 +6,8 @@ import { describe, test } from "node:test";
 import { Server } from "@grpc/grpc-js";
 import { TrainerClient as Trainer } from "../clients/ts/index.ts";
 import type { StoredBatch } from "../rl-core/core/core-store.ts";
-import { TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
+import { batchMessage, TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
+import { treeBatch } from "../rl-core/core/tree-layout.ts";
 import { bytesOf, type BatchMessage, type RowInfo } from "./index.ts";
 import { TrainerClient, trainerService } from "./proto.ts";
 import { bindServer, shutdownServer } from "./server.ts";
@@ -65,7 +66,7 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
   };
 }
 
-const ARRAYS = [
+const ROW_ARRAYS = [
   "offsets",
   "tokenIds",
   "lossMask",
@@ -75,6 +76,7 @@ const ARRAYS = [
   "callIndex",
   "routedExperts",
 ] as const;
+const ARRAYS = [...ROW_ARRAYS, "parents", "positions", "tokenRows", "rowNodes", "trieOffsets", "subtreeEnds"] as const;
 
 describe("aligned batch encoder", () => {
   test("decodes (protobufjs) to the same message, every 4-byte array aligned in the frame", () => {
@@ -89,35 +91,40 @@ describe("aligned batch encoder", () => {
       [64, 2048],
       [7, 30_000],
     ] as const) {
-      const m = batch(rows * 1000 + perRow + 1, rows, perRow);
-      const bytes = encode(m);
-      // As a grpc-js receiver holds it: the 5-byte prefix, then the message, in fresh memory.
-      const frame = Buffer.alloc(bytes.length + 5);
-      bytes.copy(frame, 5);
-      const got = decode(frame.subarray(5));
-      for (const name of ARRAYS) {
-        assert.deepEqual(Buffer.from(got[name]!), Buffer.from(m[name]!), `${name} (${rows}×${perRow})`);
-        if (name !== "lossMask" && got[name]!.byteLength > 0)
-          assert.equal(got[name]!.byteOffset % 4, 0, `${name} aligned`);
+      const rowsBatch = batch(rows * 1000 + perRow + 1, rows, perRow);
+      // The tree layout too: its int32 structure arrays are aligned like the others.
+      for (const m of [rowsBatch, { ...rowsBatch, ...treeBatch(batchMessage(rowsBatch)) }]) {
+        const bytes = encode(m);
+        // As a grpc-js receiver holds it: the 5-byte prefix, then the message, in fresh memory.
+        const frame = Buffer.alloc(bytes.length + 5);
+        bytes.copy(frame, 5);
+        const got = decode(frame.subarray(5));
+        for (const name of ARRAYS) {
+          assert.deepEqual(Buffer.from(got[name] ?? []), Buffer.from(m[name] ?? []), `${name} (${rows}×${perRow})`);
+          if (name !== "lossMask" && got[name]!.byteLength > 0)
+            assert.equal(got[name]!.byteOffset % 4, 0, `${name} aligned`);
+        }
+        const { padding, ...rest } = got;
+        assert.ok(!padding || padding.every((b) => b === 0));
+        // The core's own bookkeeping (signal, group context) stays in its store (the group key travels: group_key); optional call fields
+        // arrive with protobufjs's one-field-oneof markers (`temperaturePresent`).
+        const calls = (row: RowInfo) =>
+          row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
+        assert.deepEqual(
+          {
+            ...rest,
+            ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
+            rowInfo: rest.rowInfo.map((r) => ({ ...r, calls: calls(r) })),
+          },
+          {
+            ...m,
+            layout: m.layout ?? "",
+            rowTokens: m.rowTokens ?? 0,
+            ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
+            rowInfo: m.rowInfo.map(({ signal: _s, context: _c, ...r }) => r),
+          },
+        );
       }
-      const { padding, ...rest } = got;
-      assert.ok(!padding || padding.every((b) => b === 0));
-      // The core's own bookkeeping (signal, group context) stays in its store (the group key travels: group_key); optional call fields
-      // arrive with protobufjs's one-field-oneof markers (`temperaturePresent`).
-      const calls = (row: RowInfo) =>
-        row.calls.map((c) => Object.fromEntries(Object.entries(c).filter(([k]) => !k.endsWith("Present"))));
-      assert.deepEqual(
-        {
-          ...rest,
-          ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
-          rowInfo: rest.rowInfo.map((r) => ({ ...r, calls: calls(r) })),
-        },
-        {
-          ...m,
-          ...Object.fromEntries(ARRAYS.map((n) => [n, null])),
-          rowInfo: m.rowInfo.map(({ signal: _s, context: _c, ...r }) => r),
-        },
-      );
     }
   });
 
@@ -131,7 +138,7 @@ describe("aligned batch encoder", () => {
         return batches.size;
       },
     };
-    const expected = new Map([...batches].map(([id, b]) => [id, Buffer.concat(ARRAYS.map((n) => b[n]!))]));
+    const expected = new Map([...batches].map(([id, b]) => [id, Buffer.concat(ROW_ARRAYS.map((n) => b[n]!))]));
     const service = new TrainerService({ source, token: null, status: () => ({}) as never });
     const server = new Server();
     server.addService(trainerService, service.handlers());
@@ -143,7 +150,9 @@ describe("aligned batch encoder", () => {
       await Promise.all(
         clients.map(async (client) => {
           for await (const b of client.batches({ signal: ac.signal, maxInFlight: 3 })) {
-            const got = Buffer.concat(ARRAYS.map((n) => Buffer.from(b[n]!.buffer, b[n]!.byteOffset, b[n]!.byteLength)));
+            const got = Buffer.concat(
+              ROW_ARRAYS.map((n) => Buffer.from(b[n]!.buffer, b[n]!.byteOffset, b[n]!.byteLength)),
+            );
             assert.ok(b.routedExperts instanceof Uint16Array, "routed experts: a uint16 view");
             assert.ok(got.equals(expected.get(b.batchId)!), `batch ${b.batchId} arrived intact`);
             assert.ok(
