@@ -7,6 +7,7 @@
 //          when it exits) — and none of its processes; runner/podman-grade-init.cjs restores the test paths from the
 //          pristine image, puts the hidden tests in and runs the test command as the container user; it alone writes
 //          the result, to a folder of the runner's that the test command cannot reach; the reward is read from that file
+import { textTail } from "../util/text-tail.ts";
 import { chmodSync, lstatSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -282,7 +283,7 @@ export function judgeGrade(
   const none = (error: string) => ({ reward: null, error, verdict: null });
   if (!r) return none(`the grader wrote no result (${exitText})`);
   if (r.timedOut) return none(`grading ran past verifier_timeout (${task.verifierTimeoutSec} s)`);
-  if (r.stage === "setup") return none(`grading could not be set up: ${r.log.trim().slice(-500)}`);
+  if (r.stage === "setup") return none(`grading could not be set up: ${textTail(r.log, 500)}`);
   if (r.error) return none(`the test command could not start: ${r.error}`);
   if (task.reward.kind === "exit_code") return { reward: r.code === 0 ? 1 : 0, error: null, verdict: null };
   const verdict = testOutcomes(log, task.reward);

@@ -65,6 +65,20 @@ export function podman(args: string[], options: { input?: string; timeoutMs?: nu
   return { status: r.status, stdout: r.stdout ?? "", stderr: `${r.stderr ?? ""}${r.error ? r.error.message : ""}` };
 }
 
+/**
+ * The environment of the `podman run` client: PATH and HOME, and the user's podman configuration (CONTAINERS_CONF,
+ * CONTAINERS_STORAGE_CONF, CONTAINERS_REGISTRIES_CONF, … and the XDG folders podman reads its files from), as
+ * `podman info` saw it when the backend was probed — else the containers start from other storage than the one
+ * checked. The agent's own variables go in by --env, never from here.
+ */
+export function podmanClientEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const kept = Object.entries(env).filter(
+    (e): e is [string, string] =>
+      e[1] !== undefined && (/^CONTAINERS_/.test(e[0]) || /^XDG_(CONFIG_HOME|DATA_HOME|RUNTIME_DIR)$/.test(e[0])),
+  );
+  return { PATH: env["PATH"] ?? "/usr/bin:/bin", HOME: env["HOME"] ?? "/root", ...Object.fromEntries(kept) };
+}
+
 /** Null when podman can run containers here, else why not. */
 export function podmanUnavailable(): string | null {
   if (spawnSync("podman", ["--version"]).error) return "podman is not installed: apt-get install podman runc";
@@ -185,7 +199,7 @@ export class Container extends WatchedProcess {
     const child = spawn("podman", [...(runtime ? ["--runtime", runtime] : []), ...containerArgs(spec)], {
       cwd: PODMAN_CWD,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: process.env["HOME"] ?? "/root" },
+      env: podmanClientEnv(),
     });
     super(child, spec.limits, options);
     this.name = spec.name;

@@ -5,6 +5,7 @@
 //            hidden tests copied in, the verifier run; exit 0 is reward 1, anything else 0 (under podman: a fresh
 //            container, the reward read from a file only the grader can write: runner/podman-rollout.ts)
 //   finish   reward and status posted to the gateway, with the stage reached and the logs in the rollout's metadata
+import { textTail } from "../util/text-tail.ts";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -260,7 +261,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       } else if (k.agentExit.stopped === "aborted") fail("aborted", "the run was interrupted");
       else if (k.agentExit.stopped) fail("infra_error", `agent ${describeExit(k.agentExit)}`);
       else if (k.harnessExit === 126 || k.harnessExit === 127)
-        fail("infra_error", `the harness could not start: ${k.logs["agent"]?.trim().slice(-500)}`);
+        fail("infra_error", `the harness could not start: ${textTail(k.logs["agent"] ?? "", 500)}`);
       else reward = k.reward;
     } else {
       bridge = await startBridge({
@@ -342,11 +343,11 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
         fail(
           "infra_error",
           podman
-            ? `the container could not start: ${logs["agent"]?.trim().slice(-500)}`
+            ? `the container could not start: ${textTail(logs["agent"] ?? "", 500)}`
             : `the workspace overlay could not be mounted: ${logs["agent"]?.trim()}`,
         );
       else if (agentExit.code === 126 || agentExit.code === 127)
-        fail("infra_error", `the harness could not start: ${logs["agent"]?.trim().slice(-500)}`);
+        fail("infra_error", `the harness could not start: ${textTail(logs["agent"] ?? "", 500)}`);
       // A branch dropped on divergence is never graded nor trained (finished aborted, without a reward).
       const divergence =
         o.branch && error === null ? (await o.control.rollout(created.id)).metadata?.branch?.divergence : null;
@@ -396,7 +397,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
         else if (gradeExit.stopped || gradeExit.startError)
           fail("infra_error", `grading sandbox ${describeExit(gradeExit)}`);
         else if (gradeExit.code === MOUNT_FAILED || gradeExit.code === GRADE_SETUP_FAILED) {
-          fail("infra_error", `grading could not be set up: ${logs["grade"]?.trim().slice(-500)}`);
+          fail("infra_error", `grading could not be set up: ${textTail(logs["grade"] ?? "", 500)}`);
         } else reward = gradeExit.code === 0 ? 1 : 0;
       }
     }
