@@ -150,7 +150,8 @@ def main():
             "rlgate run's grading), as many as the core's --group-size or each rollout's declared group size"
             % (args.core, status.estimator, gateways, status.rollouts_received, status.groups_pending, status.batches_ready)
         )
-        for batch in client.batches(trainer="example-trainer"):
+        # Rows whatever the core's --layout: this example reads rows (row_info, per-row figures), not tries.
+        for batch in client.batches(trainer="example-trainer", layout="rows"):
             if batch.batch_id in seen:
                 client.ack([batch.batch_id])
                 if not args.json:

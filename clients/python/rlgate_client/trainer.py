@@ -86,10 +86,19 @@ class Batch:
         """Row r's routed experts as the trainers replay them: [len - 1, layers, top_k] (None without routing)."""
         if self.routed_experts is None:
             return None
+        if self.layout == "tree":  # a copy: the row's tokens gathered from the tree
+            return self.routed_experts[self.row_nodes[self.row(r)][:-1]]
         return self.routed_experts[int(self.offsets[r]) : int(self.offsets[r + 1]) - 1]
 
     def token_calls(self, r: int) -> list:
         """The CallInfo of every token of row r (None on context)."""
+        if self.layout == "tree":  # a tree token's call_index points into the calls of its token_rows row
+            own = {c.seq: c for c in self.row_info[r].calls}
+            out = []
+            for t in self.row_nodes[self.row(r)]:
+                ci = int(self.call_index[t])
+                out.append(own.get(self.row_info[int(self.token_rows[t])].calls[ci].seq) if ci >= 0 else None)
+            return out
         calls = self.row_info[r].calls
         return [calls[i] if i >= 0 else None for i in self.call_index[self.row(r)]]
 

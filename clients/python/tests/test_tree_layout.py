@@ -57,6 +57,8 @@ class TreeLayoutTest(unittest.TestCase):
             back = t.to_rows()
             for name in ("token_ids", "loss_mask", "logprobs", "advantages", "loss_weights", "call_index"):
                 np.testing.assert_array_equal(getattr(back, name), getattr(r, name), err_msg=name)
+            for row in range(r.rows):
+                self.assertEqual([c and c.seq for c in t.token_calls(row)], [c and c.seq for c in r.token_calls(row)])
             from rlgate_client.adapters import to_verl
 
             a, b = to_verl(t, as_numpy=True)["batch"], to_verl(r, as_numpy=True)["batch"]
