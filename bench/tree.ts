@@ -5,7 +5,7 @@
 // trie per group would take instead of one per rollout. Then the torch trainer's step (forward + backward) on CPU in
 // both layouts (bench/tree-step.py). Not part of the test run.
 //
-//   npm run bench:tree [-- --turns 16 --n 4 --python /usr/bin/python3]
+//   npm run bench:tree [-- --turns 16 --n 4 --python /usr/bin/python3 --rows-per-pass 4 --tokens-only]
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { rmSync } from "node:fs";
@@ -23,6 +23,8 @@ const { values } = parseArgs({
     n: { type: "string", default: "4" },
     python: { type: "string", default: process.env["RLGATE_PYTHON"] ?? "/usr/bin/python3" },
     "rows-per-pass": { type: "string", default: "4" },
+    // The token figures alone, without the trainer's step (minutes of CPU on a shared machine).
+    "tokens-only": { type: "boolean", default: false },
   },
 });
 const turns = Number(values.turns);
@@ -165,6 +167,7 @@ async function main(): Promise<void> {
           `${(f.group / f.tree).toFixed(3).padStart(17)}${((f.tree - (n - 1) * f.prompt) / f.tree).toFixed(3).padStart(9)}`,
       );
     }
+    if (values["tokens-only"]) return;
     // Asynchronously: the core the step reads its batches from runs in this process.
     const child = spawn(
       values.python,

@@ -93,7 +93,7 @@ describe("aligned batch encoder", () => {
     ] as const) {
       const rowsBatch = batch(rows * 1000 + perRow + 1, rows, perRow);
       // The tree layout too: its int32 structure arrays are aligned like the others.
-      for (const m of [rowsBatch, { ...rowsBatch, ...treeBatch(batchMessage(rowsBatch)) }]) {
+      for (const m of [rowsBatch, { ...treeBatch(batchMessage(rowsBatch)), rowInfo: rowsBatch.rowInfo }]) {
         const bytes = encode(m);
         // As a grpc-js receiver holds it: the 5-byte prefix, then the message, in fresh memory.
         const frame = Buffer.alloc(bytes.length + 5);
