@@ -4,6 +4,7 @@ import type { Logger } from "../util/log.ts";
 import type { ClusterLink } from "./cluster/worker-link.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { PassthroughRoutes } from "./passthrough-routes.ts";
+import type { PolicyGate } from "./policy/gate.ts";
 import type { HistoryRepair } from "./repair/index.ts";
 import type { KnownSecrets } from "./secrets.ts";
 import type { TokenPrompts } from "./prompts/index.ts";
@@ -64,6 +65,8 @@ export interface GatewayContext {
   secrets: KnownSecrets;
   /** Each rollout's recent prompt id lists: an answer's prompt ids that continue one are compared, not read. */
   recentPromptIds: RecentIdListsByRollout;
+  /** Weight updates: pauses of the upstreams, held calls, the policy version served now (gateway/policy). */
+  policy: PolicyGate;
   /** Set in a worker of `rlgate serve --workers N`: the other workers' UI events and metrics, through the primary. */
   cluster?: ClusterLink;
 }

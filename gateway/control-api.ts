@@ -14,6 +14,7 @@ import { parseJsonBody, readBody } from "./body.ts";
 import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
 import { toSnakeCase } from "../util/json-case.ts";
+import { policyRoute } from "./policy/control.ts";
 
 /** The trajectory stream carries the round as a uint32 (0: none given). */
 const MAX_ROUND = 2 ** 32 - 1;
@@ -313,6 +314,12 @@ export async function handleControlApi(
       if (parts.length === 5) return sendJson(res, 200, findCall(ctx, id, parts[4]!));
     }
   }
+
+  const policy = await policyRoute(ctx.policy, parts, method, async () => {
+    const body = await readBody(req, ctx.config.bodyLimitBytes);
+    return body.length === 0 ? {} : parseJsonBody(body); // a pause or resume with its defaults needs no body
+  });
+  if (policy) return sendJson(res, 200, policy);
 
   if (parts[1] === "calls" && method === "GET") {
     // Calls no rollout claimed.

@@ -9,6 +9,9 @@ import type { GatewayContext } from "./context.ts";
 import { startGatewayGrpc, type GatewayGrpc } from "./grpc/index.ts";
 import type { TlsFiles } from "../protocol/tls.ts";
 import { GatewayMetrics } from "./metrics.ts";
+import { PolicyGate } from "./policy/gate.ts";
+import { PolicyMetrics } from "./policy/metrics.ts";
+import { ReplicaPauser } from "./policy/upstream-pause.ts";
 import { createGatewayServer } from "./server.ts";
 import type { TrajectorySettings } from "./trajectories.ts";
 import { TrajectoryThread } from "./trajectory-thread.ts";
@@ -182,12 +185,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     space: { reserveBytes: options.storeReserveBytes, log: (line) => log.warn(line) },
   });
   const trajectorySettings = trajectorySettingsOf(options, format);
+  const metrics = new GatewayMetrics({ processMetrics: options.processMetrics });
+  const upstreamFlavor = selectUpstreamFlavor(options.upstreamFlavor);
+  const policy = new PolicyGate(
+    new ReplicaPauser(upstreamFlavor.name, () => upstream.replicas, options.upstreamApiKey),
+    new PolicyMetrics(metrics.registry),
+    log,
+  );
   const context: GatewayContext = {
     store,
     upstream,
-    flavor: selectUpstreamFlavor(options.upstreamFlavor),
+    flavor: upstreamFlavor,
     modelMap: options.modelMap instanceof ModelMap ? options.modelMap : ModelMap.parse(options.modelMap),
-    metrics: new GatewayMetrics({ processMetrics: options.processMetrics }),
+    metrics,
+    policy,
     config: {
       bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
       requireRollout: options.requireRollout ?? false,
@@ -242,6 +253,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       }
     };
     await step(() => grpc?.close());
+    await step(() => policy.close());
     await step(
       () =>
         new Promise<void>((resolve) => {

@@ -25,6 +25,11 @@ export interface SimContext {
   moe?: MoeOptions;
   /** The vLLM version answered as: the reasoning field it writes and reads (undefined: `reasoning`, vLLM >= 0.17). */
   reasoningField?: ReasoningField;
+  /**
+   * The seed of reported logprobs when the weights were updated (sim/weights): another policy scores the same tokens
+   * differently. Sampling keeps `seed`, so a fixed request seed samples the same ids under every version.
+   */
+  logprobSeed?: number;
 }
 
 export interface HandlerInput {

@@ -15,6 +15,8 @@ import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
 import { PrefixCache, type PrefixCacheFigures } from "./prefix-cache.ts";
 import { listen } from "../util/listen.ts";
+import { SimWeights, abortChunk, type StreamGate } from "./weights/state.ts";
+import { weightsRoute } from "./weights/routes.ts";
 
 export interface SimOptions {
   host?: string;
@@ -93,6 +95,8 @@ export interface SimServer {
   readonly events: EventEmitter;
   /** Prompt tokens read from the prefix cache and prefilled; null when the model is off (`prefillUsPerToken`). */
   readonly prefixCache: Readonly<PrefixCacheFigures> | null;
+  /** The policy version, pauses and the log of updates (sim/weights). */
+  readonly weights: SimWeights;
 }
 
 const DEFAULT_MODEL = "Qwen/Qwen3-8B";
@@ -154,6 +158,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   // Load the tokenizer and compile the template now, so the first request is as fast as the rest.
   renderChatIds([{ role: "user", content: "warm up" }]);
 
+  const weights = new SimWeights(seed);
   const stats: SimStats = { requests: 0, completed: 0, aborted: 0, errors: 0, resets: 0, inFlight: 0 };
   const records: SimRequestRecord[] = [];
   const events = new EventEmitter();
@@ -248,6 +253,26 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     if (fault === "hang") return closed;
     if (fault === "reset" && !isStreaming(raw)) return reset(res, record);
 
+    const weightsHandler = weightsRoute(flavor.name, record.method, record.path);
+    if (weightsHandler) {
+      let body: unknown;
+      try {
+        body = raw.trim() === "" ? undefined : JSON.parse(raw);
+      } catch (cause) {
+        return sendError(
+          res,
+          record,
+          new SimHttpError(400, `JSON decode error: ${(cause as Error).message}`, { cause }),
+        );
+      }
+      const query = new URL(req.url ?? "/", "http://sim").searchParams;
+      const answer = await weightsHandler(weights, query, body);
+      return sendJson(res, record, answer.status, answer.body);
+    }
+    // While the weights are paused no generation starts (both servers hold new requests until resumed).
+    if (generation) await weights.runnable(closed);
+    if (res.destroyed) return;
+
     const handler = flavor.route(record.method, record.path);
     if (handler === undefined || handler === null) {
       await sleep(delayMs, closed);
@@ -272,7 +297,8 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         }
       }
       if (record.bodyBytes <= MAX_RECORDED_BODY) record.body = body;
-      reply = handler({ body, ctx });
+      const logprobSeed = weights.logprobSeed;
+      reply = handler({ body, ctx: logprobSeed === undefined ? ctx : { ...ctx, logprobSeed } });
     } catch (error) {
       await sleep(delayMs, closed);
       if (error instanceof SimHttpError) return sendError(res, record, error);
@@ -284,7 +310,13 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       const steps = generation ? (reply.steps ?? 1) : 0;
       const latency = generation ? timing.ttftMs + prefill + Math.max(0, steps - 1) * timing.interTokenMs : 0;
       if (fault === "stall") return closed;
-      await sleep(delayMs + latency, closed);
+      // A wait-mode pause waits for a whole answer too; an abort-mode one does not cut it (the sim aborts streams).
+      const end = generation ? weights.whole() : () => {};
+      try {
+        await sleep(delayMs + latency, closed);
+      } finally {
+        end();
+      }
       if (res.destroyed) return;
       return sendJson(res, record, reply.status, reply.body);
     }
@@ -294,7 +326,12 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         : fault === "stall" || fault === "stream-error"
           ? fault
           : undefined;
-    await writeStream(res, record, reply, delayMs + prefill, closed, cut);
+    const gate = weights.stream(record.seq);
+    try {
+      await writeStream(res, record, reply, delayMs + prefill, closed, cut, gate);
+    } finally {
+      gate.done();
+    }
   }
 
   async function writeStream(
@@ -304,7 +341,10 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     delayMs: number,
     closed: Promise<void>,
     cut: "reset" | "stall" | "stream-error" | undefined,
+    gate: StreamGate,
   ): Promise<void> {
+    // An abort-mode pause ends the stream at the next step: the steps that follow are never sampled.
+    const waitOrInterrupt = Promise.race([closed, gate.interrupted]);
     record.status = 200;
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
     res.flushHeaders();
@@ -315,8 +355,13 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     for (let s = 0; s < reply.steps.length; s++) {
       if (res.destroyed) return;
       if (paced && s > 0) {
-        await sleep(timing.interTokenMs, closed);
+        await sleep(timing.interTokenMs, waitOrInterrupt);
         if (res.destroyed) return;
+      }
+      if (s > 0 && gate.held && (await gate.next(s, closed)) === "abort") {
+        if (!paced) res.uncork();
+        res.end(`data: ${abortChunk(reply.steps[0]?.[0])}\n\ndata: [DONE]\n\n`);
+        return;
       }
       const step = reply.steps[s]!;
       if (step.length > 0) res.write(step.map((payload) => `data: ${payload}\n\n`).join(""));
@@ -347,6 +392,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     requests: records,
     events,
     prefixCache: prefixCache?.figures ?? null,
+    weights,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -198,6 +198,21 @@ export interface CallRecord {
    * replayed. Its prompt ids then hold that call's prompt and answer (context here), its choices no sampled ids.
    */
   replayOf?: { rolloutId: string; seq: number };
+  /** Weight updates the call met (gateway/policy); absent when none did. */
+  policyUpdate?: PolicyUpdateRecord;
+}
+
+/** What a weight update did to one call: held it before it went upstream, or interrupted its answer. */
+export interface PolicyUpdateRecord {
+  /** Milliseconds the call waited for a resume before it went upstream (a pause held it). */
+  heldMs?: number;
+  /** Times the upstream aborted the answer and the gateway continued it (gateway/policy/continued-completion.ts). */
+  continued?: number;
+  /**
+   * The version of each sampled token, as runs over the (single) choice's tokens: tokens from `start` to the next run's
+   * start were sampled by `version`. Absent when every token has the call's `policyVersion`.
+   */
+  versions?: { start: number; version: string | null }[];
 }
 
 /** One assistant turn of a forwarded chat request that history repair changed. */

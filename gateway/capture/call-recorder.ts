@@ -6,6 +6,7 @@ import type {
   CallStatus,
   ChoiceCapture,
   HistoryRepair,
+  PolicyUpdateRecord,
   PromptRecord,
   SamplingParams,
   TokenSource,
@@ -37,6 +38,8 @@ export interface CallStart {
   sampling?: SamplingParams | null;
   warnings?: string[];
   maxTokensCap?: CallRecord["maxTokensCap"];
+  /** Filled in while the call runs when a weight update meets it (gateway/policy); kept when not empty. */
+  policyUpdate?: PolicyUpdateRecord;
   /** Epoch ms and performance.now() when the request head arrived. */
   startEpoch: number;
   startPerf: number;
@@ -270,6 +273,9 @@ export class CallRecorder {
       tokenIssue: verdict.issue,
       ...(routingIssue === null ? {} : { routingIssue }),
       policyVersion: this.#start.policyVersion ?? null,
+      ...(this.#start.policyUpdate && Object.keys(this.#start.policyUpdate).length
+        ? { policyUpdate: this.#start.policyUpdate }
+        : {}),
       sampling: this.#start.sampling ?? null,
       timings: {
         start: this.#start.startEpoch,

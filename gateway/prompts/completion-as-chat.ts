@@ -3,7 +3,7 @@
 // completion pass through as the upstream sent them.
 import { SseParser } from "../sse-parser.ts";
 import type { Json } from "../upstream/fields.ts";
-import type { Sink, UpstreamAnswer, UpstreamCall, UpstreamHeaders } from "../upstream/upstream-call.ts";
+import type { Sink, UpstreamAnswer, UpstreamHeaders } from "../upstream/upstream-call.ts";
 import {
   ChatChunkStream,
   chatFromCompletion,
@@ -50,7 +50,7 @@ function addTops(choice: Json, queue: Json[][]): void {
 }
 
 export class CompletionAsChat implements UpstreamAnswer {
-  readonly #upstream: UpstreamCall;
+  readonly #upstream: UpstreamAnswer;
   readonly #settings: AnswerSettings;
   readonly #onAnswers: (answers: AnsweredChoice[]) => void;
   #answers: AnsweredChoice[] | null = null;
@@ -65,7 +65,7 @@ export class CompletionAsChat implements UpstreamAnswer {
 
   /** `onAnswers`: called once the answer is complete, before the relay commits the call. */
   constructor(
-    upstream: UpstreamCall,
+    upstream: UpstreamAnswer,
     settings: AnswerSettings,
     onAnswers: (answers: AnsweredChoice[]) => void = () => {},
   ) {

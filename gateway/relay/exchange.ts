@@ -23,6 +23,8 @@ import type { RecentIdLists } from "../upstream/id-list.ts";
 import { parseReadingPromptIds } from "../upstream/chat-chunk-scan.ts";
 import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
 import { vocabularySize } from "../upstream/vocabulary.ts";
+import { ContinuedCompletion, continuable } from "../policy/continued-completion.ts";
+import type { PolicyUpdateRecord } from "../../store/records.ts";
 
 /** A harness request as the router hands it to a surface. */
 export interface HarnessCall {
@@ -60,7 +62,7 @@ export interface ExchangeSpec {
    */
   toolCount?: number;
   /** Reads the upstream's answer as another API (token prompt mode: a completion read as a chat completion). */
-  translateAnswer?: (upstream: UpstreamCall, recorder: CallRecorder) => UpstreamAnswer;
+  translateAnswer?: (upstream: UpstreamAnswer, recorder: CallRecorder) => UpstreamAnswer;
   /** The codec of the chat answer the relays read (default: the upstream flavour's chat codec). */
   chatCodec?: ApiCodec;
   /** What the translation dropped or changed, recorded on the call. */
@@ -72,11 +74,15 @@ export interface ExchangeSpec {
 const CHAT_PATH = "/v1/chat/completions";
 export const POLICY_VERSION_HEADER = "x-rlgate-policy-version";
 
-/** The call's policy version: its header (a harness or runner passes it per call), else its rollout's. */
+/**
+ * The call's policy version: its header (a harness or runner passes it per call), else the version the last resume
+ * through the gateway named (gateway/policy), else its rollout's.
+ */
 function policyVersionOf(ctx: GatewayContext, call: HarnessCall): string | null {
   const header = call.req.headers[POLICY_VERSION_HEADER];
   const value = Array.isArray(header) ? header[0] : header;
   if (value) return value.slice(0, 128);
+  if (ctx.policy.version !== null) return ctx.policy.version;
   const rolloutId = call.attribution.rolloutId;
   return (rolloutId === null ? null : ctx.store.getRollout(rolloutId)?.policyVersion) ?? null;
 }
@@ -242,6 +248,9 @@ export async function openExchange(
   // A store that cannot keep the call refuses it before it costs the upstream anything (store/disk-space.ts).
   const full = ctx.store.writeRefusal();
   if (full) throw asGatewayError(full);
+  // A weight update in progress: the call waits for the resume (it is served by the new weights), it does not fail.
+  const policyUpdate: PolicyUpdateRecord = {};
+  if (ctx.policy.paused) policyUpdate.heldMs = Math.round((await ctx.policy.hold()) * 1000) / 1000;
   const { req, res, attribution } = call;
   const requestReceived = new RawJson(call.rawBody);
   const chat = spec.upstreamPath === CHAT_PATH;
@@ -252,6 +261,7 @@ export async function openExchange(
   const payload = forwardedPayload(forwarded, call.body, requestReceived);
   const tools = forwarded["tools"];
   const toolCount = spec.toolCount ?? (chat ? (Array.isArray(tools) ? tools.length : 0) : undefined);
+  const policyVersion = policyVersionOf(ctx, call);
   const recorder = new CallRecorder(
     ctx.store,
     ctx.metrics,
@@ -265,7 +275,8 @@ export async function openExchange(
       requestForwarded: payload.record,
       ...(toolCount === undefined ? {} : { tools: toolCount }),
       ...(repaired?.repairs.length ? { repairs: repaired.repairs } : {}),
-      policyVersion: policyVersionOf(ctx, call),
+      policyVersion,
+      policyUpdate,
       sampling: samplingOf(spec.forwarded),
       warnings: spec.warnings,
       maxTokensCap: spec.maxTokensCap,
@@ -280,9 +291,11 @@ export async function openExchange(
 
   const upstreamCall = new UpstreamCall();
   let harnessGone = false;
+  // What a leaving harness aborts: the upstream request, or the answer continued after a weight update.
+  let live: { abort(): void } = upstreamCall;
   const onGone = () => {
     harnessGone = true;
-    upstreamCall.abort();
+    live.abort();
   };
   watchHarnessDisconnect(res, onGone);
   // A harness that left while its request was read and parsed is gone already ('close' has fired).
@@ -293,19 +306,15 @@ export async function openExchange(
   recorder.endWork();
   recorder.markUpstreamStart();
   let upstream: UpstreamCall;
+  const target = {
+    path: spec.upstreamPath,
+    headers,
+    dropAuthorization: attribution.usedRolloutKey,
+    rolloutId: attribution.rolloutId,
+    onReplica: (replica: string, retriedAfter: Error | null) => recorder.servedBy(replica, retriedAfter),
+  };
   try {
-    upstream = await forward(
-      ctx,
-      {
-        path: spec.upstreamPath,
-        headers,
-        dropAuthorization: attribution.usedRolloutKey,
-        rolloutId: attribution.rolloutId,
-        onReplica: (replica, retriedAfter) => recorder.servedBy(replica, retriedAfter),
-      },
-      payload.bytes,
-      upstreamCall,
-    );
+    upstream = await forward(ctx, target, payload.bytes, upstreamCall);
   } catch (error) {
     recorder.beginWork();
     const status = classifyUpstreamFailure(error, harnessGone);
@@ -330,7 +339,20 @@ export async function openExchange(
   }
   recorder.beginWork();
   recorder.markFirstByte();
-  const answer = spec.translateAnswer ? spec.translateAnswer(upstream, recorder) : upstream;
+  let native: UpstreamAnswer = upstream;
+  if (continuable(spec.upstreamPath, forwarded)) {
+    const continued = new ContinuedCompletion(upstream, {
+      body: forwarded,
+      reopen: (body, next) => forward(ctx, target, body, next),
+      policy: ctx.policy,
+      metrics: ctx.policy.metrics,
+      record: policyUpdate,
+      version: policyVersion,
+    });
+    live = continued;
+    native = continued;
+  }
+  const answer = spec.translateAnswer ? spec.translateAnswer(native, recorder) : native;
   const promptIds = ctx.recentPromptIds.of(attribution.rolloutId);
   return new Exchange(ctx, res, recorder, answer, () => harnessGone, promptIds, spec.chatCodec);
 }

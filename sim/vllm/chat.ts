@@ -92,7 +92,7 @@ export function planChat(req: ChatRequest, ctx: SimContext): ChatPlan {
       format,
     });
     const logprobs = req.logprobs
-      ? sampledLogprobs({ seed: ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK)
+      ? sampledLogprobs({ seed: ctx.logprobSeed ?? ctx.seed, noise: ctx.logprobNoise }, promptHash, gen.ids, topK)
       : null;
     choices.push({ gen, logprobs });
   }

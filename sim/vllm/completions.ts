@@ -88,7 +88,7 @@ export function planCompletions(req: CompletionRequest, ctx: SimContext): Choice
     const view = viewFromPromptText(partial?.head ?? prompt.text, format.family.markup);
     if (!simThinks(ctx)) view.thinking = false;
     const promptHash = req.logprobs != null ? contextHash(prompt.ids) : 0;
-    const settings = { seed: ctx.seed, noise: ctx.logprobNoise };
+    const settings = { seed: ctx.logprobSeed ?? ctx.seed, noise: ctx.logprobNoise };
     // Teacher forcing (`rlgate replay score`): every prompt token scored given the tokens before it.
     const scoredPrompt = req.prompt_logprobs != null ? promptLogprobs(settings, prompt.ids, req.prompt_logprobs) : null;
     for (let i = 0; i < n; i++) {
