@@ -17,6 +17,7 @@ import {
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { createLogger, lineLogger } from "../util/log.ts";
 import { DEFAULT_PYTHON } from "./default-python.ts";
+import { formatDuration } from "./help-defaults.ts";
 import { duration, integer, nonNegative, probability } from "./option-parsers.ts";
 
 export function coreCommand(): Command {
@@ -28,7 +29,7 @@ export function coreCommand(): Command {
     )
     .option(
       "--gateway <addr[,addr...]>",
-      "gateways' gRPC addresses (rlgate serve --grpc-port, default 127.0.0.1:8701); none: wait for `rlgate replay deliver --to-core`",
+      "the gateways' trajectory streams (each rlgate serve's --grpc-port, e.g. 127.0.0.1:8701); none: wait for `rlgate replay deliver --to-core`",
       (v: string) =>
         v
           .split(",")
@@ -261,7 +262,7 @@ export function coreCommand(): Command {
           `${opts.klCoef > 0 ? `, KL in the reward ${opts.klCoef} x ${opts.klEstimator} (ref reports)` : ""}`,
       );
       console.log(
-        `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, ${opts.layout} layout, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${opts.groupTimeout} ms`,
+        `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, ${opts.layout} layout, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${formatDuration(opts.groupTimeout)}`,
       );
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.plan)

@@ -10,6 +10,7 @@ import { showCommand } from "./show-command.ts";
 import { simCommand } from "./sim-command.ts";
 import { storeCommand } from "./store-command.ts";
 import { StartRefusal } from "../util/refusal.ts";
+import { humanDefaults } from "./help-defaults.ts";
 
 const program = new Command()
   .name("rlgate")
@@ -28,6 +29,7 @@ const program = new Command()
   .addCommand(exportCommand())
   .addCommand(storeCommand())
   .addCommand(doctorCommand());
+humanDefaults(program);
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
 function listenFailure(error: unknown): string | null {

@@ -60,6 +60,10 @@ describe("rlgate run (command line)", () => {
       assert.ok(help.stdout.includes(flag), flag);
     }
     assert.match(help.stdout, /docs\/runner\.md/);
+    // The options most runs need come first; Kubernetes' and datasets' after them.
+    const at = (flag: string) => help.stdout.indexOf(`  ${flag} `);
+    for (const late of ["--namespace", "--tools-image", "--dataset"])
+      assert.ok(at("--harness") < at(late) && at("-n, --n") < at(late) && at("--gateway") < at(late), late);
     assert.match(help.stdout, /qwen-code,\s+claude-code,\s+codex,\s+opencode,\s+pi/);
   });
 

@@ -48,6 +48,7 @@ function branchAt(value: string): BranchAt {
   }
 }
 
+// Options in the order --help lists them: what most runs need first, Kubernetes and datasets last.
 export function runCommand(): Command {
   return new Command("run")
     .summary("run tasks n times with a harness CLI, each rollout in a sandbox, graded with hidden tests")
@@ -71,27 +72,6 @@ export function runCommand(): Command {
         .choices(["bwrap", "podman", "kubernetes"])
         .default("bwrap"),
     )
-    .option("--namespace <ns>", "with --sandbox kubernetes: the namespace of rollout Pods", "rlgate")
-    .option(
-      "--tools-image <ref>",
-      "with --sandbox kubernetes: the rlgate image Pods copy node and the harness CLIs from (docs/deploy/kubernetes/Containerfile)",
-    )
-    .option(
-      "--gateway-service <host:port>",
-      "with --sandbox kubernetes: the gateway as rollout Pods reach it (default: the host and port of --gateway)",
-    )
-    .option(
-      "--gateway-labels <k=v,...>",
-      "with --sandbox kubernetes: labels of the gateway's Pods, the one place rollout Pods may connect to",
-      "app.kubernetes.io/name=rlgate-gateway",
-    )
-    .addOption(
-      new Option(
-        "--dataset <format>",
-        "read --tasks as a dataset: swebench = JSONL rows {instance_id, image, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, test_patch?, test_cmd?} (reward 1 when all those tests pass); needs --sandbox podman or kubernetes",
-      ).choices([...DATASETS]),
-    )
-    .option("--image-template <ref>", "with --dataset: the image of rows without one, {instance_id} replaced")
     .requiredOption(
       "--harness <name|template>",
       "a preset (qwen-code, claude-code, codex, opencode, pi, openclaw; openclaw-responses and openclaw-messages: OpenClaw on the Responses or Anthropic Messages API) or a shell command with {prompt} (also {base_url}, {anthropic_base_url}, {model}, {rollout})",
@@ -189,6 +169,27 @@ export function runCommand(): Command {
         .choices(["sample", "drop"])
         .default("sample"),
     )
+    .option("--namespace <ns>", "with --sandbox kubernetes: the namespace of rollout Pods", "rlgate")
+    .option(
+      "--tools-image <ref>",
+      "with --sandbox kubernetes: the rlgate image Pods copy node and the harness CLIs from (docs/deploy/kubernetes/Containerfile)",
+    )
+    .option(
+      "--gateway-service <host:port>",
+      "with --sandbox kubernetes: the gateway as rollout Pods reach it (default: the host and port of --gateway)",
+    )
+    .option(
+      "--gateway-labels <k=v,...>",
+      "with --sandbox kubernetes: labels of the gateway's Pods, the one place rollout Pods may connect to",
+      "app.kubernetes.io/name=rlgate-gateway",
+    )
+    .addOption(
+      new Option(
+        "--dataset <format>",
+        "read --tasks as a dataset: swebench = JSONL rows {instance_id, image, problem_statement, FAIL_TO_PASS, PASS_TO_PASS, test_patch?, test_cmd?} (reward 1 when all those tests pass); needs --sandbox podman or kubernetes",
+      ).choices([...DATASETS]),
+    )
+    .option("--image-template <ref>", "with --dataset: the image of rows without one, {instance_id} replaced")
     .option("--json", "print the results as JSON on stdout (one array) instead of the summary table", false)
     .action(async (opts, command: Command) => {
       let tasks: Task[];

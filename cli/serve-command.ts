@@ -249,11 +249,13 @@ export function serveCommand(): Command {
       `more upstream routes harnesses may reach without capture, as '[METHOD ]/path' or '[METHOD ]/path/*', comma-separated, repeatable (default: only ${DEFAULT_PASSTHROUGH_ROUTES.join(", ")}; every other upstream route, e.g. /v1/load_lora_adapter, answers 404 to harnesses)`,
       passthroughRoutes,
     )
-    .option(
-      "--workers <n>",
-      "gateway processes sharing the port and the store (default: RLGATE_WORKERS or the machine's cores; 1: one process); the primary keeps the built-in sim, the trajectory stream and /metrics' sums (docs/deploy.md)",
-      workerCount,
-      defaultWorkers(),
+    .addOption(
+      new Option(
+        "--workers <n>",
+        "gateway processes sharing the port and the store (1: one process); the primary keeps the built-in sim, the trajectory stream and /metrics' sums (docs/deploy.md)",
+      )
+        .argParser(workerCount)
+        .default(defaultWorkers(), `RLGATE_WORKERS or the machine's cores, here ${defaultWorkers()}`),
     )
     .action(async (opts: ServeOptions, command: Command) => {
       // An upstreams file alone names the replicas: the default (the built-in sim) is not added to them.
