@@ -11,6 +11,7 @@ import { startSim, type SimServer } from "../sim/index.ts";
 import {
   checkInstallScripts,
   checkNode,
+  checkOpenclaw,
   checkPython,
   checkUpstream,
   checkUpstreams,
@@ -97,6 +98,19 @@ describe("rlgate doctor", () => {
       assert.match(plain.detail, /No module named 'rlgate_client'.*pip install \.\/clients\/python/);
   });
 
+  test("openclaw: the Node that runs it, by version and path; absent, a warning that says to run npm install", () => {
+    const installed = checkOpenclaw();
+    if (installed.level === "ok") assert.match(installed.detail, /run by Node v2[4-9]\.\d+\.\d+ at \/.*\/bin\/node$/);
+    const empty = mkdtempSync(join(tmpdir(), "rlgate-doctor-openclaw-"));
+    try {
+      const missing = checkOpenclaw(empty);
+      assert.equal(missing.level, "warn");
+      assert.match(missing.detail, /not installed .*run npm install/);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
   test("install scripts: this checkout's are ok; a stub CLI warns, an unloadable lmdb fails, each says what to do", () => {
     assert.deepEqual(
       checkInstallScripts().map((c) => `${c.level} ${c.name}`),
@@ -169,8 +183,9 @@ describe("rlgate doctor", () => {
         "ok esbuild",
         "ok claude",
         "ok opencode",
+        "ok openclaw",
         // What this machine has: the part is checked, whichever way it comes out.
-        ...["python", "torch", "bubblewrap", "podman"].map((part, i) => `${lines[7 + i]!.split(/\s+/)[0]} ${part}`),
+        ...["python", "torch", "bubblewrap", "podman"].map((part, i) => `${lines[8 + i]!.split(/\s+/)[0]} ${part}`),
         "fail upstream",
       ],
     );
