@@ -29,12 +29,25 @@ function canonicalArguments(args: unknown): string {
   }
 }
 
+/** OpenClaw echoes a tool-call id with its letters and digits only, cut to this many. */
+const ECHOED_ID_LENGTH = 40;
+
+/**
+ * A tool-call id as harnesses echo it: OpenClaw sends vLLM's `chatcmpl-tool-` + 32 hex digits back as
+ * `chatcmpltool` + the first 28 of them. What is left still tells the call (the digits are random).
+ */
+function callId(id: unknown): string {
+  return String(id ?? "")
+    .replace(/[^A-Za-z0-9]/g, "")
+    .slice(0, ECHOED_ID_LENGTH);
+}
+
 function toolCallParts(calls: unknown, parts: string[]): void {
   if (!Array.isArray(calls)) return;
   for (const call of calls) {
     if (!isObject(call)) continue;
     const fn = isObject(call["function"]) ? call["function"] : {};
-    parts.push(String(call["id"] ?? ""), String(fn["name"] ?? ""), canonicalArguments(fn["arguments"]));
+    parts.push(callId(call["id"]), String(fn["name"] ?? ""), canonicalArguments(fn["arguments"]));
   }
 }
 
@@ -46,7 +59,7 @@ export function messageParts(message: Json): string[] {
     toolCallParts(message["tool_calls"], parts);
     return parts;
   }
-  if (role === "tool") return [role, String(message["tool_call_id"] ?? ""), text(message["content"])];
+  if (role === "tool") return [role, callId(message["tool_call_id"]), text(message["content"])];
   return [role, String(message["name"] ?? ""), text(message["content"])];
 }
 
@@ -55,7 +68,7 @@ export function looseMessageParts(message: Json): string[] {
   const calls = message["tool_calls"];
   if (String(message["role"]) !== "assistant" || !Array.isArray(calls) || calls.length === 0)
     return messageParts(message);
-  const ids = calls.map((call) => (isObject(call) && typeof call["id"] === "string" ? call["id"] : ""));
+  const ids = calls.map((call) => (isObject(call) && typeof call["id"] === "string" ? callId(call["id"]) : ""));
   return ids.includes("") ? messageParts(message) : ["assistant", "\u0002ids", ...ids];
 }
 
