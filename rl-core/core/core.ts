@@ -308,6 +308,7 @@ export class Core {
 
   #consumer(address: string, how: { consumerGroup?: string; token?: string | null }): TrajectoryConsumer {
     const options = this.#options;
+    let connected: boolean | null = null;
     return new TrajectoryConsumer({
       address,
       token: how.token === undefined ? options.gatewayToken : how.token,
@@ -332,8 +333,16 @@ export class Core {
         if (dropped.length)
           this.#log(`core: gateway ${address} gave ${dropped.length} rollouts held here to another core; dropped`);
       },
-      onConnection: (up, detail) =>
-        this.#log(`core: gateway ${address} ${up ? "connected" : "disconnected"} (${detail})`),
+      onConnection: (up, detail) => {
+        // Each failed reconnect (every 2 s at most, backing off) would be a line forever: only changes are logged.
+        if (up === connected) return;
+        connected = up;
+        this.#log(
+          up
+            ? `core: gateway ${address} connected (${detail})`
+            : `core: gateway ${address} disconnected (${detail}); reconnecting with backoff, logged when it is back`,
+        );
+      },
     });
   }
 
