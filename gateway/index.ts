@@ -238,6 +238,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
   context.metrics.observeReplicas(() => upstream.replicas);
   worker?.link.attach(store, context.metrics.registry);
+  if (worker) {
+    // One pause for all workers: each tells the others the state its pause or resume reached.
+    policy.onChange = (state) => worker.link.sendPolicy(state);
+    worker.link.onPolicy((state) => policy.apply(state));
+  }
   const { server, passthrough } = createGatewayServer(context);
   let grpc: GatewayGrpc | null = null;
   const deadlines = new RolloutDeadlines(context, options.deadlineSweepMs);

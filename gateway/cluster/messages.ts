@@ -2,6 +2,13 @@
 // channel. Every type starts with "rlgate:" so that other listeners on the channel (prom-client's) ignore them.
 import type { Registry } from "prom-client";
 import type { RelayedUiEvent } from "../../ui/route.ts";
+import type { PolicyState } from "../policy/gate.ts";
+
+/** A weight-update state one worker reached (its pause or resume), for every other worker to hold calls alike. */
+export interface PolicyMessage {
+  type: "rlgate:policy";
+  state: PolicyState;
+}
 
 /** One registry's figures as prom-client hands them between processes. */
 export type MetricsJson = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
@@ -19,6 +26,7 @@ export type WorkerMessage =
   /** Whether a browser is connected to this worker's live UI (it wants the other workers' events). */
   | { type: "rlgate:ui-want"; want: boolean }
   | UiEventMessage
+  | PolicyMessage
   /** A /metrics request landed on this worker: it asks for every worker's figures. */
   | { type: "rlgate:metrics-ask"; id: number }
   /** This worker's own figures, for the primary's request `id`. */
@@ -34,6 +42,8 @@ export type PrimaryMessage =
   /** Send your committed calls and rollouts to the primary (a browser is connected to some worker), or stop. */
   | { type: "rlgate:ui-relay"; on: boolean }
   | UiEventMessage
+  /** Another worker's weight-update state (or the latest one, to a worker that just started). */
+  | PolicyMessage
   /** Send your figures for request `id`. */
   | { type: "rlgate:metrics-collect"; id: number }
   /** The aggregated figures of all workers, in Prometheus text, for this worker's request `id`. */

@@ -7,6 +7,7 @@ import { AggregatorRegistry, Counter, Gauge, type Registry } from "prom-client";
 import {
   isRlgateMessage,
   type MetricsJson,
+  type PolicyMessage,
   type PrimaryMessage,
   type UiEventMessage,
   type WorkerMessage,
@@ -68,6 +69,8 @@ export class ClusterPrimary {
   #nextMetricsId = 0;
   #closing = false;
   #address: { url: string; port: number } | null = null;
+  /** The latest weight-update state a worker reached (gateway/policy), for workers that start later. */
+  #policy: PolicyMessage | null = null;
 
   constructor(options: ClusterPrimaryOptions) {
     this.#options = options;
@@ -196,6 +199,8 @@ export class ClusterPrimary {
         this.#connections.add(worker);
         this.#address ??= { url: message.url, port: message.port };
         if (this.#uiWanted.size > 0) this.#send(worker, { type: "rlgate:ui-relay", on: true });
+        // A worker started during a pause (a replacement) holds calls as the others do.
+        if (this.#policy) this.#send(worker, this.#policy);
         if (slot?.replacement)
           this.#options.log(`gateway worker ${slot.index} (pid ${worker.process.pid}) listens again`);
         return;
@@ -212,6 +217,11 @@ export class ClusterPrimary {
         return this.#updateUiRelay();
       case "rlgate:ui-event":
         for (const other of this.#uiWanted) if (other !== worker) this.#send(other, message);
+        return;
+      case "rlgate:policy":
+        this.#policy = message;
+        for (const slot of this.#slots)
+          if (slot.worker && slot.ready && slot.worker !== worker) this.#send(slot.worker, message);
         return;
       case "rlgate:metrics-ask":
         return this.#collectMetrics(worker, message.id);

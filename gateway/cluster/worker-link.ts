@@ -7,6 +7,7 @@ import type { CallRecord, RolloutRecord } from "../../store/records.ts";
 import type { AgreementRecord, ReplaySummary } from "../../store/reports.ts";
 import type { Store } from "../../store/store.ts";
 import { callEvent, rolloutEvent, type RelayedUiEvent, type RelayedUiEvents } from "../../ui/route.ts";
+import type { PolicyState } from "../policy/gate.ts";
 import { isRlgateMessage, type PrimaryMessage, type WorkerMessage } from "./messages.ts";
 
 /** What a gateway's handlers use of the cluster it runs in (GatewayContext.cluster). */
@@ -18,6 +19,8 @@ export interface ClusterLink {
   /** All workers' metrics, aggregated (counters and histograms summed), in Prometheus text. */
   metrics(): Promise<{ text: string; contentType: string }>;
 }
+
+type PolicyListener = (state: PolicyState) => void;
 
 /** The IPC channel to the primary (the worker's `process`); a message may come with a connection. */
 export interface PrimaryChannel {
@@ -44,6 +47,7 @@ export class WorkerLink implements ClusterLink {
   #relaying = false;
   #relayWanted = false;
   #onShutdown: (() => void) | null = null;
+  #onPolicy: PolicyListener | null = null;
   #closing = false;
 
   readonly uiEvents: RelayedUiEvents = {
@@ -131,9 +135,22 @@ export class WorkerLink implements ClusterLink {
     });
   }
 
+  /** Tells the other workers (through the primary) the weight-update state this worker reached. */
+  sendPolicy(state: PolicyState): void {
+    if (this.#channel.connected !== false) this.#channel.send({ type: "rlgate:policy", state });
+  }
+
+  /** Hears the weight-update states other workers reached. */
+  onPolicy(listener: PolicyListener): void {
+    this.#onPolicy = listener;
+  }
+
   readonly #onMessage = (message: unknown): void => {
     if (!isRlgateMessage<PrimaryMessage>(message)) return;
     switch (message.type) {
+      case "rlgate:policy":
+        this.#onPolicy?.(message.state);
+        return;
       case "rlgate:ui-relay":
         return this.#relay(message.on);
       case "rlgate:ui-event":

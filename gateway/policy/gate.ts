@@ -49,6 +49,11 @@ export class PolicyGate {
   #resumed: Promise<void> = Promise.resolve();
   #release: () => void = () => {};
   #timer: NodeJS.Timeout | null = null;
+  /**
+   * Told of each state this gateway reached by its own pause or resume: with `serve --workers N` the primary relays
+   * it to the other workers (gateway/cluster), which `apply` it, so a call held on any worker is held on all.
+   */
+  onChange: ((state: PolicyState) => void) | null = null;
   // Pause and resume run one at a time: a resume that arrives while the upstreams are being paused follows it.
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -111,6 +116,7 @@ export class PolicyGate {
         this.metrics.paused.set(1);
       }
       this.#arm(timeoutMs);
+      this.onChange?.(this.state);
       try {
         // Repeated too when already paused: a replica added since, or one whose pause was lost, is paused now.
         await this.#upstream.pause(s.mode ?? mode);
@@ -149,8 +155,38 @@ export class PolicyGate {
         this.metrics.paused.set(0);
         this.#release();
       }
+      this.onChange?.(this.state);
     }
     return this.state;
+  }
+
+  /**
+   * Adopts the state another worker reached (its pause or resume): held calls follow it here, without telling the
+   * upstreams again. Each worker keeps the pause's timeout, so a pause whose worker died still ends.
+   */
+  apply(remote: Readonly<PolicyState>): void {
+    const s = this.#state;
+    s.version = remote.version;
+    s.mode = remote.mode;
+    s.pauses = Math.max(s.pauses, remote.pauses);
+    if (remote.paused) {
+      if (!s.paused) {
+        s.paused = true;
+        this.#resumed = new Promise((resolve) => (this.#release = resolve));
+        this.metrics.paused.set(1);
+      }
+      s.pausedAt = remote.pausedAt;
+      if (remote.resumesAt !== null) this.#arm(Math.max(0, remote.resumesAt - Date.now()));
+      return;
+    }
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    if (!s.paused) return;
+    s.paused = false;
+    s.pausedAt = null;
+    s.resumesAt = null;
+    this.metrics.paused.set(0);
+    this.#release();
   }
 
   #arm(timeoutMs: number): void {

@@ -29,6 +29,8 @@ export class PolicyMetrics {
     this.paused = new Gauge({
       name: "rlgate_policy_paused",
       help: "1 while the upstreams are paused for a weight update",
+      // Every worker of `serve --workers N` holds the same state: their figures are not added up.
+      aggregator: "max",
       registers,
     });
     this.held = new Counter({
