@@ -170,6 +170,22 @@ describe("tree layout on real batches", () => {
         assert.deepEqual([...toRows(t!, byTree.importanceWeights!, true)], [...byRows.importanceWeights!]);
         const advTree = await client.computeAdvantages({ batchId: t!.batchId, estimator: "grpo", layout: "tree" });
         assert.deepEqual([...advTree.advantages], [...t!.advantages]);
+        // GAE with the trainer's values in the tree layout: the rows' answer at the row token each tree token carries.
+        const values = t!.logprobs.map((x, k) => Math.cos(k) + x / 10);
+        const gaeTree = await client.computeAdvantages({ batchId: t!.batchId, values, layout: "tree" });
+        const gaeRows = await client.computeAdvantages({
+          batchId: r!.batchId,
+          values: toRows(t!, values),
+          layout: "rows",
+        });
+        const { rowNodes, tokenRows } = t!.tree!;
+        for (let row = 0; row < r!.rows; row++) {
+          for (let i = r!.offsets[row]!; i < r!.offsets[row + 1]!; i++) {
+            if (tokenRows[rowNodes[i]!] !== row) continue;
+            assert.equal(gaeTree.advantages[rowNodes[i]!], gaeRows.advantages[i]);
+            assert.equal(gaeTree.returns![rowNodes[i]!], gaeRows.returns![i]);
+          }
+        }
         await assert.rejects(
           client.reportLogprobs(t!.batchId, new Float32Array(t!.tokens + 1)),
           /rows layout\) or \d+ \(tree layout\)/,
