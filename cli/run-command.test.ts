@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, test } from "node:test";
-import { sandboxUnavailable } from "../runner/sandbox.ts";
 import { startStack } from "../test/helpers.ts";
+import { bwrapForTests } from "../test/require-in-ci.ts";
 
 const ENTRY = new URL("./index.ts", import.meta.url).pathname;
 const TASK = new URL("../examples/tasks/fix-add", import.meta.url).pathname;
@@ -35,7 +35,7 @@ function rlgateAsync(args: string[], cwd?: string): Promise<{ status: number | n
 }
 
 const scratch = mkdtempSync(join(tmpdir(), "rlgate-run-cli-"));
-const unavailable = sandboxUnavailable(scratch);
+const unavailable = bwrapForTests(scratch);
 rmSync(scratch, { recursive: true, force: true });
 
 describe("rlgate run (command line)", () => {

@@ -21,6 +21,7 @@ import {
   until,
   type Stack,
 } from "./helpers.ts";
+import { requireInCi } from "./require-in-ci.ts";
 
 const python = trainerPython();
 
@@ -162,7 +163,7 @@ describe("branch rollouts in tokens mode (the sim's own policy, seeded)", () => 
 
 describe(
   "a backbone and its branches: one group, one tree",
-  { skip: python ? false : "no /usr/bin/python3 with grpc and numpy" },
+  { skip: requireInCi("python3-grpcio python3-numpy", python ? null : "no /usr/bin/python3 with grpc and numpy") },
   () => {
     for (const estimator of ["tree", "branch-grpo"] as const)
       test(`the RL core's ${estimator} advantages equal an independent NumPy recomputation`, async () => {

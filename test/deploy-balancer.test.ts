@@ -11,8 +11,10 @@ import { startCore, type Core } from "../rl-core/core/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
 import { freePort } from "./grpc-helpers.ts";
 import { postJson, ROOT, tempDir, until } from "./helpers.ts";
+import { requireInCi } from "./require-in-ci.ts";
 
 const NGINX = ["/usr/sbin/nginx", "nginx"].find((bin) => spawnSync(bin, ["-v"]).status === 0);
+const skip = requireInCi("nginx-light", NGINX ? null : "nginx is not installed");
 const ROLLOUTS = 16;
 
 /** docs/deploy/nginx.conf with this test's ports (and, as root, workers that may write the prefix directory). */
@@ -27,7 +29,7 @@ function balancerConfig(listenPort: number, gatewayPorts: number[]): string {
   return conf;
 }
 
-describe("gateways behind nginx, hashing on the rollout id", { skip: NGINX ? false : "nginx is not installed" }, () => {
+describe("gateways behind nginx, hashing on the rollout id", { skip }, () => {
   let sim: SimServer;
   const gateways: Gateway[] = [];
   let nginx: ChildProcess;

@@ -12,6 +12,7 @@ import { startCore, type Core } from "../rl-core/core/index.ts";
 import { channelCredentials, serverCredentials } from "../protocol/index.ts";
 import { putSyntheticRollout, startGrpcGateway, trainerPython } from "./grpc-helpers.ts";
 import { ROOT, tempDir, until } from "./helpers.ts";
+import { requireInCi } from "./require-in-ci.ts";
 
 const openssl = spawnSync("openssl", ["version"]).status === 0;
 const dir = tempDir("tls");
@@ -65,7 +66,7 @@ async function firstRollout(consumer: TrajectoryConsumer, got: RolloutMessage[],
 
 describe(
   "TLS on the gRPC link",
-  { skip: openssl ? false : "openssl is not installed: no certificates to test TLS with" },
+  { skip: requireInCi("openssl", openssl ? null : "openssl is not installed: no certificates to test TLS with") },
   () => {
     let gw: Gateway;
     const cores: Core[] = [];

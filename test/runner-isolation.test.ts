@@ -9,17 +9,18 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../runner/harnesses.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
-import { podman, podmanUnavailable } from "../runner/podman.ts";
+import { podman } from "../runner/podman.ts";
 import { ensureHostImage } from "../runner/podman-host-image.ts";
 import { runTasks, type RunOptions, type SandboxKind } from "../runner/run.ts";
-import { DEFAULT_LIMITS, sandboxUnavailable } from "../runner/sandbox.ts";
+import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { bwrapForTests, podmanForTests } from "./require-in-ci.ts";
 
 const scratch = tempDir("runner-probe");
 const BACKENDS: { kind: SandboxKind; unavailable: string | null }[] = [
-  { kind: "bwrap", unavailable: sandboxUnavailable(scratch) },
-  { kind: "podman", unavailable: podmanUnavailable() },
+  { kind: "bwrap", unavailable: bwrapForTests(scratch) },
+  { kind: "podman", unavailable: podmanForTests() },
 ];
 rmSync(scratch, { recursive: true, force: true });
 const EXAMPLE = join(ROOT, "examples", "tasks", "fix-add");

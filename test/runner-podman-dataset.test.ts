@@ -8,14 +8,15 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadDataset } from "../runner/datasets.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
-import { podman, podmanUnavailable } from "../runner/podman.ts";
+import { podman } from "../runner/podman.ts";
 import { ensureHostImage } from "../runner/podman-host-image.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
 import { runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { podmanForTests } from "./require-in-ci.ts";
 
-const unavailable = podmanUnavailable();
+const unavailable = podmanForTests();
 
 // The hidden test, as SWE-bench ships it: a patch that adds a test file, whose output names each test's outcome.
 const TEST_FILE = [

@@ -8,14 +8,14 @@ import { cpSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../runner/harnesses.ts";
-import { podmanUnavailable } from "../runner/podman.ts";
 import { ensureHostImage } from "../runner/podman-host-image.ts";
 import { runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { podmanForTests } from "./require-in-ci.ts";
 
-const unavailable = podmanUnavailable();
+const unavailable = podmanForTests();
 const PY = "python3.11";
 const EXIT0 = "import os; os._exit(0)";
 

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { containerArgs, podman, podmanUnavailable } from "../runner/podman.ts";
+import { containerArgs, podman } from "../runner/podman.ts";
 import { reapDeadRunners } from "../runner/podman-reap.ts";
 import { RUNNER_LABEL, RUNNER_TAG, runnerAlive, startTimeOf } from "../runner/podman-runner-id.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
@@ -15,8 +15,9 @@ import { ensureHostImage } from "../runner/podman-host-image.ts";
 import { runTasks } from "../runner/run.ts";
 import { loadTask } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, until, type Stack } from "./helpers.ts";
+import { podmanForTests } from "./require-in-ci.ts";
 
-const unavailable = podmanUnavailable();
+const unavailable = podmanForTests();
 
 /** Names of the containers a runner made (by its label), running or not. */
 function containersOf(tag: string): string[] {

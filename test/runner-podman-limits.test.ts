@@ -6,7 +6,6 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../runner/harnesses.ts";
-import { podmanUnavailable } from "../runner/podman.ts";
 import { ensureHostImage } from "../runner/podman-host-image.ts";
 import { RUNNER_TAG } from "../runner/podman-runner-id.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
@@ -14,8 +13,9 @@ import { runTasks, type RunOptions } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { podmanForTests } from "./require-in-ci.ts";
 
-const unavailable = podmanUnavailable();
+const unavailable = podmanForTests();
 const MiB = 2 ** 20;
 
 describe("podman container limits", { skip: unavailable ? `podman: ${unavailable}` : false }, () => {

@@ -13,14 +13,14 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { startRunGateway, type RunGateway } from "../cli/run-gateway.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
-import { podmanUnavailable } from "../runner/podman.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
 import { runTasks, type SandboxKind } from "../runner/run.ts";
-import { DEFAULT_LIMITS, sandboxUnavailable } from "../runner/sandbox.ts";
+import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
 import { attackBaseImage } from "./podman-attack-image.ts";
 import { ATTACK_AGENT, HOOK_AGENT, HOOK_VERIFIER, REFUSED } from "./sandbox-attacks-scripts.ts";
+import { bwrapForTests, podmanForTests } from "./require-in-ci.ts";
 
 interface Backend {
   kind: SandboxKind;
@@ -34,7 +34,7 @@ const BACKENDS: Backend[] = [
     kind: "bwrap",
     unavailable: () => {
       const scratch = tempDir("attacks-probe");
-      const why = sandboxUnavailable(scratch);
+      const why = bwrapForTests(scratch);
       rmSync(scratch, { recursive: true, force: true });
       return why;
     },
@@ -42,7 +42,7 @@ const BACKENDS: Backend[] = [
   },
   {
     kind: "podman",
-    unavailable: podmanUnavailable,
+    unavailable: podmanForTests,
     // An image task over a base image of this machine's packages, Node and npm among them (test/podman-attack-image.ts).
     task: async (dir) => ({ ...loadTask(dir), image: await attackBaseImage() }),
   },

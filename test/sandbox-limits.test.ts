@@ -9,13 +9,14 @@ import { markRunFolder, reapDeadRunnerDisks } from "../runner/disk-reap.ts";
 import { resolveHarness } from "../runner/harnesses.ts";
 import type { RolloutResult } from "../runner/rollout.ts";
 import { runTasks, type RunOptions } from "../runner/run.ts";
-import { DEFAULT_LIMITS, ownForSandbox, Sandbox, sandboxUnavailable } from "../runner/sandbox.ts";
+import { DEFAULT_LIMITS, ownForSandbox, Sandbox } from "../runner/sandbox.ts";
 import { rolloutDisk } from "../runner/sandbox-disk.ts";
 import { loadTask, type Task } from "../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { bwrapForTests } from "./require-in-ci.ts";
 
 const scratch = tempDir("limits-probe");
-const unavailable = sandboxUnavailable(scratch);
+const unavailable = bwrapForTests(scratch);
 rmSync(scratch, { recursive: true, force: true });
 const MiB = 2 ** 20;
 const ROOTED = process.getuid?.() === 0;

@@ -23,6 +23,7 @@ import {
 import { buildBatch } from "./batch-packer.ts";
 import type { PendingRollout, ReadyRow, StoredBatch } from "./core-store.ts";
 import { startCore } from "./core.ts";
+import { requireInCi } from "../../test/require-in-ci.ts";
 import { estimatorSettingsProblem, overlongPenalty, type OutcomeEstimator } from "./estimator-settings.ts";
 import { groupAdvantages, type GroupOptions } from "./group-advantages.ts";
 import { pending, type Row } from "./test-support.ts";
@@ -185,7 +186,12 @@ describe("issue 22 item 6: tree's V(root) is the mean over every kept rollout of
 
   test(
     "issue 22 item 6: the same advantages recomputed by NumPy from TreeRL's definition",
-    { skip: numpyPython ? false : "no Python with NumPy (RLGATE_PYTHON, /usr/bin/python3, python3)" },
+    {
+      skip: requireInCi(
+        "python3-numpy",
+        numpyPython ? null : "no Python with NumPy (RLGATE_PYTHON, /usr/bin/python3, python3)",
+      ),
+    },
     async () => {
       // For each trained token: S = the rollouts with a row through that prefix, V = their mean reward; the parent
       // is the longest shorter prefix with more rollouts, else the root, the mean over all kept rollouts.

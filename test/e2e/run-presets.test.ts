@@ -8,14 +8,15 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { resolveHarness } from "../../runner/harnesses.ts";
 import { runTasks } from "../../runner/run.ts";
-import { DEFAULT_LIMITS, sandboxUnavailable } from "../../runner/sandbox.ts";
+import { DEFAULT_LIMITS } from "../../runner/sandbox.ts";
 import { loadTask } from "../../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "../helpers.ts";
+import { bwrapForTests } from "../require-in-ci.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
 const BIN = join(ROOT, "node_modules", ".bin");
 const scratch = tempDir("run-presets-probe");
-const unavailable = sandboxUnavailable(scratch);
+const unavailable = bwrapForTests(scratch);
 rmSync(scratch, { recursive: true, force: true });
 
 describe(

@@ -8,7 +8,6 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startGateway, type Gateway } from "../../gateway/index.ts";
 import { resolveHarness } from "../../runner/harnesses.ts";
-import { podmanUnavailable } from "../../runner/podman.ts";
 import { ensureHostImage } from "../../runner/podman-host-image.ts";
 import type { RolloutResult } from "../../runner/rollout.ts";
 import { runTasks } from "../../runner/run.ts";
@@ -17,9 +16,10 @@ import { loadTask } from "../../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../../sim/index.ts";
 import { ROOT, tempDir } from "../helpers.ts";
 import { rolloutDiagnosis } from "./runner-support.ts";
+import { podmanForTests } from "../require-in-ci.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
-const unavailable = podmanUnavailable();
+const unavailable = podmanForTests();
 const skip = !existsSync(join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js"))
   ? "qwen binary absent; run npm install"
   : unavailable

@@ -2,14 +2,14 @@
 // cannot start on this machine), and a failed rollout's result with the stage logs the runner kept on the rollout.
 import { existsSync, rmSync } from "node:fs";
 import type { RolloutResult } from "../../runner/rollout.ts";
-import { sandboxUnavailable } from "../../runner/sandbox.ts";
 import { tempDir } from "../helpers.ts";
+import { bwrapForTests } from "../require-in-ci.ts";
 
 /** The skip reason of a suite that runs `harness` (its entry point at `entry`) in sandboxes, or false. */
 export function sandboxSkip(harness: string, entry: string): string | false {
   if (!existsSync(entry)) return `${harness} binary absent; run npm install`;
   const scratch = tempDir("run-e2e-probe");
-  const unavailable = sandboxUnavailable(scratch);
+  const unavailable = bwrapForTests(scratch);
   rmSync(scratch, { recursive: true, force: true });
   return unavailable ? `sandboxes cannot start here: ${unavailable}` : false;
 }
