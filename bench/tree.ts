@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { TrainerClient, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore } from "../rl-core/core/index.ts";
 import { ROOT, startStack, tempDir } from "../test/helpers.ts";
+import { CAPTURED, capturedLayout } from "../test/tree-fixtures.ts";
 import { playGroup, SESSION_KINDS, type PlayedGroup } from "../test/tree-sessions.ts";
 import { fromSnakeCase } from "../util/json-case.ts";
 
@@ -84,7 +85,27 @@ function groupTrieNodes(batches: readonly TrainingBatch[], group: (rollout: stri
   return nodes;
 }
 
+/** Real captured sessions (trajectory/fixtures), one rollout each: rows vs tree vs unique tokens. */
+function capturedTable(): void {
+  console.log(
+    "captured sessions (trajectory/fixtures, the real CLIs against the gateway and the sim), one rollout each:\n",
+  );
+  console.log(
+    "session                          calls  trajectories  rows tokens  tree tokens  unique  rows/unique  tree/unique",
+  );
+  for (const name of CAPTURED) {
+    const c = capturedLayout(name);
+    console.log(
+      `${name.padEnd(33)}${String(c.calls).padStart(5)}${String(c.rows).padStart(14)}${String(c.rowTokens).padStart(13)}` +
+        `${String(c.view.size).padStart(13)}${String(c.unique).padStart(8)}${(c.rowTokens / c.unique).toFixed(2).padStart(13)}` +
+        `${(c.view.size / c.unique).toFixed(3).padStart(13)}`,
+    );
+  }
+  console.log("");
+}
+
 async function main(): Promise<void> {
+  capturedTable();
   const stack = await startStack({
     gateway: {
       grpcPort: 0,
