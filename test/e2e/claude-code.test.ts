@@ -13,6 +13,7 @@ import type { CreatedRollout, Stack } from "../helpers.ts";
 import { runHarnessSession, type HarnessSession } from "./harness-session.ts";
 import { describeRun, finishAndReconstruct, type CliRun, type HarnessDirs } from "./harness-run.ts";
 import { CLAUDE_CODE } from "./harnesses.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
 const CLAUDE_CLI = CLAUDE_CODE.cli;
 const CLAUDE_PRESENT = existsSync(CLAUDE_CLI);
@@ -52,7 +53,12 @@ const firstUserText = (call: CallRecord): string =>
 
 describe(
   "Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent through Agent)",
-  { skip: !CLAUDE_PRESENT && `claude absent (${CLAUDE_CLI}); run npm install` },
+  {
+    skip: requireInCi(
+      "the claude CLI (a devDependency: npm install)",
+      CLAUDE_PRESENT ? null : `claude absent (${CLAUDE_CLI}); run npm install`,
+    ),
+  },
   () => {
     let session: HarnessSession;
     let stack: Stack;

@@ -20,6 +20,7 @@ import {
   type Reconstruction,
 } from "./harness-run.ts";
 import { CODEX } from "./harnesses.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
 const CODEX_CLI = CODEX.cli;
 const CODEX_PRESENT = existsSync(CODEX_CLI);
@@ -42,7 +43,12 @@ const SCRIPT: ScriptTurn[] = [
 
 describe(
   "Codex CLI through rlgate (exec, Responses)",
-  { skip: !CODEX_PRESENT && `codex absent (${CODEX_CLI}); run npm install` },
+  {
+    skip: requireInCi(
+      "the codex CLI (a devDependency: npm install)",
+      CODEX_PRESENT ? null : `codex absent (${CODEX_CLI}); run npm install`,
+    ),
+  },
   () => {
     let session: HarnessSession;
     let stack: Stack;

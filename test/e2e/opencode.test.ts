@@ -18,6 +18,7 @@ import {
   type Reconstruction,
 } from "./harness-run.ts";
 import { OPENCODE, OPENCODE_TITLE_THREAD } from "./harnesses.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
 const OPENCODE_CLI = OPENCODE.cli;
 const OPENCODE_PRESENT = existsSync(OPENCODE_CLI);
@@ -46,7 +47,12 @@ const SCRIPT: ScriptTurn[] = [
 
 describe(
   "OpenCode CLI through rlgate (run, chat completions)",
-  { skip: !OPENCODE_PRESENT && `opencode absent (${OPENCODE_CLI}); run npm install` },
+  {
+    skip: requireInCi(
+      "the opencode CLI (a devDependency: npm install)",
+      OPENCODE_PRESENT ? null : `opencode absent (${OPENCODE_CLI}); run npm install`,
+    ),
+  },
   () => {
     let session: HarnessSession;
     let stack: Stack;

@@ -14,6 +14,7 @@ import type { ApiSurface } from "../../store/records.ts";
 import { killGroup } from "./process-group.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type Stack } from "../helpers.ts";
 import { assertCaptureEquals, upstreamAnswer } from "../surfaces-helpers.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const PI_CLI = join(ROOT, "node_modules", "@mariozechner", "pi-coding-agent", "dist", "cli.js");
@@ -49,7 +50,12 @@ interface PiRun {
 
 describe(
   "pi coding agent through rlgate",
-  { skip: !PI_PRESENT && `pi binary absent (${PI_CLI}); run npm install` },
+  {
+    skip: requireInCi(
+      "the pi CLI (a devDependency: npm install)",
+      PI_PRESENT ? null : `pi binary absent (${PI_CLI}); run npm install`,
+    ),
+  },
   () => {
     let stack: Stack;
     const children = new Set<ChildProcess>();

@@ -12,6 +12,7 @@ import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { killGroup } from "./process-group.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type CreatedRollout, type Stack } from "../helpers.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const QWEN_CLI = join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js");
@@ -62,7 +63,12 @@ interface QwenRun {
 
 describe(
   "Qwen Code CLI through rlgate",
-  { skip: !QWEN_PRESENT && `qwen binary absent (${QWEN_CLI}); run npm install` },
+  {
+    skip: requireInCi(
+      "the qwen CLI (a devDependency: npm install)",
+      QWEN_PRESENT ? null : `qwen binary absent (${QWEN_CLI}); run npm install`,
+    ),
+  },
   () => {
     let stack: Stack;
     let rollout: CreatedRollout;

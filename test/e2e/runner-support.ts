@@ -3,11 +3,13 @@
 import { existsSync, rmSync } from "node:fs";
 import type { RolloutResult } from "../../runner/rollout.ts";
 import { tempDir } from "../helpers.ts";
-import { bwrapForTests } from "../require-in-ci.ts";
+import { bwrapForTests, requireInCi } from "../require-in-ci.ts";
 
 /** The skip reason of a suite that runs `harness` (its entry point at `entry`) in sandboxes, or false. */
 export function sandboxSkip(harness: string, entry: string): string | false {
-  if (!existsSync(entry)) return `${harness} binary absent; run npm install`;
+  // The CLIs are devDependencies: absent in CI, npm install failed.
+  if (!existsSync(entry))
+    return requireInCi(`the ${harness} CLI (npm install)`, `${harness} binary absent; run npm install`);
   const scratch = tempDir("run-e2e-probe");
   const unavailable = bwrapForTests(scratch);
   rmSync(scratch, { recursive: true, force: true });
