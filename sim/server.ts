@@ -15,7 +15,7 @@ import { pyJson } from "../tokenizer/py-json.ts";
 import type { ScriptTurn } from "./script.ts";
 import { PrefixCache, type PrefixCacheFigures } from "./prefix-cache.ts";
 import { listen } from "../util/listen.ts";
-import { SimWeights, abortChunk, type StreamGate } from "./weights/state.ts";
+import { SimWeights, abortChunk, abortedWhole, type StreamGate } from "./weights/state.ts";
 import { weightsRoute } from "./weights/routes.ts";
 
 export interface SimOptions {
@@ -310,15 +310,15 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       const steps = generation ? (reply.steps ?? 1) : 0;
       const latency = generation ? timing.ttftMs + prefill + Math.max(0, steps - 1) * timing.interTokenMs : 0;
       if (fault === "stall") return closed;
-      // A wait-mode pause waits for a whole answer too; an abort-mode one does not cut it (the sim aborts streams).
-      const end = generation ? weights.whole() : () => {};
+      // A wait-mode pause waits for a whole answer too; an abort-mode one ends it, answered as aborted.
+      const running = generation ? weights.whole() : null;
       try {
-        await sleep(delayMs + latency, closed);
+        await sleep(delayMs + latency, running ? Promise.race([closed, running.interrupted]) : closed);
       } finally {
-        end();
+        running?.end();
       }
       if (res.destroyed) return;
-      return sendJson(res, record, reply.status, reply.body);
+      return sendJson(res, record, reply.status, running?.aborted ? abortedWhole(reply.body) : reply.body);
     }
     const cut =
       fault === "reset" || resetDraw < resetRate

@@ -176,6 +176,42 @@ for (const flavor of ["vllm", "sglang"] as FlavorName[]) {
       assert.match(metrics, /rlgate_policy_hold_seconds_count 1/);
     });
 
+    for (const prompts of ["tokens", "messages"] as const) {
+      test(`abort mode on a whole answer (${prompts} prompts): asked again after the resume, one whole answer`, async () => {
+        const s = await startStack({
+          sim: { flavor, seed: SEED, interTokenMs: 50 },
+          gateway: { prompts, upstreamFlavor: flavor },
+        });
+        stacks.push(s);
+        const rollout = await createRollout(s.gateway.url, { policy_version: "0" });
+        const body = { ...ASK, stream: false, max_tokens: 30 };
+        const answer = postJson(`${s.gateway.url}/r/${rollout.id}/v1/chat/completions`, body);
+        while (s.sim.weights.running === 0) await new Promise((r) => setImmediate(r));
+        await policy(s, "pause", { mode: "abort" });
+        await policy(s, "resume", { version: "5" });
+        const res = await answer;
+        assert.equal(res.status, 200, res.text);
+        assert.notEqual(res.json.choices[0].finish_reason, "abort");
+        assert.ok(res.json.choices[0].message.content || res.json.choices[0].message.reasoning);
+        const [call] = await rolloutCalls(s.gateway.url, rollout.id);
+        assert.equal(call!.status, "ok");
+        // The sim's requests say whether the pause caught the answer running (asked twice) or it had just ended.
+        const generations = s.sim.requests.filter((r) => r.path.startsWith("/v1/")).length;
+        if (generations === 2) {
+          assert.equal(call!.policyUpdate!.continued, 1);
+          assert.deepEqual(call!.policyUpdate!.versions, [{ start: 0, version: "5" }]);
+        } else {
+          assert.equal(generations, 1);
+          assert.equal(call!.policyUpdate, undefined);
+        }
+        console.log(
+          `whole answer, ${flavor}, ${prompts}: ${generations === 2 ? "aborted and asked again" : "ended first"}`,
+        );
+        assert.ok(call!.choices[0]!.tokenIds.length > 0);
+        assert.equal(call!.choices[0]!.finishReason, res.json.choices[0].finish_reason);
+      });
+    }
+
     test("repeated pause and resume are idempotent; a pause nobody resumes ends at its timeout", async () => {
       const s = await stack();
       const one = await policy(s, "pause", { mode: "keep", timeout_s: 60 });

@@ -24,6 +24,7 @@ import { parseReadingPromptIds } from "../upstream/chat-chunk-scan.ts";
 import { UpstreamCall, type UpstreamAnswer } from "../upstream/upstream-call.ts";
 import { vocabularySize } from "../upstream/vocabulary.ts";
 import { ContinuedCompletion, continuable } from "../policy/continued-completion.ts";
+import { RetriedWhole } from "../policy/retried-whole.ts";
 import type { PolicyUpdateRecord } from "../../store/records.ts";
 
 /** A harness request as the router hands it to a surface. */
@@ -72,6 +73,8 @@ export interface ExchangeSpec {
 }
 
 const CHAT_PATH = "/v1/chat/completions";
+/** Upstream routes whose whole answers an abort-mode weight update can end (asked again after it: gateway/policy). */
+const GENERATION_PATHS = new Set([CHAT_PATH, "/v1/completions"]);
 export const POLICY_VERSION_HEADER = "x-rlgate-policy-version";
 
 /**
@@ -351,6 +354,15 @@ export async function openExchange(
     });
     live = continued;
     native = continued;
+  } else if (forwarded["stream"] !== true && GENERATION_PATHS.has(spec.upstreamPath)) {
+    const retried = new RetriedWhole(upstream, {
+      reopen: (next) => forward(ctx, target, payload.bytes, next),
+      policy: ctx.policy,
+      metrics: ctx.policy.metrics,
+      record: policyUpdate,
+    });
+    live = retried;
+    native = retried;
   }
   const answer = spec.translateAnswer ? spec.translateAnswer(native, recorder) : native;
   const promptIds = ctx.recentPromptIds.of(attribution.rolloutId);

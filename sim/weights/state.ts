@@ -44,6 +44,8 @@ export class SimWeights {
   readonly #seed: number;
   readonly #streams = new Set<{ abort: () => void }>();
   #wholeInFlight = 0;
+  /** Whole generations an abort-mode pause ends (streams are in #streams). */
+  readonly #aborting = new Set<{ abort: () => void }>();
   #resumed: { promise: Promise<void>; resolve: () => void } = settled();
   #drained: (() => void) | null = null;
 
@@ -56,6 +58,11 @@ export class SimWeights {
     return this.version === INITIAL_VERSION ? undefined : versionLogprobSeed(this.#seed, this.version);
   }
 
+  /** Generations running now (streams and whole answers). */
+  get running(): number {
+    return this.#streams.size + this.#wholeInFlight;
+  }
+
   /** Pauses generation; resolves when the pause holds (in wait mode: once in-flight generations ended). */
   async pause(mode: PauseMode): Promise<void> {
     if (!this.paused) {
@@ -63,7 +70,7 @@ export class SimWeights {
       this.mode = mode;
       this.#resumed = pending();
       this.log.push({ event: "pause", mode, version: this.version });
-      if (mode === "abort") for (const stream of this.#streams) stream.abort();
+      if (mode === "abort") for (const running of [...this.#streams, ...this.#aborting]) running.abort();
     }
     if (mode === "wait") await this.#drain();
   }
@@ -84,15 +91,35 @@ export class SimWeights {
     return this.paused ? Promise.race([this.#resumed.promise, closed]) : Promise.resolve();
   }
 
-  /** A whole (not streamed) generation runs until `end()`: a wait-mode pause waits for it. */
-  whole(): () => void {
+  /**
+   * A whole (not streamed) generation runs until `end()`: a wait-mode pause waits for it, an abort-mode one ends it
+   * (`interrupted` settles, `aborted` turns true: the server answers it as aborted).
+   */
+  whole(): { interrupted: Promise<void>; readonly aborted: boolean; end: () => void } {
     this.#wholeInFlight++;
     let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.#wholeInFlight--;
-      this.#checkDrained();
+    let aborted = false;
+    let abort!: () => void;
+    const interrupted = new Promise<void>((resolve) => (abort = resolve));
+    const entry = {
+      abort: () => {
+        aborted = true;
+        abort();
+      },
+    };
+    this.#aborting.add(entry);
+    return {
+      interrupted,
+      get aborted() {
+        return aborted;
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.#aborting.delete(entry);
+        this.#wholeInFlight--;
+        this.#checkDrained();
+      },
     };
   }
 
@@ -178,4 +205,29 @@ export function abortChunk(first: string | undefined): string {
     model: head["model"],
     choices: [choice],
   });
+}
+
+/**
+ * A whole answer aborted by a pause, as the servers return it: every choice finished with "abort". The sim cuts it
+ * before its first token (real servers return what was sampled by then; the gateway discards it either way).
+ */
+export function abortedWhole(body: unknown): unknown {
+  if (typeof body !== "object" || body === null) return body;
+  const answer = body as Record<string, unknown>;
+  const choices = Array.isArray(answer["choices"]) ? (answer["choices"] as Record<string, unknown>[]) : [];
+  return {
+    ...answer,
+    choices: choices.map((choice) => {
+      const cut: Record<string, unknown> = { ...choice, finish_reason: "abort", logprobs: null };
+      if ("token_ids" in choice) cut["token_ids"] = [];
+      if ("text" in choice) cut["text"] = "";
+      const message = choice["message"];
+      if (typeof message === "object" && message !== null)
+        cut["message"] = { role: "assistant", content: "", tool_calls: [] };
+      return cut;
+    }),
+    ...(typeof answer["usage"] === "object" && answer["usage"] !== null
+      ? { usage: { ...(answer["usage"] as object), completion_tokens: 0 } }
+      : {}),
+  };
 }
