@@ -87,4 +87,17 @@ describe("message keys", () => {
     const renamed = { ...echoed, tool_calls: [{ id: "call_2", function: { name: "read", arguments: "{}" } }] };
     assert.equal(threads.find(new MessageChain(chainSeed("m", null), [user, renamed]), 2), undefined);
   });
+
+  test("a tool-call id is known as OpenClaw echoes it: letters and digits cut to 40 (chat), a suffix of its own (Responses)", () => {
+    const withId = (id: string) => ({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id, type: "function", function: { name: "exec", arguments: "{}" } }],
+    });
+    const sampled = messageKey(withId("chatcmpl-tool-c1e88867a3934934b20c38f76900aaaa"));
+    assert.equal(messageKey(withId("chatcmpltoolc1e88867a3934934b20c38f76900")), sampled);
+    assert.equal(messageKey(withId("call_chatcmpl-tool-c1e88867a3934934b20c38f76900aaaa_f_3c0d77db6a")), sampled);
+    assert.notEqual(messageKey(withId("chatcmpl-tool-d1e88867a3934934b20c38f76900aaaa")), sampled);
+    assert.notEqual(messageKey(withId("call_1")), messageKey(withId("call_2")));
+  });
 });

@@ -31,15 +31,21 @@ function canonicalArguments(args: unknown): string {
 
 /** OpenClaw echoes a tool-call id with its letters and digits only, cut to this many. */
 const ECHOED_ID_LENGTH = 40;
+/** A run of this many hex digits is an id's random part (vLLM's `chatcmpl-tool-` + 32); this many of it tell it. */
+const RANDOM_HEX = /[0-9a-f]{16,}/;
+const RANDOM_KEPT = 24;
 
 /**
- * A tool-call id as harnesses echo it: OpenClaw sends vLLM's `chatcmpl-tool-` + 32 hex digits back as
- * `chatcmpltool` + the first 28 of them. What is left still tells the call (the digits are random).
+ * A tool-call id as harnesses echo it: what tells the call is the random part of the id the upstream gave. OpenClaw
+ * sends vLLM's `chatcmpl-tool-` + 32 hex digits back as `chatcmpltool` + the first 28 of them on chat completions, and
+ * as `call_chatcmpl-tool-…_f_` + a hash of its own on Responses: an id with a run of 16 hex digits or more is its
+ * first 24 of them; any other id is its letters and digits, at most 40.
  */
 function callId(id: unknown): string {
-  return String(id ?? "")
-    .replace(/[^A-Za-z0-9]/g, "")
-    .slice(0, ECHOED_ID_LENGTH);
+  const text = String(id ?? "");
+  const random = RANDOM_HEX.exec(text.replace(/[^A-Za-z0-9]/g, "-"));
+  if (random) return random[0].slice(0, RANDOM_KEPT);
+  return text.replace(/[^A-Za-z0-9]/g, "").slice(0, ECHOED_ID_LENGTH);
 }
 
 function toolCallParts(calls: unknown, parts: string[]): void {
