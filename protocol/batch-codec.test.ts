@@ -40,7 +40,21 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
       generation: 1,
       round: 3,
       late: false,
-      calls: [{ seq: 1000 + r, policyVersion: "v1", temperature: 0.7, finishReason: "stop" }],
+      calls: [
+        {
+          seq: 1000 + r,
+          policyVersion: "v1",
+          temperature: 0.7,
+          finishReason: "stop",
+          versionRuns:
+            r === 0
+              ? [
+                  { start: 0, version: "v1" },
+                  { start: 2, version: "v2" },
+                ]
+              : [],
+        },
+      ],
       finishReason: "stop",
       policyVersion: "v1",
       noSignal: false,

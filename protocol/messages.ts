@@ -105,6 +105,14 @@ export interface CallInfo {
   topP?: number;
   topK?: number;
   finishReason: string;
+  /** Per-token versions when a weight update fell inside the answer (runs over its sampled tokens); empty: none. */
+  versionRuns?: VersionRun[];
+}
+
+/** Tokens from `start` (among the call's sampled tokens) to the next run's start were sampled by `version`. */
+export interface VersionRun {
+  start: number;
+  version: string;
 }
 
 export type StreamMessage =

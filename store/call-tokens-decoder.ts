@@ -63,6 +63,7 @@ export class CallTokensDecoder {
       startedAt: stored.timings.start,
       tools: stored.tools ?? null,
       policyVersion: stored.policyVersion ?? null,
+      policyVersions: stored.policyUpdate?.versions ?? null,
       sampling: stored.sampling ?? null,
       routingIssue: stored.routingIssue ?? null,
     };

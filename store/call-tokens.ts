@@ -31,6 +31,8 @@ export interface CallTokens {
   tools?: number | null;
   /** Which policy sampled the call and how (for trainers; reconstruction passes them through). */
   policyVersion?: string | null;
+  /** The version of each sampled token as runs, when a weight update fell inside the answer (gateway/policy). */
+  policyVersions?: Array<{ start: number; version: string | null }> | null;
   sampling?: SamplingParams | null;
   /** Why the call's routed experts were not kept (serve --routed-experts); absent or null: nothing wrong. */
   routingIssue?: string | null;

@@ -8,6 +8,8 @@ import { after, describe, test } from "node:test";
 import { simLogprob } from "../sim/logprobs.ts";
 import { versionLogprobSeed } from "../sim/weights/state.ts";
 import type { FlavorName } from "../sim/flavor.ts";
+import { TrajectoryConsumer } from "../clients/ts/index.ts";
+import type { RolloutMessage } from "../protocol/index.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
@@ -82,7 +84,7 @@ for (const flavor of ["vllm", "sglang"] as FlavorName[]) {
     async function stack(): Promise<Stack> {
       const s = await startStack({
         sim: { flavor, seed: SEED, interTokenMs: 2 },
-        gateway: { prompts: "tokens", upstreamFlavor: flavor },
+        gateway: { prompts: "tokens", upstreamFlavor: flavor, grpcPort: 0 },
       });
       stacks.push(s);
       return s;
@@ -138,6 +140,44 @@ for (const flavor of ["vllm", "sglang"] as FlavorName[]) {
         assert.equal(logprobs[i], expected, `token ${i} scored by version ${version}`);
       }
       assert.notEqual(logprobs[cut], refCall!.choices[0]!.logprobs![cut], "the new version scores differently");
+
+      // The trajectory stream carries the runs on the call's CallInfo (batches pass CallInfo on, in either layout).
+      const finished = await postJson(`${s.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
+      assert.equal(finished.status, 200, finished.text);
+      const message = await new Promise<RolloutMessage>((resolve) => {
+        const consumer: TrajectoryConsumer = new TrajectoryConsumer({
+          address: `127.0.0.1:${s.gateway.grpc!.port}`,
+          member: `policy-${flavor}`,
+          onRollout(m) {
+            consumer.ack([m.cursor]);
+            if (m.rolloutId !== rollout.id) return;
+            void consumer.close();
+            resolve(m);
+          },
+        });
+        consumer.start();
+      });
+      const info = message.calls!.find((c) => c.seq === call!.seq)!;
+      assert.equal(info.policyVersion, "0");
+      assert.deepEqual(info.versionRuns, [
+        { start: 0, version: "0" },
+        { start: cut, version: "1" },
+      ]);
+      // Each token of the row: its call's run at its place among the call's tokens (context tokens have none).
+      const raw = message.callIndex!;
+      const callIndex = new Int32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
+      const mask = message.trajectories.lossMask;
+      const mine = message.calls!.indexOf(info);
+      let k = 0;
+      const versions: string[] = [];
+      for (let t = 0; t < callIndex.length; t++) {
+        if (callIndex[t] !== mine || mask[t] !== 1) continue;
+        const run = [...info.versionRuns!].reverse().find((r) => r.start <= k)!;
+        versions.push(run.version);
+        k++;
+      }
+      assert.equal(versions.length, ids.length);
+      assert.deepEqual(versions, [...Array(cut).fill("0"), ...Array(ids.length - cut).fill("1")]);
     });
 
     test("wait mode: the running answer ends under the old weights, a call sent meanwhile is held, then served", async () => {

@@ -132,6 +132,7 @@ export function assemble(src: TrajectorySource, options: ReconstructOptions): Re
         status: note.status,
         tokenSource: note.tokenSource,
         policyVersion: note.policyVersion,
+        ...(note.policyVersions?.length ? { policyVersions: note.policyVersions } : {}),
         sampling: note.sampling,
         attach: attachOf.get(note.callSeq) ?? null,
         choices: note.choices.map((choice) => {

@@ -21,6 +21,7 @@ export function fromCallRecord(record: CallRecord): CallTokens {
     startedAt: record.timings.start,
     tools: record.tools ?? null,
     policyVersion: record.policyVersion ?? null,
+    policyVersions: record.policyUpdate?.versions ?? null,
     sampling: record.sampling ?? null,
     routingIssue: record.routingIssue ?? null,
   };
@@ -55,6 +56,8 @@ export interface CallNote {
   tokenIssue: string | null;
   choices: Array<{ index: number; sampledTokens: number; finishReason: string | null }>;
   policyVersion: string | null;
+  /** Per-token versions as runs when a weight update fell inside the answer; null: all `policyVersion`. */
+  policyVersions: Array<{ start: number; version: string | null }> | null;
   sampling: SamplingParams | null;
   failed: boolean;
   missingTokenIds: boolean;
@@ -74,6 +77,7 @@ export function noteCall(p: PreparedCall): CallNote {
       .sort((a, b) => a.index - b.index)
       .map((c) => ({ index: c.index, sampledTokens: c.tokenIds?.length ?? 0, finishReason: c.finishReason ?? null })),
     policyVersion: p.call.policyVersion ?? null,
+    policyVersions: p.call.policyVersions ?? null,
     sampling: p.call.sampling ?? null,
     failed: p.failed,
     missingTokenIds: p.missingTokenIds,

@@ -161,6 +161,8 @@ export interface CallSummary {
   tokenSource: TokenSource;
   /** The policy version that served the call (header or rollout), null when none was given. */
   policyVersion: string | null;
+  /** The version of each sampled token as runs, present when a weight update fell inside the answer. */
+  policyVersions?: Array<{ start: number; version: string | null }>;
   /** Sampling parameters of the forwarded request. */
   sampling: SamplingParams | null;
   /** Null when the call added nothing to the tree (failed, or no token ids). */

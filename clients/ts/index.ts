@@ -4,4 +4,5 @@ export { TrajectoryConsumer, type TrajectoryConsumerOptions } from "./trajectory
 export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerClientOptions } from "./trainer-client.ts";
 export { CoreSourcesClient, type CoreSourcesClientOptions } from "./core-sources-client.ts";
 export { decodeBatch, toRows, type TrainingBatch, type TreeStructure } from "./batch.ts";
+export { tokenVersions } from "./token-versions.ts";
 export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../protocol/index.ts";

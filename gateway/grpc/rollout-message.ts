@@ -29,6 +29,9 @@ function callsOf(rec: Reconstruction, offsets: Int32Array): { calls: CallInfo[];
       ...(sampling?.topP === undefined ? {} : { topP: sampling.topP }),
       ...(sampling?.topK === undefined ? {} : { topK: sampling.topK }),
       finishReason: summary?.choices.find((c) => c.index === choice)?.finishReason ?? "",
+      ...(summary?.policyVersions?.length
+        ? { versionRuns: summary.policyVersions.map((r) => ({ start: r.start, version: r.version ?? "" })) }
+        : {}),
     };
   });
   const callIndex = new Int32Array(offsets[offsets.length - 1]!).fill(-1);
