@@ -1,11 +1,14 @@
 // Per-token policy versions from an update that fell mid-answer, through the RL core to a trainer, in both batch
 // layouts: the call's CallInfo carries the version runs, and tokenVersions() gives every trained token its version.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { rmSync } from "node:fs";
+import { promisify } from "node:util";
 import { after, test } from "node:test";
 import { TrainerClient, tokenVersions, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
-import { createRollout, postJson, rolloutCalls, startStack, tempDir, until, type Stack } from "./helpers.ts";
+import { trainerPython } from "./grpc-helpers.ts";
+import { ROOT, createRollout, postJson, rolloutCalls, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
 const dirs: string[] = [];
 const closers: Array<() => Promise<void>> = [];
@@ -31,12 +34,13 @@ test("an abort-mode update mid-answer: per-token versions in rows and tree batch
   });
   closers.push(() => stack.close());
   const cores = await Promise.all(
-    (["rows", "tree"] as const).map(async (layout) => {
+    // A core per layout for the TypeScript client, and one per layout for the Python client (each its own group).
+    (["rows", "tree", "rows", "tree"] as const).map(async (layout, i) => {
       const dir = tempDir(`policy-core-${layout}`);
       dirs.push(dir);
       const core = await startCore({
         gateways: [stack.gateway.grpc!.address],
-        consumerGroup: `policy-${layout}`,
+        consumerGroup: `policy-${i}`,
         port: 0,
         metricsPort: null,
         dataDir: dir,
@@ -95,4 +99,16 @@ test("an abort-mode update mid-answer: per-token versions in rows and tree batch
     assert.deepEqual(trained, [...Array(cut).fill("0"), ...Array(sampled - cut).fill("1")], layout);
     assert.equal(versions.filter((v, t) => v === null && batch.callIndex[t]! >= 0).length, 0);
   }
+
+  const python = trainerPython();
+  if (python === null) return; // the Python view is checked where a python3 with grpcio and numpy is
+  const { stdout } = await promisify(execFile)(python, ["clients/python/tests/token_versions_check.py"], {
+    cwd: ROOT,
+    timeout: 120_000,
+    env: { ...process.env, RLGATE_CORES: `${cores[2]!.address}=rows,${cores[3]!.address}=tree` },
+  });
+  const seen = JSON.parse(stdout) as Record<string, string[]>;
+  const expected = [...Array(cut).fill("0"), ...Array(sampled - cut).fill("1")];
+  assert.deepEqual(seen["rows"], expected, "Python, rows");
+  assert.deepEqual(seen["tree"], expected, "Python, tree");
 });
