@@ -93,6 +93,7 @@ export class ContinuedCompletion implements UpstreamAnswer {
     const maxTokens = body["max_tokens"] as number;
     const sampled: number[] = [];
     let firstId: unknown = undefined;
+    const unread: string[] = [];
     let call = this.#first;
     for (let segment = 0; ; segment++) {
       let interrupted = false;
@@ -104,6 +105,22 @@ export class ContinuedCompletion implements UpstreamAnswer {
           if (ev.data === null || ev.data.trim() === "[DONE]") {
             if (!interrupted) out.push(ev.raw);
             continue;
+          }
+          // Until an abort, the first request's events pass as they came, unparsed (the relay parses them anyway):
+          // their ids are read only if an abort comes, from the events kept here.
+          if (!rewrite && !interrupted && !ev.data.includes('"abort"')) {
+            unread.push(ev.data);
+            out.push(ev.raw);
+            continue;
+          }
+          if (unread.length) {
+            for (const data of unread) {
+              const earlier = parseObject(data);
+              firstId ??= earlier?.["id"];
+              const ids = (earlier?.["choices"] as Json[] | undefined)?.[0]?.["token_ids"];
+              if (Array.isArray(ids)) for (const id of ids) sampled.push(id as number);
+            }
+            unread.length = 0;
           }
           const chunk = parseObject(ev.data);
           const choices = chunk?.["choices"];
