@@ -3,6 +3,7 @@
 import { Command } from "commander";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
+import { branchOf } from "../gateway/branching/index.ts";
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import { MODEL_DIR_HELP, modelOf } from "./model-dir-option.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
@@ -46,6 +47,26 @@ async function fromStore(dir: string, id: string): Promise<{ rollout: RolloutRec
   } finally {
     await store.close();
   }
+}
+
+/**
+ * For a branch rollout, the line that says so: its backbone, its point, and which of its calls were answered from the
+ * backbone's recording (no upstream call: their "0 tok" below is nothing sampled, not a failure). Null otherwise.
+ */
+export function branchLine(rollout: RolloutRecord, calls: readonly CallRecord[]): string | null {
+  const spec = branchOf(rollout);
+  if (!spec) return null;
+  const at = `call ${spec.at_call}${spec.at_token === undefined ? "" : `, token ${spec.at_token}`}`;
+  // Numbered as the tree below numbers them: by their order in the rollout (seq is a store-wide cursor).
+  const replayed = calls.flatMap((c, i) => (c.replayOf ? [`#${i}`] : []));
+  const diverged = spec.divergence ? "; it diverged from the backbone before its point" : "";
+  return (
+    `branch of ${spec.of} at ${at}: ` +
+    (replayed.length
+      ? `calls ${replayed.join(" ")} replayed from the backbone's recording (no upstream call, nothing sampled: context here)`
+      : "no call replayed") +
+    diverged
+  );
 }
 
 export function showCommand(): Command {
@@ -98,6 +119,8 @@ export function showCommand(): Command {
       console.log(
         `rollout ${rollout.id}  status ${rollout.status}  reward ${rollout.reward ?? "—"}  group ${rollout.group ?? "—"}  harness ${rollout.harness ?? "—"}`,
       );
+      const branch = branchLine(rollout, calls);
+      if (branch) console.log(branch);
       console.log(
         formatReconstruction(reconstruction, {
           detokenize: (ids) => tokenizer.decode(ids),

@@ -122,3 +122,10 @@ test("progress on a terminal: a live line per running rollout, redrawn in place,
   assert.match(text, /t#0: ok reward=1 calls=3 12\.3 s \[1\/2\]\n  t#1 +prepare +0 s\n$/);
   progress.close();
 });
+
+test("a branch's row is labelled with its number after its backbone's (t#0.1), not like the backbone", () => {
+  const branch = { of: "r_1", atCall: 1, index: 1, onDivergence: "sample" as const, cost: null };
+  const rows = summaryTable([result({}), result({ rolloutId: "r_2", branch })]).split("\n");
+  assert.match(rows[1]!, /^t#0 +r_1 /);
+  assert.match(rows[2]!, /^t#0\.1 +r_2 /);
+});

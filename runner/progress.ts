@@ -75,8 +75,14 @@ export class Progress {
   }
 }
 
-function label(key: RolloutKey): string {
-  return `${key.task}#${key.sample}`;
+/** fix-add#0 for a backbone (or a rollout without branches), fix-add#0.2 for its branch 2 (as the branch summary). */
+export function label(key: RolloutKey): string {
+  if (key.branch === undefined) return `${key.task}#${key.sample}`;
+  return `${key.task}#${key.sample}.${key.branch ?? "?"}`;
+}
+
+function resultLabel(r: RolloutResult): string {
+  return label({ task: r.task, sample: r.sample, ...(r.branch ? { branch: r.branch.index } : {}) });
 }
 
 function firstLine(s: string): string {
@@ -94,7 +100,7 @@ export function summaryTable(results: RolloutResult[]): string {
   const head = ["task", "rollout", "harness", "status", "reward", ...(withRecorded ? ["recorded"] : [])];
   head.push("calls", "trajectories", "seconds");
   const rows = results.map((r) => [
-    `${r.task}#${r.sample}`,
+    resultLabel(r),
     r.rolloutId ?? "-",
     r.harness,
     r.status,
@@ -116,7 +122,7 @@ export function summaryTable(results: RolloutResult[]): string {
   for (const r of results) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
   const footer = `${results.length} rollouts: ${[...counts].map(([s, c]) => `${c} ${s}`).join(", ")}; mean reward ${mean}`;
   const warning = withRecorded
-    ? `${unrecorded.length} NOT RECORDED: the gateway does not hold the result above (${unrecorded.map((r) => `${r.task}#${r.sample}`).join(", ")}; see their error in --json)`
+    ? `${unrecorded.length} NOT RECORDED: the gateway does not hold the result above (${unrecorded.map(resultLabel).join(", ")}; see their error in --json)`
     : null;
   return [fmt(head), ...rows.map(fmt), footer, ...(warning ? [warning] : [])].join("\n");
 }

@@ -80,6 +80,8 @@ export interface RunEvents {
 export interface RolloutKey {
   task: string;
   sample: number;
+  /** A branch of that sample's backbone: its number, or null for one that could not be planned. */
+  branch?: number | null;
 }
 
 export const DEFAULT_TIMEOUT_SEC = 600;
@@ -241,7 +243,7 @@ export async function runTasks(o: RunOptions): Promise<RolloutResult[]> {
         const i = next++;
         running++;
         const { task, sample, image, branch, branched } = jobs[i]!;
-        const key = { task: task.name, sample };
+        const key: RolloutKey = { task: task.name, sample, ...(branched ? { branch: branch?.index ?? null } : {}) };
         results[i] = await runRollout({
           task,
           image,
