@@ -37,7 +37,9 @@ test("a branch says whose, where, and which calls were replayed; a backbone says
   const line = out.stdout.split("\n")[1]!;
   assert.match(
     line,
-    new RegExp(`^branch of ${backbone.id} at call 1: calls #0 replayed from the backbone's recording`),
+    new RegExp(
+      `^branch of ${backbone.id} at call 1: 1 of its 2 calls replayed from the backbone's recording \\(#\\d+: no upstream call`,
+    ),
   );
   const plain = await show(backbone.id);
   assert.equal(plain.status, 0, plain.stderr);

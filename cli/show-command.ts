@@ -57,13 +57,13 @@ export function branchLine(rollout: RolloutRecord, calls: readonly CallRecord[])
   const spec = branchOf(rollout);
   if (!spec) return null;
   const at = `call ${spec.at_call}${spec.at_token === undefined ? "" : `, token ${spec.at_token}`}`;
-  // Numbered as the tree below numbers them: by their order in the rollout (seq is a store-wide cursor).
-  const replayed = calls.flatMap((c, i) => (c.replayOf ? [`#${i}`] : []));
+  // Named as the tree below names them (their seq), and counted.
+  const replayed = calls.filter((c) => c.replayOf).map((c) => `#${c.seq}`);
   const diverged = spec.divergence ? "; it diverged from the backbone before its point" : "";
   return (
     `branch of ${spec.of} at ${at}: ` +
     (replayed.length
-      ? `calls ${replayed.join(" ")} replayed from the backbone's recording (no upstream call, nothing sampled: context here)`
+      ? `${replayed.length} of its ${calls.length} calls replayed from the backbone's recording (${replayed.join(" ")}: no upstream call, nothing sampled, context here)`
       : "no call replayed") +
     diverged
   );
