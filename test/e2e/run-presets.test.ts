@@ -11,7 +11,7 @@ import { runTasks } from "../../runner/run.ts";
 import { DEFAULT_LIMITS } from "../../runner/sandbox.ts";
 import { loadTask } from "../../runner/task.ts";
 import { ROOT, startStack, tempDir, type Stack } from "../helpers.ts";
-import { bwrapForTests } from "../require-in-ci.ts";
+import { bwrapForTests, requireInCi } from "../require-in-ci.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
 const BIN = join(ROOT, "node_modules", ".bin");
@@ -39,7 +39,12 @@ describe(
     for (const preset of ["pi"]) {
       test(
         `${preset}: the shell tool runs in the sandbox and every call reaches the gateway`,
-        { skip: !existsSync(join(BIN, preset)) && `${preset} is not installed` },
+        {
+          skip: requireInCi(
+            `the ${preset} CLI (npm install)`,
+            existsSync(join(BIN, preset)) ? null : `${preset} is not installed`,
+          ),
+        },
         async () => {
           const [r] = await runTasks({
             tasks: [loadTask(TASK)],
