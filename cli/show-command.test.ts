@@ -18,7 +18,7 @@ function show(id: string): Promise<{ status: number | null; stdout: string; stde
     execFile(
       process.execPath,
       [...args, "--gateway", stack.gateway.url],
-      { timeout: 120_000 },
+      { timeout: 300_000 },
       (error, stdout, stderr) =>
         resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );

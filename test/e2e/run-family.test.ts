@@ -132,7 +132,7 @@ describe("rlgate run --model-dir refusals", () => {
         "http://127.0.0.1:9",
       ]);
       assert.equal(withGateway.code, 2);
-      assert.match(withGateway.stderr, /--model-dir is for the gateway of its own/);
+      assert.match(withGateway.stderr, /--model-dir is for the gateway rlgate run starts itself, not for --gateway/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

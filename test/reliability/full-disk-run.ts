@@ -181,9 +181,26 @@ try {
     "a call recorded after the filler is deleted",
   );
   calls.set(resumed.seq, held);
-  const finishAfter = await post(`${url}/api/rollouts/${heldForFinish}/finish`, { reward: 1 });
+  // Each process looks at the free space on its own (at most every 50 ms): a finish or a create that reaches another
+  // worker than the call did may find it still full for that long, so each is asked until it is taken (or 60 s).
+  const untilTaken = (send: () => Promise<{ status: number }>, what: string) =>
+    until(
+      async () => {
+        const a = await send();
+        return a.status === 507 ? undefined : a;
+      },
+      60_000,
+      what,
+    );
+  const finishAfter = await untilTaken(
+    () => post(`${url}/api/rollouts/${heldForFinish}/finish`, { reward: 1 }),
+    "a finish recorded after the filler is deleted",
+  );
   if (finishAfter.status === 200) finished.add(heldForFinish);
-  const createAfter = await post(`${url}/api/rollouts`, {});
+  const createAfter = await untilTaken(
+    () => post(`${url}/api/rollouts`, {}),
+    "a rollout created after the filler is deleted",
+  );
   result.checks["afterSpaceReturns"] = { finish: finishAfter.status, create: createAfter.status };
 
   await gw.kill("SIGTERM");
