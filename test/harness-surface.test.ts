@@ -4,22 +4,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startGateway } from "../gateway/index.ts";
 import { createServer } from "node:http";
-import { connect, type AddressInfo } from "node:net";
-import { createRollout, postJson, startStack, type Stack } from "./helpers.ts";
+import type { AddressInfo } from "node:net";
+import { createRollout, postJson, rawRequest, startStack, type Stack } from "./helpers.ts";
 
 const TOKEN = "s3cret-control-token";
-
-/** Sends raw bytes on a fresh socket and resolves with everything the gateway answered. */
-function rawRequest(url: string, bytes: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(bytes));
-    const chunks: Buffer[] = [];
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
-    socket.on("error", reject);
-    socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
-  });
-}
 
 /** Status of a request sent with its path exactly as written (no client-side normalization). */
 async function sendRaw(url: string, method: string, path: string, body = "", headers = ""): Promise<number> {

@@ -1,4 +1,5 @@
 // Shared fixtures for integration tests: a simulated vLLM and a gateway on loopback ports, torn down afterwards.
+import { connect } from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -298,4 +299,16 @@ export async function collectSse(
     await reader.cancel().catch(() => {});
   }
   return events;
+}
+
+/** Sends raw bytes on a fresh socket and resolves with everything the gateway answered. */
+export function rawRequest(url: string, bytes: string | Buffer): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(bytes));
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("error", reject);
+    socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
+  });
 }

@@ -11,6 +11,7 @@ import { TOO_DEEP } from "../util/bounded-json.ts";
 import {
   createRollout,
   postJson,
+  rawRequest,
   readSse,
   rolloutCalls,
   spawnCli,
@@ -21,18 +22,6 @@ import {
 } from "./helpers.ts";
 
 const MESSAGES = [{ role: "user", content: "hello" }];
-
-/** Sends raw bytes on a fresh socket and resolves with everything the gateway answered. */
-export function rawRequest(url: string, bytes: string | Buffer): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(bytes));
-    const chunks: Buffer[] = [];
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
-    socket.on("error", reject);
-    socket.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
-  });
-}
 
 /** Writes raw bytes without closing the sending side (a half-closed socket is a harness gone), until `done` matches. */
 function rawExchange(url: string, bytes: string, done: RegExp): Promise<string> {
