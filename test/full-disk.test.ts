@@ -4,28 +4,16 @@
 // each API's own error shape, the gateway alive and healthy, the state logged once per process, no unhandled
 // rejection, serving resumed once space was freed, and everything acknowledged read back from the reopened store.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
-import { ROOT, tempDir } from "./helpers.ts";
+import { tempDir } from "./helpers.ts";
+import { runInTmpfs, tmpfsUnavailable } from "./reliability/small-tmpfs.ts";
 
 const TMPFS_BYTES = 16 * 1024 * 1024;
 const dirs: string[] = [];
 after(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-/** Why a tmpfs cannot be mounted here without root (then the tests are skipped), or null. */
-function tmpfsUnavailable(): string | null {
-  const dir = tempDir("tmpfs-probe");
-  dirs.push(dir);
-  const probe = spawnSync("bwrap", ["--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", dir, "true"], {
-    encoding: "utf8",
-  });
-  if (probe.error) return `bwrap is not available: ${probe.error.message}`;
-  if (probe.status !== 0) return `bwrap cannot mount a tmpfs here: ${probe.stderr.trim()}`;
-  return null;
-}
 
 interface FullDiskResult {
   workers: number;
@@ -53,34 +41,16 @@ interface FullDiskResult {
 function runFullDisk(workers: number, reserve: number): Promise<{ result: FullDiskResult | null; output: string }> {
   const dir = tempDir("full-disk");
   dirs.push(dir);
-  const child = spawn(
-    "bwrap",
-    [
-      ...["--dev-bind", "/", "/", "--size", String(TMPFS_BYTES), "--tmpfs", dir, "--die-with-parent", "--"],
-      ...[
-        process.execPath,
-        "--import",
-        "tsx",
-        "test/reliability/full-disk-run.ts",
-        dir,
-        String(workers),
-        String(reserve),
-      ],
-    ],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  return new Promise((resolve) =>
-    child.on("close", () => {
-      const line = output.split("\n").find((l) => l.startsWith("FULL-DISK-RESULT "));
-      resolve({ result: line ? (JSON.parse(line.slice("FULL-DISK-RESULT ".length)) as FullDiskResult) : null, output });
-    }),
-  );
+  return runInTmpfs<FullDiskResult>({
+    dir,
+    bytes: TMPFS_BYTES,
+    script: "test/reliability/full-disk-run.ts",
+    args: [String(workers), String(reserve)],
+    marker: "FULL-DISK-RESULT",
+  });
 }
 
-const skip = tmpfsUnavailable();
+const skip = tmpfsUnavailable(dirs);
 
 describe("a full disk under the store", { skip: skip ?? false }, () => {
   // With a reserve (the default's way): refused before the filesystem runs out. Without one: every write runs until one

@@ -3,11 +3,12 @@
 // file but for a little room, drives rollouts until the gateway refuses them, checks the refusals and that the gateway
 // still serves, deletes the filler, checks that serving resumes, then stops the gateway, reopens the store and reads back
 // everything acknowledged. Prints one line `FULL-DISK-RESULT <json>` with what it found.
-import { closeSync, openSync, statfsSync, unlinkSync, writeSync } from "node:fs";
+import { unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { startSim } from "../../sim/index.ts";
 import { Store } from "../../store/store.ts";
 import { spawnCli, until } from "../helpers.ts";
+import { fillFilesystem, freeBytes, postAnswer as post, type Answer } from "./small-tmpfs.ts";
 
 const [dir, workersArg, reserveArg] = process.argv.slice(2);
 if (!dir || !workersArg) throw new Error("usage: full-disk-run.ts <tmpfs dir> <workers> [<store reserve>]");
@@ -16,44 +17,6 @@ const workers = Number(workersArg);
 const RESERVE = Number(reserveArg ?? 256 * 1024);
 const storeDir = join(dir, "store");
 const filler = join(dir, "filler");
-const JSON_HEADERS = { "content-type": "application/json" };
-
-const free = () => {
-  const s = statfsSync(dir);
-  return Number(s.bavail) * Number(s.bsize);
-};
-
-/** Fills the filesystem with one file until `room` bytes are left. */
-function fill(room: number): void {
-  const fd = openSync(filler, "w");
-  const chunk = Buffer.alloc(64 * 1024, 1);
-  try {
-    while (free() > room + chunk.length) writeSync(fd, chunk);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-interface Answer {
-  status: number;
-  text: string;
-  seq: number;
-}
-
-/** A POST's answer; status 0 when the connection was cut before a whole answer (its error as the text). */
-async function post(url: string, body: unknown): Promise<Answer> {
-  try {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: JSON_HEADERS,
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(60_000),
-    });
-    return { status: res.status, text: await res.text(), seq: Number(res.headers.get("x-rlgate-call")) };
-  } catch (error) {
-    return { status: 0, text: String((error as Error).cause ?? error), seq: NaN };
-  }
-}
 
 const alive = (pid: number) => {
   try {
@@ -118,8 +81,8 @@ try {
   const held = await create();
   const heldForFinish = await create();
   if (typeof held !== "string" || typeof heldForFinish !== "string") throw new Error("no rollout before the fill");
-  fill(RESERVE + 768 * 1024);
-  result.checks["freeAfterFill"] = free();
+  fillFilesystem(filler, dir, RESERVE + 768 * 1024);
+  result.checks["freeAfterFill"] = freeBytes(dir);
 
   // Load until every kind of write has been refused: the store's room runs out, then the reserve holds.
   const note = (what: string, a: Answer, ok: number) => {

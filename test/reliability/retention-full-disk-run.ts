@@ -4,48 +4,18 @@
 // room, drives rollouts until the gateway refuses them, then lets the core acknowledge what it holds — the filler
 // stays: only retention can make room — and checks that serving resumes, then reopens the store and reads back what
 // was recorded after. Prints one line `RETENTION-FULL-DISK-RESULT <json>` with what it found.
-import { closeSync, openSync, statfsSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { TrajectoryConsumer } from "../../clients/ts/index.ts";
 import { startSim } from "../../sim/index.ts";
 import { Store } from "../../store/store.ts";
 import { spawnCli, until } from "../helpers.ts";
+import { fillFilesystem, freeBytes, postAnswer as post } from "./small-tmpfs.ts";
 
 const [dirArg] = process.argv.slice(2);
 if (!dirArg) throw new Error("usage: retention-full-disk-run.ts <tmpfs dir>");
 const dir: string = dirArg;
 const RESERVE = 256 * 1024;
 const storeDir = join(dir, "store");
-const JSON_HEADERS = { "content-type": "application/json" };
-
-const free = () => {
-  const s = statfsSync(dir);
-  return Number(s.bavail) * Number(s.bsize);
-};
-
-function fill(room: number): void {
-  const fd = openSync(join(dir, "filler"), "w");
-  const chunk = Buffer.alloc(64 * 1024, 1);
-  try {
-    while (free() > room + chunk.length) writeSync(fd, chunk);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-async function post(url: string, body: unknown): Promise<{ status: number; text: string; seq: number }> {
-  try {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: JSON_HEADERS,
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(60_000),
-    });
-    return { status: res.status, text: await res.text(), seq: Number(res.headers.get("x-rlgate-call")) };
-  } catch (error) {
-    return { status: 0, text: String((error as Error).cause ?? error), seq: NaN };
-  }
-}
 
 const sim = await startSim({ port: 0, interTokenMs: 0 });
 const gw = spawnCli([
@@ -87,8 +57,8 @@ try {
   core.start();
   const live = await post(`${url}/api/rollouts`, {});
   const liveId = (JSON.parse(live.text) as { id: string }).id;
-  fill(RESERVE + 4 * 1024 * 1024); // room for a few MB of rollouts: what retention frees must pass the resume margin
-  result.freeAfterFill = free();
+  fillFilesystem(join(dir, "filler"), dir, RESERVE + 4 * 1024 * 1024); // room for a few MB of rollouts: what retention frees must pass the resume margin
+  result.freeAfterFill = freeBytes(dir);
 
   // Rollouts until the store refuses: each one finished (so the core is sent it), none acknowledged.
   for (let r = 0; result.refused < 4 && r < 2000; r++) {
