@@ -61,12 +61,11 @@ function requestUrl(target: string | undefined): URL | undefined {
  */
 function routedUrl(target: string | undefined): URL {
   try {
-    parseRequestTarget(target);
+    return parseRequestTarget(target).url;
   } catch (error) {
     if (!(error instanceof RequestTargetError)) throw error;
     throw new GatewayError("RLGATE_BAD_PATH", `${error.message}: ${String(target).slice(0, 200)}`);
   }
-  return requestUrl(target)!;
 }
 
 /** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. Never throws. */

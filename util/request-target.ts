@@ -17,6 +17,8 @@ export interface RequestTarget {
   pathname: string;
   /** The query with its leading `?`, or "". */
   search: string;
+  /** The target as a WHATWG URL (its pathname is `pathname`), for the routers that read one. */
+  url: URL;
 }
 
 /** Reads an origin-form request target, or throws RequestTargetError saying why it is refused. */
@@ -43,5 +45,5 @@ export function parseRequestTarget(target: string | undefined): RequestTarget {
     throw new RequestTargetError("the request target is not a valid path");
   }
   if (parsed.pathname !== pathname) throw new RequestTargetError("the request path would be rewritten by a URL parser");
-  return { pathname, search };
+  return { pathname, search, url: parsed };
 }
