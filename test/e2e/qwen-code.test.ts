@@ -6,51 +6,23 @@ import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { killGroup } from "./process-group.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type CreatedRollout, type Stack } from "../helpers.ts";
 import { requireInCi } from "../require-in-ci.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const QWEN_CLI = join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js");
-const QWEN_PRESENT = existsSync(QWEN_CLI);
-/** Kill qwen if it has not exited by then (a normal run takes ~10-15 s; qwen retries 5xx for minutes). */
-const QWEN_TIMEOUT_MS = 120_000;
-
-const PROOF_FILE = "proof.txt";
-const PROOF_TEXT = "rlgate-e2e";
-const SHELL_COMMAND = `echo ${PROOF_TEXT} > ${PROOF_FILE}`;
-const FINAL_TEXT = `Done: ${PROOF_FILE} now holds ${PROOF_TEXT}.`;
-const PROMPT = `Use the shell to write the word ${PROOF_TEXT} into ${PROOF_FILE}.`;
-
-const SHELL_TURN: ScriptTurn = {
-  reasoning: "The user wants a file written with the shell. I will run one echo command.",
-  tool_calls: [
-    { name: "run_shell_command", arguments: { command: SHELL_COMMAND, description: "Write the proof file" } },
-  ],
-};
-// The sim plays script[k], k = assistant messages already in the request. Qwen's first request already holds one: its
-// canned startup-context reply ("Got it. Thanks for the context!"). So script[1] is the first sampled turn; script[0]
-// only plays if that context is ever skipped, and then repeats the (idempotent) shell call.
-const SCRIPT: ScriptTurn[] = [
-  SHELL_TURN,
-  SHELL_TURN,
-  { reasoning: "The command exited with code 0, so the file is written.", content: FINAL_TEXT },
-];
-
-// Everything that could reach the network or make side calls is off; see QWEN_CODE_NOTES.md.
-const QWEN_SETTINGS = {
-  general: { enableAutoUpdate: false },
-  privacy: { usageStatisticsEnabled: false },
-  telemetry: { enabled: false },
-  ide: { enabled: false },
-  memory: { enableManagedAutoMemory: false, enableManagedAutoDream: false, enableAutoSkill: false },
-  model: { skipNextSpeakerCheck: true, skipLoopDetection: true },
-  security: { folderTrust: { enabled: false }, auth: { selectedType: "openai" } },
-};
+import {
+  FINAL_TEXT,
+  PROMPT,
+  PROOF_FILE,
+  PROOF_TEXT,
+  QWEN_CLI,
+  QWEN_PRESENT,
+  QWEN_SETTINGS,
+  QWEN_TIMEOUT_MS,
+  SCRIPT,
+  SHELL_COMMAND,
+} from "./qwen-code-session.ts";
 
 interface QwenRun {
   code: number | null;

@@ -1,0 +1,44 @@
+// The one-prompt Qwen Code session the e2e tests run through rlgate against the sim: where the CLI is, the prompt, the
+// scripted turns that answer it and the settings that keep the CLI offline (QWEN_CODE_NOTES.md says why each is set).
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ScriptTurn } from "../../sim/index.ts";
+
+export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+export const QWEN_CLI = join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js");
+export const QWEN_PRESENT = existsSync(QWEN_CLI);
+/** Kill qwen if it has not exited by then (a normal run takes ~10-15 s; qwen retries 5xx for minutes). */
+export const QWEN_TIMEOUT_MS = 120_000;
+
+export const PROOF_FILE = "proof.txt";
+export const PROOF_TEXT = "rlgate-e2e";
+export const SHELL_COMMAND = `echo ${PROOF_TEXT} > ${PROOF_FILE}`;
+export const FINAL_TEXT = `Done: ${PROOF_FILE} now holds ${PROOF_TEXT}.`;
+export const PROMPT = `Use the shell to write the word ${PROOF_TEXT} into ${PROOF_FILE}.`;
+
+export const SHELL_TURN: ScriptTurn = {
+  reasoning: "The user wants a file written with the shell. I will run one echo command.",
+  tool_calls: [
+    { name: "run_shell_command", arguments: { command: SHELL_COMMAND, description: "Write the proof file" } },
+  ],
+};
+// The sim plays script[k], k = assistant messages already in the request. Qwen's first request already holds one: its
+// canned startup-context reply ("Got it. Thanks for the context!"). So script[1] is the first sampled turn; script[0]
+// only plays if that context is ever skipped, and then repeats the (idempotent) shell call.
+export const SCRIPT: ScriptTurn[] = [
+  SHELL_TURN,
+  SHELL_TURN,
+  { reasoning: "The command exited with code 0, so the file is written.", content: FINAL_TEXT },
+];
+
+// Everything that could reach the network or make side calls is off; see QWEN_CODE_NOTES.md.
+export const QWEN_SETTINGS = {
+  general: { enableAutoUpdate: false },
+  privacy: { usageStatisticsEnabled: false },
+  telemetry: { enabled: false },
+  ide: { enabled: false },
+  memory: { enableManagedAutoMemory: false, enableManagedAutoDream: false, enableAutoSkill: false },
+  model: { skipNextSpeakerCheck: true, skipLoopDetection: true },
+  security: { folderTrust: { enabled: false }, auth: { selectedType: "openai" } },
+};
