@@ -15,6 +15,9 @@ import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
 import { toSnakeCase } from "../util/json-case.ts";
 import { policyRoute } from "./policy/control.ts";
+import { rolloutPageRequest } from "./rollout-listing.ts";
+import { seriesAnswer } from "./series-route.ts";
+import type { RolloutPage } from "../store/rollout-search.ts";
 
 /** The trajectory stream carries the round as a uint32 (0: none given). */
 const MAX_ROUND = 2 ** 32 - 1;
@@ -198,17 +201,6 @@ function pathSegment(segment: string): string {
   }
 }
 
-/** `?limit=`: absent, or a positive integer. */
-function limitParam(url: URL): number | undefined {
-  const text = url.searchParams.get("limit");
-  if (text === null || text === "") return undefined;
-  const limit = Number(text);
-  if (!Number.isSafeInteger(limit) || limit < 1) {
-    throw new GatewayError("RLGATE_BAD_REQUEST", "limit: expected a positive integer", { param: "limit" });
-  }
-  return limit;
-}
-
 function findCall(ctx: GatewayContext, rolloutId: string | null, seqText: string): CallRecord {
   const seq = Number(seqText);
   const call = Number.isSafeInteger(seq) ? ctx.store.getCall(rolloutId, seq) : undefined;
@@ -241,13 +233,14 @@ export async function handleControlApi(
       return sendJson(res, 201, rolloutView(ctx, req, created, true));
     }
     if (method === "GET") {
-      const limit = limitParam(url);
-      const rollouts = ctx.store.listRollouts({
-        limit,
-        status: url.searchParams.get("status") ?? undefined,
-        group: url.searchParams.get("group") ?? undefined,
-      });
-      return sendJson(res, 200, { rollouts: rollouts.map((r) => rolloutView(ctx, req, r, false)) });
+      let page: RolloutPage;
+      try {
+        page = ctx.store.pageRollouts(rolloutPageRequest(url));
+      } catch (error) {
+        if (!(error instanceof RangeError)) throw error;
+        throw new GatewayError("RLGATE_BAD_REQUEST", error.message, { param: "cursor" });
+      }
+      return sendJson(res, 200, { ...page, rollouts: page.rollouts.map((r) => rolloutView(ctx, req, r, false)) });
     }
   }
 
@@ -320,6 +313,9 @@ export async function handleControlApi(
     return body.length === 0 ? {} : parseJsonBody(body); // a pause or resume with its defaults needs no body
   });
   if (policy) return sendJson(res, 200, policy);
+
+  if (parts[1] === "series" && parts.length === 2 && method === "GET")
+    return sendJson(res, 200, seriesAnswer(ctx.store, url));
 
   if (parts[1] === "calls" && method === "GET") {
     // Calls no rollout claimed.

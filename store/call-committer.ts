@@ -9,12 +9,14 @@
 import type { Database, RootDatabase } from "lmdb";
 import { referredCalls, type StoredCall } from "./call-codec.ts";
 import type { DiskSpace } from "./disk-space.ts";
+import { addCalls, type CallPoint, type SeriesTable } from "./series.ts";
 
 type CallKey = [string, number];
 
 interface PendingCall {
   key: CallKey;
   stored: StoredCall;
+  point: CallPoint;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -40,6 +42,7 @@ export class CallCommitter {
   readonly #onFailed: (rolloutIds: string[]) => void;
   readonly #log: CallLog | null;
   readonly #space: Pick<DiskSpace, "failed"> | null;
+  readonly #series: SeriesTable | null;
   #pending: PendingCall[] = [];
   #closed = false;
 
@@ -47,7 +50,8 @@ export class CallCommitter {
    * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call that refers
    * to a call the store lacks); those calls are rejected. With a `log` (a store shared by gateway workers) each call
    * is also appended to its rollout's commit log. With `space`, a batch whose commit fails for lack of space rejects
-   * with StoreFullError. A batch is never refused for the reserve: its calls were admitted before the store filled
+   * with StoreFullError. With `series`, each committed call is added to its second there (series.ts), in the same
+   * transaction. A batch is never refused for the reserve: its calls were admitted before the store filled
    * (their harnesses are waiting for the last byte), and the reserve is there for them.
    */
   constructor(
@@ -56,20 +60,22 @@ export class CallCommitter {
     onFailed: (rolloutIds: string[]) => void,
     log: CallLog | null = null,
     space: Pick<DiskSpace, "failed"> | null = null,
+    series: SeriesTable | null = null,
   ) {
     this.#root = root;
     this.#calls = calls;
     this.#onFailed = onFailed;
     this.#log = log;
     this.#space = space;
+    this.#series = series;
   }
 
   /** Resolves once the call is committed (with the others of this turn of the event loop). */
-  put(key: CallKey, stored: StoredCall): Promise<void> {
+  put(key: CallKey, stored: StoredCall, point: CallPoint): Promise<void> {
     if (this.#closed) return Promise.reject(new Error("the store is closed: the call was not recorded"));
     return new Promise((resolve, reject) => {
       if (this.#pending.length === 0) setImmediate(() => this.commitNow());
-      this.#pending.push({ key, stored, resolve, reject });
+      this.#pending.push({ key, stored, point, resolve, reject });
     });
   }
 
@@ -97,6 +103,11 @@ export class CallCommitter {
           }
         }
         if (this.#log) appendToLog(this.#log, stored);
+        if (this.#series)
+          addCalls(
+            this.#series,
+            stored.map((call) => call.point),
+          );
       });
     } catch (error) {
       const failure = this.#space ? this.#space.failed(error) : error;
@@ -111,12 +122,14 @@ export class CallCommitter {
    * The same check and write for a store that waits for fsync (durability "flush"), in an asynchronous transaction:
    * lmdb-js's writer thread commits it, so the event loop does not wait for the disk.
    */
-  async putFlushed(key: CallKey, stored: StoredCall): Promise<void> {
+  async putFlushed(key: CallKey, stored: StoredCall, point: CallPoint): Promise<void> {
     let missing: number | undefined;
     try {
       await this.#root.transaction(() => {
         missing = this.#missingReference(key, stored);
-        if (missing === undefined) void this.#calls.put(key, stored);
+        if (missing !== undefined) return;
+        void this.#calls.put(key, stored);
+        if (this.#series) addCalls(this.#series, [point]);
       });
     } catch (error) {
       this.#onFailed([key[0]]);

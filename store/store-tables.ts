@@ -5,12 +5,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { open, type Database, type RootDatabase } from "lmdb";
 import type { RolloutRecord } from "./records.ts";
+import type { RolloutIndexEntry } from "./rollout-search.ts";
 
 export interface StoreTables {
   root: RootDatabase;
   rollouts: Database<RolloutRecord, string>;
   keys: Database<string, string>;
-  rolloutsByTime: Database<true, [number, string]>;
+  rolloutsByTime: Database<RolloutIndexEntry, [number, string]>;
   calls: Database<unknown, [string, number]>;
   callLog: Database<number, [string, number]>;
   finished: Database<string, number>;
@@ -21,6 +22,8 @@ export interface StoreTables {
   branches: Database<true, [string, string]>;
   /** Trainers' agreement figures and replay reports (reports.ts): counted in stats, never removed by retention. */
   reports: Database;
+  /** The charts' per-second figures (series.ts): counted in stats, never removed by retention. */
+  series: Database;
   /** Drops what the opening process keeps in memory of a removed rollout. */
   forget(rolloutId: string): void;
 }
@@ -39,6 +42,7 @@ const NAMES = {
   consumerState: "consumer-state",
   branches: "branches",
   reports: "reports",
+  series: "call-series",
 } as const;
 
 /**

@@ -12,6 +12,17 @@ import { CallDecoder, encodeCall, receivedBytes, storedResponse, type StoredCall
 import { RequestBases } from "./request-bodies.ts";
 import { CallTokensDecoder } from "./call-tokens-decoder.ts";
 import { CallCommitter, lastLogIndex, type CallLog } from "./call-committer.ts";
+import {
+  decodeCursor,
+  encodeCursor,
+  entryMatches,
+  isFiltered,
+  rolloutIndexEntry,
+  type RolloutIndexEntry,
+  type RolloutPage,
+  type RolloutPageRequest,
+} from "./rollout-search.ts";
+import { addFinish, callPoint, lastActivity, readSeries, type SeriesPoint, type SeriesTable } from "./series.ts";
 import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import type { StoreTables } from "./store-tables.ts";
@@ -144,8 +155,13 @@ export class Store {
   readonly events = new EventEmitter<StoreEvents>();
   readonly #root: RootDatabase;
   readonly #rollouts: Database<RolloutRecord, string>;
-  /** [createdAt, id] of every rollout: the newest are listed without reading the others. */
-  readonly #rolloutsByTime: Database<true, [number, string]>;
+  /**
+   * [createdAt, id] of every rollout, with the fields a search reads: the newest are listed, and all searched, without
+   * reading the records (rollout-search.ts).
+   */
+  readonly #rolloutsByTime: Database<RolloutIndexEntry, [number, string]>;
+  /** Per second: the calls that started and the rollouts that finished in it (series.ts), for the live page's charts. */
+  readonly #series: SeriesTable;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
   readonly #callLog: CallLog;
@@ -193,12 +209,12 @@ export class Store {
     this.#root = open(environmentOptions(options.path, this.#durability, this.mapSize));
     this.#rollouts = this.#root.openDB<RolloutRecord, string>({ name: "rollouts" });
     this.#keys = this.#root.openDB<string, string>({ name: "rollout-keys" });
-    this.#rolloutsByTime = this.#root.openDB<true, [number, string]>({ name: "rollouts-by-time" });
+    this.#rolloutsByTime = this.#root.openDB<RolloutIndexEntry, [number, string]>({ name: "rollouts-by-time" });
     // A store written before this index existed gets it once, on open.
     if (this.#rolloutsByTime.getCount() !== this.#rollouts.getCount()) {
       this.#root.transactionSync(() => {
         for (const { key, value } of this.#rollouts.getRange())
-          void this.#rolloutsByTime.put([value.createdAt, key], true);
+          void this.#rolloutsByTime.put([value.createdAt, key], rolloutIndexEntry(value));
       });
     }
     this.#calls = this.#root.openDB<StoredCall, [string, number]>({ name: "calls" });
@@ -217,6 +233,7 @@ export class Store {
     // from the store, so no later call is stored as a reference to a call that is not there.
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
     this.#callLog = this.#root.openDB({ name: "call-log" });
+    this.#series = this.#root.openDB({ name: "call-series" });
     this.#committer = new CallCommitter(
       this.#root,
       this.#calls,
@@ -228,6 +245,7 @@ export class Store {
       },
       this.#shared ? this.#callLog : null,
       this.#space,
+      this.#series,
     );
   }
 
@@ -285,7 +303,7 @@ export class Store {
             // Inside a transaction lmdb applies each put at once; their promises are the transaction's, settled below.
             void this.#rollouts.put(rollout.id, rollout);
             void this.#keys.put(rollout.key, rollout.id);
-            void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+            void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], rolloutIndexEntry(rollout));
             this.#indexDeadline(rollout);
             this.#indexBranch(rollout);
           }),
@@ -308,7 +326,7 @@ export class Store {
           created = true;
           void this.#rollouts.put(rollout.id, rollout);
           void this.#keys.put(rollout.key, rollout.id);
-          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], true);
+          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], rolloutIndexEntry(rollout));
           this.#indexDeadline(rollout);
           this.#indexBranch(rollout);
         }),
@@ -401,6 +419,8 @@ export class Store {
           void this.#rollouts.put(rollout.id, rollout);
           void this.#finished.put(next, rollout.id);
           void this.#finishedIds.put(rollout.id, next);
+          void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], rolloutIndexEntry(rollout));
+          addFinish(this.#series, rollout);
           // A finished rollout's caches are dropped: its commit log is no longer read.
           for (const key of this.#callLog.getKeys({
             start: [rollout.id, 0],
@@ -664,9 +684,7 @@ export class Store {
     // finish marker says so.
     if (this.#shared) this.#root.resetReadTxn();
     for (const [, id] of this.#rolloutsByTime.getKeys({ reverse: true })) {
-      let value = this.#rolloutCache.peek(id); // a listing does not churn the cache
-      if (!value || (this.#shared && value.status === "open" && this.#finishedIds.doesExist(id)))
-        value = this.#rollouts.get(id);
+      const value = this.#listed(id);
       if (!value) continue;
       if (options.status && value.status !== options.status) continue;
       if (options.group && value.group !== options.group) continue;
@@ -674,6 +692,63 @@ export class Store {
       if (options.limit && out.length >= options.limit) break;
     }
     return out;
+  }
+
+  /** A rollout for a listing: from the cache unless another worker finished it since (then from the store). */
+  #listed(id: string): RolloutRecord | undefined {
+    const value = this.#rolloutCache.peek(id); // a listing does not churn the cache
+    if (!value || (this.#shared && value.status === "open" && this.#finishedIds.doesExist(id)))
+      return this.#rollouts.get(id);
+    return value;
+  }
+
+  /**
+   * A page of rollouts, newest first, after `cursor`, that match the filter, with how many match in the whole store
+   * (rollout-search.ts). A cursor that is not one is a RangeError.
+   */
+  pageRollouts(request: RolloutPageRequest = {}): RolloutPage {
+    const after = request.cursor ? decodeCursor(request.cursor) : null;
+    if (request.cursor && !after) throw new RangeError(`cursor: '${request.cursor}' is not a page's next_cursor`);
+    const filtered = isFiltered(request);
+    const limit = request.limit ?? Infinity;
+    if (this.#shared) this.#root.resetReadTxn();
+    const rollouts: RolloutRecord[] = [];
+    let total = 0;
+    let last: [number, string] | null = null;
+    let more = false;
+    // Unfiltered, the page starts at the cursor and the total is the entry count; filtered, every entry is looked at
+    // once, to count the matches.
+    const range = after && !filtered ? { reverse: true, start: after } : { reverse: true };
+    for (const { key, value } of this.#rolloutsByTime.getRange(range)) {
+      if (filtered && !entryMatches(key[1], value, request, () => this.#listed(key[1]))) continue;
+      total++;
+      if (after && (key[0] > after[0] || (key[0] === after[0] && key[1] >= after[1]))) continue;
+      if (rollouts.length >= limit) {
+        more = true;
+        if (filtered) continue;
+        break;
+      }
+      const record = this.#listed(key[1]);
+      if (!record) continue;
+      rollouts.push(record);
+      last = key;
+    }
+    if (!filtered) total = this.#rolloutsByTime.getCount();
+    return { rollouts, total, nextCursor: more && last ? encodeCursor(last) : null };
+  }
+
+  /**
+   * The charts' figures: `windows` windows of `stepMs` up to `to` (epoch ms; series.ts). `lastActivity` is the newest
+   * second anything happened in, so a page opened after a run shows that run.
+   */
+  series(to: number, stepMs: number, windows: number): SeriesPoint[] {
+    if (this.#shared) this.#root.resetReadTxn();
+    return readSeries(this.#series, to, stepMs, windows);
+  }
+
+  lastActivity(): number | null {
+    if (this.#shared) this.#root.resetReadTxn();
+    return lastActivity(this.#series);
   }
 
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
@@ -687,10 +762,11 @@ export class Store {
         : null;
     const stored = encodeCall(call, this.#promptRef(call), body?.stored ?? received);
     body?.remember();
+    const point = callPoint(call);
     const write =
       this.#durability === "commit"
-        ? this.#committer.put(key, stored)
-        : this.#settle(() => this.#committer.putFlushed(key, stored), true);
+        ? this.#committer.put(key, stored, point)
+        : this.#settle(() => this.#committer.putFlushed(key, stored, point), true);
     return this.#announce("call", call, write);
   }
 
@@ -839,6 +915,7 @@ export class Store {
       consumerState: this.#consumerState,
       branches: this.#branches,
       reports: this.#reportsTable,
+      series: this.#series,
       forget: (id) => {
         this.#rolloutCache.delete(id);
         this.#catchUpDecoders.delete(id);
