@@ -188,6 +188,11 @@ const service: TrainerService = new TrainerService({
     rolloutsDropped: {},
     batchUnit: "rollout",
     whitenScope: "batch",
+    currentVersion: "",
+    maxStaleness: -1,
+    stale: "keep",
+    staleTokensKept: 0,
+    staleTokensMasked: 0,
   }),
 });
 const server = new Server(serverOptions());

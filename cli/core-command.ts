@@ -12,6 +12,7 @@ import {
   DEFAULT_CORE_PORT,
   DEFAULT_GROUP_TIMEOUT_MS,
   DEFAULT_TOKEN_BUDGET,
+  STALE_MODES,
   startCore,
 } from "../rl-core/core/index.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
@@ -38,6 +39,16 @@ export function coreCommand(): Command {
       [] as string[],
     )
     .option("--gateway-token <token>", "bearer token of the gateways (their --token)", process.env.RLGATE_TOKEN)
+    .option(
+      "--gateway-api <url[,url...]>",
+      "the gateways' control APIs (each rlgate serve's http://HOST:PORT) that a trainer's PausePolicy / ResumePolicy is relayed to (docs/weight-updates.md)",
+      (v: string) =>
+        v
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean),
+      [] as string[],
+    )
     .option("--host <host>", "address of the trainer service (beyond loopback a --token is required)", "127.0.0.1")
     .option("--port <port>", "port of the trainer service", integer, DEFAULT_CORE_PORT)
     .option("--metrics-port <port>", "port of /metrics and /healthz (default: --port + 1)", integer)
@@ -165,6 +176,19 @@ export function coreCommand(): Command {
       TRAIN_SEGMENTS_HELP.replace("default main", "default: what the gateway trains"),
       trainSegmentsOption,
     )
+    .option(
+      "--max-staleness <K>",
+      "a trained token sampled by a policy version older than current - K is stale (current: the newest version a trainer's ResumePolicy named or a rollout carried; a version is the number it ends with); none judged without it",
+      integer,
+    )
+    .addOption(
+      new Option(
+        "--stale <what>",
+        "what --max-staleness does with stale tokens: keep = trained, counted, their versions in the batch for importance weights (never starves slow rollouts); mask = out of the loss, the rollout's fresh tokens still trained; drop = the whole rollout dropped (counted stale; starves rollouts slower than K updates)",
+      )
+        .choices([...STALE_MODES])
+        .default("keep"),
+    )
     .option("--train-flagged", "train on rollouts the reconstruction flagged (missing token ids or logprobs)", false)
     .option(
       "--follow-decisions <path>",
@@ -209,6 +233,7 @@ export function coreCommand(): Command {
       const core = await startCore({
         gateways: opts.gateway,
         gatewayToken: opts.gatewayToken,
+        gatewayApis: opts.gatewayApi,
         gatewayTls: {
           ca: opts.gatewayTlsCa,
           cert: opts.gatewayTlsCert,
@@ -245,6 +270,8 @@ export function coreCommand(): Command {
         groupSize: opts.groupSize,
         groupTimeoutMs: opts.groupTimeout,
         trainFlagged: opts.trainFlagged,
+        maxStaleness: opts.maxStaleness,
+        stale: opts.stale,
         trainSegments: opts.trainSegments,
         followDecisions: opts.followDecisions ? resolve(opts.followDecisions) : undefined,
         processMetrics: true,
@@ -264,6 +291,10 @@ export function coreCommand(): Command {
       console.log(
         `  batches:    ${opts.tokenBudget} tokens, whole ${opts.batchUnit}s, ${opts.layout} layout, loss weights over ${opts.lossTokens ?? opts.tokenBudget} tokens; groups of ${opts.groupSize || "declared size"}, timeout ${formatDuration(opts.groupTimeout)}`,
       );
+      if (opts.maxStaleness !== undefined)
+        console.log(`  staleness:  tokens older than current - ${opts.maxStaleness}: ${opts.stale}`);
+      if (opts.gatewayApi.length)
+        console.log(`  updates:    PausePolicy / ResumePolicy relayed to ${opts.gatewayApi.join(", ")}`);
       console.log(`  store:      ${resolve(opts.data)}`);
       if (core.plan)
         console.log(

@@ -58,6 +58,8 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
       finishReason: "stop",
       policyVersion: "v1",
       noSignal: false,
+      staleness: r % 2,
+      staleTokens: r % 2 ? 2 : 0,
       signal: "ok" as const,
       context: { rollouts: [`r${id}-${r}`], rewards: [r % 3], tokens: [tokensPerRow] },
     })),
@@ -72,6 +74,9 @@ function batch(id: number, rows: number, tokensPerRow: number, seed = id): Store
     batchUnit: "rollout",
     lossTokens: tokens,
     rollouts: rows,
+    currentVersion: "v2",
+    maxStaleness: rows > 1 ? 1 : 0,
+    staleTokens: 2 * Math.floor(rows / 2),
     // MoE routing replay: uint16 [tokens, 2 layers, 3 experts a token], aligned like the others.
     routedExperts: bytesOf(Uint16Array.from({ length: tokens * 6 }, () => next() % 300)),
     routedExpertsDtype: tokens ? "uint16" : "",

@@ -145,6 +145,10 @@ export interface RowInfo {
   finishReason: string;
   policyVersion: string;
   noSignal: boolean;
+  /** Current version minus the oldest version of the row's trained tokens, when its group was processed. */
+  staleness?: number;
+  /** Trained tokens older than current − max_staleness (kept by `--stale keep`). */
+  staleTokens?: number;
 }
 
 export interface BatchMessage {
@@ -192,6 +196,11 @@ export interface BatchMessage {
   rowTokens?: number;
   /** tree: int32 LE per token, the end (exclusive) of its subtree. */
   subtreeEnds?: Uint8Array;
+  /** The core's current policy version when the batch was packed. */
+  currentVersion?: string;
+  /** The largest staleness of its rows, and their stale tokens. */
+  maxStaleness?: number;
+  staleTokens?: number;
 }
 
 export interface AckBatchRequest {
@@ -286,4 +295,38 @@ export interface CoreStatus {
   rolloutsDropped: Record<string, number>;
   batchUnit: string;
   whitenScope: string;
+  /** The core's current policy version ("" none yet) and its staleness settings (maxStaleness < 0: none). */
+  currentVersion: string;
+  maxStaleness: number;
+  stale: string;
+  staleTokensKept: number;
+  staleTokensMasked: number;
+}
+
+export interface PausePolicyRequest {
+  /** abort (default) | wait | keep. */
+  mode: string;
+  /** Seconds until each gateway resumes on its own; 0: its default. */
+  timeoutS: number;
+}
+
+export interface ResumePolicyRequest {
+  /** The version the updated weights serve as; "" none. */
+  version: string;
+}
+
+/** One gateway's weight-update state (its GET /api/policy). */
+export interface GatewayPolicy {
+  url: string;
+  paused: boolean;
+  mode: string;
+  version: string;
+  pauses: number;
+  holding: number;
+}
+
+export interface PolicyState {
+  paused: boolean;
+  currentVersion: string;
+  gateways: GatewayPolicy[];
 }

@@ -5,4 +5,4 @@ export { TrainerClient, type AdvantageInput, type LogprobResult, type TrainerCli
 export { CoreSourcesClient, type CoreSourcesClientOptions } from "./core-sources-client.ts";
 export { decodeBatch, toRows, type TrainingBatch, type TreeStructure } from "./batch.ts";
 export { tokenVersions } from "./token-versions.ts";
-export type { Consistency, CoreStatus, RolloutMessage, RowInfo } from "../../protocol/index.ts";
+export type { Consistency, CoreStatus, PolicyState, RolloutMessage, RowInfo } from "../../protocol/index.ts";

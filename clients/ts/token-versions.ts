@@ -1,29 +1,44 @@
 // The policy version of each token of a training batch, in either layout: a call's CallInfo carries `versionRuns`
 // when a weight update fell inside its answer (docs/weight-updates.md), runs over its trained (loss-mask 1) tokens in
 // order; every other call's tokens have its `policyVersion`. Context tokens (call index -1) have none (null).
+import type { CallInfo } from "../../protocol/index.ts";
 import type { TrainingBatch } from "./batch.ts";
 
 export function tokenVersions(batch: TrainingBatch): Array<string | null> {
-  const n = batch.tokenIds.length;
-  const out = new Array<string | null>(n).fill(null);
   const rowOf = batch.tree ? (t: number) => batch.tree!.tokenRows[t]! : rowsLookup(batch.offsets);
   // A call's trained tokens counted in token order: per row in `rows` (each row its own copy), per call in `tree`
   // (every sampled token once, depth-first order keeps a call's tokens in order).
-  const seen = new Map<string, number>();
-  for (let t = 0; t < n; t++) {
+  return versionsByCall(batch.tokenIds.length, batch.lossMask, (t) => {
     const c = batch.callIndex[t]!;
-    if (c < 0) continue;
+    if (c < 0) return null;
     const row = rowOf(t);
     const call = batch.rowInfo[row]?.calls[c];
-    if (!call) continue;
-    const runs = call.versionRuns;
-    if (!runs?.length || batch.lossMask[t] !== 1) {
-      out[t] = call.policyVersion;
+    return call ? { call, key: batch.tree ? `${call.seq}` : `${row}:${call.seq}` } : null;
+  });
+}
+
+/**
+ * The version of each of `n` tokens (visited in order), given each token's call (null: context) and the key its call's
+ * trained tokens are counted under (the runs' `start` counts them). The rule every view of versions shares: the core's
+ * staleness judges a row's tokens by it too.
+ */
+export function versionsByCall(
+  n: number,
+  lossMask: ArrayLike<number>,
+  callAt: (t: number) => { call: CallInfo; key: string } | null,
+): Array<string | null> {
+  const out = new Array<string | null>(n).fill(null);
+  const seen = new Map<string, number>();
+  for (let t = 0; t < n; t++) {
+    const at = callAt(t);
+    if (!at) continue;
+    const runs = at.call.versionRuns;
+    if (!runs?.length || lossMask[t] !== 1) {
+      out[t] = at.call.policyVersion;
       continue;
     }
-    const key = batch.tree ? `${call.seq}` : `${row}:${call.seq}`;
-    const k = seen.get(key) ?? 0;
-    seen.set(key, k + 1);
+    const k = seen.get(at.key) ?? 0;
+    seen.set(at.key, k + 1);
     let version = runs[0]!.version;
     for (const run of runs) if (run.start <= k) version = run.version;
     out[t] = version;

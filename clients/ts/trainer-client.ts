@@ -16,6 +16,7 @@ import {
   type Consistency,
   type ConsistencyReport,
   type CoreStatus,
+  type PolicyState,
   type RowKl,
   type TlsFiles,
 } from "../../protocol/index.ts";
@@ -179,8 +180,30 @@ export class TrainerClient {
     return this.#unary<CoreStatus>("status", {});
   }
 
-  #unary<Res>(method: string, request: unknown): Promise<Res> {
-    return unary<unknown, Res>(this.#client, method, request, metadataFor(this.#token), this.#deadlineMs);
+  /**
+   * Pauses every gateway the core relays to (`rlgate core --gateway-api`) before a weight update: harness calls are
+   * held, running answers ended (abort, continued after the resume), finished (wait) or frozen (keep). Repeatable;
+   * each gateway resumes on its own after `timeoutS` (default its 300 s). A wait-mode pause answers once the
+   * running answers ended: give `deadlineMs` room for it.
+   */
+  pausePolicy(
+    options: { mode?: "abort" | "wait" | "keep"; timeoutS?: number; deadlineMs?: number } = {},
+  ): Promise<PolicyState> {
+    const request = { mode: options.mode ?? "", timeoutS: options.timeoutS ?? 0 };
+    return this.#unary<PolicyState>("pausePolicy", request, options.deadlineMs);
+  }
+
+  /** Resumes the gateways after a weight update; `version` names the new weights and becomes the core's current version. */
+  resumePolicy(version?: string | number, options: { deadlineMs?: number } = {}): Promise<PolicyState> {
+    return this.#unary<PolicyState>(
+      "resumePolicy",
+      { version: version === undefined ? "" : String(version) },
+      options.deadlineMs,
+    );
+  }
+
+  #unary<Res>(method: string, request: unknown, deadlineMs = this.#deadlineMs): Promise<Res> {
+    return unary<unknown, Res>(this.#client, method, request, metadataFor(this.#token), deadlineMs);
   }
 
   close(): void {

@@ -32,6 +32,8 @@ export interface PackOptions {
   maxLen?: number;
   /** The global token count N loss weights are normalised by; 0: each batch its own (weights sum to 1). */
   lossTokens?: number;
+  /** The core's current policy version, which each batch states when it is packed. */
+  currentVersion?: () => string;
 }
 
 type BuildOptions = Omit<PackOptions, "tokenBudget" | "batchTimeoutMs">;
@@ -173,6 +175,8 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
       calls: r.calls ?? [],
       finishReason: r.finishReason ?? "",
       policyVersion: r.policyVersion ?? "",
+      staleness: r.staleness ?? 0,
+      staleTokens: r.staleTokens ?? 0,
       noSignal: r.signal !== "ok",
       signal: r.signal,
       context: r.context,
@@ -187,6 +191,9 @@ export async function buildBatch(id: number, rows: readonly ReadyRow[], options:
     groups: new Set(rows.map((r) => r.groupKey)).size,
     rollouts,
     createdAtMs: Date.now(),
+    currentVersion: options.currentVersion?.() ?? "",
+    maxStaleness: rows.reduce((m, r) => Math.max(m, r.staleness ?? 0), 0),
+    staleTokens: rows.reduce((n, r) => n + (r.staleTokens ?? 0), 0),
   };
 }
 

@@ -100,6 +100,9 @@ export interface ReadyRow {
   routing?: RowRouting;
   finishReason: string;
   policyVersion: string;
+  /** Current version minus the row's oldest trained token's, and its stale trained tokens (staleness.ts). */
+  staleness?: number;
+  staleTokens?: number;
   tokenIds: Uint8Array;
   lossMask: Uint8Array;
   logprobs: Uint8Array;
@@ -155,6 +158,17 @@ export class CoreStore {
     const name = make();
     this.#meta.putSync("member", name);
     return name;
+  }
+
+  /** The core's current policy version as last kept ("" none). */
+  policyVersion(): string {
+    const stored = this.#meta.get("policyVersion");
+    return typeof stored === "string" ? stored : "";
+  }
+
+  /** Keeps the current policy version (written in the background: a lost write is learned again from rollouts). */
+  setPolicyVersion(version: string): void {
+    void this.#meta.put("policyVersion", version);
   }
 
   isSeen(rolloutId: string): boolean {

@@ -51,6 +51,9 @@ import { sourceHandlers, type SourceRequest } from "./source-service.ts";
 import { StoreBatchSource } from "./store-batch-source.ts";
 import type { BatchLayout } from "./tree-layout.ts";
 import { TrainerService } from "./trainer-service.ts";
+import { PolicyRelay } from "./policy-relay.ts";
+import { callVersions, CurrentVersion } from "./policy-version.ts";
+import type { StaleMode, StalenessRule } from "./staleness.ts";
 
 export const DEFAULT_CORE_PORT = 8702;
 export const DEFAULT_TOKEN_BUDGET = 65_536;
@@ -63,8 +66,13 @@ export const DEFAULT_GROUP_TIMEOUT_MS = 70 * 60_000;
 export interface CoreOptions {
   /** Gateways' gRPC addresses (host:port); none: the core waits for sources (AddSource, core.proto). */
   gateways: readonly string[];
-  /** Bearer token for the gateways (their --token). */
+  /** Bearer token for the gateways (their --token): their trajectory streams and control APIs. */
   gatewayToken?: string | null;
+  /**
+   * The gateways' control APIs (http://host:port) a trainer's PausePolicy / ResumePolicy is relayed to (each gateway
+   * once; with `serve --workers`, any one worker relays it to the others).
+   */
+  gatewayApis?: readonly string[];
   /** TLS to the gateways (CA, client certificate); default: TLS with the system's roots beyond loopback. */
   gatewayTls?: TlsFiles;
   consumerGroup?: string;
@@ -120,6 +128,13 @@ export interface CoreOptions {
   groupTimeoutMs?: number;
   trainFlagged?: boolean;
   /**
+   * Trained tokens sampled by a version older than current − maxStaleness are stale (staleness.ts); undefined or
+   * null: none is judged.
+   */
+  maxStaleness?: number | null;
+  /** What is done with stale tokens: keep (default: trained, counted), mask (out of the loss) or drop (the rollout). */
+  stale?: StaleMode;
+  /**
    * Segment kinds trained (e.g. main, sub_agent, compaction), for rollouts whose metadata has no `train_segments`;
    * unset: the gateway's choice (its --train-segments). Gateways deliver every segment's loss mask.
    */
@@ -157,7 +172,17 @@ export class Core {
   /** Streams added while running (core.proto AddSource), by address: also in #consumers. */
   readonly #sources = new Map<string, SourceRequest & { expiresAt: number; received: number }>();
   #member = "";
-  readonly #counts = { received: 0, duplicate: 0, groupsDone: 0, late: 0, dropped: {} as Record<string, number> };
+  readonly #counts = {
+    received: 0,
+    duplicate: 0,
+    groupsDone: 0,
+    late: 0,
+    dropped: {} as Record<string, number>,
+    staleKept: 0,
+    staleMasked: 0,
+  };
+  /** The newest policy version seen (a trainer's resume, rollouts' calls): what staleness counts from. */
+  readonly #version: CurrentVersion;
   /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
   readonly #processing = new Map<string, PendingGroup>();
   /** Received rollouts being written to the store: a group is processed only once its members' writes are done. */
@@ -205,6 +230,7 @@ export class Core {
     this.port = port;
     this.address = dialAddress(host, port);
     this.#plan = options.followDecisions ? new DecisionPlan(readDecisions(options.followDecisions)) : null;
+    this.#version = new CurrentVersion(store.policyVersion(), (v) => store.setPolicyVersion(v));
     this.#tracker = new GroupTracker({
       defaultSize: options.groupSize ?? 0,
       timeoutMs: options.groupTimeoutMs ?? DEFAULT_GROUP_TIMEOUT_MS,
@@ -225,6 +251,7 @@ export class Core {
         whitenScope: options.whitenScope ?? "batch",
         maxLen: options.maxLen ?? 0,
         lossTokens: options.lossTokens ?? tokenBudget,
+        currentVersion: () => this.#version.version,
       },
       this.#plan,
     );
@@ -251,6 +278,11 @@ export class Core {
       whitenScope: options.whitenScope ?? "batch",
       singleton: options.singleton ?? "zero",
       layout: options.layout ?? "rows",
+      policy: new PolicyRelay({
+        gatewayApis: options.gatewayApis ?? [],
+        token: options.gatewayToken ?? null,
+        current: this.#version,
+      }),
       klReward: {
         klCoef: options.klCoef ?? 0,
         klKind: options.klEstimator ?? "k1",
@@ -431,7 +463,24 @@ export class Core {
       rolloutsDropped: { ...this.#counts.dropped },
       batchUnit: this.#options.batchUnit ?? "rollout",
       whitenScope: this.#options.whitenScope ?? "batch",
+      currentVersion: this.#version.version,
+      maxStaleness: this.#options.maxStaleness ?? -1,
+      stale: this.#options.stale ?? "keep",
+      staleTokensKept: this.#counts.staleKept,
+      staleTokensMasked: this.#counts.staleMasked,
     };
+  }
+
+  /** The policy version staleness counts from now (the newest seen). */
+  get currentVersion(): string {
+    return this.#version.version;
+  }
+
+  /** The staleness rule a group processed now is judged by; null without --max-staleness. */
+  #stalenessRule(): StalenessRule | null {
+    const k = this.#options.maxStaleness;
+    if (k === undefined || k === null) return null;
+    return { maxStaleness: k, mode: this.#options.stale ?? "keep", current: this.#version.number };
   }
 
   /** Packs whatever is ready into a batch now, full or not. */
@@ -481,9 +530,11 @@ export class Core {
           overlong: this.#options.overlong,
           overlongBuffer: this.#options.overlongBuffer,
           maxLen: this.#options.maxLen,
+          staleness: this.#stalenessRule(),
         });
         for (const d of result.dropped) this.#drop(d.reason);
         rows = result.rows;
+        this.#countStale(rows, result.staleMasked);
       } catch (error) {
         // A group the estimator rejects is dropped whole (and said so) rather than blocking the stream.
         this.#log(`core: group ${key} dropped: ${error instanceof Error ? error.message : String(error)}`);
@@ -515,6 +566,14 @@ export class Core {
     await this.#pack();
   }
 
+  #countStale(rows: ReadonlyArray<{ staleTokens?: number }>, masked: number): void {
+    const kept = rows.reduce((n, r) => n + (r.staleTokens ?? 0), 0);
+    this.#counts.staleKept += kept;
+    this.#counts.staleMasked += masked;
+    if (kept) this.metrics.staleTokens.inc({ action: "kept" }, kept);
+    if (masked) this.metrics.staleTokens.inc({ action: "masked" }, masked);
+  }
+
   /** The group a new rollout joins: the recorded one when following decisions, else by the membership rule. */
   #assign(m: RolloutMessage, planned: PlannedGroup | undefined): Assignment {
     if (planned) return { ...planned, size: planned.members.length, overSize: false };
@@ -533,6 +592,7 @@ export class Core {
     }
     this.#counts.received++;
     this.metrics.rollouts.inc({ status: m.status || "unknown" });
+    this.#version.observe(callVersions(m.calls));
     if (this.#store.isSeen(m.rolloutId)) {
       this.#counts.duplicate++;
       this.metrics.duplicates.inc();

@@ -23,9 +23,10 @@ import {
 import { bytesOf, concatTyped, float32s, int32s, uint8s, type CallInfo } from "../../protocol/index.ts";
 import type { GroupContext, PendingRollout, ReadyRow, RowRouting, RowSignal } from "./core-store.ts";
 import { buildTreeSpec } from "./tree-spec.ts";
+import { callsAfterMasking, isStale, rowStaleness, rowVersions, type StalenessRule } from "./staleness.ts";
 
 export type DropReason =
-  "infra_error" | "oversize" | "flagged" | "no_reward" | "zero_variance" | "overlong" | "overlong_masked";
+  "infra_error" | "oversize" | "flagged" | "no_reward" | "zero_variance" | "overlong" | "overlong_masked" | "stale";
 
 export interface GroupOptions {
   estimator: CoreEstimator;
@@ -44,12 +45,16 @@ export interface GroupOptions {
   overlongBuffer?: number;
   /** DAPO's L_max for overlong "penalty" (the core's --max-len). */
   maxLen?: number;
+  /** Stale tokens (staleness.ts): kept, masked out of the loss, or their rollouts dropped. Default: none judged. */
+  staleness?: StalenessRule | null;
 }
 
 export interface GroupResult {
   rows: ReadyRow[];
   kept: number;
   dropped: Array<{ rolloutId: string; reason: DropReason }>;
+  /** Stale trained tokens taken out of the loss (--stale mask). */
+  staleMasked: number;
 }
 
 export function dropReason(r: PendingRollout, trainFlagged: boolean): DropReason | null {
@@ -86,6 +91,12 @@ interface Traj {
   logprobs: Float32Array;
   callIndex: Int32Array | null;
   routing: RowRouting | null;
+}
+
+/** A trajectory with its tokens' versions, and whether stale tokens left its loss mask (--stale mask). */
+interface JudgedTraj extends Traj {
+  versions: Array<string | null>;
+  versionsMasked?: boolean;
 }
 
 function trainedTrajectories(r: PendingRollout, keptIndex: number): Traj[] {
@@ -125,6 +136,20 @@ function rowCalls(t: Traj): { calls: CallInfo[]; callIndex: Int32Array } {
   const local = new Map(used.map((c, i) => [c, i]));
   for (let i = 0; i < n; i++) out[i] = local.get(t.callIndex[i]!) ?? -1;
   return { calls: used.map((c) => all[c]!), callIndex: out };
+}
+
+/** The version of each token of a trajectory (null on context). */
+function trajVersions(t: Traj): Array<string | null> {
+  const { calls, callIndex } = rowCalls(t);
+  return rowVersions(calls, callIndex, t.lossMask);
+}
+
+/** Whether a rollout has a trained token older than the rule allows. */
+function hasStaleToken(r: PendingRollout, rule: StalenessRule): boolean {
+  return trainedTrajectories(r, 0).some((t) => {
+    const versions = trajVersions(t);
+    return versions.some((v, i) => t.lossMask[i] === 1 && isStale(v, rule));
+  });
 }
 
 /** A group of one has no baseline ("none"), unless singletons are "raw": then its baseline is 0, as verl's. */
@@ -224,9 +249,12 @@ export async function groupAdvantages(
   const overlong = options.overlong ?? "off";
   const dropped: GroupResult["dropped"] = [];
   let kept: PendingRollout[] = [];
+  const rule = options.staleness ?? null;
   for (const r of rollouts) {
     const reason =
-      dropReason(r, options.trainFlagged ?? false) ?? (overlong === "drop" && cutAtLimit(r) ? "overlong" : null);
+      dropReason(r, options.trainFlagged ?? false) ??
+      (overlong === "drop" && cutAtLimit(r) ? "overlong" : null) ??
+      (rule?.mode === "drop" && hasStaleToken(r, rule) ? "stale" : null);
     if (reason) dropped.push({ rolloutId: r.rolloutId, reason });
     else kept.push(r);
   }
@@ -253,8 +281,19 @@ export async function groupAdvantages(
       dropped.push({ rolloutId: r.rolloutId, reason: "overlong_masked" });
     });
   }
+  // Each trajectory's token versions, read by the loss mask the gateway gave (the runs count its trained tokens).
+  let staleMasked = 0;
   const trajs = kept.flatMap((r, k) =>
-    trainedTrajectories(r, k).map((t) => (masked.has(k) ? { ...t, lossMask: new Uint8Array(t.lossMask.length) } : t)),
+    trainedTrajectories(r, k).map((t): JudgedTraj => {
+      const versions = trajVersions(t);
+      if (masked.has(k)) return { ...t, versions, lossMask: new Uint8Array(t.lossMask.length) };
+      if (rule?.mode !== "mask") return { ...t, versions };
+      // Stale tokens out of the loss, as context; the rollout stays in its group's statistics.
+      const lossMask = t.lossMask.map((m, i) => (m === 1 && isStale(versions[i]!, rule) ? 0 : m));
+      const gone = t.lossMask.reduce((n, m, i) => n + m - lossMask[i]!, 0);
+      staleMasked += gone;
+      return { ...t, versions, lossMask, versionsMasked: gone > 0 };
+    }),
   );
   const lossMask = concatTyped(
     Uint8Array,
@@ -294,7 +333,9 @@ export async function groupAdvantages(
     at += n;
     if (!t.lossMask.some((m) => m === 1)) continue; // nothing to train in it
     const r = t.rollout;
-    const { calls, callIndex } = rowCalls(t);
+    const own = rowCalls(t);
+    const { callIndex } = own;
+    const calls = t.versionsMasked ? callsAfterMasking(own.calls, callIndex, t.versions, t.lossMask) : own.calls;
     const last = calls[calls.length - 1];
     rows.push({
       rolloutId: r.rolloutId,
@@ -315,11 +356,12 @@ export async function groupAdvantages(
       ...(t.routing ? { routing: t.routing } : {}),
       finishReason: last?.finishReason ?? "",
       policyVersion: last?.policyVersion ?? "",
+      ...rowStaleness(t.versions, t.lossMask, rule),
       tokenIds: bytesOf(t.tokenIds),
       lossMask: bytesOf(t.lossMask),
       logprobs: bytesOf(t.logprobs),
       advantages: bytesOf(adv),
     });
   }
-  return { rows, kept: kept.length, dropped };
+  return { rows, kept: kept.length, dropped, staleMasked };
 }

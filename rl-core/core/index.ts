@@ -19,3 +19,4 @@ export {
   type BatchLayout,
   type TreeView,
 } from "./tree-layout.ts";
+export { STALE_MODES, type StaleMode } from "./staleness.ts";

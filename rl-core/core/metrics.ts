@@ -17,13 +17,19 @@ export class CoreMetrics {
   });
   readonly dropped = new Counter({
     name: "rlgate_core_rollouts_dropped_total",
-    help: "Rollouts left out of advantages and loss, by reason (infra_error, flagged, oversize, no_reward, zero_variance, rejected, error)",
+    help: "Rollouts left out of advantages and loss, by reason (infra_error, flagged, oversize, no_reward, zero_variance, stale, rejected, error)",
     labelNames: ["reason"] as const,
     registers: [this.registry],
   });
   readonly late = new Counter({
     name: "rlgate_core_rollouts_late_total",
     help: "Rollouts that came after their group generation was processed short of its size (trained as its late ones)",
+    registers: [this.registry],
+  });
+  readonly staleTokens = new Counter({
+    name: "rlgate_core_stale_tokens_total",
+    help: "Trained tokens sampled by a policy older than current - max_staleness, by what was done: kept (trained) or masked (out of the loss); rollouts dropped for it count in rollouts_dropped{reason=stale}",
+    labelNames: ["action"] as const,
     registers: [this.registry],
   });
   readonly groups = new Counter({

@@ -36,6 +36,9 @@ import {
   type ConsistencyReport,
   type CoreStatus,
   type LogprobReport,
+  type PausePolicyRequest,
+  type PolicyState,
+  type ResumePolicyRequest,
   type RowKl,
   type StreamBatchesRequest,
 } from "../../protocol/index.ts";
@@ -44,6 +47,7 @@ import { consistencyFigures } from "./consistency.ts";
 import type { StoredBatch } from "./core-store.ts";
 import { OUTCOME_ESTIMATORS, type OutcomeEstimator, type Singleton, type WhitenScope } from "./estimator-settings.ts";
 import { rolloutValues } from "./group-advantages.ts";
+import type { PolicyRelay } from "./policy-relay.ts";
 import {
   BATCH_LAYOUTS,
   batchTreeView,
@@ -84,6 +88,8 @@ export interface TrainerServiceOptions {
   klReward?: { klCoef: number; klKind: KlKind; estimator: string; normalize: NormalizeBy; gamma: number };
   /** The layout batches are served in unless a stream asks for another (tree-layout.ts). Default rows. */
   layout?: BatchLayout;
+  /** Weight updates a trainer asks for (PausePolicy, ResumePolicy), relayed to the gateways (the core's; none: refused). */
+  policy?: PolicyRelay;
 }
 
 function layoutOf(asked: string | undefined, fallback: BatchLayout): BatchLayout {
@@ -457,6 +463,16 @@ export class TrainerService {
 
   readonly status = unaryHandler<unknown, CoreStatus>(async () => this.#options.status());
 
+  readonly pausePolicy = unaryHandler<PausePolicyRequest, PolicyState>((req) => this.#policy().pause(req));
+
+  readonly resumePolicy = unaryHandler<ResumePolicyRequest, PolicyState>((req) => this.#policy().resume(req));
+
+  #policy(): PolicyRelay {
+    if (!this.#options.policy)
+      throw new LinkError("RLGATE_BAD_REQUEST", "this trainer service relays no weight updates");
+    return this.#options.policy;
+  }
+
   /** The gRPC implementation object (token checks included). */
   handlers() {
     const token = this.#options.token;
@@ -475,6 +491,8 @@ export class TrainerService {
       reportLogprobs: guard(this.reportLogprobs),
       computeAdvantages: guard(this.computeAdvantages),
       status: guard(this.status),
+      pausePolicy: guard(this.pausePolicy),
+      resumePolicy: guard(this.resumePolicy),
     };
   }
 }

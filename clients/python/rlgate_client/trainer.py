@@ -43,7 +43,7 @@ class Batch:
     loss_weights: np.ndarray  # float32: loss = sum(loss_weights * per_token_loss)
     row_info: list  # RowInfo messages: rollout_id, trajectory_id, group, generation, round, late, task, harness, reward,
     # segment, calls (seq, policy_version, temperature / top_p / top_k when set, finish_reason), finish_reason,
-    # policy_version (of the row's last call), no_signal
+    # policy_version (of the row's last call), no_signal, staleness and stale_tokens (rlgate core --max-staleness)
     call_index: np.ndarray = None  # int32 per token: index into row_info[r].calls; -1 on context
     estimator: str = ""
     normalize: str = ""
@@ -53,6 +53,9 @@ class Batch:
     rollouts: int = 0
     batch_unit: str = ""
     loss_tokens: int = 0  # the global token count N the loss weights are normalised by (0: per batch)
+    current_version: str = ""  # the core's current policy version when the batch was packed
+    max_staleness: int = 0  # the largest row_info[r].staleness: current minus the oldest trained token's version
+    stale_tokens: int = 0  # trained tokens older than current - max_staleness (rlgate core --stale keep)
     # MoE routing replay (serve --routed-experts), else None: uint8/uint16 [tokens, layers, top_k], aligned with
     # token_ids; row r's routing for replay is routed_experts[offsets[r] : offsets[r + 1] - 1] ([len - 1, L, K]:
     # its last token was never a model input, its entry is 0). See docs/routing-replay.md.
@@ -128,6 +131,9 @@ def _batch(m) -> Batch:
         rollouts=m.rollouts,
         batch_unit=m.batch_unit,
         loss_tokens=m.loss_tokens,
+        current_version=m.current_version,
+        max_staleness=m.max_staleness,
+        stale_tokens=m.stale_tokens,
         routed_experts=_routed_experts(m),
         **_tree_fields(m),
     )
@@ -172,6 +178,18 @@ def _consistency(c) -> Dict[str, float]:
         "abs_diff_p99": c.abs_diff_p99,
         "abs_diff_max": c.abs_diff_max,
     }
+
+
+class _PolicyUpdate:
+    def __init__(self, client: "TrainerClient", version, mode: str, timeout_s: float):
+        self._client, self._version, self._mode, self._timeout_s = client, version, mode, timeout_s
+
+    def __enter__(self):
+        return self._client.pause_policy(self._mode, self._timeout_s)
+
+    def __exit__(self, exc_type, *exc):
+        self._client.resume_policy(self._version if exc_type is None else None)
+        return False
 
 
 class TrainerClient:
@@ -304,6 +322,32 @@ class TrainerClient:
 
     def status(self):
         return self._stub.Status(self._pb.StatusRequest(), timeout=self._deadline, metadata=self._metadata)
+
+    def pause_policy(self, mode: str = "abort", timeout_s: float = 0.0, deadline_s: Optional[float] = None):
+        """Pauses every gateway the core relays to (rlgate core --gateway-api) before a weight update.
+
+        mode "abort": running answers are ended and continued after the resume; "wait": they finish first (the call
+        answers once they have: give deadline_s room); "keep": frozen, they go on under the new weights. Repeatable;
+        each gateway resumes on its own after timeout_s (0: its default, 300 s). Returns the PolicyState
+        (paused, current_version, gateways).
+        """
+        req = self._pb.PausePolicyRequest(mode=mode, timeout_s=timeout_s)
+        return self._stub.PausePolicy(req, timeout=deadline_s or self._deadline, metadata=self._metadata)
+
+    def resume_policy(self, version=None, deadline_s: Optional[float] = None):
+        """Resumes the gateways after a weight update; version (str or int) names the new weights: calls from now on
+        record it, and it becomes the core's current version (rlgate core --max-staleness). Repeatable."""
+        req = self._pb.ResumePolicyRequest(version="" if version is None else str(version))
+        return self._stub.ResumePolicy(req, timeout=deadline_s or self._deadline, metadata=self._metadata)
+
+    def update_policy(self, version, mode: str = "abort", timeout_s: float = 0.0):
+        """A context manager around a weight update: paused on entry, resumed with `version` on exit (also when the
+        update raised: the gateways then resume without a new version, the old weights still serving).
+
+            with client.update_policy(step):
+                load_weights(...)
+        """
+        return _PolicyUpdate(self, version, mode, timeout_s)
 
     def close(self):
         for call in list(self._streams):

@@ -1,0 +1,118 @@
+// A trainer's weight update through the core (trainer.proto PausePolicy / ResumePolicy): relayed to the control API
+// of every gateway the core was given (`rlgate core --gateway-api`), POST /api/policy/pause and /resume with the
+// gateways' token, which are idempotent there; a resume's version becomes the core's current version (staleness).
+// A pause is all or nothing: one that a gateway refuses (or does not answer) is undone at the others, so a trainer
+// never updates weights under a fleet that is only partly paused.
+import {
+  LinkError,
+  type GatewayPolicy,
+  type PausePolicyRequest,
+  type PolicyState,
+  type ResumePolicyRequest,
+} from "../../protocol/index.ts";
+import type { CurrentVersion } from "./policy-version.ts";
+
+const PAUSE_MODES = ["abort", "wait", "keep"] as const;
+/** A wait-mode pause answers once the running answers ended: as long as the gateway's longest pause timeout. */
+const GATEWAY_DEADLINE_MS = 24 * 3600_000;
+
+interface GatewayAnswer {
+  paused?: boolean;
+  mode?: string | null;
+  version?: string | null;
+  pauses?: number;
+  holding?: number;
+}
+
+export interface PolicyRelayOptions {
+  /** The gateways' control API base URLs (http://host:port). */
+  gatewayApis: readonly string[];
+  /** Their control token (`rlgate serve --token`). */
+  token: string | null;
+  current: CurrentVersion;
+}
+
+export class PolicyRelay {
+  readonly #options: PolicyRelayOptions;
+
+  constructor(options: PolicyRelayOptions) {
+    this.#options = { ...options, gatewayApis: options.gatewayApis.map((u) => u.replace(/\/+$/, "")) };
+  }
+
+  async pause(request: PausePolicyRequest): Promise<PolicyState> {
+    const mode = request.mode || "abort";
+    if (!(PAUSE_MODES as readonly string[]).includes(mode))
+      throw new LinkError("RLGATE_BAD_REQUEST", `mode must be one of ${PAUSE_MODES.join(", ")}, not '${mode}'`);
+    if (!(Number.isFinite(request.timeoutS) && request.timeoutS >= 0))
+      throw new LinkError("RLGATE_BAD_REQUEST", `timeout_s must be a number of seconds >= 0, not ${request.timeoutS}`);
+    const urls = this.#options.gatewayApis;
+    if (!urls.length)
+      throw new LinkError(
+        "RLGATE_BAD_REQUEST",
+        "this core relays pauses to no gateway: start it with --gateway-api http://HOST:PORT (each gateway's control API)",
+      );
+    const body = request.timeoutS > 0 ? { mode, timeout_s: request.timeoutS } : { mode };
+    const results = await Promise.allSettled(urls.map((url) => this.#post(url, "pause", body)));
+    const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${urls[i]}: ${reason(r.reason)}`] : []));
+    if (failed.length) {
+      // Undone where it was taken (a resume without a version), so no gateway stays paused by a failed update.
+      await Promise.allSettled(
+        urls.filter((_, i) => results[i]!.status === "fulfilled").map((url) => this.#post(url, "resume", {})),
+      );
+      throw new LinkError("RLGATE_UNAVAILABLE", `the pause was refused and undone: ${failed.join("; ")}`);
+    }
+    return this.#state(
+      results.map((r, i) => gatewayPolicy(urls[i]!, (r as PromiseFulfilledResult<GatewayAnswer>).value)),
+    );
+  }
+
+  async resume(request: ResumePolicyRequest): Promise<PolicyState> {
+    const version = request.version;
+    // The version first: once any gateway serves it, rollouts sampled by it may arrive.
+    if (version) this.#options.current.observe([version]);
+    const urls = this.#options.gatewayApis;
+    const results = await Promise.allSettled(urls.map((url) => this.#post(url, "resume", version ? { version } : {})));
+    const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${urls[i]}: ${reason(r.reason)}`] : []));
+    if (failed.length) throw new LinkError("RLGATE_UNAVAILABLE", `the resume failed (repeat it): ${failed.join("; ")}`);
+    return this.#state(
+      results.map((r, i) => gatewayPolicy(urls[i]!, (r as PromiseFulfilledResult<GatewayAnswer>).value)),
+    );
+  }
+
+  #state(gateways: GatewayPolicy[]): PolicyState {
+    return {
+      paused: gateways.length > 0 && gateways.every((g) => g.paused),
+      currentVersion: this.#options.current.version,
+      gateways,
+    };
+  }
+
+  async #post(url: string, action: "pause" | "resume", body: object): Promise<GatewayAnswer> {
+    const token = this.#options.token;
+    const res = await fetch(`${url}/api/policy/${action}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(GATEWAY_DEADLINE_MS),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`HTTP ${res.status} ${text.slice(0, 500)}`);
+    return JSON.parse(text) as GatewayAnswer;
+  }
+}
+
+function reason(error: unknown): string {
+  const e = error as Error & { cause?: Error };
+  return e.cause?.message ? `${e.message} (${e.cause.message})` : (e.message ?? String(error));
+}
+
+function gatewayPolicy(url: string, a: GatewayAnswer): GatewayPolicy {
+  return {
+    url,
+    paused: a.paused === true,
+    mode: a.mode ?? "",
+    version: a.version ?? "",
+    pauses: a.pauses ?? 0,
+    holding: a.holding ?? 0,
+  };
+}
