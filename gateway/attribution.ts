@@ -1,7 +1,8 @@
 // Which rollout a harness call belongs to. Three ways, checked in this order:
 //   path   /r/{rolloutId}/v1/...          (the base URL handed to the harness)
 //   header x-rlgate-rollout: {rolloutId}
-//   key    Authorization: Bearer rlk_... or x-api-key: rlk_...   (a rollout key reaches only its own rollout)
+//   key    Authorization: Bearer rlk_..., x-api-key: rlk_..., or, as Gemini clients send their key, x-goog-api-key: rlk_...
+//          or ?key=rlk_...   (a rollout key reaches only its own rollout)
 import type { IncomingHttpHeaders } from "node:http";
 import { authCredentials } from "../util/secrets.ts";
 import { GatewayError } from "./errors.ts";
@@ -23,12 +24,13 @@ export interface RolloutLookup {
   rolloutIdForKey(key: string): string | undefined;
 }
 
-function presentedKey(headers: IncomingHttpHeaders): string | null {
+function presentedKey(headers: IncomingHttpHeaders, queryKey: string | null): string | null {
   // `bearer`, `BEARER`: scheme names are case-insensitive, and a key missed here would travel upstream.
   const token = authCredentials(headers["authorization"]);
   if (token?.startsWith(ROLLOUT_KEY_PREFIX)) return token;
-  const apiKey = headers["x-api-key"];
-  if (typeof apiKey === "string" && apiKey.startsWith(ROLLOUT_KEY_PREFIX)) return apiKey.trim();
+  for (const apiKey of [headers["x-api-key"], headers["x-goog-api-key"], queryKey]) {
+    if (typeof apiKey === "string" && apiKey.trim().startsWith(ROLLOUT_KEY_PREFIX)) return apiKey.trim();
+  }
   return null;
 }
 
@@ -39,9 +41,15 @@ export function splitRolloutPath(path: string): { rolloutId: string | null; rout
   return { rolloutId: match[1]!, routePath: match[2] ?? "/" };
 }
 
-export function attribute(path: string, headers: IncomingHttpHeaders, lookup: RolloutLookup): Attribution {
+/** `queryKey`: the request's `key` query parameter, read before the query is scrubbed of secrets (Gemini's `?key=`). */
+export function attribute(
+  path: string,
+  headers: IncomingHttpHeaders,
+  lookup: RolloutLookup,
+  queryKey: string | null = null,
+): Attribution {
   const { rolloutId: fromPath, routePath } = splitRolloutPath(path);
-  const key = presentedKey(headers);
+  const key = presentedKey(headers, queryKey);
   const keyRollout = key ? lookup.rolloutIdForKey(key) : undefined;
   if (key && keyRollout === undefined) {
     throw new GatewayError("RLGATE_UNAUTHORIZED", "unknown rollout key: it matches no rollout in this gateway's store");

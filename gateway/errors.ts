@@ -1,6 +1,6 @@
 // One error root for the gateway. Each error has a stable code and an HTTP status; this module is the one place that
 // turns it into the body a harness sees, in the harness API's own shape: OpenAI's (chat completions, completions,
-// Responses) or Anthropic's (Messages).
+// Responses), Anthropic's (Messages) or Google's (Gemini).
 import { RlgateError } from "../util/errors.ts";
 import { StoreFullError } from "../store/disk-space.ts";
 
@@ -85,7 +85,7 @@ export function toOpenAIErrorBody(error: GatewayError): string {
 }
 
 /** The error shape of the harness API a route belongs to. */
-export type ErrorShape = "openai" | "anthropic";
+export type ErrorShape = "openai" | "anthropic" | "google";
 
 const ANTHROPIC_TYPE: Record<number, string> = {
   400: "invalid_request_error",
@@ -110,7 +110,34 @@ export function toAnthropicErrorBody(error: GatewayError): string {
   return JSON.stringify({ type: "error", error: { type: anthropicType(error.status), message: error.message } });
 }
 
+/** Google's canonical status names (google.rpc.Code) by HTTP status, as the Gemini API writes them. */
+const GOOGLE_STATUS: Record<number, string> = {
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHENTICATED",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  408: "DEADLINE_EXCEEDED",
+  409: "ABORTED",
+  429: "RESOURCE_EXHAUSTED",
+  499: "CANCELLED",
+  500: "INTERNAL",
+  501: "UNIMPLEMENTED",
+  502: "UNAVAILABLE",
+  503: "UNAVAILABLE",
+  504: "DEADLINE_EXCEEDED",
+};
+
+export function googleStatus(status: number): string {
+  return GOOGLE_STATUS[status] ?? (status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");
+}
+
+/** Google's error shape (Gemini API): `{error:{code, message, status}}`. */
+export function googleErrorBody(code: number, message: string): string {
+  return JSON.stringify({ error: { code, message, status: googleStatus(code) } });
+}
+
 export function toErrorBody(error: GatewayError, shape: ErrorShape): string {
+  if (shape === "google") return googleErrorBody(error.status, error.message);
   return shape === "anthropic" ? toAnthropicErrorBody(error) : toOpenAIErrorBody(error);
 }
 
@@ -133,6 +160,7 @@ export function upstreamErrorBody(shape: ErrorShape, status: number, upstreamBod
         ? upstreamBody
         : `the upstream answered HTTP ${status}`;
   if (shape === "anthropic") return JSON.stringify({ type: "error", error: { type: anthropicType(status), message } });
+  if (shape === "google") return googleErrorBody(status, message);
   const type = field(inner, "type");
   const param = field(inner, "param");
   const code = field(inner, "code");

@@ -31,6 +31,17 @@ export function scrubQuery(search: string, controlToken: string | null): string 
   return kept.length ? `?${kept.join("&")}` : "";
 }
 
+/** A request target without one query parameter (every occurrence, whatever its value). */
+export function withoutQueryParameter(target: string, name: string): string {
+  const at = target.indexOf("?");
+  if (at < 0) return target;
+  const kept = target
+    .slice(at + 1)
+    .split("&")
+    .filter((pair) => pair.split("=")[0] !== name);
+  return kept.length ? `${target.slice(0, at)}?${kept.join("&")}` : target.slice(0, at);
+}
+
 const KEY_CHAR = /[A-Za-z0-9_-]/;
 const PREFIX = Buffer.from(ROLLOUT_KEY_PREFIX);
 

@@ -3,7 +3,6 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { checkControlToken, checkHarnessAccess, finishedRolloutError } from "./access.ts";
-import type { ApiSurface } from "../store/records.ts";
 import { attribute, splitRolloutPath } from "./attribution.ts";
 import { answerFromBackbone } from "./branching/index.ts";
 import { parseJsonBody, readBody } from "./body.ts";
@@ -12,33 +11,12 @@ import type { GatewayContext } from "./context.ts";
 import { handleControlApi } from "./control-api.ts";
 import { GatewayError, asGatewayError, toErrorBody, toOpenAIErrorBody, type ErrorShape } from "./errors.ts";
 import { Passthrough } from "./passthrough.ts";
-import { redactSecrets, scrubQuery } from "./secrets.ts";
-import type { HarnessCall } from "./relay/exchange.ts";
-import { handleChatCompletions } from "./surfaces/chat/index.ts";
-import { handleCompletions } from "./surfaces/completions/index.ts";
-import { handleCountTokens } from "./surfaces/messages/count-tokens.ts";
-import { handleMessages } from "./surfaces/messages/index.ts";
-import { handleResponses } from "./surfaces/responses/index.ts";
+import { redactSecrets, scrubQuery, withoutQueryParameter } from "./secrets.ts";
+import { describeGeminiModel } from "./surfaces/gemini/index.ts";
+import { geminiRoute } from "./surfaces/gemini/route.ts";
+import { errorShapeOfRoute, surfaceFor } from "./surfaces/index.ts";
 import { createUiRoutes } from "../ui/route.ts";
 import { parseRequestTarget, RequestTargetError } from "../util/request-target.ts";
-
-/** The capture surfaces: harness APIs rlgate records, by route (POST). */
-const SURFACES: Record<string, (ctx: GatewayContext, call: HarnessCall) => Promise<void>> = {
-  "/v1/chat/completions": handleChatCompletions,
-  "/v1/completions": handleCompletions,
-  "/v1/responses": handleResponses,
-  "/v1/messages": handleMessages,
-  "/v1/messages/count_tokens": handleCountTokens,
-};
-
-/** The API each surface route records its calls under. */
-const API_OF: Record<string, ApiSurface> = {
-  "/v1/chat/completions": "chat.completions",
-  "/v1/completions": "completions",
-  "/v1/responses": "responses",
-  "/v1/messages": "messages",
-  "/v1/messages/count_tokens": "messages",
-};
 
 /** What a harness's connectivity check (GET or HEAD on its base URL) is answered with. */
 const BASE_URL_ROUTES = new Set(["/", "/v1", "/v1/"]);
@@ -68,12 +46,10 @@ function routedUrl(target: string | undefined): URL {
   }
 }
 
-/** Anthropic's routes answer errors in Anthropic's shape; every other route in OpenAI's. Never throws. */
+/** The error shape of the API a request's route belongs to (surfaces/index.ts). Never throws. */
 function errorShapeOf(target: string | undefined): ErrorShape {
   const url = requestUrl(target);
-  if (!url) return "openai";
-  const { routePath } = splitRolloutPath(url.pathname);
-  return routePath === "/v1/messages" || routePath.startsWith("/v1/messages/") ? "anthropic" : "openai";
+  return url ? errorShapeOfRoute(splitRolloutPath(url.pathname).routePath) : "openai";
 }
 
 export function createGatewayServer(ctx: GatewayContext): { server: Server; passthrough: Passthrough } {
@@ -94,9 +70,12 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     const startPerf = performance.now();
     // A secret in the query goes no further than here: not upstream, not into a call's record.
     const url = routedUrl(req.url);
+    // Gemini clients may send their key as `?key=`: a rollout key there attributes the call, then goes like any secret.
+    const queryKey = url.searchParams.get("key");
     const search = url.search && scrubQuery(url.search, ctx.config.controlToken);
     if (search !== url.search) req.url = url.pathname + search;
     const path = url.pathname;
+    const harnessAccess = () => checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup, queryKey));
 
     if (path === "/healthz") return sendText(res, 200, "ok\n");
     if (path === "/metrics") {
@@ -113,12 +92,14 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     if (path === "/api" || path.startsWith("/api/")) return handleControlApi(ctx, req, res, url);
 
     const { rolloutId, routePath } = splitRolloutPath(path);
-    const surface = req.method === "POST" ? SURFACES[routePath] : undefined;
+    const surface = surfaceFor(req.method, routePath);
     if (surface) {
-      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
+      const attribution = harnessAccess();
+      // A Google API key in the query is the harness's credential: not part of the call's recorded path.
+      if (surface.api === "gemini") req.url = withoutQueryParameter(req.url ?? path, "key");
       const request: RejectedRequest = {
         rolloutId: attribution.rolloutId,
-        api: API_OF[routePath]!,
+        api: surface.api,
         path: req.url ?? path,
         rawBody: null,
         body: undefined,
@@ -139,9 +120,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         const body = (request.body = parseJsonBody(rawBody));
         const call = { req, res, attribution, body, rawBody, startEpoch, startPerf };
         // A branch rollout's calls before its decision point are answered from its backbone (gateway/branching).
-        if (routePath !== "/v1/messages/count_tokens" && (await answerFromBackbone(ctx, call, API_OF[routePath]!)))
-          return;
-        return await surface(ctx, call);
+        if (surface.replayable && (await answerFromBackbone(ctx, call, surface.api))) return;
+        return await surface.handle(ctx, call);
       } catch (error) {
         // A refused request is recorded on its open rollout (committed before the harness hears of it), then answered.
         const refusal = asGatewayError(error);
@@ -155,14 +135,19 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     }
     // Harnesses check their base URL before the first call (Claude Code: HEAD /r/{id}); it answers for its rollout.
     if ((req.method === "GET" || req.method === "HEAD") && rolloutId !== null && BASE_URL_ROUTES.has(routePath)) {
-      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
+      const attribution = harnessAccess();
       const body = JSON.stringify({ object: "rlgate.rollout", id: attribution.rolloutId, ok: true });
       res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(req.method === "HEAD" ? undefined : body);
       return;
     }
+    const geminiModel = geminiRoute(req.method, routePath);
+    if (geminiModel?.method === "get") {
+      harnessAccess();
+      return describeGeminiModel(ctx, { res }, geminiModel.model);
+    }
     if (ctx.config.passthrough.allows(req.method, routePath)) {
-      const attribution = checkHarnessAccess(ctx, req, attribute(path, req.headers, lookup));
+      const attribution = harnessAccess();
       const finished = finishedRolloutError(ctx, attribution);
       if (finished) throw finished;
       return passthrough.forward(req, res, routePath, search, attribution.usedRolloutKey);

@@ -66,7 +66,7 @@ export type TokenSource = "upstream" | "retokenized" | "missing";
 export type RolloutStatus = "open" | "ok" | "infra_error" | "timeout" | "aborted";
 
 /** The harness-facing API a call arrived on. */
-export type ApiSurface = "chat.completions" | "completions" | "responses" | "messages";
+export type ApiSurface = "chat.completions" | "completions" | "responses" | "messages" | "gemini";
 
 export interface ChoiceCapture {
   index: number;

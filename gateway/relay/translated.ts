@@ -34,6 +34,8 @@ export interface TranslatedRelay {
   errorShape: ErrorShape;
   /** Whether the harness asked for a stream. */
   stream: boolean;
+  /** The streamed answer's content type (default: server-sent events; Gemini without `alt=sse` streams a JSON array). */
+  streamContentType?: string;
   /** Called once the call is committed as ok, with the delivered response and the upstream's chat response. */
   onComplete?(delivered: Json, upstreamChat: Json): void;
 }
@@ -41,6 +43,10 @@ export interface TranslatedRelay {
 const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" };
 /** Token ids and logprobs live in the capture; the upstream chat response is kept without them. */
 const KEEP_NONE: HarnessWants = { promptTokenIds: false, tokenIds: false, logprobs: false, routedExperts: false };
+
+function streamHeaders(spec: TranslatedRelay): Record<string, string> {
+  return spec.streamContentType ? { ...SSE_HEADERS, "content-type": spec.streamContentType } : SSE_HEADERS;
+}
 
 export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   if (ex.isEventStream) return relayStream(ex, spec);
@@ -83,7 +89,7 @@ export async function relayTranslated(ex: Exchange, spec: TranslatedRelay): Prom
   };
   if (spec.stream) {
     if (!ex.harnessGone) {
-      res.writeHead(200, ex.headers(SSE_HEADERS));
+      res.writeHead(200, ex.headers(streamHeaders(spec)));
       res.write(frames + end.frames);
     }
     recorder.endWork();
@@ -108,7 +114,7 @@ async function relayStream(ex: Exchange, spec: TranslatedRelay): Promise<void> {
   let malformed: string | null = null;
   let upstreamError: string | null = null;
 
-  res.writeHead(200, ex.headers(SSE_HEADERS));
+  res.writeHead(200, ex.headers(streamHeaders(spec)));
   res.flushHeaders();
   recorder.endWork();
 

@@ -36,6 +36,8 @@ export function newCallId(): string {
 const LEADING_NEWLINES = /^\n+/;
 
 export class ChatBlockSplitter {
+  /** The choice this splitter reads (Gemini asks for several candidates; the other APIs read choice 0). */
+  readonly #choice: number;
   #open: BlockKind | null = null;
   #toolIndex: number | null = null;
   #pendingText = "";
@@ -44,6 +46,10 @@ export class ChatBlockSplitter {
   #promptTokens: number | null = null;
   #completionTokens: number | null = null;
   #ended = false;
+
+  constructor(choice = 0) {
+    this.#choice = choice;
+  }
 
   /** Prompt length when known before the usage chunk (vLLM sends the prompt ids on the first chunk). */
   get promptTokens(): number | null {
@@ -65,7 +71,7 @@ export class ChatBlockSplitter {
       if (typeof usage["completion_tokens"] === "number") this.#completionTokens = usage["completion_tokens"];
     }
     for (const choice of choicesOf(chunk)) {
-      if ((choice["index"] ?? 0) !== 0) continue;
+      if ((choice["index"] ?? 0) !== this.#choice) continue;
       const delta = isObject(choice["delta"]) ? choice["delta"] : isObject(choice["message"]) ? choice["message"] : {};
       const reasoning = delta["reasoning_content"] ?? delta["reasoning"];
       if (typeof reasoning === "string" && reasoning) this.#reasoning(reasoning, events);

@@ -13,6 +13,7 @@
 // tools leave in a history (server_tool_use, *_tool_result). What is malformed is refused with a 400 that names it.
 import { setReasoning } from "../../../tokenizer/reasoning-field.ts";
 import { GatewayError } from "../../errors.ts";
+import { contentOf } from "../../translate/chat-content.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 
 export interface MessagesRequest extends Json {
@@ -96,12 +97,6 @@ function userPart(block: Json, where: string, warnings: string[]): ChatPart | nu
       warnings.push(`${where}: '${shown(block["type"])}' block dropped: a chat-completions upstream cannot take it`);
       return null;
   }
-}
-
-/** One content value from parts: a string for a single text part (what most clients send), else the parts. */
-function contentOf(parts: ChatPart[]): string | ChatPart[] {
-  const [only] = parts;
-  return parts.length === 1 && only?.["type"] === "text" ? String(only["text"]) : parts;
 }
 
 function toolResultContent(block: Json, where: string, warnings: string[]): string | ChatPart[] {

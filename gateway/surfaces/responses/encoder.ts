@@ -9,7 +9,8 @@
 import type { TranslationEncoder } from "../../relay/translated.ts";
 import { ChatBlockSplitter, randomHex, sseFrame, type BlockEvent } from "../../translate/blocks.ts";
 import { isObject, type Json } from "../../upstream/fields.ts";
-import { encodeReasoning, type ResponsesRequest } from "./request.ts";
+import { encodeReasoning } from "../../translate/carried-reasoning.ts";
+import type { ResponsesRequest } from "./request.ts";
 import { outputItemOf, ResponsesToolMap } from "./tools.ts";
 
 /** The fields of a Response that echo the request. */

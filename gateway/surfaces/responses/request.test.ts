@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { GatewayError } from "../../errors.ts";
-import { encodeReasoning, inputMessages, parseResponsesRequest, toChatRequest } from "./request.ts";
+import { encodeReasoning } from "../../translate/carried-reasoning.ts";
+import { inputMessages, parseResponsesRequest, toChatRequest } from "./request.ts";
 
 test("reasoning, assistant text and function calls in a row become one assistant message; outputs become tool messages", () => {
   const messages = inputMessages([

@@ -13,6 +13,7 @@
 // What cannot be carried at all (item_reference, file inputs) is refused with a 400 naming it.
 import { setReasoning } from "../../../tokenizer/reasoning-field.ts";
 import { GatewayError } from "../../errors.ts";
+import { decodeReasoning } from "../../translate/carried-reasoning.ts";
 import { isObject, shown, textField, type Json } from "../../upstream/fields.ts";
 import { chatTools, ResponsesToolMap, toolCallOf } from "./tools.ts";
 
@@ -39,18 +40,6 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
   const previous = body["previous_response_id"];
   if (previous != null && typeof previous !== "string") throw invalid("previous_response_id", "expected a string");
   return body as ResponsesRequest;
-}
-
-/** Reasoning text handed back to a client that asked for `reasoning.encrypted_content` (rlgate encrypts nothing). */
-const ENCRYPTED_PREFIX = "rlgate.v1.";
-
-export function encodeReasoning(text: string): string {
-  return ENCRYPTED_PREFIX + Buffer.from(text, "utf8").toString("base64");
-}
-
-function decodeReasoning(value: unknown): string | null {
-  if (typeof value !== "string" || !value.startsWith(ENCRYPTED_PREFIX)) return null;
-  return Buffer.from(value.slice(ENCRYPTED_PREFIX.length), "base64").toString("utf8");
 }
 
 function texts(parts: unknown, types: readonly string[]): string[] {
