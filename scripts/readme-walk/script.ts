@@ -1,0 +1,53 @@
+// The walk as one bash script: the pages' shell blocks verbatim, in order, in one shell (a variable or function a
+// block defines is there for the next, as in a reader's terminal), under `set -euo pipefail`. A serve block runs in
+// the background with its output in a log, and the script goes on once its port answers.
+import type { ShellBlock } from "./blocks.ts";
+
+/** Seconds a serve block's port gets to answer (a first start compiles TypeScript and loads tokenizers). */
+const SERVE_WAIT_S = 120;
+
+const PREAMBLE = `set -euo pipefail
+walk_wait_port() {  # PORT PID LOG: until 127.0.0.1:PORT accepts a connection; fails if PID exits first
+  local tries=$(( ${SERVE_WAIT_S} * 5 ))
+  for (( i = 0; i < tries; i++ )); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then echo "walk: exited before port $1 answered; its log:" >&2; cat "$3" >&2; return 1; fi
+    sleep 0.2
+  done
+  echo "walk: port $1 did not answer in ${SERVE_WAIT_S} s; its log:" >&2; cat "$3" >&2; return 1
+}
+`;
+
+function logName(block: ShellBlock): string {
+  return `${block.file.replace(/[^A-Za-z0-9.]+/g, "_")}-${block.line}.log`;
+}
+
+/**
+ * The script running `blocks` (skips left out, named), writing serve logs under $WALK_LOGS; at the end it saves
+ * the first served port's /metrics to $WALK_LOGS/metrics.txt for the caller's check.
+ */
+export function walkScript(blocks: readonly ShellBlock[]): string {
+  const parts = [PREAMBLE];
+  let metricsPort: number | null = null;
+  for (const block of blocks) {
+    const where = `${block.file}:${block.line}`;
+    if (block.mode.kind === "skip") {
+      parts.push(`echo ${JSON.stringify(`walk: ${where} skipped: ${block.mode.why}`)} >&2`);
+      continue;
+    }
+    if (block.mode.kind === "serve") {
+      const log = `"$WALK_LOGS/${logName(block)}"`;
+      parts.push(
+        `echo ${JSON.stringify(`walk: ${where} (serve ${block.mode.port}, in the background)`)} >&2`,
+        `(\n${block.text}\n) > ${log} 2>&1 &`,
+        `walk_wait_port ${block.mode.port} $! ${log}`,
+      );
+      metricsPort ??= block.mode.port;
+      continue;
+    }
+    parts.push(`echo ${JSON.stringify(`walk: ${where}`)} >&2`, block.text);
+  }
+  if (metricsPort !== null) parts.push(`curl -sf http://127.0.0.1:${metricsPort}/metrics > "$WALK_LOGS/metrics.txt"`);
+  parts.push(`echo "walk: every block ran" >&2`);
+  return parts.join("\n") + "\n";
+}
