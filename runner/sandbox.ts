@@ -409,9 +409,14 @@ export function sandboxUnavailable(scratch: string): string | null {
     work: `${scratch}/probe-work`,
     mnt: `${scratch}/probe-mnt`,
   };
-  for (const d of Object.values(dirs)) {
-    mkdirSync(d, { recursive: true });
-    ownForSandbox(d);
+  try {
+    for (const d of Object.values(dirs)) {
+      mkdirSync(d, { recursive: true });
+      ownForSandbox(d);
+    }
+  } catch (error) {
+    // Root in a user namespace that maps no other uid (a rootless container) cannot hand a directory to the sandbox's.
+    return `the sandbox's user (uid ${SANDBOX_HOST_UID}, RLGATE_SANDBOX_UID) cannot own its directories here: ${(error as Error).message}`;
   }
   const spec: SandboxSpec = {
     lower: [dirs.lower],
