@@ -9,7 +9,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { readBody } from "../gateway/body.ts";
-import type { GatewayContext } from "../gateway/context.ts";
 import { forward, watchHarnessDisconnect } from "../gateway/forward.ts";
 import { harnessResponseHeaders } from "../gateway/headers.ts";
 import { Upstream } from "../gateway/upstream/client.ts";
@@ -20,7 +19,7 @@ if (!target) {
   console.error("usage: frame-forwarder <upstream-url>");
   process.exit(2);
 }
-const ctx = { upstream: new Upstream({ urls: [target] }) } as unknown as GatewayContext;
+const ctx = { upstream: new Upstream({ urls: [target] }), config: { controlToken: null } };
 let seq = 0;
 
 async function relay(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -8,12 +8,16 @@ import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "./errors.ts";
 
 /** True when the request carries the control token (`Authorization: Bearer <token>`, any case of the scheme). */
-function hasControlToken(ctx: GatewayContext, req: IncomingMessage): boolean {
+function hasControlToken(ctx: Pick<GatewayContext, "config">, req: IncomingMessage): boolean {
   const token = ctx.config.controlToken;
   return token !== null && sameSecret(authCredentials(req.headers["authorization"]), token);
 }
 
-export function checkControlToken(ctx: GatewayContext, req: IncomingMessage, what = "the control API"): void {
+export function checkControlToken(
+  ctx: Pick<GatewayContext, "config">,
+  req: IncomingMessage,
+  what = "the control API",
+): void {
   if (ctx.config.controlToken === null || hasControlToken(ctx, req)) return;
   throw new GatewayError("RLGATE_UNAUTHORIZED", `${what} needs 'Authorization: Bearer <token>' (--token)`);
 }
@@ -23,7 +27,11 @@ export function checkControlToken(ctx: GatewayContext, req: IncomingMessage, wha
  * Returns the attribution with `usedRolloutKey` also set when the control token was presented: rlgate's credentials,
  * key or token, never travel upstream.
  */
-export function checkHarnessAccess(ctx: GatewayContext, req: IncomingMessage, attribution: Attribution): Attribution {
+export function checkHarnessAccess(
+  ctx: Pick<GatewayContext, "config">,
+  req: IncomingMessage,
+  attribution: Attribution,
+): Attribution {
   const controlToken = hasControlToken(ctx, req);
   if (!ctx.config.requireKey || attribution.usedRolloutKey || controlToken) {
     return controlToken ? { ...attribution, usedRolloutKey: true } : attribution;
@@ -35,7 +43,10 @@ export function checkHarnessAccess(ctx: GatewayContext, req: IncomingMessage, at
 }
 
 /** The rollout a call is attributed to must still be open: a finished rollout's trajectories are already out. */
-export function finishedRolloutError(ctx: GatewayContext, attribution: Attribution): GatewayError | null {
+export function finishedRolloutError(
+  ctx: Pick<GatewayContext, "store">,
+  attribution: Attribution,
+): GatewayError | null {
   if (attribution.rolloutId === null) return null;
   const status = ctx.store.getRollout(attribution.rolloutId)?.status;
   if (status === undefined || status === "open") return null;

@@ -1,4 +1,7 @@
-// What every request handler of one gateway shares.
+// What the request handlers of one gateway share: each field is one concern's own object (the store, the upstream,
+// the metrics, the logger, the settings). A function takes `Pick<GatewayContext, …>` of the fields it reads, so its
+// signature says what it depends on and a test or bench builds only those; the request path (relay/exchange.ts, the
+// surfaces, server.ts), which reaches nearly all of them, takes the whole context.
 import type { Store } from "../store/store.ts";
 import type { Logger } from "../util/log.ts";
 import type { ClusterLink } from "./cluster/worker-link.ts";

@@ -2,7 +2,7 @@
 // GPU time is spent on an answer nobody will read.
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { errors as undiciErrors } from "undici";
-import type { GatewayContext } from "./context.ts";
+import type { GatewayConfig, GatewayContext } from "./context.ts";
 import { upstreamRequestHeaders } from "./headers.ts";
 import { UpstreamCall } from "./upstream/upstream-call.ts";
 
@@ -31,7 +31,7 @@ export interface ForwardTarget {
  * upstream could not be reached or sent no head in time. `call.abort()` cancels it.
  */
 export function forward(
-  ctx: GatewayContext,
+  ctx: Pick<GatewayContext, "upstream"> & { config: Pick<GatewayConfig, "controlToken"> },
   target: ForwardTarget,
   body: string | Uint8Array,
   call = new UpstreamCall(),

@@ -12,11 +12,14 @@ import { Readable } from "node:stream";
 import type { Replica } from "./upstream/replica.ts";
 import { isConnectFailure } from "./upstream/replica-attempt.ts";
 
+/** What the passthrough reads of its gateway: where to send, what to count, which secrets to keep back. */
+export type PassthroughContext = Pick<GatewayContext, "upstream" | "metrics" | "config" | "secrets">;
+
 export class Passthrough {
   readonly #proxy: httpProxy;
-  readonly #ctx: GatewayContext;
+  readonly #ctx: PassthroughContext;
 
-  constructor(ctx: GatewayContext) {
+  constructor(ctx: PassthroughContext) {
     this.#ctx = ctx;
     this.#proxy = httpProxy.createProxyServer({
       changeOrigin: true,

@@ -54,13 +54,13 @@ class Branching {
 }
 const perStore = new WeakMap<object, Branching>();
 
-function branchingOf(ctx: GatewayContext): Branching {
+function branchingOf(ctx: Pick<GatewayContext, "store">): Branching {
   let b = perStore.get(ctx.store);
   if (!b) perStore.set(ctx.store, (b = new Branching()));
   return b;
 }
 
-function backboneCalls(ctx: GatewayContext, b: Branching, id: string): BackboneCall[] {
+function backboneCalls(ctx: Pick<GatewayContext, "store">, b: Branching, id: string): BackboneCall[] {
   let calls = b.backbones.get(id);
   if (!calls) {
     calls = replayableCalls(ctx.store.listCalls(id)).map((c) => ({
@@ -81,7 +81,7 @@ function plain(body: unknown): unknown {
  * worker may have served the call before; a replayed call is stored before its answer is sent); once it samples, the
  * state in memory says so (the decision call is recorded only when it ends), and nothing is read any more.
  */
-function stateOf(ctx: GatewayContext, b: Branching, rolloutId: string, spec: BranchSpec): BranchState {
+function stateOf(ctx: Pick<GatewayContext, "store">, b: Branching, rolloutId: string, spec: BranchSpec): BranchState {
   const cached = b.states.get(rolloutId);
   if (cached?.sampling) return cached;
   const calls = ctx.store.listCalls(rolloutId).filter((c) => c.status !== "rejected");
@@ -95,7 +95,11 @@ function stateOf(ctx: GatewayContext, b: Branching, rolloutId: string, spec: Bra
 }
 
 /** Records the divergence on the rollout (metadata.branch.divergence), once. */
-async function recordDivergence(ctx: GatewayContext, rolloutId: string, divergence: Divergence): Promise<void> {
+async function recordDivergence(
+  ctx: Pick<GatewayContext, "store" | "log">,
+  rolloutId: string,
+  divergence: Divergence,
+): Promise<void> {
   const rollout = ctx.store.getRollout(rolloutId);
   const spec = branchOf(rollout);
   if (!rollout || !spec || spec.divergence) return;
@@ -118,7 +122,13 @@ function remappedPrompt(prompt: PromptRecord | undefined, replayed: Map<number, 
 }
 
 /** The branch's record of a replayed call (see the head of this file). */
-function replayRecord(ctx: GatewayContext, call: HarnessCall, api: ApiSurface, from: CallRecord, state: BranchState) {
+function replayRecord(
+  ctx: Pick<GatewayContext, "store">,
+  call: HarnessCall,
+  api: ApiSurface,
+  from: CallRecord,
+  state: BranchState,
+) {
   const seq = ctx.store.nextCallSeq();
   const first = from.choices[0];
   const record: CallRecord = {
@@ -156,7 +166,7 @@ function replayRecord(ctx: GatewayContext, call: HarnessCall, api: ApiSurface, f
   return record;
 }
 
-function tokenCutOf(ctx: GatewayContext, rolloutId: string, spec: BranchSpec): TokenCut | null {
+function tokenCutOf(ctx: Pick<GatewayContext, "store">, rolloutId: string, spec: BranchSpec): TokenCut | null {
   if (spec.at_token === undefined) return null;
   const point = ctx.store.getCall(spec.of, spec.call_seq);
   if (!point?.promptTokenIds) return null;
@@ -175,7 +185,7 @@ function tokenCutOf(ctx: GatewayContext, rolloutId: string, spec: BranchSpec): T
  * branch dropped, as the branch says.
  */
 export async function decisionPrefix(
-  ctx: GatewayContext,
+  ctx: Pick<GatewayContext, "store" | "log">,
   req: IncomingMessage,
   promptIds: readonly number[],
 ): Promise<readonly number[]> {
@@ -207,7 +217,11 @@ function sameIds(a: readonly number[], b: readonly number[]): boolean {
  * Answers a branch rollout's call from its backbone when it comes before the decision point and matches; true when
  * it did (the harness has its answer). False: the call goes upstream as usual. A dropped branch's calls are refused.
  */
-export async function answerFromBackbone(ctx: GatewayContext, call: HarnessCall, api: ApiSurface): Promise<boolean> {
+export async function answerFromBackbone(
+  ctx: Pick<GatewayContext, "store" | "log" | "metrics" | "repair">,
+  call: HarnessCall,
+  api: ApiSurface,
+): Promise<boolean> {
   const rolloutId = call.attribution.rolloutId;
   if (rolloutId === null) return false;
   const rollout = ctx.store.getRollout(rolloutId);

@@ -36,7 +36,7 @@ export function isRecordedRejection(error: GatewayError): boolean {
  * any other refusal there would be a second record of the same late call.
  */
 export async function recordRejected(
-  ctx: GatewayContext,
+  ctx: Pick<GatewayContext, "store" | "metrics" | "log">,
   request: RejectedRequest,
   error: GatewayError,
   answer: string,

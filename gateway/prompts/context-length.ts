@@ -6,7 +6,7 @@ import { upstreamRequestHeaders } from "../headers.ts";
 
 const known = new WeakMap<object, Promise<number | null>>();
 
-async function fetchContextLength(ctx: GatewayContext): Promise<number | null> {
+async function fetchContextLength(ctx: Pick<GatewayContext, "upstream" | "log">): Promise<number | null> {
   const { upstream } = ctx;
   try {
     const response = await upstream.request({
@@ -23,7 +23,7 @@ async function fetchContextLength(ctx: GatewayContext): Promise<number | null> {
   }
 }
 
-export function upstreamContextLength(ctx: GatewayContext): Promise<number | null> {
+export function upstreamContextLength(ctx: Pick<GatewayContext, "upstream" | "log">): Promise<number | null> {
   let length = known.get(ctx.upstream);
   if (!length) {
     length = fetchContextLength(ctx);

@@ -81,7 +81,7 @@ export const POLICY_VERSION_HEADER = "x-rlgate-policy-version";
  * The call's policy version: its header (a harness or runner passes it per call), else the version the last resume
  * through the gateway named (gateway/policy), else its rollout's.
  */
-function policyVersionOf(ctx: GatewayContext, call: HarnessCall): string | null {
+function policyVersionOf(ctx: Pick<GatewayContext, "policy" | "store">, call: HarnessCall): string | null {
   const header = call.req.headers[POLICY_VERSION_HEADER];
   const value = Array.isArray(header) ? header[0] : header;
   if (value) return value.slice(0, 128);
@@ -108,7 +108,7 @@ export function samplingOf(forwarded: Json): SamplingParams | null {
   return Object.keys(sampling).length ? sampling : null;
 }
 
-export function checkRolloutRequired(ctx: GatewayContext, attribution: Attribution): void {
+export function checkRolloutRequired(ctx: Pick<GatewayContext, "config">, attribution: Attribution): void {
   if (ctx.config.requireRollout && attribution.rolloutId === null) {
     throw new GatewayError(
       "RLGATE_ROLLOUT_REQUIRED",
@@ -370,7 +370,11 @@ export async function openExchange(
 }
 
 /** With `serve --routed-experts`: what the call asked of the upstream (and a vLLM stream re-emitted, counted). */
-function routingOf(ctx: GatewayContext, spec: ExchangeSpec, forwarded: Json): Pick<CallStart, "routing"> {
+function routingOf(
+  ctx: Pick<GatewayContext, "config" | "flavor" | "metrics">,
+  spec: ExchangeSpec,
+  forwarded: Json,
+): Pick<CallStart, "routing"> {
   const setting = ctx.config.routedExperts;
   if (!setting) return {};
   const start = forwarded["routed_experts_start_len"];
@@ -383,7 +387,7 @@ function routingOf(ctx: GatewayContext, spec: ExchangeSpec, forwarded: Json): Pi
  * What the upstream's answer to `forwarded` can hold: ids of the served model's vocabulary, and `n` choices per prompt
  * (a completions request may carry several prompts).
  */
-function tokenLimits(ctx: GatewayContext, forwarded: Json): TokenLimits {
+function tokenLimits(ctx: Pick<GatewayContext, "config">, forwarded: Json): TokenLimits {
   const n = forwarded["n"];
   const perPrompt = typeof n === "number" && Number.isInteger(n) && n > 1 ? n : 1;
   const prompt = forwarded["prompt"];

@@ -24,7 +24,7 @@ export function parseMaxTokensCap(value: string): MaxTokensCapSetting {
 const TEMPLATE_TOKENS_PER_MESSAGE = 16;
 const TEMPLATE_TOKENS = 1024;
 
-async function upstreamPost(ctx: GatewayContext, path: string, body: Json): Promise<Json | null> {
+async function upstreamPost(ctx: Pick<GatewayContext, "upstream">, path: string, body: Json): Promise<Json | null> {
   try {
     const res = await ctx.upstream.request({
       method: "POST",
@@ -41,7 +41,7 @@ async function upstreamPost(ctx: GatewayContext, path: string, body: Json): Prom
 
 /** The prompt's length in tokens: the cheap over-estimate when the request fits with it, else the upstream's count. */
 async function promptTokens(
-  ctx: GatewayContext,
+  ctx: Pick<GatewayContext, "upstream">,
   chat: Json,
   requested: number,
   context: number,
@@ -66,7 +66,7 @@ async function promptTokens(
  * the request itself when no cap applies. Never raises a value, never lowers it below 1.
  */
 export async function capMaxTokens(
-  ctx: GatewayContext,
+  ctx: Pick<GatewayContext, "upstream" | "config" | "log">,
   chat: Json,
 ): Promise<{ chat: Json; cap: CallRecord["maxTokensCap"] }> {
   const setting = ctx.config.maxTokensCap;
