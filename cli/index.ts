@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { coreCommand } from "./core-command.ts";
 import { exportCommand } from "./export-command.ts";
+import { harnessCheckCommand } from "./harness-check-command.ts";
 import { replayCommand } from "./replay-command.ts";
 import { runCommand } from "./run-command.ts";
 import { doctorCommand } from "./doctor-command.ts";
@@ -25,6 +26,7 @@ const program = new Command()
   .addCommand(showCommand())
   .addCommand(coreCommand())
   .addCommand(runCommand())
+  .addCommand(harnessCheckCommand())
   .addCommand(replayCommand())
   .addCommand(exportCommand())
   .addCommand(storeCommand())

@@ -5,7 +5,14 @@ import { tempDir } from "../test/helpers.ts";
 import { resolveHarness } from "./harnesses.ts";
 import { OPENCLAW_APIS, openclawConfig, openclawRuntime } from "./openclaw.ts";
 
-const ctx = { prompt: "fix it", origin: "http://127.0.0.1:8700", rolloutId: "r_1", model: "Qwen/Qwen3-8B", home: "/h" };
+const ctx = {
+  prompt: "fix it",
+  origin: "http://127.0.0.1:8700",
+  rolloutId: "r_1",
+  model: "Qwen/Qwen3-8B",
+  home: "/h",
+  workspace: "/workspace",
+};
 
 test("each provider API points at the rollout's base of its style; nothing else is configured to be reached", () => {
   const bases = OPENCLAW_APIS.map((api) => {

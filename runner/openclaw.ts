@@ -5,8 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Harness, HarnessContext } from "./harnesses.ts";
-import { WORKSPACE } from "./sandbox.ts";
+import type { Harness, HarnessContext } from "./harnesses/types.ts";
 
 /** The provider APIs OpenClaw speaks, each pointed at the rollout's base URL of that style. */
 export const OPENCLAW_APIS = ["openai-completions", "openai-responses", "anthropic-messages"] as const;
@@ -55,15 +54,11 @@ export function openclawRuntime(home = OPENCLAW_HOME): OpenclawRuntime | { error
 }
 
 /** ~/.openclaw/openclaw.json for one rollout: a single provider `rlgate` serving the model, nothing that phones home. */
-export function openclawConfig(
-  ctx: HarnessContext,
-  api: OpenclawApi,
-  workspace: string = WORKSPACE,
-): Record<string, unknown> {
+export function openclawConfig(ctx: HarnessContext, api: OpenclawApi): Record<string, unknown> {
   const base = `${ctx.origin}/r/${ctx.rolloutId}`;
   return {
     // Its agent works in ~/.openclaw/workspace unless told: the task's workspace is where the sandbox starts it.
-    agents: { defaults: { model: { primary: `rlgate/${ctx.model}` }, workspace } },
+    agents: { defaults: { model: { primary: `rlgate/${ctx.model}` }, workspace: ctx.workspace } },
     models: {
       // replace: OpenClaw's catalogue of hosted providers is left out, so no fallback goes anywhere but the gateway.
       mode: "replace",
@@ -116,6 +111,11 @@ export function openclawHarness(api: OpenclawApi, name: string): Harness {
         env: { ...OPENCLAW_ENV },
         files: { ".openclaw/openclaw.json": JSON.stringify(openclawConfig(ctx, api), null, 2) },
       };
+    },
+    scripting: {
+      shell: (command) => ({ name: "exec", arguments: { command } }),
+      noSubAgent: "not scripted for OpenClaw",
+      noCompaction: "not scripted for OpenClaw",
     },
   };
 }

@@ -26,6 +26,7 @@ import {
   Sandbox,
   type SandboxExit,
   type SandboxLimits,
+  WORKSPACE,
 } from "./sandbox.ts";
 import type { Task } from "./task.ts";
 
@@ -216,6 +217,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       rolloutId: created.id,
       model: o.model,
       home: HOME,
+      workspace: WORKSPACE,
     };
     const launch = o.harness.launch(ctx);
     for (const [rel, content] of Object.entries(launch.files)) {

@@ -10,7 +10,8 @@ import { startGateway } from "../gateway/index.ts";
 import { startSim, type ScriptTurn } from "../sim/index.ts";
 import { createRollout, rolloutCalls, tempDir } from "../test/helpers.ts";
 import { harnessDirs, runCli } from "../test/e2e/harness-run.ts";
-import { QWEN_CODE, SERVED_MODEL } from "../test/e2e/harnesses.ts";
+import { QWEN_CODE } from "../runner/harnesses/qwen-code.ts";
+import { launch, SERVED_MODEL } from "../test/e2e/harnesses.ts";
 import { toFixture } from "../trajectory/testing/cli-fixtures.ts";
 
 const cli = process.env["QWEN_CLI"];
@@ -26,7 +27,7 @@ const SUMMARY =
   "<analysis>f1 and f2 are written; all.txt is next.</analysis>\n<state_snapshot>The user asked to build all.txt " +
   "from parts written with the shell. f1 holds 12 and f2 holds 345, both written in the workspace. Next: combine f1 " +
   "and f2 into all.txt with cat, which then holds 12345.</state_snapshot>";
-const shell = (command: string) => QWEN_CODE.shell(command);
+const shell = (command: string) => QWEN_CODE.scripting!.shell(command);
 const script: ScriptTurn[] = [
   { prompt: FIRST, reasoning: "First file.", content: "Writing f1.", tool_calls: [shell("printf 12 > f1")] },
   { prompt: FIRST, reasoning: "Second file.", tool_calls: [shell("printf 345 > f2")] },
@@ -46,9 +47,9 @@ try {
   const rollout = await createRollout(gateway.url);
   const dirs = harnessDirs("qwen-compress");
   for (const [i, prompt] of [FIRST, "/compress", LAST].entries()) {
-    const launch = QWEN_CODE.launch(dirs, rollout, prompt, SERVED_MODEL, { resume: i > 0 });
-    const args = [cli, ...launch.args.slice(1)];
-    const run = await runCli(node, args, { cwd: dirs.workspace, env: launch.env, timeoutMs: 240_000 });
+    const qwen = launch(QWEN_CODE, dirs, rollout, prompt, { model: SERVED_MODEL, resume: i > 0 });
+    const args = [cli, ...qwen.args];
+    const run = await runCli(node, args, { cwd: dirs.workspace, env: qwen.env, timeoutMs: 240_000 });
     console.log(
       `qwen ${args.slice(1).join(" ")}: exit ${run.code}\n${run.stdout.slice(-400)}${run.stderr.slice(-400)}`,
     );

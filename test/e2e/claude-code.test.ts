@@ -4,7 +4,7 @@
 // main agent runs `Bash` again and answers. The test checks the files the commands wrote, the captured calls (main
 // and sub-agent threads, upstream token ids) and the rollout's segments: a main thread and a sub-agent under it.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
@@ -12,11 +12,9 @@ import type { CallRecord } from "../../store/records.ts";
 import type { CreatedRollout, Stack } from "../helpers.ts";
 import { runHarnessSession, type HarnessSession } from "./harness-session.ts";
 import { describeRun, finishAndReconstruct, type CliRun, type HarnessDirs } from "./harness-run.ts";
-import { CLAUDE_CODE } from "./harnesses.ts";
-import { requireInCi } from "../require-in-ci.ts";
+import { CLAUDE_CODE } from "../../runner/harnesses/claude-code.ts";
+import { cliSkip } from "./harnesses.ts";
 
-const CLAUDE_CLI = CLAUDE_CODE.cli;
-const CLAUDE_PRESENT = existsSync(CLAUDE_CLI);
 /** A run takes ~5 s; Claude Code retries failed requests with backoff, so it is killed (with its group) after this. */
 const CLAUDE_TIMEOUT_MS = 90_000;
 
@@ -54,10 +52,7 @@ const firstUserText = (call: CallRecord): string =>
 describe(
   "Claude Code CLI through rlgate (-p, streaming Messages, a sub-agent through Agent)",
   {
-    skip: requireInCi(
-      "the claude CLI (a devDependency: npm install)",
-      CLAUDE_PRESENT ? null : `claude absent (${CLAUDE_CLI}); run npm install`,
-    ),
+    skip: cliSkip(CLAUDE_CODE),
   },
   () => {
     let session: HarnessSession;

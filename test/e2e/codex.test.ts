@@ -5,7 +5,7 @@
 // `web_search` (dropped upstream, with a warning on the call). The scripted model writes text before a tool call and
 // runs `exec_command` twice; the test checks the files the commands wrote, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
@@ -19,11 +19,9 @@ import {
   type HarnessDirs,
   type Reconstruction,
 } from "./harness-run.ts";
-import { CODEX } from "./harnesses.ts";
-import { requireInCi } from "../require-in-ci.ts";
+import { CODEX } from "../../runner/harnesses/codex.ts";
+import { cliSkip } from "./harnesses.ts";
 
-const CODEX_CLI = CODEX.cli;
-const CODEX_PRESENT = existsSync(CODEX_CLI);
 /** A run takes 2-5 s; Codex retries failed requests for minutes, so it is killed (with its group) after this. */
 const CODEX_TIMEOUT_MS = 90_000;
 
@@ -44,10 +42,7 @@ const SCRIPT: ScriptTurn[] = [
 describe(
   "Codex CLI through rlgate (exec, Responses)",
   {
-    skip: requireInCi(
-      "the codex CLI (a devDependency: npm install)",
-      CODEX_PRESENT ? null : `codex absent (${CODEX_CLI}); run npm install`,
-    ),
+    skip: cliSkip(CODEX),
   },
   () => {
     let session: HarnessSession;

@@ -6,7 +6,7 @@ import type { ScriptTurn } from "../../sim/index.ts";
 import type { CallRecord } from "../../store/records.ts";
 import { createRollout, rolloutCalls, startStack, type CreatedRollout, type Stack } from "../helpers.ts";
 import { harnessDirs, killLiveRuns, runCli, type CliRun, type HarnessDirs } from "./harness-run.ts";
-import { SERVED_MODEL, type Harness } from "./harnesses.ts";
+import { launch, testModelMap, type Harness } from "./harnesses.ts";
 
 export interface HarnessSession {
   stack: Stack;
@@ -25,7 +25,7 @@ export interface HarnessSessionOptions {
   /** The rollout's task name; its harness is the harness's name. */
   task: string;
   timeoutMs: number;
-  /** The model the harness asks for (default: the served model). */
+  /** The model the harness asks for (default: the one it is built for, else the served model). */
   model?: string;
   gateway?: Partial<GatewayOptions>;
 }
@@ -33,7 +33,7 @@ export interface HarnessSessionOptions {
 export async function runHarnessSession(harness: Harness, options: HarnessSessionOptions): Promise<HarnessSession> {
   const stack = await startStack({
     sim: { script: options.script, maxModelLen: 131_072 },
-    gateway: { modelMap: harness.modelMap, ...options.gateway },
+    gateway: { modelMap: testModelMap(harness), ...options.gateway },
   });
   const dirs = harnessDirs(options.task);
   const close = async () => {
@@ -43,7 +43,7 @@ export async function runHarnessSession(harness: Harness, options: HarnessSessio
   };
   try {
     const rollout = await createRollout(stack.gateway.url, { task: options.task, harness: harness.name });
-    const { command, args, env } = harness.launch(dirs, rollout, options.prompt, options.model ?? SERVED_MODEL);
+    const { command, args, env } = launch(harness, dirs, rollout, options.prompt, { model: options.model });
     const run = await runCli(command, args, { cwd: dirs.workspace, env, timeoutMs: options.timeoutMs });
     const calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
     return { stack, rollout, dirs, run, calls, close };

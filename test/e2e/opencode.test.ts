@@ -3,7 +3,7 @@
 // in its config file points at the rollout's base URL. OpenCode first asks for a title (a one-shot side call), then
 // its agent runs `bash` twice and answers. The test checks the files, the captured calls and the trajectories.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
@@ -17,11 +17,9 @@ import {
   type HarnessDirs,
   type Reconstruction,
 } from "./harness-run.ts";
-import { OPENCODE, OPENCODE_TITLE_THREAD } from "./harnesses.ts";
-import { requireInCi } from "../require-in-ci.ts";
+import { OPENCODE, OPENCODE_TITLE_THREAD } from "../../runner/harnesses/opencode.ts";
+import { cliSkip } from "./harnesses.ts";
 
-const OPENCODE_CLI = OPENCODE.cli;
-const OPENCODE_PRESENT = existsSync(OPENCODE_CLI);
 /** A run takes 10-30 s on a loaded machine (its first start migrates a local database); killed after this. */
 const OPENCODE_TIMEOUT_MS = 120_000;
 
@@ -48,10 +46,7 @@ const SCRIPT: ScriptTurn[] = [
 describe(
   "OpenCode CLI through rlgate (run, chat completions)",
   {
-    skip: requireInCi(
-      "the opencode CLI (a devDependency: npm install)",
-      OPENCODE_PRESENT ? null : `opencode absent (${OPENCODE_CLI}); run npm install`,
-    ),
+    skip: cliSkip(OPENCODE),
   },
   () => {
     let session: HarnessSession;

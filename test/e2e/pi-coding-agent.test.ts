@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import type { ScriptTurn } from "../../sim/index.ts";
 import type { ApiSurface } from "../../store/records.ts";
-import { killGroup } from "./process-group.ts";
+import { killGroup } from "../../runner/harness-local.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type Stack } from "../helpers.ts";
 import { assertCaptureEquals, upstreamAnswer } from "../surfaces-helpers.ts";
 import { requireInCi } from "../require-in-ci.ts";

@@ -33,12 +33,4 @@ export const SCRIPT: ScriptTurn[] = [
 ];
 
 // Everything that could reach the network or make side calls is off; see QWEN_CODE_NOTES.md.
-export const QWEN_SETTINGS = {
-  general: { enableAutoUpdate: false },
-  privacy: { usageStatisticsEnabled: false },
-  telemetry: { enabled: false },
-  ide: { enabled: false },
-  memory: { enableManagedAutoMemory: false, enableManagedAutoDream: false, enableAutoSkill: false },
-  model: { skipNextSpeakerCheck: true, skipLoopDetection: true },
-  security: { folderTrust: { enabled: false }, auth: { selectedType: "openai" } },
-};
+export { QWEN_SETTINGS } from "../../runner/harnesses/qwen-code.ts";

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { killGroup } from "./process-group.ts";
+import { killGroup } from "../../runner/harness-local.ts";
 import { createRollout, postJson, rolloutCalls, startStack, tempDir, type Stack } from "../helpers.ts";
 import { requireInCi } from "../require-in-ci.ts";
 import {

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { CallRecord } from "../../store/records.ts";
-import { killGroup } from "./process-group.ts";
+import { killGroup } from "../../runner/harness-local.ts";
 import { createRollout, rolloutCalls, startStack, tempDir, type CreatedRollout, type Stack } from "../helpers.ts";
 import { requireInCi } from "../require-in-ci.ts";
 import {
