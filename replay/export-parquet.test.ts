@@ -35,6 +35,11 @@ function row(over: Partial<ExportRow>): ExportRow {
     advantages: null,
     spans: [{ start: 3, end: token_ids.length, call_seq: 1796136073308001, choice_index: 0, kind: "main" }],
     breaks: 0,
+    version_runs: [
+      { start: 0, version: null },
+      { start: 3, version: "0" },
+      { start: 4, version: "1" },
+    ],
     ...over,
   };
 }
@@ -61,12 +66,21 @@ const rows: ExportRow[] = [
     logprobs: [0, 0, null, null, -TINY, -88.72283935546875],
     spans: [],
     breaks: 2,
+    version_runs: [{ start: 0, version: null }],
     // MoE routing replay: [6 tokens × 1 layer × 2 experts], uint16 values, the last token's 0.
     routed_experts: [0, 1, 2, 3, 299, 300, 65535, 7, 8, 9, 0, 0],
     moe_layers: 1,
     moe_top_k: 2,
   }),
-  row({ rollout_id: "r_3", trajectory_id: "r_3:1:0", token_ids: [], loss_mask: [], logprobs: [], spans: [] }),
+  row({
+    rollout_id: "r_3",
+    trajectory_id: "r_3:1:0",
+    token_ids: [],
+    loss_mask: [],
+    logprobs: [],
+    spans: [],
+    version_runs: [],
+  }),
 ];
 
 test("null logprobs, float32 edge values, null scalars and an empty trajectory read back the same in both readers", async () => {

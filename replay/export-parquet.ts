@@ -46,6 +46,20 @@ export const element = (type: Omit<SchemaElement, "name" | "repetition_type">, r
   { name: "element", ...type, repetition_type: repetition },
 ];
 
+/** Per-token policy versions as runs over positions (export-versions.ts): list<struct<start int32, version string>>. */
+export function versionRunsColumn<R>(name: string, value: (row: R) => unknown): Column<R> {
+  return list(
+    name,
+    [
+      { name: "element", repetition_type: "REQUIRED", num_children: 2 },
+      { name: "start", type: "INT32", repetition_type: "REQUIRED" },
+      { name: "version", ...STRING, repetition_type: "OPTIONAL" },
+    ],
+    "REQUIRED",
+    value,
+  );
+}
+
 /** The columns, in file order. docs/replay.md lists them with their types; keep the two together. */
 export const PARQUET_COLUMNS: readonly Column[] = [
   scalar("rollout_id", STRING, "REQUIRED", (r) => r.rollout_id),
@@ -84,6 +98,7 @@ export const PARQUET_COLUMNS: readonly Column[] = [
     (r) => r.spans.map((s) => ({ ...s, call_seq: BigInt(s.call_seq) })),
   ),
   scalar("breaks", { type: "INT32" }, "REQUIRED", (r) => r.breaks),
+  versionRunsColumn("version_runs", (r) => r.version_runs),
   // MoE routing replay: flat [num_tokens × moe_layers × moe_top_k] expert indexes; null without routing.
   list(
     "routed_experts",

@@ -9,7 +9,8 @@
 // The prompt ends at the trajectory's first trained token, as in the Python adapters (rlgate_client.adapters).
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import type { ExportRow } from "./export.ts";
-import { list, element, scalar, STRING, type Column } from "./export-parquet.ts";
+import { list, element, scalar, STRING, versionRunsColumn, type Column } from "./export-parquet.ts";
+import { sliceVersionRuns, type VersionRun } from "./export-versions.ts";
 
 export type TrainerFormat = "verl" | "openrlhf";
 
@@ -43,6 +44,8 @@ export interface VerlRow extends Common {
   response_ids: number[];
   response_mask: number[];
   rollout_log_probs: Array<number | null>;
+  /** The policy version of each response token, as runs over response positions (export-versions.ts). */
+  response_version_runs: VersionRun[];
 }
 
 export interface OpenrlhfRow extends Common {
@@ -53,6 +56,8 @@ export interface OpenrlhfRow extends Common {
   rollout_log_probs: Array<number | null>;
   response_length: number;
   total_length: number;
+  /** The policy version of each token of `sequences`, as runs over its positions (export-versions.ts). */
+  version_runs: VersionRun[];
 }
 
 export type TrainerRow = VerlRow | OpenrlhfRow;
@@ -131,6 +136,7 @@ export function trainerRows(
         response_ids: row.token_ids.slice(p),
         response_mask: row.loss_mask.slice(p),
         rollout_log_probs: row.logprobs.slice(p),
+        response_version_runs: sliceVersionRuns(row.version_runs, p, row.token_ids.length),
       });
     } else {
       const last = row.loss_mask.lastIndexOf(1);
@@ -143,6 +149,7 @@ export function trainerRows(
         rollout_log_probs: row.logprobs.slice(1),
         response_length: last - p + 1,
         total_length: row.token_ids.length,
+        version_runs: row.version_runs,
       });
     }
   }
@@ -210,6 +217,7 @@ export const TRAINER_COLUMNS: Record<TrainerFormat, readonly Column<any>[]> = {
     INT32S("response_ids", (r: VerlRow) => r.response_ids),
     UINT8S("response_mask", (r: VerlRow) => r.response_mask),
     FLOATS("rollout_log_probs", (r: VerlRow) => r.rollout_log_probs),
+    versionRunsColumn("response_version_runs", (r: VerlRow) => r.response_version_runs),
   ],
   openrlhf: [
     MESSAGES("input", (r: OpenrlhfRow) => r.input),
@@ -220,6 +228,7 @@ export const TRAINER_COLUMNS: Record<TrainerFormat, readonly Column<any>[]> = {
     FLOATS("rollout_log_probs", (r: OpenrlhfRow) => r.rollout_log_probs),
     scalar("response_length", { type: "INT32" }, "REQUIRED", (r: OpenrlhfRow) => r.response_length),
     scalar("total_length", { type: "INT32" }, "REQUIRED", (r: OpenrlhfRow) => r.total_length),
+    versionRunsColumn("version_runs", (r: OpenrlhfRow) => r.version_runs),
   ],
 };
 

@@ -3,6 +3,7 @@
 import type { CallRecord, RolloutRecord } from "../store/records.ts";
 import {
   fromCallRecord,
+  type CallSummary,
   reconstructRollout,
   type ChatFormat,
   type SegmentKind,
@@ -10,6 +11,7 @@ import {
 } from "../trajectory/index.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { routingValues } from "../util/routed-experts.ts";
+import { trajectoryVersionRuns, type VersionRun } from "./export-versions.ts";
 
 export interface ExportRow {
   rollout_id: string;
@@ -43,6 +45,11 @@ export interface ExportRow {
   spans: Array<{ start: number; end: number; call_seq: number; choice_index: number; kind: string }>;
   breaks: number;
   /**
+   * The policy version of every token, as runs over positions (export-versions.ts): tokens from `start` to the next
+   * run's start were sampled by `version` (null: context, or no version named). One run per change, not per token.
+   */
+  version_runs: VersionRun[];
+  /**
    * MoE routing replay (serve --routed-experts): the experts each token was routed to, flat [num_tokens × moe_layers ×
    * moe_top_k] (numpy: `np.asarray(row.routed_experts).reshape(-1, moe_layers, moe_top_k)`); the last token's entries
    * are 0 (never a model input). Null without routing.
@@ -67,6 +74,7 @@ function row(
   t: Trajectory,
   index: number,
   flags: { flagged: boolean; reasons: string[] },
+  calls: readonly CallSummary[],
 ): ExportRow {
   return {
     rollout_id: rollout.id,
@@ -96,6 +104,7 @@ function row(
       kind: s.kind,
     })),
     breaks: t.breaks.length,
+    version_runs: trajectoryVersionRuns(t, calls),
     ...routedColumns(t),
   };
 }
@@ -128,7 +137,7 @@ export function exportRows(
   return rec.trajectories
     .map((t, i) => ({ t, i }))
     .filter(({ t }) => !options.trainedOnly || (t.trained && !rec.flags.flagged))
-    .map(({ t, i }) => row(rollout, t, i, flags));
+    .map(({ t, i }) => row(rollout, t, i, flags, rec.calls));
 }
 
 export interface ExportTotals {
