@@ -1,5 +1,6 @@
 // The messages of proto/rlgate/v1/*.proto as @grpc/proto-loader hands them over (camelCase fields, bytes as
 // Buffer, 64-bit integers as numbers, every field present). Keep in step with the .proto files.
+import type { Agreement } from "../util/agreement.ts";
 
 export interface SubscribeRequest {
   consumerGroup: string;
@@ -224,15 +225,9 @@ export interface RowKl {
   k3: number;
 }
 
-export interface Consistency {
+/** Training–inference agreement of one harness ("*": the whole batch): util/agreement.ts's figures. */
+export interface Consistency extends Agreement {
   harness: string;
-  tokens: number;
-  pearson: number;
-  k3Kl: number;
-  absDiffMean: number;
-  absDiffP50: number;
-  absDiffP99: number;
-  absDiffMax: number;
 }
 
 export interface ConsistencyReport {

@@ -32,6 +32,18 @@ describe("agreement figures", () => {
     assert.throws(() => agreement([1], [1, 2]), /1 reference logprobs against 2/);
   });
 
+  test("tokens: only the given indexes count, as the same pairs alone would; k3: given values are averaged as they are", () => {
+    const reference = [-1, -9, -2, -3, 5];
+    const other = [-0.5, 7, -1.5, -3.5, Number.NaN];
+    const picked = agreement(reference, other, { tokens: [0, 2, 3, 4] });
+    assert.deepEqual(picked, agreement([-1, -2, -3, 5], [-0.5, -1.5, -3.5, Number.NaN]));
+    assert.equal(picked.tokens, 3);
+    assert.equal(picked.absDiffMax, 0.5);
+    const given = agreement(reference, other, { tokens: [0, 2], k3: [0.25, 100, 0.75, 0, 0] });
+    assert.equal(given.k3Kl, 0.5);
+    assert.equal(given.tokens, 2);
+  });
+
   test("k3 is clamped like the native kernels: d beyond ±20 counts as ±20", () => {
     assert.equal(k3(0, -100), k3(0, -20));
     assert.equal(k3(-1, -1), 0);

@@ -1,6 +1,6 @@
-// How well two engines agree on the logprobs of the same sampled tokens: Pearson r, k3 KL and |Δlogp| percentiles,
-// defined as rl-core reports training–inference consistency (rl-core/core/consistency.ts), so a replay's figures and
-// a trainer's read the same way.
+// How well two engines agree on the logprobs of the same sampled tokens: Pearson r, k3 KL and |Δlogp| percentiles.
+// The one definition: rl-core's training–inference consistency (rl-core/core/consistency.ts, the wire's Consistency)
+// and a replay's scores (replay/score.ts) are both computed here, so they read the same way.
 
 export interface Agreement {
   tokens: number;
@@ -29,10 +29,23 @@ export function k3(reference: number, other: number): number {
   return Math.exp(d) - d - 1;
 }
 
+export interface AgreementOptions {
+  /** The token indexes to count, in this order (default: every index). */
+  tokens?: ArrayLike<number>;
+  /** Each token's k3 as already computed (rl-core's kernels, float32); default: k3() of the pair here. */
+  k3?: ArrayLike<number>;
+}
+
 /** Agreement over token pairs; pairs where either value is not finite are left out. */
-export function agreement(reference: ArrayLike<number>, other: ArrayLike<number>): Agreement {
+export function agreement(
+  reference: ArrayLike<number>,
+  other: ArrayLike<number>,
+  options: AgreementOptions = {},
+): Agreement {
   if (reference.length !== other.length)
     throw new RangeError(`${reference.length} reference logprobs against ${other.length}`);
+  const { tokens, k3: k3s } = options;
+  const count = tokens ? tokens.length : reference.length;
   let n = 0,
     sx = 0,
     sy = 0,
@@ -40,17 +53,18 @@ export function agreement(reference: ArrayLike<number>, other: ArrayLike<number>
     syy = 0,
     sxy = 0,
     sk = 0;
-  const diff = new Float64Array(reference.length);
-  for (let i = 0; i < reference.length; i++) {
-    const x = reference[i]!;
-    const y = other[i]!;
+  const diff = new Float64Array(count);
+  for (let i = 0; i < count; i++) {
+    const t = tokens ? tokens[i]! : i;
+    const x = reference[t]!;
+    const y = other[t]!;
     if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
     sx += x;
     sy += y;
     sxx += x * x;
     syy += y * y;
     sxy += x * y;
-    sk += k3(x, y);
+    sk += k3s ? k3s[t]! : k3(x, y);
     diff[n++] = Math.abs(y - x);
   }
   const sorted = diff.subarray(0, n).sort();
@@ -61,6 +75,7 @@ export function agreement(reference: ArrayLike<number>, other: ArrayLike<number>
   const vy = syy - (sy * sy) / n;
   return {
     tokens: n,
+    // Undefined with no spread: NaN then (both constant and equal is still perfect agreement in p50/p99).
     pearson: n >= 2 && vx > 0 && vy > 0 ? cov / Math.sqrt(vx * vy) : NaN,
     k3Kl: n ? sk / n : NaN,
     absDiffMean: n ? sd / n : NaN,

@@ -1,6 +1,6 @@
 // Training–inference agreement: the logprobs a trainer recomputes for a batch's sampled tokens against the
 // inference server's, per harness and for the whole batch ("*"). Only mask-1 tokens where both are finite count.
-import { percentile } from "../../util/agreement.ts";
+import { agreement } from "../../util/agreement.ts";
 import { klDivergence } from "../kernels/index.ts";
 import { LinkError, type Consistency } from "../../protocol/index.ts";
 
@@ -16,44 +16,7 @@ export interface ConsistencyInput {
 }
 
 function figures(harness: string, tokens: number[], input: ConsistencyInput, k3: Float32Array): Consistency {
-  const n = tokens.length;
-  let sx = 0,
-    sy = 0,
-    sxx = 0,
-    syy = 0,
-    sxy = 0,
-    sk = 0;
-  const diff = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const t = tokens[i]!;
-    const x = input.rollout[t]!;
-    const y = input.trainer[t]!;
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    syy += y * y;
-    sxy += x * y;
-    sk += k3[t]!;
-    diff[i] = Math.abs(y - x);
-  }
-  diff.sort();
-  let sd = 0;
-  for (let i = 0; i < n; i++) sd += diff[i]!;
-  const cov = sxy - (sx * sy) / n;
-  const vx = sxx - (sx * sx) / n;
-  const vy = syy - (sy * sy) / n;
-  // Pearson is undefined with no spread: NaN then (both constant and equal is still perfect agreement in p50/p99).
-  const pearson = n >= 2 && vx > 0 && vy > 0 ? cov / Math.sqrt(vx * vy) : NaN;
-  return {
-    harness,
-    tokens: n,
-    pearson,
-    k3Kl: n ? sk / n : NaN,
-    absDiffMean: n ? sd / n : NaN,
-    absDiffP50: percentile(diff, 50),
-    absDiffP99: percentile(diff, 99),
-    absDiffMax: n ? diff[n - 1]! : NaN,
-  };
+  return { harness, ...agreement(input.rollout, input.trainer, { tokens, k3 }) };
 }
 
 export function consistencyFigures(input: ConsistencyInput): Consistency[] {
