@@ -124,9 +124,12 @@ export function useAgentLoop(
   return fixture;
 }
 
-/** Every call of an agent loop holds the upstream's ids, and each prompt extends the previous call's turn exactly. */
-export async function assertLoopCaptured(stack: Stack, calls: CallRecord[]): Promise<void> {
-  for (const call of calls) assertCaptureEquals(call, await upstreamAnswer(stack, call));
+/**
+ * Every call of an agent loop holds the upstream's ids, and each prompt extends the previous call's turn exactly
+ * (`path`: the upstream route the calls went to; /v1/completions in the tokens prompt mode).
+ */
+export async function assertLoopCaptured(stack: Stack, calls: CallRecord[], path?: string): Promise<void> {
+  for (const call of calls) assertCaptureEquals(call, await upstreamAnswer(stack, call, path));
   for (let i = 1; i < calls.length; i++) {
     const turn = [...calls[i - 1]!.promptTokenIds!, ...calls[i - 1]!.choices[0]!.tokenIds];
     assert.deepEqual(
