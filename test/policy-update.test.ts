@@ -11,6 +11,7 @@ import type { FlavorName } from "../sim/flavor.ts";
 import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { RolloutMessage } from "../protocol/index.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { describeLoad, policyUpdateLoad } from "./policy-update-load.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const SEED = 11;
@@ -277,7 +278,7 @@ for (const flavor of ["vllm", "sglang"] as FlavorName[]) {
   });
 }
 
-describe("weight updates under load (bounded: 20 updates under 16 concurrent rollouts, vllm sim)", () => {
+describe("weight updates under load (bounded: 20 updates under 16 concurrent rollouts, vllm sim; the full figure: npm run bench:policy-updates)", () => {
   const stacks: Stack[] = [];
   after(async () => {
     for (const stack of stacks) await stack.close();
@@ -287,62 +288,24 @@ describe("weight updates under load (bounded: 20 updates under 16 concurrent rol
     const s = await startStack({ sim: { seed: SEED, interTokenMs: 1 }, gateway: { prompts: "tokens" } });
     stacks.push(s);
     const UPDATES = 20;
-    const ROLLOUTS = 16;
-    let updates = 0;
-    const rollouts = await Promise.all(
-      Array.from({ length: ROLLOUTS }, () => createRollout(s.gateway.url, { policy_version: "0" })),
-    );
-    const harnessFinishes: unknown[] = [];
-    // Each rollout calls on until the updater is done, then once more: the run ends by itself.
-    const agents = rollouts.map(async (rollout, r) => {
-      for (let turn = 0; updates < UPDATES || turn === 0; turn++) {
-        const body = { ...ASK, max_tokens: 40, messages: [{ role: "user", content: `rollout ${r} turn ${turn}` }] };
-        const events = await streamChat(`${s.gateway.url}/r/${rollout.id}/v1/chat/completions`, body);
-        harnessFinishes.push(...finishReasons(events));
-      }
+    const figures = await policyUpdateLoad(s, {
+      updates: UPDATES,
+      rollouts: 16,
+      update: async (mode, version) => {
+        await policy(s, "pause", { mode });
+        await policy(s, "resume", { version });
+      },
     });
-    const modes = ["abort", "wait", "keep"] as const;
-    const updater = (async () => {
-      for (let i = 1; i <= UPDATES; i++) {
-        // Each update waits for some generation to be running, so it lands on answers in flight.
-        while (s.sim.stats.inFlight === 0) await new Promise((r) => setImmediate(r));
-        await policy(s, "pause", { mode: modes[i % 3] });
-        await policy(s, "resume", { version: String(i) });
-        updates = i;
-      }
-    })();
-    await Promise.all([updater, ...agents]);
-
-    const calls = (await Promise.all(rollouts.map((r) => rolloutCalls(s.gateway.url, r.id)))).flat();
-    assert.ok(calls.length >= ROLLOUTS);
-    assert.deepEqual(
-      calls.filter((c) => c.status !== "ok").map((c) => c.error),
-      [],
-      "no call failed",
-    );
-    assert.equal(harnessFinishes.length, calls.length, "one finish per call");
-    assert.ok(!harnessFinishes.includes("abort"), "no harness saw an abort");
-    let untagged = 0;
-    let continued = 0;
-    const held: number[] = [];
-    for (const call of calls) {
-      const tokens = call.choices[0]!.tokenIds.length;
-      const runs = call.policyUpdate?.versions ?? [{ start: 0, version: call.policyVersion ?? null }];
-      if (runs[0]!.start !== 0) untagged += tokens;
-      for (const run of runs) if (run.version === null) untagged += tokens - run.start;
-      continued += call.policyUpdate?.continued ?? 0;
-      if (call.policyUpdate?.heldMs !== undefined) held.push(call.policyUpdate.heldMs);
-    }
-    assert.equal(untagged, 0, "every sampled token has a version");
+    assert.ok(figures.calls >= 16);
+    assert.equal(figures.failed, 0, "no call failed");
+    assert.equal(figures.lost, 0, "one finish per harness call");
+    assert.equal(figures.abortsSeen, 0, "no harness saw an abort");
+    assert.equal(figures.untagged, 0, "every sampled token has a version");
     const metrics = await (await fetch(`${s.gateway.url}/metrics`)).text();
-    assert.match(metrics, new RegExp(`rlgate_policy_held_calls_total ${held.length}\\b`));
+    assert.match(metrics, new RegExp(`rlgate_policy_held_calls_total ${figures.heldMs.length}\\b`));
     const state = await (await fetch(`${s.gateway.url}/api/policy`)).json();
     assert.equal(state.pauses, UPDATES);
     assert.equal(state.version, String(UPDATES));
-    const mean = held.length ? held.reduce((a, b) => a + b, 0) / held.length : 0;
-    console.log(
-      `load: ${calls.length} calls, ${UPDATES} updates, ${continued} answers continued, ${held.length} calls held ` +
-        `(mean ${mean.toFixed(1)} ms, max ${Math.max(0, ...held).toFixed(1)} ms), 0 failed, 0 tokens without a version`,
-    );
+    console.log(`load: ${describeLoad(figures)}`);
   });
 });
