@@ -36,9 +36,45 @@ export default tseslint.config(
 
   {
     files: ["**/*.mjs", "**/*.js", "**/*.cjs"],
+    ignores: ["ui/static/**"],
     languageOptions: {
       globals: { process: "readonly", console: "readonly", URL: "readonly", module: "writable", require: "readonly" },
     },
     rules: { "@typescript-eslint/no-require-imports": "off" },
+  },
+
+  // The live page's modules run in a browser: its globals, none of Node's (tsconfig.ui.json checks their types).
+  {
+    files: ["ui/static/**/*.js"],
+    languageOptions: {
+      sourceType: "module",
+      globals: Object.fromEntries(
+        [
+          "addEventListener",
+          "AbortController",
+          "clearTimeout",
+          "document",
+          "Element",
+          "Event",
+          "fetch",
+          "getComputedStyle",
+          "history",
+          "HTMLElement",
+          "HTMLInputElement",
+          "innerWidth",
+          "location",
+          "Node",
+          "requestAnimationFrame",
+          "sessionStorage",
+          "setInterval",
+          "setTimeout",
+          "SVGSVGElement",
+          "TextDecoderStream",
+          "URLSearchParams",
+          "atob",
+        ].map((name) => [name, "readonly"]),
+      ),
+    },
+    rules: { "no-undef": "error", "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }] },
   },
 );

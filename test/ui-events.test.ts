@@ -23,8 +23,8 @@ describe("live UI routes", () => {
     assert.equal(page.status, 200);
     assert.match(page.headers.get("content-type")!, /text\/html/);
     assert.match(page.headers.get("content-security-policy")!, /default-src 'self'/);
-    assert.match(await page.text(), /<script src="app.js" defer><\/script>/);
-    for (const asset of ["app.js", "style.css"])
+    assert.match(await page.text(), /<script type="module" src="main.js"><\/script>/);
+    for (const asset of ["main.js", "dom.js", "style.css"])
       assert.equal((await fetch(`${stack.gateway.url}/ui/${asset}`)).status, 200, asset);
     // Assets are looked up by name among the files read at start: no path reaches beyond them.
     // An encoded separator never reaches the UI's routes: the gateway refuses the path (gateway/server.ts).

@@ -1,28 +1,83 @@
+// @ts-check
 // The live page's quality panels: training–inference agreement as RL cores report it (one point per trainer logprob
 // report, a line per harness) and `rlgate replay score` runs (a table, and the per-call drift of the selected run).
-// Loaded after app.js, whose helpers (api, el, svg, cssVar, $) it uses; app.js hands it the `agreement` and
-// `replay` events of /api/events and asks it to load on every (re)connect, through globalThis.rlgateReports.
-"use strict";
+// The page hands it the `agreement` and `replay` events of /api/events and asks it to load on every (re)connect.
+import { api } from "./api.js";
+import { $, clock, cssVar, el, legendKey, svg, svgOf } from "./dom.js";
+
+/**
+ * @typedef {object} Figures
+ * @property {string} harness
+ * @property {number} tokens
+ * @property {number | null} pearson
+ * @property {number | null} k3Kl
+ * @property {number | null} absDiffP99
+ * @property {number | null} absDiffMax
+ */
+/**
+ * @typedef {object} AgreementPoint
+ * @property {number} at
+ * @property {number} batchId
+ * @property {string} core
+ * @property {Figures[]} harnesses
+ */
+/**
+ * @typedef {object} ReplayCall
+ * @property {string} rolloutId
+ * @property {number} callSeq
+ * @property {number} choiceIndex
+ * @property {string} harness
+ * @property {number} tokens
+ * @property {number | null} pearson
+ * @property {number | null} absDiffP99
+ * @property {number | null} absDiffMax
+ */
+/**
+ * @typedef {object} ReplayRun
+ * @property {number} id
+ * @property {number} at
+ * @property {string} upstream
+ * @property {string} source
+ * @property {string} selection
+ * @property {number} rollouts
+ * @property {number} completions
+ * @property {number} skipped
+ * @property {number} errors
+ * @property {number} threshold
+ * @property {number | null} maxP99
+ * @property {Figures} overall
+ * @property {string} verdict
+ * @property {ReplayCall[]} [calls]
+ */
 
 const PALETTE = ["#1d2330", "#2f6fdb", "#e07a10", "#138a8a", "#8a4fd1", "#d23c3c", "#a07a1c", "#7d8592"];
 const MAX_POINTS = 2000;
-const reports = { agreement: [], replays: [], selectedReplay: null, drift: null };
+const reports = {
+  agreement: /** @type {AgreementPoint[]} */ ([]),
+  replays: /** @type {ReplayRun[]} */ ([]),
+  selectedReplay: /** @type {number | null} */ (null),
+  drift: /** @type {ReplayRun | null} */ (null),
+};
 
+/** @param {number | null | undefined} v */
 const small = (v) =>
   v === null || v === undefined || Number.isNaN(v)
     ? "—"
     : v !== 0 && Math.abs(v) < 0.01
       ? Number(v).toExponential(1)
       : Number(v).toFixed(Math.abs(v) >= 10 ? 1 : 3);
+/** @param {number | null | undefined} v */
 const fixed4 = (v) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(4));
-const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour12: false });
+/** @param {number} ms */
 const when = (ms) => {
   const d = new Date(ms);
   return `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${clock(ms)}`;
 };
+/** @param {string} h */
 const harnessName = (h) => (h === "*" ? "all harnesses" : h);
 
-async function loadReports() {
+/** Reads the agreement reports and replay runs the store holds, and draws them. */
+export async function loadReports() {
   try {
     const [{ points }, { replays }] = await Promise.all([
       api(`/api/agreement?limit=${MAX_POINTS}`),
@@ -32,13 +87,19 @@ async function loadReports() {
     reports.replays = replays;
     renderAgreement();
     renderReplays();
-    if (!reports.selectedReplay && replays.length) selectReplay(replays[replays.length - 1].id);
+    const newest = replays.at(-1);
+    if (!reports.selectedReplay && newest) void selectReplay(newest.id);
   } catch {
     // the rollouts' loader asks for a token or reconnects; these panels follow it
   }
 }
 
-function reportEvent(event, value) {
+/**
+ * An `agreement` or `replay` event of the stream.
+ * @param {string} event
+ * @param {any} value
+ */
+export function reportEvent(event, value) {
   if (event === "agreement") {
     reports.agreement.push(value);
     if (reports.agreement.length > MAX_POINTS) reports.agreement.splice(0, reports.agreement.length - MAX_POINTS);
@@ -46,15 +107,23 @@ function reportEvent(event, value) {
   } else if (event === "replay") {
     reports.replays.push(value);
     renderReplays();
-    selectReplay(value.id); // the newest run is the one someone is looking for
+    void selectReplay(value.id); // the newest run is the one someone is looking for
   }
 }
 
 // ---------- agreement ----------
 /** The drawing width of a chart: its viewBox's. */
+/** @param {SVGSVGElement} svgEl */
 const widthOf = (svgEl) => svgEl.viewBox.baseVal.width || 300;
 
-/** A y axis from lo to hi (labels left); returns the y of a value. */
+/**
+ * A y axis from lo to hi (labels left); returns the y of a value.
+ * @param {SVGSVGElement} svgEl
+ * @param {number} lo
+ * @param {number} hi
+ * @param {(v: number) => string} label
+ * @returns {(v: number) => number}
+ */
 function frame(svgEl, lo, hi, label) {
   svgEl.replaceChildren(
     svg("line", { x1: 30, y1: 80, x2: widthOf(svgEl) - 4, y2: 80, stroke: "#d5d9e0" }),
@@ -64,7 +133,13 @@ function frame(svgEl, lo, hi, label) {
   return (v) => 80 - (hi > lo ? (70 * (Math.min(hi, Math.max(lo, v)) - lo)) / (hi - lo) : 35);
 }
 
-/** A dashed line at a target or gate, drawn over the data. */
+/**
+ * A dashed line at a target or gate, drawn over the data.
+ * @param {SVGSVGElement} svgEl
+ * @param {(v: number) => number} y
+ * @param {number} value
+ * @param {string} text
+ */
 function guide(svgEl, y, value, text) {
   const line = svg("line", {
     x1: 30,
@@ -87,25 +162,41 @@ function renderAgreement() {
   );
   const colour = new Map(harnesses.map((h, i) => [h, PALETTE[i % PALETTE.length]]));
   const legend = $("#agreement-legend");
-  legend.replaceChildren(...harnesses.map((h) => legendKey(colour.get(h), harnessName(h)))); // legendKey: app.js
+  legend.replaceChildren(...harnesses.map((h) => legendKey(colour.get(h) ?? "#888", harnessName(h))));
   const latest = points.at(-1);
   const all = latest?.harnesses.find((h) => h.harness === "*");
-  $("#agreement-latest").textContent = all
-    ? `latest report, all harnesses (${clock(latest.at)}, batch ${latest.batchId}, ${all.tokens} tokens): ` +
-      `r ${fixed4(all.pearson)} · p99 |Δlogp| ${small(all.absDiffP99)} · k3 KL ${small(all.k3Kl)}`
-    : "";
+  $("#agreement-latest").textContent =
+    latest && all
+      ? `latest report, all harnesses (${clock(latest.at)}, batch ${latest.batchId}, ${all.tokens} tokens): ` +
+        `r ${fixed4(all.pearson)} · p99 |Δlogp| ${small(all.absDiffP99)} · k3 KL ${small(all.k3Kl)}`
+      : "";
   const t0 = points.length ? points[0].at : 0;
-  const t1 = points.length ? latest.at : 1;
+  const t1 = latest ? latest.at : 1;
+  /** @param {number} t */
   const x = (t) => (t1 > t0 ? 30 + (266 * (t - t0)) / (t1 - t0) : 163);
+  /** @param {"pearson" | "absDiffP99" | "k3Kl"} key */
   const series = (key) =>
     harnesses.map((h) => ({
       harness: h,
       points: points
         .map((p) => ({ p, f: p.harnesses.find((f) => f.harness === h) }))
-        .filter(({ f }) => f && f[key] !== null && f[key] !== undefined),
+        .filter(
+          /** @returns {pf is { p: AgreementPoint, f: Figures }} */
+          (pf) => pf.f !== undefined && pf.f[key] !== null && pf.f[key] !== undefined,
+        ),
     }));
+  /**
+   * @param {string} id
+   * @param {"pearson" | "absDiffP99" | "k3Kl"} key
+   * @param {string} what
+   * @param {number} lo
+   * @param {number} hi
+   * @param {(v: number | null) => string} label
+   * @param {number} [target]
+   * @param {(v: number) => string} [axis]
+   */
   const chart = (id, key, what, lo, hi, label, target, axis = label) => {
-    const svgEl = $(id);
+    const svgEl = svgOf(id);
     const y = frame(svgEl, lo, hi, axis);
     if (points.length) {
       svgEl.append(svg("text", { x: 30, y: 89, text: clock(t0) }));
@@ -113,9 +204,9 @@ function renderAgreement() {
     }
     // Per harness first, thin; all harnesses last, on top.
     for (const s of series(key).reverse()) {
-      const c = colour.get(s.harness);
+      const c = colour.get(s.harness) ?? "#888";
       const whole = s.harness === "*";
-      const xy = s.points.map(({ p, f }) => [x(p.at), y(f[key])]);
+      const xy = s.points.map(({ p, f }) => [x(p.at), y(/** @type {number} */ (f[key]))]);
       if (xy.length > 1)
         svgEl.append(
           svg("polyline", {
@@ -126,7 +217,8 @@ function renderAgreement() {
           }),
         );
       s.points.forEach(({ p, f }, i) => {
-        const dot = svg("circle", { cx: xy[i][0], cy: xy[i][1], r: whole ? 3 : 2, fill: c, class: "agreement-point" });
+        const [cx, cy] = /** @type {number[]} */ (xy[i]);
+        const dot = svg("circle", { cx, cy, r: whole ? 3 : 2, fill: c, class: "agreement-point" });
         dot.append(
           svg("title", {
             text: `${harnessName(s.harness)}: ${what} ${label(f[key])}\nbatch ${p.batchId} from ${p.core}, ${f.tokens} tokens, ${clock(p.at)}`,
@@ -138,7 +230,9 @@ function renderAgreement() {
     if (target !== undefined && target > lo && target < hi) guide(svgEl, y, target, `${what} ${target}`);
     if (!points.length) svgEl.append(svg("text", { x: 163, y: 48, "text-anchor": "middle", text: "no report yet" }));
   };
-  const values = (key) => points.flatMap((p) => p.harnesses.map((h) => h[key])).filter((v) => v !== null);
+  /** @param {"pearson" | "absDiffP99" | "k3Kl"} key */
+  const values = (key) =>
+    points.flatMap((p) => p.harnesses.map((h) => h[key])).filter(/** @returns {v is number} */ (v) => v !== null);
   chart("#chart-pearson", "pearson", "r", Math.min(0.98, ...values("pearson")), 1, fixed4, 0.99, (v) => v.toFixed(3));
   chart("#chart-p99", "absDiffP99", "p99 |Δlogp|", 0, Math.max(0.05, ...values("absDiffP99")), small);
   chart("#chart-k3", "k3Kl", "k3 KL", 0, Math.max(1e-3, ...values("k3Kl")), small);
@@ -155,7 +249,7 @@ function renderReplays() {
           "data-id": String(run.id),
           class: reports.selectedReplay === run.id ? "selected" : "",
           title: `${run.source}; ${run.selection}; ${run.completions} completions scored, ${run.skipped} skipped, ${run.errors} errors`,
-          onclick: () => selectReplay(run.id),
+          onclick: () => void selectReplay(run.id),
         },
         el("td", { text: when(run.at) }),
         el("td", { title: run.upstream, text: run.upstream.replace(/^https?:\/\//, "") }),
@@ -185,6 +279,7 @@ function renderReplays() {
   $("#replays-empty").hidden = reports.replays.length > 0;
 }
 
+/** @param {number} id */
 async function selectReplay(id) {
   reports.selectedReplay = id;
   renderReplays();
@@ -202,7 +297,7 @@ async function selectReplay(id) {
 function renderDrift() {
   const run = reports.drift;
   if (!run) return;
-  const svgEl = $("#chart-drift");
+  const svgEl = svgOf("#chart-drift");
   // The dashed line is the gate the verdict used (--max-p99), else the threshold of the first drifted token.
   const gate = run.maxP99 ?? run.threshold;
   const gateText = run.maxP99 === null ? `--threshold ${run.threshold}` : `--max-p99 ${run.maxP99}`;
@@ -210,7 +305,7 @@ function renderDrift() {
     `per-call drift, run of ${when(run.at)} `,
     el("span", { class: "hint", text: `p99 |Δlogp| per scored completion · dashed: ${gateText}` }),
   );
-  const calls = run.calls;
+  const calls = run.calls ?? [];
   const hi = Math.max(gate * 1.2, 0.05, ...calls.map((c) => c.absDiffP99 ?? 0));
   const y = frame(svgEl, 0, hi, small);
   const w = (widthOf(svgEl) - 34) / Math.max(calls.length, 1);
@@ -235,5 +330,3 @@ function renderDrift() {
   svgEl.append(svg("text", { x: 30, y: 89, text: `${calls.length} completions, in rollout and call order` }));
   if (!calls.length) svgEl.append(svg("text", { x: 163, y: 48, "text-anchor": "middle", text: "nothing scored" }));
 }
-
-globalThis.rlgateReports = { load: loadReports, event: reportEvent };
