@@ -234,24 +234,29 @@ describe("knobs", () => {
     }
   });
 
-  test("headers go out before the first token: a stream whose first token is an hour away has its 200 now", async () => {
-    // No clock here: had the headers waited for ttftMs, fetch would not resolve before the test's timeout.
-    const sim = await startSim({ port: 0, ttftMs: 3_600_000 });
-    const controller = new AbortController();
-    try {
-      const res = await fetch(`${sim.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ messages: USER, stream: true, max_tokens: 8 }),
-        signal: controller.signal,
-      });
-      assert.equal(res.status, 200);
-      assert.match(res.headers.get("content-type") ?? "", /text\/event-stream/);
-    } finally {
-      controller.abort();
-      await sim.close();
-    }
-  });
+  // The timeout is what fails it: had the headers waited for ttftMs (an hour), fetch would not resolve within it; far
+  // from both, it measures nothing of the machine's speed.
+  test(
+    "headers go out before the first token: a stream whose first token is an hour away has its 200 now",
+    { timeout: 120_000 },
+    async () => {
+      const sim = await startSim({ port: 0, ttftMs: 3_600_000 });
+      const controller = new AbortController();
+      try {
+        const res = await fetch(`${sim.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ messages: USER, stream: true, max_tokens: 8 }),
+          signal: controller.signal,
+        });
+        assert.equal(res.status, 200);
+        assert.match(res.headers.get("content-type") ?? "", /text\/event-stream/);
+      } finally {
+        controller.abort();
+        await sim.close();
+      }
+    },
+  );
 
   test("prefillUsPerToken: the first token waits for the prompt tokens the sim has not cached", async () => {
     const sim = await startSim({ port: 0, prefillUsPerToken: 1000 });

@@ -16,6 +16,7 @@ import { TrainerClient, toRows, type TrainingBatch } from "../clients/ts/index.t
 import { Core, startCore, type CoreOptions } from "../rl-core/core/index.ts";
 import { trainerPython } from "./grpc-helpers.ts";
 import { ROOT, startStack, tempDir, type Stack } from "./helpers.ts";
+import { requireInCi } from "./require-in-ci.ts";
 import { playGroup, type PlayedGroup } from "./tree-sessions.ts";
 
 const CORES: Array<Partial<CoreOptions>> = [
@@ -200,7 +201,13 @@ describe("tree layout on real batches", () => {
   const torch = python ? spawnSync(python, ["-c", "import torch"]).status === 0 : false;
   test(
     "the PyTorch trainer's loss and gradients are the same in both layouts (Python client, float64)",
-    { skip: torch ? false : "python3-torch, grpcio and numpy are needed under /usr/bin/python3", timeout: 300_000 },
+    {
+      skip: requireInCi(
+        "python3-torch python3-grpcio python3-numpy",
+        torch ? null : "python3-torch, grpcio and numpy are needed under /usr/bin/python3",
+      ),
+      timeout: 300_000,
+    },
     async () => {
       // Not spawnSync: the cores the Python client reads from run in this process.
       const child = spawn(python!, ["-m", "unittest", "-v", "tests.test_tree_layout"], {

@@ -16,12 +16,12 @@ import { loadTask } from "../../runner/task.ts";
 import { loadScript, startSim, type SimServer } from "../../sim/index.ts";
 import { ROOT, tempDir } from "../helpers.ts";
 import { rolloutDiagnosis } from "./runner-support.ts";
-import { podmanForTests } from "../require-in-ci.ts";
+import { podmanForTests, requireInCi } from "../require-in-ci.ts";
 
 const TASK = join(ROOT, "examples", "tasks", "fix-add");
 const unavailable = podmanForTests();
 const skip = !existsSync(join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js"))
-  ? "qwen binary absent; run npm install"
+  ? requireInCi("the qwen CLI (npm install)", "qwen binary absent; run npm install")
   : unavailable
     ? `podman cannot run containers here: ${unavailable}`
     : false;

@@ -4,15 +4,19 @@
 import { spawn, spawnSync } from "node:child_process";
 import { closeSync, openSync, statfsSync, writeSync } from "node:fs";
 import { ROOT, tempDir } from "../helpers.ts";
+import { requireInCi } from "../require-in-ci.ts";
 
-/** Why a tmpfs cannot be mounted here without root (the tests are then skipped), or null; its probe folder goes in `dirs`. */
+/**
+ * Why a tmpfs cannot be mounted here without root (the tests are then skipped), or null; its probe folder goes in
+ * `dirs`. A missing bwrap fails in CI, which installs it; a kernel that refuses the mount namespace stays a skip.
+ */
 export function tmpfsUnavailable(dirs: string[]): string | null {
   const dir = tempDir("tmpfs-probe");
   dirs.push(dir);
   const probe = spawnSync("bwrap", ["--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", dir, "true"], {
     encoding: "utf8",
   });
-  if (probe.error) return `bwrap is not available: ${probe.error.message}`;
+  if (probe.error) return requireInCi("bubblewrap", `bwrap is not available: ${probe.error.message}`) || null;
   if (probe.status !== 0) return `bwrap cannot mount a tmpfs here: ${probe.stderr.trim()}`;
   return null;
 }
