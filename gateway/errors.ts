@@ -131,13 +131,18 @@ export function googleStatus(status: number): string {
   return GOOGLE_STATUS[status] ?? (status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");
 }
 
-/** Google's error shape (Gemini API): `{error:{code, message, status}}`. */
-export function googleErrorBody(code: number, message: string): string {
-  return JSON.stringify({ error: { code, message, status: googleStatus(code) } });
+/**
+ * Google's error shape (Gemini API): `{error:{code, message, status}}`; rlgate's own errors add, as Google's do, an
+ * ErrorInfo detail whose reason is rlgate's error code (an upstream's error re-shaped has none).
+ */
+export function googleErrorBody(code: number, message: string, reason?: string): string {
+  const error: Record<string, unknown> = { code, message, status: googleStatus(code) };
+  if (reason) error["details"] = [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason, domain: "rlgate" }];
+  return JSON.stringify({ error });
 }
 
 export function toErrorBody(error: GatewayError, shape: ErrorShape): string {
-  if (shape === "google") return googleErrorBody(error.status, error.message);
+  if (shape === "google") return googleErrorBody(error.status, error.message, error.code);
   return shape === "anthropic" ? toAnthropicErrorBody(error) : toOpenAIErrorBody(error);
 }
 

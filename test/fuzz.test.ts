@@ -3,6 +3,7 @@
 // `npm run fuzz` runs the same longer and prints its figures.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { GEMINI_MODEL_MAP } from "./fuzz/inputs.ts";
 import { formatFigures, runFuzz } from "./fuzz/run.ts";
 import { startStack, type Stack } from "./helpers.ts";
 
@@ -12,7 +13,7 @@ const TOKEN = "fuzz-token";
 let open: Stack;
 let closed: Stack;
 before(async () => {
-  open = await startStack();
+  open = await startStack({ gateway: { modelMap: GEMINI_MODEL_MAP } });
   closed = await startStack({ gateway: { controlToken: TOKEN } });
 });
 after(async () => {

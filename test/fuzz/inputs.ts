@@ -46,6 +46,44 @@ const HOSTILE_VALUES: ReadonlyArray<(rng: Rng) => unknown> = [
   () => "rlk_not_a_real_key",
 ];
 
+/** Gemini's routes: the model in the path (mapped by the fuzz stack's --model-map), the stream framing in the query. */
+export const GEMINI_MODEL_MAP = "gemini-*=Qwen/Qwen3-8B";
+const GEMINI_ROUTES = [
+  "/v1beta/models/gemini-fuzz:generateContent",
+  "/v1beta/models/gemini-fuzz:streamGenerateContent?alt=sse",
+  "/v1beta/models/gemini-fuzz:streamGenerateContent",
+  "/v1beta/models/gemini-fuzz:countTokens",
+];
+
+function geminiSeed(rng: Rng): Record<string, unknown> {
+  return {
+    systemInstruction: pick(rng, ["be brief", { parts: [{ text: "be brief" }] }]),
+    contents: [
+      { role: "user", parts: [{ text: "hi" }] },
+      {
+        role: "model",
+        parts: [
+          { text: "thinking", thought: true },
+          { functionCall: { id: "c1", name: "run", args: { c: "ls" } }, thoughtSignature: "cmxnYXRlLnYxLng=" },
+        ],
+      },
+      { role: "user", parts: [{ functionResponse: { id: "c1", name: "run", response: { output: "a b" } } }] },
+    ],
+    tools: [
+      {
+        functionDeclarations: [{ name: "run", parameters: { type: "OBJECT", properties: { c: { type: "STRING" } } } }],
+      },
+    ],
+    toolConfig: { functionCallingConfig: { mode: pick(rng, ["AUTO", "ANY", "NONE"]) } },
+    generationConfig: {
+      maxOutputTokens: 16,
+      temperature: 0.5,
+      ...(chance(rng, 0.3) ? { thinkingConfig: { thinkingBudget: pick(rng, [0, 128]), includeThoughts: true } } : {}),
+      ...(chance(rng, 0.2) ? { candidateCount: 2 } : {}),
+    },
+  };
+}
+
 /** Valid requests of each API: the starting points mutations bend. */
 function seeds(rng: Rng): Record<string, () => Record<string, unknown>> {
   const stream = () => chance(rng, 0.4);
@@ -98,6 +136,7 @@ function seeds(rng: Rng): Record<string, () => Record<string, unknown>> {
       tools: [{ name: "run", input_schema: { type: "object", properties: { c: { type: "string" } } } }],
     }),
     "/v1/messages/count_tokens": () => ({ model: MODEL, messages: [{ role: "user", content: "hi" }] }),
+    ...Object.fromEntries(GEMINI_ROUTES.map((route) => [route, () => geminiSeed(rng)])),
     "/api/rollouts": () => ({ group: "fuzz", task: "t", harness: "h", metadata: { a: [1, { b: "c" }] } }),
     finish: () => ({ reward: 1, status: pick(rng, ["ok", "infra_error", "timeout", "aborted"]) }),
   };
@@ -161,6 +200,7 @@ function headersFor(rng: Rng, targets: FuzzTargets, rollout: { id: string; key: 
     headers["authorization"] =
       `${pick(rng, ["Bearer", "bearer", "BEARER", "Basic", "Token"])} ${pick(rng, [rollout.key, targets.finished.key, "rlk_unknown", "s3cret", ""])}`;
   else if (auth < 0.4) headers["x-api-key"] = pick(rng, [rollout.key, "rlk_unknown", " rlk_ "]);
+  else if (auth < 0.45) headers["x-goog-api-key"] = pick(rng, [rollout.key, "rlk_unknown", "AIzaNotOurs"]);
   if (chance(rng, 0.15))
     headers["x-rlgate-rollout"] = pick(rng, [rollout.id, targets.finished.id, "no-such", "../../etc", "%00"]);
   if (chance(rng, 0.1)) headers["expect"] = pick(rng, ["100-continue", "200-ok"]);
@@ -186,6 +226,7 @@ const CAPTURED = [
   "/v1/responses",
   "/v1/messages",
   "/v1/messages/count_tokens",
+  ...GEMINI_ROUTES,
 ];
 const METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"];
 
@@ -243,6 +284,10 @@ function pathFor(rng: Rng, targets: FuzzTargets, rollout: { id: string }): { pat
         "/healthz",
         "/v2/x",
         "/v1/embeddings",
+        "/v1beta/models/gemini-fuzz",
+        `/r/${rollout.id}/v1beta/models/gemini-fuzz`,
+        "/v1beta/models/gemini-fuzz:embedContent",
+        "/v1beta/models/gemini-fuzz:generateContent?key=rlk_unknown&alt=sse",
       ]),
       seed: null,
     };

@@ -8,6 +8,7 @@ import { runInNewContext } from "node:vm";
 import { splitRolloutPath } from "../../gateway/attribution.ts";
 import type { Gateway } from "../../gateway/index.ts";
 import { PassthroughRoutes } from "../../gateway/passthrough-routes.ts";
+import { isGeminiPath } from "../../gateway/surfaces/gemini/route.ts";
 import { fuzzInput, type FuzzInput, type FuzzTargets } from "./inputs.ts";
 
 export interface Memory {
@@ -119,7 +120,8 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
   const ours =
     isObject(json) &&
     ((isObject(json["error"]) && String(json["error"]["code"] ?? "").startsWith("RLGATE_")) ||
-      json["type"] === "error");
+      json["type"] === "error" ||
+      (isObject(json["error"]) && JSON.stringify(json["error"]["details"] ?? "").includes('"reason":"RLGATE_')));
   if (answer.status >= 500 && (!fromUpstream || ours))
     return `the gateway answered ${answer.status}: ${answer.body.slice(0, 300)}`;
   if (answer.status < 400 || input.method === "HEAD") return null;
@@ -135,6 +137,16 @@ export function judgeHttp(input: Extract<FuzzInput, { kind: "http" }>, answer: A
     return null;
   }
   const e = json["error"];
+  if (isGeminiPath(routePath) && !isPassthrough(input.method, routePath)) {
+    if (
+      isObject(e) &&
+      typeof e["code"] === "number" &&
+      typeof e["message"] === "string" &&
+      typeof e["status"] === "string"
+    )
+      return null;
+    return `a ${answer.status} on a Gemini route not in Google's error shape: ${answer.body.slice(0, 200)}`;
+  }
   if (isObject(e) && typeof e["message"] === "string" && typeof e["type"] === "string") return null;
   if (fromUpstream) return null;
   return `a ${answer.status} not in OpenAI's error shape: ${answer.body.slice(0, 200)}`;
