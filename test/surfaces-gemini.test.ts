@@ -340,7 +340,10 @@ describe("Gemini errors (Google's shape)", () => {
   async function expectGoogleError(url: string, body: unknown, code: number, status: string, message: RegExp) {
     const res = await postJson(url, body);
     assert.equal(res.status, code, res.text);
-    assert.deepEqual(Object.keys(res.json.error).sort(), ["code", "message", "status"]);
+    // rlgate's own refusals name their code in an ErrorInfo detail, as Google's errors do; an upstream's has none.
+    const { details, ...error } = res.json.error;
+    assert.deepEqual(Object.keys(error).sort(), ["code", "message", "status"]);
+    if (details !== undefined) assert.match(details[0].reason, /^RLGATE_/);
     assert.equal(res.json.error.code, code);
     assert.equal(res.json.error.status, status);
     assert.match(res.json.error.message, message);
@@ -415,6 +418,32 @@ describe("Gemini errors (Google's shape)", () => {
       "ABORTED",
       /finished/,
     );
+  });
+
+  test("upstream failures: a 500 in Google's shape; a stream cut mid-answer makes the SDK throw, the partial capture kept", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const base = rollout.base_urls.anthropic;
+    const failing = (fault: string) =>
+      new GoogleGenAI({ apiKey: "unused", httpOptions: { baseUrl: base, headers: { "x-sim-fault": fault } } });
+    await assert.rejects(
+      failing("error").models.generateContent({ model: MODEL, contents: ASK }),
+      (error: unknown) => error instanceof ApiError && error.status === 500,
+    );
+    const stream = await failing("reset").models.generateContentStream({
+      model: MODEL,
+      contents: ASK,
+      config: { thinkingConfig: { includeThoughts: true }, maxOutputTokens: 300 },
+    });
+    await assert.rejects(async () => {
+      for await (const _chunk of stream);
+    });
+    const calls = await rolloutCalls(stack.gateway.url, rollout.id);
+    assert.deepEqual(
+      calls.map((c) => c.status),
+      ["upstream_error", "upstream_error"],
+    );
+    assert.equal(calls[0]!.httpStatus, 500);
+    assert.ok(calls[1]!.promptTokenIds?.length, "the partial capture is kept");
   });
 
   test("dropped features are warnings on the call: Google's tools, safety settings, non-image media", async () => {

@@ -160,9 +160,13 @@ export class GeminiEncoder implements TranslationEncoder {
     return this.#response(candidates, this.#ends ? this.#usage() : this.#partialUsage());
   }
 
+  /**
+   * An SSE stream's failure is Google's error object on its own, unframed: @google/genai reads a stream chunk that
+   * parses as `{error:{code}}` as an ApiError (a `data:` event holding it would reach the client as an empty answer).
+   */
   failureFrame(message: string): string {
     const error = googleErrorBody(500, `upstream failed mid-answer: ${message}`);
-    if (this.#options.framing === "sse") return `data: ${error}\r\n\r\n`;
+    if (this.#options.framing === "sse") return error;
     return `${this.#framesWritten++ === 0 ? "[" : "\n,\r\n"}${error}\n]`;
   }
 
