@@ -7,50 +7,16 @@
 //
 //   npx tsx scripts/readme-walk.ts [--timeout 300] [--keep] [PAGE…]
 import { spawn, spawnSync } from "node:child_process";
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { shellBlocks } from "./readme-walk/blocks.ts";
 import { walkScript } from "./readme-walk/script.ts";
+import { copyWorkingTree, ROOT } from "./working-tree-copy.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** Built or installed here, too big to copy, only read by the walk. */
 const SHARED = ["node_modules", "native/build"];
-
-/** A copy of the working tree as git sees it (tracked and untracked files, nothing ignored) in `dir`, its builds shared. */
-function copyWorkingTree(dir: string): void {
-  const listed = spawnSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
-    cwd: ROOT,
-    encoding: "utf8",
-  });
-  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
-  for (const file of new Set(listed.stdout.split("\0").filter(Boolean))) {
-    if (!existsSync(join(ROOT, file))) continue; // deleted in the working tree, not yet in the index
-    mkdirSync(dirname(join(dir, file)), { recursive: true });
-    copyFileSync(join(ROOT, file), join(dir, file));
-    // Their times too: the native build is up to date when no source is newer (npx runs the install script again).
-    const { atime, mtime } = statSync(join(ROOT, file));
-    utimesSync(join(dir, file), atime, mtime);
-  }
-  for (const path of SHARED) {
-    if (!existsSync(join(ROOT, path))) continue;
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    symlinkSync(join(ROOT, path), join(dir, path));
-  }
-}
 
 /** `ip`, for bringing up loopback in a new network namespace; null when not found. */
 function ipCommand(): string | null {
@@ -96,7 +62,7 @@ async function main(): Promise<number> {
   const logs = join(work, "logs");
   const home = join(work, "home");
   for (const dir of [checkout, logs, home]) mkdirSync(dir, { recursive: true });
-  copyWorkingTree(checkout);
+  copyWorkingTree(checkout, SHARED);
   const script = join(work, "walk.sh");
   writeFileSync(script, walkScript(blocks));
 

@@ -1,0 +1,27 @@
+// The clean-clone walk (scripts/readme-walk.ts): README.md and docs/cli.md's shell blocks run verbatim, in order,
+// in a fresh copy of the tree against the gateway the README starts; any failing block, or a harness call the gateway
+// did not count as ok, fails it. The harness CLIs it drives are devDependencies, which CI installs.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { requireInCi } from "./require-in-ci.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const CLIS = ["qwen", "claude", "codex", "pi"].map((name) => join(ROOT, "node_modules", ".bin", name));
+const missing = CLIS.filter((cli) => !existsSync(cli));
+const skip = requireInCi("the harness CLIs (npm install)", missing.length ? `missing ${missing.join(", ")}` : null);
+
+test("README.md and docs/cli.md run as written, every harness call ok", { skip, timeout: 600_000 }, () => {
+  const walk = spawnSync(
+    process.execPath,
+    ["--import", "tsx", "scripts/readme-walk.ts", "--timeout", "540", "README.md", "docs/cli.md"],
+    { cwd: ROOT, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+  );
+  const output = `${walk.stdout}${walk.stderr}`;
+  assert.equal(walk.status, 0, output.slice(-6000));
+  assert.match(output, /walk: every block ran/);
+  assert.match(output, /walk: harness calls the gateway counted: ok \d+/);
+});
