@@ -16,7 +16,8 @@ import { parseArgs } from "node:util";
 import { Server } from "@grpc/grpc-js";
 import { buildBatch } from "../rl-core/core/batch-packer.ts";
 import type { ReadyRow, StoredBatch } from "../rl-core/core/core-store.ts";
-import { TrainerService, type BatchSource } from "../rl-core/core/trainer-service.ts";
+import type { BatchSource } from "../rl-core/core/served-batches.ts";
+import { TrainerService } from "../rl-core/core/trainer-service.ts";
 import { bindServer, bytesOf, serverOptions, trainerService, type CoreStatus } from "../protocol/index.ts";
 
 const { values: args } = parseArgs({

@@ -27,7 +27,9 @@ import { requireInCi } from "../../test/require-in-ci.ts";
 import { estimatorSettingsProblem, overlongPenalty, type OutcomeEstimator } from "./estimator-settings.ts";
 import { groupAdvantages, type GroupOptions } from "./group-advantages.ts";
 import { pending, type Row } from "./test-support.ts";
-import { servedOutcomeAdvantages, TrainerService, type BatchSource } from "./trainer-service.ts";
+import { servedOutcomeAdvantages } from "./served-advantages.ts";
+import type { BatchSource } from "./served-batches.ts";
+import { TrainerService } from "./trainer-service.ts";
 
 /** A Python with NumPy: RLGATE_PYTHON, Debian's, or the one on PATH; null when none has it. */
 const numpyPython =

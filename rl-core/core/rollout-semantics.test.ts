@@ -11,7 +11,7 @@ import { OUTCOME_ESTIMATORS, type OutcomeEstimator } from "./estimator-settings.
 import { groupAdvantages } from "./group-advantages.ts";
 import { GroupTracker } from "./groups.ts";
 import { pending, type Row } from "./test-support.ts";
-import { servedOutcomeAdvantages } from "./trainer-service.ts";
+import { servedOutcomeAdvantages } from "./served-advantages.ts";
 
 const SYSTEM = [1, 2, 3];
 

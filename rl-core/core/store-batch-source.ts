@@ -1,6 +1,6 @@
 // Batches in the core's store, oldest first, as the trainer service takes them.
 import type { CoreStore, StoredBatch } from "./core-store.ts";
-import type { BatchSource } from "./trainer-service.ts";
+import type { BatchSource } from "./served-batches.ts";
 
 export class StoreBatchSource implements BatchSource {
   readonly #store: CoreStore;
