@@ -110,19 +110,16 @@ export function harnessCheckCommand(): Command {
           process.stderr.write(`${harness.name} (${label}) …`);
           const started = Date.now();
           try {
-            rows.push(
-              await runSession(harness, label, plan, {
-                serveArgs: ["--prompts", mode, ...serveArgs],
-                timeoutMs: o.timeout * 1000,
-                model: o.model,
-                modelMap: o.modelMap,
-                verbose: o.verbose,
-                onCalls: (calls) => {
-                  const hint = toolHint(calls, scripting);
-                  if (hint) hints.add(hint);
-                },
-              }),
-            );
+            const result = await runSession(harness, label, plan, {
+              serveArgs: ["--prompts", mode, ...serveArgs],
+              timeoutMs: o.timeout * 1000,
+              model: o.model,
+              modelMap: o.modelMap,
+              verbose: o.verbose,
+            });
+            rows.push(result.row);
+            const hint = toolHint(result.calls, scripting);
+            if (hint) hints.add(hint);
           } catch (error) {
             rows.push(notRun(harness.name, label, `failed: ${(error as Error).message.split("\n")[0]}`));
           }

@@ -107,19 +107,18 @@ async function main(): Promise<void> {
     const started = Date.now();
     process.stderr.write(`[${i + 1}/${sessions.length}] ${h.name} (${session}) …`);
     try {
-      rows.push(
-        await runSession(h, session, plan, {
-          serveArgs,
-          timeoutMs: opts.timeoutMs,
-          family,
-          reasoningField: reasoningFieldOf(serveArgs),
-          model: testModel(h),
-          modelMap: testModelMap(h),
-          saveDir: opts.saveCalls,
-          verbose: opts.verbose,
-          keepStore: opts.keepStores,
-        }),
-      );
+      const result = await runSession(h, session, plan, {
+        serveArgs,
+        timeoutMs: opts.timeoutMs,
+        family,
+        reasoningField: reasoningFieldOf(serveArgs),
+        model: testModel(h),
+        modelMap: testModelMap(h),
+        saveDir: opts.saveCalls,
+        verbose: opts.verbose,
+        keepStore: opts.keepStores,
+      });
+      rows.push(result.row);
     } catch (error) {
       rows.push(notRun(h.name, session, `failed: ${(error as Error).message.split("\n")[0]}`));
     }

@@ -42,8 +42,13 @@ export interface SessionSettings {
   verbose?: boolean;
   /** Keep the gateway's store and say how to read it. */
   keepStore?: boolean;
-  /** Called with the session's calls (for a caller that looks further into them). */
-  onCalls?(calls: CallRecord[]): void;
+}
+
+/** A session's table row, and what it was made from. */
+export interface SessionResult {
+  row: Row;
+  calls: CallRecord[];
+  reconstruction: Reconstruction | null;
 }
 
 async function api(url: string, init?: RequestInit): Promise<unknown> {
@@ -74,7 +79,12 @@ function outcomeOf(run: CliRun, workspace: string): string {
   return written === EXPECTED ? "ok" : `all.txt=${JSON.stringify(written)}`;
 }
 
-export async function runSession(h: Harness, session: string, plan: SessionPlan, s: SessionSettings): Promise<Row> {
+export async function runSession(
+  h: Harness,
+  session: string,
+  plan: SessionPlan,
+  s: SessionSettings,
+): Promise<SessionResult> {
   const family = s.family ?? QWEN3_FAMILY;
   let sim: SimServer | null = null;
   let serve: ServeProcess | null = null;
@@ -123,7 +133,6 @@ export async function runSession(h: Harness, session: string, plan: SessionPlan,
     const calls = fromSnakeCase<{ calls: CallRecord[] }>(
       await api(`${serve.url}/api/rollouts/${rollout.id}/calls`),
     ).calls.sort((a, b) => a.seq - b.seq);
-    s.onCalls?.(calls);
     const outcome = outcomeOf(run, dirs.workspace);
     if (outcome !== "ok")
       process.stderr.write(`  ${h.name}: ${outcome}\n  ${run.stderr.slice(-1500).replaceAll("\n", "\n  ")}\n`);
@@ -132,7 +141,7 @@ export async function runSession(h: Harness, session: string, plan: SessionPlan,
       writeFileSync(join(s.saveDir, `${h.name.replaceAll("/", "-")}-${session}.json`), JSON.stringify(calls));
     }
     const rec = calls.length ? await finishAndReconstruct(serve.url, rollout.id) : null;
-    return summarize(h.name, session, outcome, calls, rec);
+    return { row: summarize(h.name, session, outcome, calls, rec), calls, reconstruction: rec };
   } finally {
     await serve?.stop();
     await sim?.close();

@@ -53,6 +53,7 @@ export const CRUSH: Harness = {
   name: "crush",
   bin: "crush",
   unavailable: crushUnavailable,
+  fetchedSeparately: true,
   launch: (ctx) => ({
     // --yolo: no permission prompts; --quiet: no spinner on a terminal that is not one.
     argv: ["crush", "--yolo", "--cwd", ctx.workspace, "run", "--quiet", ctx.prompt],

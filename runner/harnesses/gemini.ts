@@ -19,6 +19,8 @@ export const GEMINI: Harness = {
   name: "gemini",
   bin: "gemini",
   ownModel: { name: "gemini-2.5-pro", pattern: "gemini-*" },
+  modelInPath:
+    "Gemini CLI sends the model name in the path (/v1beta/models/NAME:streamGenerateContent), where rlgate's Gemini routes take a name without '/'",
   launch: (ctx, options = {}) => ({
     argv: ["gemini", ...(options.resume ? ["--resume", "latest"] : []), "-m", ctx.model, "-p", ctx.prompt, "--yolo"],
     env: {

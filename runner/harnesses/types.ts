@@ -73,6 +73,11 @@ export interface Harness {
   bin?: string;
   /** Why this harness cannot run on this installation (checked before any rollout), or null. */
   unavailable?(): string | null;
+  /**
+   * npm install alone does not make it runnable (its binary is downloaded from elsewhere at first use): tests without
+   * it skip, in CI too.
+   */
+  fetchedSeparately?: boolean;
   /** The sandbox memory (--memory) it needs at least, where that is more than the default. */
   minMemoryBytes?: number;
   /**
@@ -80,5 +85,10 @@ export interface Harness {
    * every name it asks for; tests run it so. Presets are given the served model's name instead (every CLI takes it).
    */
   ownModel?: { name: string; pattern: string };
+  /**
+   * Why it must be given its own model name (`rlgate run --model`, with the gateway's `--model-map`) where the served
+   * name has a '/': it puts the name in the URL's path.
+   */
+  modelInPath?: string;
   scripting?: HarnessScripting;
 }
