@@ -248,6 +248,11 @@ describe("Anthropic Messages surface (official SDK)", () => {
   for (const [surface, path, body] of [
     ["Messages", "/v1/messages", { model: MODEL, max_tokens: 200, stream: true, messages: ASK }],
     ["Responses", "/v1/responses", { model: "claude-as-gpt", input: "Hi", stream: true }],
+    [
+      "Gemini",
+      "/v1beta/models/claude-as-gemini:streamGenerateContent?alt=sse",
+      { contents: [{ parts: [{ text: "Hi" }] }], generationConfig: { thinkingConfig: { includeThoughts: true } } },
+    ],
   ] as const) {
     test(`a harness that leaves a ${surface} stream aborts the upstream request; the call is client_aborted`, async () => {
       const rollout = await createRollout(stack.gateway.url);
@@ -262,7 +267,7 @@ describe("Anthropic Messages surface (official SDK)", () => {
       const reader = res.body!.getReader();
       assert.match(
         new TextDecoder().decode((await reader.read()).value),
-        surface === "Messages" ? /message_start/ : /response\.created/,
+        { Messages: /message_start/, Responses: /response\.created/, Gemini: /"thought":true/ }[surface],
       );
       abort.abort();
       await aborted;
