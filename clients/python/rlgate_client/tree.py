@@ -173,5 +173,8 @@ def to_rows(batch):
         rollouts=batch.rollouts,
         batch_unit=batch.batch_unit,
         loss_tokens=batch.loss_tokens,
+        current_version=batch.current_version,
+        max_staleness=batch.max_staleness,
+        stale_tokens=batch.stale_tokens,
         routed_experts=routed,
     )
