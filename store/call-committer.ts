@@ -9,7 +9,7 @@
 import type { Database, RootDatabase } from "lmdb";
 import { referredCalls, type StoredCall } from "./call-codec.ts";
 import type { DiskSpace } from "./disk-space.ts";
-import { addCalls, type CallPoint, type SeriesTable } from "./series.ts";
+import type { CallPoint } from "./series.ts";
 
 type CallKey = [string, number];
 
@@ -42,7 +42,7 @@ export class CallCommitter {
   readonly #onFailed: (rolloutIds: string[]) => void;
   readonly #log: CallLog | null;
   readonly #space: Pick<DiskSpace, "failed"> | null;
-  readonly #series: SeriesTable | null;
+  readonly #onCommitted: ((points: readonly CallPoint[]) => void) | null;
   #pending: PendingCall[] = [];
   #closed = false;
 
@@ -50,8 +50,8 @@ export class CallCommitter {
    * `onFailed` hears the rollouts of calls that were not stored (a batch whose commit failed, or a call that refers
    * to a call the store lacks); those calls are rejected. With a `log` (a store shared by gateway workers) each call
    * is also appended to its rollout's commit log. With `space`, a batch whose commit fails for lack of space rejects
-   * with StoreFullError. With `series`, each committed call is added to its second there (series.ts), in the same
-   * transaction. A batch is never refused for the reserve: its calls were admitted before the store filled
+   * with StoreFullError. `onCommitted` hears the chart figures of the calls committed (series.ts), after the
+   * commit. A batch is never refused for the reserve: its calls were admitted before the store filled
    * (their harnesses are waiting for the last byte), and the reserve is there for them.
    */
   constructor(
@@ -60,14 +60,14 @@ export class CallCommitter {
     onFailed: (rolloutIds: string[]) => void,
     log: CallLog | null = null,
     space: Pick<DiskSpace, "failed"> | null = null,
-    series: SeriesTable | null = null,
+    onCommitted: ((points: readonly CallPoint[]) => void) | null = null,
   ) {
     this.#root = root;
     this.#calls = calls;
     this.#onFailed = onFailed;
     this.#log = log;
     this.#space = space;
-    this.#series = series;
+    this.#onCommitted = onCommitted;
   }
 
   /** Resolves once the call is committed (with the others of this turn of the event loop). */
@@ -103,17 +103,13 @@ export class CallCommitter {
           }
         }
         if (this.#log) appendToLog(this.#log, stored);
-        if (this.#series)
-          addCalls(
-            this.#series,
-            stored.map((call) => call.point),
-          );
       });
     } catch (error) {
       const failure = this.#space ? this.#space.failed(error) : error;
       this.#failed(batch, () => failure);
       return;
     }
+    this.#onCommitted?.(stored.map((call) => call.point));
     for (const call of stored) call.resolve();
     if (refused.length > 0) this.#failed(refused, ({ key, missing }) => notRecorded(key, missing));
   }
@@ -127,9 +123,7 @@ export class CallCommitter {
     try {
       await this.#root.transaction(() => {
         missing = this.#missingReference(key, stored);
-        if (missing !== undefined) return;
-        void this.#calls.put(key, stored);
-        if (this.#series) addCalls(this.#series, [point]);
+        if (missing === undefined) void this.#calls.put(key, stored);
       });
     } catch (error) {
       this.#onFailed([key[0]]);
@@ -139,6 +133,7 @@ export class CallCommitter {
       this.#onFailed([key[0]]);
       throw notRecorded(key, missing);
     }
+    this.#onCommitted?.([point]);
   }
 
   /**

@@ -22,7 +22,7 @@ import {
   type RolloutPage,
   type RolloutPageRequest,
 } from "./rollout-search.ts";
-import { addFinish, callPoint, lastActivity, readSeries, type SeriesPoint, type SeriesTable } from "./series.ts";
+import { callPoint, lastActivity, readSeries, SeriesRecorder, type SeriesPoint, type SeriesTable } from "./series.ts";
 import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import type { StoreTables } from "./store-tables.ts";
@@ -162,6 +162,7 @@ export class Store {
   readonly #rolloutsByTime: Database<RolloutIndexEntry, [number, string]>;
   /** Per second: the calls that started and the rollouts that finished in it (series.ts), for the live page's charts. */
   readonly #series: SeriesTable;
+  readonly #seriesRecorder: SeriesRecorder;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
   readonly #callLog: CallLog;
@@ -234,6 +235,7 @@ export class Store {
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
     this.#callLog = this.#root.openDB({ name: "call-log" });
     this.#series = this.#root.openDB({ name: "call-series" });
+    const recorder = (this.#seriesRecorder = new SeriesRecorder(this.#root, this.#series));
     this.#committer = new CallCommitter(
       this.#root,
       this.#calls,
@@ -245,7 +247,9 @@ export class Store {
       },
       this.#shared ? this.#callLog : null,
       this.#space,
-      this.#series,
+      (points) => {
+        for (const point of points) recorder.addCall(point);
+      },
     );
   }
 
@@ -420,7 +424,6 @@ export class Store {
           void this.#finished.put(next, rollout.id);
           void this.#finishedIds.put(rollout.id, next);
           void this.#rolloutsByTime.put([rollout.createdAt, rollout.id], rolloutIndexEntry(rollout));
-          addFinish(this.#series, rollout);
           // A finished rollout's caches are dropped: its commit log is no longer read.
           for (const key of this.#callLog.getKeys({
             start: [rollout.id, 0],
@@ -431,6 +434,7 @@ export class Store {
       ),
     );
     return write.then(() => {
+      if (cursor !== null) this.#seriesRecorder.addFinish(rollout);
       if (cursor !== null && this.events.listenerCount("rollout") > 0) this.#emit("rollout", rollout);
       return cursor;
     });
@@ -742,11 +746,13 @@ export class Store {
    * second anything happened in, so a page opened after a run shows that run.
    */
   series(to: number, stepMs: number, windows: number): SeriesPoint[] {
+    this.#seriesRecorder.flush();
     if (this.#shared) this.#root.resetReadTxn();
     return readSeries(this.#series, to, stepMs, windows);
   }
 
   lastActivity(): number | null {
+    this.#seriesRecorder.flush();
     if (this.#shared) this.#root.resetReadTxn();
     return lastActivity(this.#series);
   }
@@ -945,6 +951,7 @@ export class Store {
     await this.#root.committed;
     // Calls that finished while the writes above settled are committed too; later ones are refused.
     this.#committer.close();
+    this.#seriesRecorder.flush();
     await this.#root.close();
   }
 }
