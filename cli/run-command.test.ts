@@ -166,6 +166,7 @@ describe("rlgate run (command line)", () => {
           /fix-add#0: ok reward=0 NOT RECORDED .*finishing on the gateway failed \(it holds status ok, reward 1\): /,
         );
         assert.match(r.stderr, /rlgate run: 1 rollout\(s\) NOT RECORDED on the gateway as graded \(exit 1\)/);
+        assert.match(r.stderr, new RegExp(`rlgate run: in the UI: ${stack.gateway.url}/ui/#rollout=r_\\S+ `));
       } finally {
         await stack.close();
       }
@@ -186,6 +187,9 @@ describe("rlgate run (command line)", () => {
       assert.ok(existsSync(store!));
       const data = store!.slice(cwd.length + 1);
       assert.match(r.stderr, new RegExp(`the rollouts are kept in ${data.replace(/[.]/g, "\\.")}: npx rlgate show`));
+      assert.ok(
+        r.stderr.includes(`to browse them: npx rlgate serve --data ${data}, then http://127.0.0.1:8700/ui/#rollout=`),
+      );
       const results = JSON.parse(r.stdout) as any[];
       assert.deepEqual(
         results.map((x) => [x.task, x.sample, x.harness, x.status, x.reward, x.calls, x.trajectories, x.stage]),

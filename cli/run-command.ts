@@ -12,6 +12,7 @@ import { DEFAULT_TIMEOUT_SEC, runTasks } from "../runner/run.ts";
 import { DEFAULT_LIMITS } from "../runner/sandbox.ts";
 import { loadTasks, type Task } from "../runner/task.ts";
 import { startRunGateway, type RunGateway } from "./run-gateway.ts";
+import { rolloutUiUrl } from "../ui/rollout-link.ts";
 
 function positive(value: string): number {
   const n = Number(value);
@@ -301,6 +302,10 @@ export function runCommand(): Command {
         progress.close();
         if (opts.json) console.log(JSON.stringify(results, null, 2));
         else console.log([summaryTable(results), branchSummary(results)].filter(Boolean).join("\n"));
+        const first = results.find((r) => r.rolloutId)?.rolloutId;
+        // Its own gateway stops below: keptStoreNote says how to open them then.
+        if (first && !gateway)
+          console.error(`rlgate run: in the UI: ${rolloutUiUrl(gatewayUrl, first)} (any rollout above: #rollout=ID)`);
         // The gateway holds another result than the grader's (or none): what trains on it would be wrong.
         const unrecorded = results.filter((r) => !r.recorded).length;
         if (unrecorded) {
@@ -326,7 +331,8 @@ function keptStoreNote(dir: string): string {
   const data = rel && !rel.startsWith("..") ? rel : dir;
   return (
     `rlgate run: its gateway has stopped; the rollouts are kept in ${data}: ` +
-    `npx rlgate show <rolloutId> --data ${data}; to train on them: npx rlgate replay deliver --data ${data} --to-core HOST:PORT ` +
+    `npx rlgate show <rolloutId> --data ${data}; to browse them: npx rlgate serve --data ${data}, then ` +
+    `http://127.0.0.1:8700/ui/#rollout=<rolloutId>; to train on them: npx rlgate replay deliver --data ${data} --to-core HOST:PORT ` +
     "(or run with --gateway, a rlgate serve that a rlgate core reads)"
   );
 }

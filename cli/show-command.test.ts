@@ -44,6 +44,8 @@ test("a branch says whose, where, and which calls were replayed; a backbone says
   const plain = await show(backbone.id);
   assert.equal(plain.status, 0, plain.stderr);
   assert.doesNotMatch(plain.stdout, /^branch of/m);
+  // The link that opens it in the gateway's live UI.
+  assert.equal(plain.stdout.split("\n")[1], `in the UI: ${url}/ui/#rollout=${backbone.id}`);
 });
 
 test("an unknown rollout id: one sentence, exit 1, no stack trace", async () => {

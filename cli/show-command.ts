@@ -9,6 +9,7 @@ import { MODEL_DIR_HELP, modelOf } from "./model-dir-option.ts";
 import { rolloutTrainSegments } from "../trajectory/train-segments.ts";
 import { TRAIN_SEGMENTS_HELP, trainSegmentsOption } from "./train-segments-option.ts";
 import { fromSnakeCase } from "../util/json-case.ts";
+import { rolloutUiUrl } from "../ui/rollout-link.ts";
 
 async function fromGateway(
   url: string,
@@ -121,6 +122,7 @@ export function showCommand(): Command {
       );
       const branch = branchLine(rollout, calls);
       if (branch) console.log(branch);
+      if (!opts.data) console.log(`in the UI: ${rolloutUiUrl(opts.gateway, rollout.id)}`);
       console.log(
         formatReconstruction(reconstruction, {
           detokenize: (ids) => tokenizer.decode(ids),
