@@ -65,6 +65,6 @@ export function encodeCursor([createdAt, id]: [number, string]): string {
 export function decodeCursor(cursor: string): [number, string] | null {
   const dot = cursor.indexOf(".");
   const createdAt = Number(cursor.slice(0, dot));
-  if (dot < 1 || !Number.isSafeInteger(createdAt)) return null;
+  if (dot < 1 || !Number.isSafeInteger(createdAt) || createdAt < 0) return null;
   return [createdAt, cursor.slice(dot + 1)];
 }
