@@ -234,12 +234,29 @@ describe("Gemini surface (@google/genai SDK)", () => {
       contents: [{ parts: [{ text: "Say hello." }] }],
     });
     assert.equal(res.status, 200, res.text);
+    // A key of Google's own in the query is the harness's credential: it is not recorded either.
+    const google = await postJson(
+      `${rollout.base_urls.anthropic}/v1beta/models/${MODEL}:generateContent?key=AIza-own&x=1`,
+      {
+        contents: [{ parts: [{ text: "Say hello." }] }],
+      },
+    );
+    assert.equal(google.status, 200, google.text);
     const calls = await rolloutCalls(stack.gateway.url, rollout.id);
-    assert.equal(calls.length, 2);
-    for (const call of calls) {
+    assert.equal(calls.length, 3);
+    for (const call of calls.slice(0, 2)) {
       assert.equal(call.path, `/v1beta/models/${MODEL}:generateContent`);
       assert.ok(!JSON.stringify(call).includes(rollout.key), "the key is nowhere in the record");
     }
+    assert.equal(calls[2]!.path, `/r/${rollout.id}/v1beta/models/${MODEL}:generateContent?x=1`);
+  });
+
+  test("GET …/models/{model}: the SDK reads the model, its limits the upstream's context length", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const model = await client(rollout.base_urls.anthropic).models.get({ model: MODEL });
+    assert.equal(model.name, `models/${MODEL}`);
+    assert.ok((model.inputTokenLimit ?? 0) > 0);
+    assert.ok(model.supportedActions?.includes("generateContent"));
   });
 });
 
