@@ -41,7 +41,7 @@ function scriptingOf(harness: Harness, o: CheckOptions): HarnessScripting {
 }
 
 /** A hint when the harness never offered the tool the script calls (the usual reason a custom command fails). */
-function toolHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
+export function toolHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
   const shell = scripting.shell("true").name;
   const offered = new Set(calls.flatMap((c) => offeredTools(c.requestReceived)));
   if (offered.size === 0 || offered.has(shell)) return null;

@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { CallRecord } from "../../store/records.ts";
+import { toolHint } from "../harness-check-command.ts";
+import { offeredTools } from "./offered-tools.ts";
+
+test("the tools a request offered, in each API's shape", () => {
+  assert.deepEqual(offeredTools({ tools: [{ type: "function", function: { name: "run_shell_command" } }] }), [
+    "run_shell_command",
+  ]);
+  assert.deepEqual(
+    offeredTools({
+      tools: [
+        { name: "Bash", input_schema: {} },
+        { type: "function", name: "exec" },
+      ],
+    }),
+    ["Bash", "exec"],
+  );
+  assert.deepEqual(offeredTools({ tools: [{ functionDeclarations: [{ name: "read_file" }, { name: "ls" }] }] }), [
+    "read_file",
+    "ls",
+  ]);
+  assert.deepEqual(offeredTools({ messages: [] }), []);
+  assert.deepEqual(offeredTools(null), []);
+});
+
+test("a hint names the offered tools when the scripted shell tool is not among them, and only then", () => {
+  const calls = [{ requestReceived: { tools: [{ function: { name: "run_shell_command" } }] } }] as CallRecord[];
+  const scripting = (name: string) => ({ shell: (command: string) => ({ name, arguments: { command } }) });
+  assert.match(
+    toolHint(calls, scripting("bash"))!,
+    /'bash', which the harness did not offer; it offered: run_shell_command/,
+  );
+  assert.equal(toolHint(calls, scripting("run_shell_command")), null);
+  assert.equal(toolHint([], scripting("bash")), null, "no call, nothing to say");
+});
