@@ -164,71 +164,39 @@ export function drawTree(rec) {
     const x = X(node.col),
       y = Y(node.lane);
     const n = numberOf(node.call.callSeq);
+    const transform = `translate(${x},${y})`;
     if (node.kind === "outside") {
-      const g = svg(
-        "g",
-        {
-          class: "node outside",
-          "data-call": node.call.callSeq,
-          transform: `translate(${x},${y})`,
-          onclick: () => handlers.node(node),
-        },
-        svg("rect", {
-          width: 74,
-          height: 28,
-          rx: 6,
-          fill: "#fff",
-          stroke: cssVar("branch"),
-          "stroke-dasharray": "3 3",
-        }),
-        svg("text", { x: 37, y: 18, "text-anchor": "middle", fill: cssVar("branch"), text: `#${n} ✕` }),
-        svg("text", {
-          class: "under",
-          x: 37,
-          y: 40,
-          "text-anchor": "middle",
-          text: node.call.status !== "ok" ? node.call.status : node.call.tokenSource,
-        }),
+      const outside = cssVar("branch");
+      return box(
+        node,
+        { class: "node outside", transform },
+        { fill: "#fff", stroke: outside, "stroke-dasharray": "3 3" },
+        `#${n} ✕`,
+        node.call.status !== "ok" ? node.call.status : node.call.tokenSource,
+        outside,
       );
-      return g;
     }
     const choice = /** @type {TreeChoice} */ (node.choice);
     const dead = choice.fate === "dead";
     const fill = dead ? cssVar("dead") : cssVar(node.segment?.kind || "main");
     const selected = state.selectedNode && state.selectedNode.key === node.key;
-    const g = svg(
-      "g",
+    const g = box(
+      node,
       {
         class: `node ${dead ? "dead" : ""} ${node.leaf ? "leaf" : ""} ${selected ? "selected" : ""}`,
-        "data-call": node.call.callSeq,
         "data-choice": choice.index,
         "data-fate": choice.fate,
         "data-trajectory": node.leaf?.t.trajectoryId,
-        transform: `translate(${x},${y})`,
-        onclick: () => handlers.node(node),
+        transform,
       },
-      svg("rect", {
-        width: 74,
-        height: 28,
-        rx: 6,
+      {
         fill,
         stroke: node.leaf ? "#1d2330" : fill,
         "stroke-dasharray": dead ? "4 3" : null,
         "fill-opacity": dead ? 0.55 : 1,
-      }),
-      svg("text", {
-        x: 37,
-        y: 18,
-        "text-anchor": "middle",
-        text: `#${n}${node.call.choices.length > 1 ? `.${choice.index}` : ""}${dead ? " ✝" : ""}`,
-      }),
-      svg("text", {
-        class: "under",
-        x: 37,
-        y: 40,
-        "text-anchor": "middle",
-        text: `${choice.sampledTokens} tok${dead ? " · dead" : ""}`,
-      }),
+      },
+      `#${n}${node.call.choices.length > 1 ? `.${choice.index}` : ""}${dead ? " ✝" : ""}`,
+      `${choice.sampledTokens} tok${dead ? " · dead" : ""}`,
     );
     g.append(svg("title", { text: nodeTitle(node, n) }));
     if (node.leaf) g.append(svg("text", { class: "leaf-label", x: 78, y: 12, text: `T${node.leaf.n}` }));
@@ -250,6 +218,25 @@ export function drawTree(rec) {
   ];
   $("#tree-legend").replaceChildren(...legend);
 }
+/**
+ * A call's box: a group that opens it when clicked, its rectangle, its name inside and a line under it.
+ * @param {TreeNode} node
+ * @param {Record<string, import("./dom.js").AttrValue>} attrs
+ * @param {Record<string, import("./dom.js").AttrValue>} rect
+ * @param {string} label
+ * @param {string} under
+ * @param {string} [labelFill]
+ */
+function box(node, attrs, rect, label, under, labelFill) {
+  return svg(
+    "g",
+    { ...attrs, "data-call": node.call.callSeq, onclick: () => handlers.node(node) },
+    svg("rect", { width: 74, height: 28, rx: 6, ...rect }),
+    svg("text", { x: 37, y: 18, "text-anchor": "middle", fill: labelFill, text: label }),
+    svg("text", { class: "under", x: 37, y: 40, "text-anchor": "middle", text: under }),
+  );
+}
+
 /**
  * @param {TreeNode} node
  * @param {number} n
