@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { after, test } from "node:test";
 import { TrainerClient, tokenVersions, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
+import { answerInFlight } from "./answer-in-flight.ts";
 import { trainerPython } from "./grpc-helpers.ts";
 import { ROOT, createRollout, postJson, rolloutCalls, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
@@ -55,29 +56,11 @@ test("an abort-mode update mid-answer: per-token versions in rows and tree batch
   );
   const url = stack.gateway.url;
   const rollout = await createRollout(url, { policy_version: "0" });
-  const res = await fetch(`${url}/r/${rollout.id}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "Qwen/Qwen3-8B",
-      stream: true,
-      seed: 5,
-      max_tokens: 60,
-      messages: [{ role: "user", content: "Say something long, please." }],
-    }),
-  });
-  const reader = (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-  let text = "";
   // The update lands once the harness has read part of the answer.
-  while ((text.match(/\n\n/g) ?? []).length < 6) text += new TextDecoder().decode((await reader.next()).value);
+  const answer = await answerInFlight(url, rollout.id);
   assert.equal((await postJson(`${url}/api/policy/pause`, { mode: "abort" })).status, 200);
   assert.equal((await postJson(`${url}/api/policy/resume`, { version: "1" })).status, 200);
-  for (;;) {
-    const { value, done } = await reader.next();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  assert.ok(!text.includes('"abort"'));
+  assert.ok(!(await answer.rest()).includes('"abort"'));
   const [call] = await rolloutCalls(url, rollout.id);
   const runs = call!.policyUpdate!.versions!;
   assert.equal(runs.length, 2);

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createRollout, postJson, rolloutCalls, runCli, startStack, tempDir, type Stack } from "./helpers.ts";
+import { answerInFlight } from "./answer-in-flight.ts";
 import { hyparquetRows } from "./parquet-readers.ts";
 
 const jsonl = (path: string): any[] =>
@@ -30,23 +31,10 @@ describe("rlgate export: per-token versions after a weight update mid-answer", (
     stack = await startStack({ sim: { seed: 3, interTokenMs: 2 }, gateway: { prompts: "tokens" } });
     const url = stack.gateway.url;
     const rollout = await createRollout(url, { group: "g-versions", policy_version: "0" });
-    const res = await fetch(`${url}/r/${rollout.id}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: "Qwen/Qwen3-8B",
-        stream: true,
-        seed: 5,
-        max_tokens: 60,
-        messages: [{ role: "user", content: "Say something long, please." }],
-      }),
-    });
-    const reader = (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-    let text = "";
-    while ((text.match(/\n\n/g) ?? []).length < 6) text += new TextDecoder().decode((await reader.next()).value);
+    const answer = await answerInFlight(url, rollout.id);
     assert.equal((await postJson(`${url}/api/policy/pause`, { mode: "abort" })).status, 200);
     assert.equal((await postJson(`${url}/api/policy/resume`, { version: "1" })).status, 200);
-    while (!(await reader.next()).done);
+    await answer.rest();
     const [call] = await rolloutCalls(url, rollout.id);
     const runs = call!.policyUpdate!.versions!;
     assert.equal(runs.length, 2);

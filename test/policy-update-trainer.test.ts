@@ -8,6 +8,7 @@ import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { TrainerClient, tokenVersions, type TrainingBatch } from "../clients/ts/index.ts";
 import { startCore, type Core, type StaleMode } from "../rl-core/core/index.ts";
+import { answerInFlight } from "./answer-in-flight.ts";
 import { trainerPython } from "./grpc-helpers.ts";
 import { requireInCi } from "./require-in-ci.ts";
 import { ROOT, postJson, startStack, tempDir, until, type Stack } from "./helpers.ts";
@@ -48,28 +49,6 @@ async function createRollout(url: string, body: object): Promise<{ id: string }>
   const res = await postJson(`${url}/api/rollouts`, body, AUTH);
   assert.equal(res.status, 201, res.text);
   return res.json;
-}
-
-function chat(url: string, rolloutId: string, content: string): Promise<Response> {
-  return fetch(`${url}/r/${rolloutId}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "Qwen/Qwen3-8B",
-      stream: true,
-      seed: 5,
-      max_tokens: 60,
-      messages: [{ role: "user", content }],
-    }),
-  });
-}
-
-async function readAll(reader: AsyncIterator<Uint8Array>, text = ""): Promise<string> {
-  for (;;) {
-    const { value, done } = await reader.next();
-    if (done) return text;
-    text += new TextDecoder().decode(value);
-  }
 }
 
 async function batchesOf(c: Core, layout: "rows" | "tree"): Promise<TrainingBatch[]> {
@@ -120,10 +99,7 @@ describe("a weight update a trainer drives through the core, and the staleness o
       const trainer = new TrainerClient(relay.address);
       try {
         const slow = await createRollout(url, { group: "g", policy_version: "0" });
-        const res = await chat(url, slow.id, "Say something long, please.");
-        const reader = (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-        let text = "";
-        while ((text.match(/\n\n/g) ?? []).length < 6) text += new TextDecoder().decode((await reader.next()).value);
+        const answer = await answerInFlight(url, slow.id);
 
         const paused = await trainer.pausePolicy({ mode: "abort", timeoutS: 60 });
         assert.equal(paused.paused, true);
@@ -135,7 +111,7 @@ describe("a weight update a trainer drives through the core, and the staleness o
         assert.equal(again.gateways[0]!.pauses, paused.gateways[0]!.pauses, "a second pause is the same pause");
         // A call that comes during the pause is held, not failed.
         const fast = await createRollout(url, { group: "g", policy_version: "0" });
-        const held = chat(url, fast.id, "Something short.");
+        const held = answerInFlight(url, fast.id, "Something short.");
         await until(async () => ((await policyState(url)).holding >= 1 ? true : undefined), 20_000, "a held call");
 
         const resumed = await trainer.resumePolicy(5);
@@ -145,10 +121,8 @@ describe("a weight update a trainer drives through the core, and the staleness o
         assert.equal((await trainer.resumePolicy(5)).gateways[0]!.paused, false, "a resume may be repeated");
         assert.equal((await trainer.status()).currentVersion, "5");
 
-        text = await readAll(reader, text);
-        assert.ok(!text.includes('"abort"'), "the aborted answer was continued");
-        const heldText = await readAll((await held).body![Symbol.asyncIterator]() as AsyncIterator<Uint8Array>);
-        assert.match(heldText, /\[DONE\]/);
+        assert.ok(!(await answer.rest()).includes('"abort"'), "the aborted answer was continued");
+        assert.match(await (await held).rest(), /\[DONE\]/);
         for (const [id, reward] of [
           [slow.id, 1],
           [fast.id, 0],
