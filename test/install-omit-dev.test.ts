@@ -115,6 +115,21 @@ test(
       assert.equal(calls.calls[0]!.status, "ok");
       assert.ok(calls.calls[0]!.prompt_token_ids!.length > 0, "the prompt ids were captured");
       assert.ok(calls.calls[0]!.choices[0]!.token_ids.length > 0, "the sampled ids were captured");
+
+      // The CLI's lazily loaded paths: the reconstruction (show) and the Parquet writer (export).
+      await fetch(`${url}/api/rollouts/${id}/finish`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ reward: 1 }),
+      });
+      const cli = (...args: string[]) =>
+        spawnSync(process.execPath, ["bin/rlgate.js", ...args, "--gateway", url], { cwd: work, env, encoding: "utf8" });
+      const show = cli("show", id, "--no-color");
+      assert.equal(show.status, 0, show.stderr);
+      assert.match(show.stdout, /trajectory .* trained/);
+      const exported = cli("export", "--group", "omit-dev", "-o", join(work, "out.parquet"));
+      assert.equal(exported.status, 0, exported.stderr);
+      assert.ok(statSync(join(work, "out.parquet")).size > 0);
     } finally {
       serve.kill("SIGTERM");
       await new Promise((resolve) => (serve.exitCode === null ? serve.once("exit", resolve) : resolve(null)));
