@@ -223,6 +223,10 @@ describe("a weight update a trainer drives through the core, and the staleness o
     },
   );
 
+  test("a core refuses to start with a --gateway-api that is no http URL", async () => {
+    await assert.rejects(core(stack, "bad-api", { gatewayApis: ["127.0.0.1:8700"] }), /http:\/\/ or https:\/\/ URL/);
+  });
+
   test("a pause a gateway refuses is undone at the others", async () => {
     const c = await core(stack, "broken", { gatewayApis: [stack.gateway.url, "http://127.0.0.1:1"] });
     const trainer = new TrainerClient(c.address);

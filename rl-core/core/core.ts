@@ -202,6 +202,10 @@ export class Core {
         `refusing to listen on ${host} without a token: trainers' gRPC would be open to the network (pass --token)`,
       );
     }
+    for (const api of options.gatewayApis ?? []) {
+      if (!/^https?:\/\/[^/]/.test(api))
+        throw new StartRefusal(`--gateway-api ${api}: a gateway's control API is an http:// or https:// URL`);
+    }
     const creds = serverCredentials(host, options.tls, "the trainer service");
     for (const address of options.gateways) channelCredentials(grpcTarget(address), options.gatewayTls); // bad TLS files fail here, before anything opens
     const opened: Array<() => Promise<void>> = [];
