@@ -120,7 +120,8 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
         const body = (request.body = parseJsonBody(rawBody));
         const call = { req, res, attribution, body, rawBody, startEpoch, startPerf };
         // A branch rollout's calls before its decision point are answered from its backbone (gateway/branching).
-        if (surface.replayable && (await answerFromBackbone(ctx, call, surface.api))) return;
+        const branchCall = surface.branchView?.(call) ?? call;
+        if (surface.replayable && (await answerFromBackbone(ctx, branchCall, surface.api))) return;
         return await surface.handle(ctx, call);
       } catch (error) {
         // A refused request is recorded on its open rollout (committed before the harness hears of it), then answered.

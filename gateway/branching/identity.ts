@@ -29,6 +29,11 @@ const PROMPT_FIELDS = [
   "reasoning",
   "chat_template_kwargs",
   "previous_response_id",
+  // Gemini's (its model and stream flag are in the path: gateway/surfaces/gemini/index.ts geminiBranchView)
+  "contents",
+  "systemInstruction",
+  "toolConfig",
+  "generationConfig",
 ] as const;
 
 /** Hex digest of the call's prompt-bearing fields; two calls with equal identities get the same answer replayed. */

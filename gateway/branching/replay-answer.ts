@@ -58,6 +58,17 @@ function dataFrames(chunks: Json[]): string {
   return chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join("") + "data: [DONE]\n\n";
 }
 
+/**
+ * Gemini's stream of a whole GenerateContentResponse: the response as the one chunk, as server-sent events when the
+ * branch's request asked with `alt=sse` (its view holds `alt`: gemini/index.ts), else as a one-element JSON array.
+ */
+function geminiStream(response: Json, request: unknown): { body: string; contentType: string } {
+  const json = JSON.stringify(response);
+  return isObject(request) && request["alt"] === "sse"
+    ? { body: `data: ${json}\r\n\r\n`, contentType: "text/event-stream; charset=utf-8" }
+    : { body: `[${json}\n]`, contentType: "application/json; charset=UTF-8" };
+}
+
 /** The bytes of the answer, and their content type. */
 export function replayBody(
   api: ApiSurface,
@@ -66,6 +77,7 @@ export function replayBody(
   request: unknown,
 ): { body: string; contentType: string } {
   if (!stream) return { body: JSON.stringify(response), contentType: "application/json" };
+  if (api === "gemini") return geminiStream(response, request);
   const options = { includeUsage: includeUsage(request) };
   const body =
     api === "messages"

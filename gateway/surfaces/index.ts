@@ -6,7 +6,7 @@ import type { ErrorShape } from "../errors.ts";
 import type { HarnessCall } from "../relay/exchange.ts";
 import { handleChatCompletions } from "./chat/index.ts";
 import { handleCompletions } from "./completions/index.ts";
-import { handleGemini } from "./gemini/index.ts";
+import { geminiBranchView, handleGemini } from "./gemini/index.ts";
 import { geminiRoute, isGeminiPath } from "./gemini/route.ts";
 import { handleCountTokens } from "./messages/count-tokens.ts";
 import { handleMessages } from "./messages/index.ts";
@@ -17,10 +17,11 @@ export interface Surface {
   api: ApiSurface;
   /**
    * Whether a branch rollout's call on this route may be answered from its backbone's recording (gateway/branching):
-   * not for counting routes (nothing generated), nor for Gemini's, whose model and stream flag sit in the path,
-   * outside the body a call's identity is read from.
+   * not for counting routes (nothing generated).
    */
   replayable: boolean;
+  /** The call as branching reads it, where the request's path holds what the body does not (Gemini's model). */
+  branchView?: (call: HarnessCall) => HarnessCall;
 }
 
 const BY_PATH: Record<string, Surface> = {
@@ -31,12 +32,16 @@ const BY_PATH: Record<string, Surface> = {
   "/v1/messages/count_tokens": { handle: handleCountTokens, api: "messages", replayable: false },
 };
 
-const GEMINI: Surface = { handle: handleGemini, api: "gemini", replayable: false };
+const GEMINI: Surface = { handle: handleGemini, api: "gemini", replayable: true, branchView: geminiBranchView };
+const GEMINI_COUNT: Surface = { handle: handleGemini, api: "gemini", replayable: false };
 
 /** The surface a POST to `routePath` is for, if any. */
 export function surfaceFor(method: string | undefined, routePath: string): Surface | undefined {
   if (method !== "POST") return undefined;
-  return BY_PATH[routePath] ?? (geminiRoute(method, routePath) ? GEMINI : undefined);
+  const found = BY_PATH[routePath];
+  if (found) return found;
+  const gemini = geminiRoute(method, routePath);
+  return gemini === null ? undefined : gemini.method === "countTokens" ? GEMINI_COUNT : GEMINI;
 }
 
 /** Anthropic's routes answer errors in Anthropic's shape, Gemini's in Google's; every other route in OpenAI's. */

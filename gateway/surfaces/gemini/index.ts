@@ -62,6 +62,16 @@ export async function handleGemini(ctx: GatewayContext, call: HarnessCall): Prom
   );
 }
 
+/**
+ * A Gemini call as branching reads it (gateway/branching): its body, which makes its identity as the backbone's
+ * recorded bodies make theirs (the model and stream flag in the path are not part of it: a harness at the same point
+ * sends the same), and the stream framing it asked for (`alt`), which its replay is written in.
+ */
+export function geminiBranchView(call: HarnessCall): HarnessCall {
+  if (!isObject(call.body)) return call;
+  return { ...call, body: { ...call.body, alt: wantsSse(call.req.url) ? "sse" : null } };
+}
+
 /** countTokens takes `contents` alone, or a whole `generateContentRequest` (system instruction and tools counted). */
 async function countTokens(ctx: GatewayContext, call: HarnessCall, route: GeminiRoute): Promise<void> {
   const body = call.body;
