@@ -7,11 +7,13 @@
 // unless it is the backbone of a branch that is still open (the branch is answered from the backbone's calls).
 // A consumer group that never comes back keeps its cursor, and so holds retention at that cursor until it returns
 // (`rlgate store stats` names it); a store no consumer group has read yet removes nothing. Calls no rollout claims
-// (unattributed) are consumed by no one: they go once older than the window.
+// (unattributed) are consumed by no one: they go once older than the window, and so do the charts' seconds
+// (series.ts).
 //
 // The sweep runs in small write transactions (a few rollouts or a few hundred calls each) with the event loop free
 // between them, so the gateway's own commits wait at most one small transaction. LMDB reuses the pages it frees: the
 // file stops growing once the window's worth of rollouts fills it.
+import type { Database, Key } from "lmdb";
 import type { RolloutRecord } from "./records.ts";
 import type { StoreTables } from "./store-tables.ts";
 
@@ -142,6 +144,8 @@ export interface SweepResult {
   rollouts: number;
   calls: number;
   unattributedCalls: number;
+  /** Seconds of the charts' series older than the window. */
+  seriesSeconds: number;
   /** Backbones kept because a branch of theirs is open. */
   keptBackbones: number;
   transactions: number;
@@ -156,6 +160,7 @@ export async function sweepRetention(t: StoreTables, retainMs: number, now = Dat
     rollouts: 0,
     calls: 0,
     unattributedCalls: 0,
+    seriesSeconds: 0,
     keptBackbones: 0,
     transactions: 0,
     ms: 0,
@@ -201,19 +206,27 @@ export async function sweepRetention(t: StoreTables, retainMs: number, now = Dat
     if (done) break;
     await new Promise((resolve) => setImmediate(resolve));
   }
-  result.unattributedCalls = await sweepUnattributed(t, cursorAt(now - retainMs), result);
+  const cutoff = cursorAt(now - retainMs);
+  // Calls without a rollout are stored under "", numbered by a microsecond stamp; series keys are seconds.
+  result.unattributedCalls = await sweepKeys(t, t.calls, { start: ["", 0], end: ["", cutoff] }, result);
+  result.seriesSeconds = await sweepKeys(t, t.series, { start: 0, end: Math.floor(cutoff / 1e6) }, result);
   result.ms = performance.now() - started;
   return result;
 }
 
-/** Calls without a rollout (stored under "") whose number — a microsecond stamp — is before the window's edge. */
-async function sweepUnattributed(t: StoreTables, cutoff: number, result: SweepResult): Promise<number> {
+/** Removes the keys of `table` in `range` (before the window's edge), a batch per transaction; how many. */
+async function sweepKeys(
+  t: StoreTables,
+  table: Database<unknown, Key>,
+  range: { start: Key; end: Key },
+  result: SweepResult,
+): Promise<number> {
   let removed = 0;
   for (;;) {
     let count = 0;
     await t.root.transaction(() => {
-      for (const key of [...t.calls.getKeys({ start: ["", 0], end: ["", cutoff], limit: BATCH_KEYS })]) {
-        void t.calls.remove(key);
+      for (const key of [...table.getKeys({ ...range, limit: BATCH_KEYS })]) {
+        void table.remove(key);
         count++;
       }
     });

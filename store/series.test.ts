@@ -6,6 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { sweepRetention } from "./retention.ts";
 import { binOf, binValue } from "./series.ts";
 import { Store } from "./store.ts";
 import { testCallRecord, testRolloutRecord } from "./test-support.ts";
@@ -91,5 +92,30 @@ test("gateway workers on one store add to the same seconds", async () => {
   } finally {
     await a.close();
     await b.close();
+  }
+});
+
+test("retention removes the seconds older than its window, and keeps the rest", async () => {
+  const store = new Store({ path: mkdtempSync(join(tmpdir(), "rlgate-series-retain-")) });
+  try {
+    const day = 24 * 3600_000;
+    const at = (start: number, seq: number) =>
+      store.putCall(
+        testCallRecord({
+          seq,
+          promptTokenIds: [1],
+          choices: [],
+          timings: { start, upstreamStart: start, firstByte: start, firstToken: null, end: start + 1, overheadMs: 0.1 },
+        }),
+      );
+    await at(T - 8 * day, 1);
+    await at(T - 1000, 2);
+    assert.equal(store.series(T - 8 * day, 1000, 1)[0]!.calls, 1);
+    const swept = await sweepRetention(store.tables(), 7 * day, T);
+    assert.equal(swept.seriesSeconds, 1);
+    assert.equal(store.series(T - 8 * day, 1000, 1)[0]!.calls, 0);
+    assert.equal(store.series(T - 1000, 1000, 1)[0]!.calls, 1);
+  } finally {
+    await store.close();
   }
 });
