@@ -13,7 +13,7 @@ import { GatewayError, asGatewayError, toErrorBody, toOpenAIErrorBody, type Erro
 import { Passthrough } from "./passthrough.ts";
 import { redactSecrets, scrubQuery, withoutQueryParameter } from "./secrets.ts";
 import { describeGeminiModel } from "./surfaces/gemini/index.ts";
-import { geminiRoute } from "./surfaces/gemini/route.ts";
+import { geminiRoute, isGeminiPath } from "./surfaces/gemini/route.ts";
 import { errorShapeOfRoute, surfaceFor } from "./surfaces/index.ts";
 import { createUiRoutes } from "../ui/route.ts";
 import { parseRequestTarget, RequestTargetError } from "../util/request-target.ts";
@@ -71,7 +71,7 @@ export function createGatewayServer(ctx: GatewayContext): { server: Server; pass
     // A secret in the query goes no further than here: not upstream, not into a call's record.
     const url = routedUrl(req.url);
     // Gemini clients may send their key as `?key=`: a rollout key there attributes the call, then goes like any secret.
-    const queryKey = url.searchParams.get("key");
+    const queryKey = isGeminiPath(splitRolloutPath(url.pathname).routePath) ? url.searchParams.get("key") : null;
     const search = url.search && scrubQuery(url.search, ctx.config.controlToken);
     if (search !== url.search) req.url = url.pathname + search;
     const path = url.pathname;
