@@ -1,7 +1,7 @@
 // The clean-clone walk: every shell block of the given pages (default README.md), run verbatim and in order, as a
 // newcomer would paste them, in a fresh copy of this working tree (its own store, a new HOME) that shares this
 // checkout's node_modules. Blocks marked `<!-- walk: skip (why) -->` are left out (scripts/readme-walk/blocks.ts).
-// It runs in a network namespace of its own where `unshare` allows (the pages' fixed ports, 8700-8702, then never
+// It runs in a network namespace of its own where `unshare` allows (the pages' fixed ports, 8700 and on, then never
 // meet another gateway on this machine). It fails on the first block that fails, and when the gateway counted a
 // harness call that was not ok (an upstream error, a refusal): a block can exit 0 over a call that went wrong.
 //
