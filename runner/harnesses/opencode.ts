@@ -14,6 +14,7 @@ export function opencodeConfig(
   model: string,
   limit?: { context: number; output: number },
   schema = "https://opencode.ai/config.json",
+  extra: Record<string, unknown> = {},
 ): string {
   const provider = {
     npm: "@ai-sdk/openai-compatible",
@@ -22,7 +23,14 @@ export function opencodeConfig(
     models: { [model]: { name: model, ...(limit ? { limit } : {}) } },
   };
   return JSON.stringify(
-    { $schema: schema, provider: { rlgate: provider }, model: `rlgate/${model}`, autoupdate: false, share: "disabled" },
+    {
+      $schema: schema,
+      provider: { rlgate: provider },
+      model: `rlgate/${model}`,
+      autoupdate: false,
+      share: "disabled",
+      ...extra,
+    },
     null,
     2,
   );
@@ -58,8 +66,9 @@ interface Flavour {
   prefix: string;
   configFile: string;
   schema: string;
-  /** Switches of its own beyond the shared ones. */
+  /** Switches of its own beyond the shared ones, in its environment and its config. */
   env?: Record<string, string>;
+  config?: Record<string, unknown>;
   /** Text of its title request (a side call a scripted thread answers). */
   titleThread: string;
 }
@@ -95,6 +104,7 @@ function opencodeFamily(f: Flavour): Harness {
             ctx.model,
             options.compact ? COMPACT_LIMIT : undefined,
             f.schema,
+            f.config,
           ),
         },
       };
@@ -118,7 +128,9 @@ export const KILO = opencodeFamily({
   prefix: "KILO_",
   configFile: "kilo/kilo.json",
   schema: "https://app.kilo.ai/config.json",
-  // Kilo's own: session uploads to its cloud and telemetry (PostHog).
+  // Kilo's own: session uploads to its cloud and telemetry (PostHog); only the rlgate provider loaded (without it, it
+  // looks up api.kilo.ai for its own hosted provider).
   env: { KILO_DISABLE_SESSION_INGEST: "1", KILO_TELEMETRY_LEVEL: "off" },
+  config: { enabled_providers: ["rlgate"] },
   titleThread: OPENCODE_TITLE_THREAD,
 });
