@@ -9,12 +9,23 @@ Task t: answer a fixed digit sequence (its target). Each rollout is one harness 
   reward  the fraction of the target's positions the final answer gets right (0 … 1)
 
 The second prompt continues the first call's text exactly (one character is one token), so the gateway's prefix
-tree makes one trajectory of both turns: the tool result in it with loss mask 0.
+tree makes one trajectory of both turns: the tool result in it with loss mask 0. Each call sends its prompt as token
+ids (the policy server's POST /tokenize) and reads the answer as a stream: the form in which the gateway continues an
+answer that a weight update interrupted from exactly where it stopped (docs/weight-updates.md), so the harness reads
+one answer, never an abort.
 
-Per step: wait until the trainer's endpoint serves policy version `step` (GET {policy}/policy), create
-len(targets) × n rollouts (group = task, round = step + 1, policy_version = the served version, group_size = n,
+Synchronous (default), per step: wait until the trainer's endpoint serves policy version `step` (GET {policy}/policy),
+create len(targets) × n rollouts (group = task, round = step + 1, policy_version = the served version, group_size = n,
 ids {run}-s{step}-t{task}-{i}), run them (--concurrency at a time; every call has its own seed), then finish them in
-that order. Prints one JSON line per step: mean reward, per task, and the policy version that sampled it.
+that order.
+
+--async: the rollouts of every step in one queue, --concurrency at a time, each finished as soon as it ends; a step's
+rollouts start once the served version is at least step - --lag (how far sampling may run ahead of training), and
+their calls carry no version: the gateway records the version each token was sampled by, as the trainer's updates
+(pause, new weights, resume) name them.
+
+Prints one JSON line per step (once its rollouts ended): mean reward, per task, exact answers; then a "done" line with
+the calls made and the aborted answers that reached the harness (0: every interrupted answer was continued).
 
 Run:  python3 examples/closed-loop/harness.py --gateway http://127.0.0.1:8700 --policy http://127.0.0.1:8800 --steps 30
 """
@@ -22,6 +33,7 @@ import argparse
 import hashlib
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,6 +86,9 @@ class Driver:
         if bad:
             raise SystemExit("harness: --targets must be digit sequences: %s" % ", ".join(bad))
         self.run_id = args.run_id or uuid.uuid4().hex[:8]
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.aborts = 0  # answers that reached the harness ended by an abort (a weight update not continued)
 
     def served_version(self):
         status, body = http("GET", self.args.policy.rstrip("/") + "/policy", timeout=10)
@@ -97,17 +112,43 @@ class Driver:
                 )
             time.sleep(0.05)
 
+    def tokenize(self, text):
+        status, body = http("POST", self.args.policy.rstrip("/") + "/tokenize", {"model": self.args.model, "prompt": text})
+        return must(status, body, "POST /tokenize", ok=(200,))["tokens"]
+
     def complete(self, rollout, prompt, version, seed):
-        headers = {"authorization": "Bearer " + rollout["key"], "x-rlgate-policy-version": str(version)}
+        """One streamed call through the gateway; the answer's text. `version`: the x-rlgate-policy-version header
+        (None: the gateway's own, from the trainer's updates)."""
+        headers = {"content-type": "application/json", "authorization": "Bearer " + rollout["key"]}
+        if version is not None:
+            headers["x-rlgate-policy-version"] = str(version)
         body = {
             "model": self.args.model,
-            "prompt": prompt,
+            "prompt": self.tokenize(prompt),
             "max_tokens": self.args.max_tokens,
             "temperature": self.args.temperature,
             "seed": seed,
+            "stream": True,
         }
-        status, res = http("POST", rollout["base_urls"]["openai"] + "/completions", body, headers)
-        return must(status, res, "completions call", ok=(200,))["choices"][0]["text"]
+        req = urllib.request.Request(
+            rollout["base_urls"]["openai"] + "/completions", data=json.dumps(body).encode(), method="POST", headers=headers
+        )
+        text = []
+        try:
+            with urllib.request.urlopen(req, timeout=60) as res:
+                for line in res:
+                    if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
+                        continue
+                    for choice in json.loads(line[6:]).get("choices") or []:
+                        text.append(choice.get("text") or "")
+                        if choice.get("finish_reason") == "abort":
+                            with self.lock:
+                                self.aborts += 1
+        except urllib.error.HTTPError as e:
+            must(e.code, e.read().decode(errors="replace"), "completions call", ok=(200,))
+        with self.lock:
+            self.calls += 1
+        return "".join(text)
 
     def rollout(self, step, version, task, i):
         a = self.args
@@ -118,9 +159,10 @@ class Driver:
             "task": "t%d" % task,
             "harness": "one-tool",
             "round": step + 1,
-            "policy_version": str(version),
             "metadata": {"group_size": a.n},
         }
+        if version is not None:
+            body["policy_version"] = str(version)
         url = a.gateway.rstrip("/") + "/api/rollouts/" + rid
         rollout = must(*http("PUT", url, body, self.control), "create rollout %s" % rid)
         prompt = "t%d>" % task
@@ -129,15 +171,11 @@ class Driver:
         final = self.complete(rollout, prompt + first + hint, version, call_seed(a.seed, step, task, i, 2))
         return rid, task, score(final.rstrip("\n"), target), first, final
 
-    def step(self, step):
+    def finish(self, rid, reward):
         a = self.args
-        version = self.wait_for_version(step)
-        t0 = time.monotonic()
-        jobs = [(task, i) for task in range(len(self.targets)) for i in range(a.n)]
-        with ThreadPoolExecutor(max_workers=a.concurrency) as pool:
-            results = list(pool.map(lambda job: self.rollout(step, version, *job), jobs))
-        for rid, _, reward, _, _ in results:  # in a fixed order: the core sees the same stream every run
-            must(*http("POST", a.gateway.rstrip("/") + "/api/rollouts/%s/finish" % rid, {"reward": reward}, self.control), "finish %s" % rid)
+        must(*http("POST", a.gateway.rstrip("/") + "/api/rollouts/%s/finish" % rid, {"reward": reward}, self.control), "finish %s" % rid)
+
+    def step_record(self, step, results, seconds, version=None):
         rewards = [r[2] for r in results]
         per_task = {}
         for _, task, reward, _, _ in results:
@@ -150,9 +188,63 @@ class Driver:
             "reward_mean": sum(rewards) / len(rewards),
             "reward_by_target": {t: sum(v) / len(v) for t, v in per_task.items()},
             "exact": sum(1 for r in rewards if r == 1.0),
-            "sample": {self.targets[task]: final for _, task, _, _, final in results[:: a.n]},
-            "seconds": round(time.monotonic() - t0, 3),
+            "sample": {self.targets[task]: final for _, task, _, _, final in results[:: self.args.n]},
+            "seconds": round(seconds, 3),
         }
+
+    def step(self, step):
+        """A synchronous step: every rollout sampled by the version trained on the steps before."""
+        a = self.args
+        version = self.wait_for_version(step)
+        t0 = time.monotonic()
+        jobs = [(task, i) for task in range(len(self.targets)) for i in range(a.n)]
+        with ThreadPoolExecutor(max_workers=a.concurrency) as pool:
+            results = list(pool.map(lambda job: self.rollout(step, version, *job), jobs))
+        for rid, _, reward, _, _ in results:  # in a fixed order: the core sees the same stream every run
+            self.finish(rid, reward)
+        return self.step_record(step, results, time.monotonic() - t0, version)
+
+    def run_async(self, steps):
+        """Every step's rollouts in one queue; a step's start waits only for version step - lag. Yields each step's
+        record once its rollouts ended (in the order steps end)."""
+        a = self.args
+        per_step = len(self.targets) * a.n
+        done = {}
+        started = {}
+        out = []
+        ready = threading.Condition()
+
+        def work(job):
+            step, task, i = job
+            self.wait_for_version(step - a.lag)
+            with self.lock:
+                started.setdefault(step, time.monotonic())
+            result = self.rollout(step, None, task, i)
+            self.finish(result[0], result[2])
+            with ready:
+                done.setdefault(step, []).append(result)
+                if len(done[step]) == per_step:
+                    results = sorted(done.pop(step))
+                    out.append(self.step_record(step, results, time.monotonic() - started[step]))
+                    ready.notify_all()
+
+        jobs = [(step, task, i) for step in range(steps) for task in range(len(self.targets)) for i in range(a.n)]
+        with ThreadPoolExecutor(max_workers=a.concurrency) as pool:
+            futures = [pool.submit(work, job) for job in jobs]
+            emitted = 0
+            while emitted < steps:
+                with ready:
+                    while not out and not any(f.done() and f.exception() for f in futures):
+                        ready.wait(0.5)
+                    failed = [f.exception() for f in futures if f.done() and f.exception()]
+                    if failed:
+                        for f in futures:
+                            f.cancel()
+                        raise failed[0]
+                    records, out[:] = list(out), []
+                for record in records:
+                    emitted += 1
+                    yield record
 
 
 def main(argv=None):
@@ -170,12 +262,15 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="every call's sampling seed derives from it")
     p.add_argument("--run-id", help="prefix of the rollout ids (default: random); ids must be new to the gateway")
     p.add_argument("--wait", type=float, default=300.0, help="seconds to wait for the trainer's next policy version")
+    p.add_argument("--async", dest="run_async", action="store_true", help="rollouts keep running while the trainer trains (the trainer updates weights through the gateway: its --gateway)")
+    p.add_argument("--lag", type=int, default=1, help="with --async: a step's rollouts start once the served version is at least step - lag")
     args = p.parse_args(argv)
 
     driver = Driver(args)
-    for step in range(args.steps):
-        print(json.dumps(driver.step(step)), flush=True)
-    print(json.dumps({"event": "done", "steps": args.steps}), flush=True)
+    records = driver.run_async(args.steps) if args.run_async else (driver.step(step) for step in range(args.steps))
+    for record in records:
+        print(json.dumps(record), flush=True)
+    print(json.dumps({"event": "done", "steps": args.steps, "calls": driver.calls, "aborts_seen": driver.aborts}), flush=True)
 
 
 if __name__ == "__main__":

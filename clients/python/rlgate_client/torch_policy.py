@@ -11,7 +11,7 @@ trainer recomputes up to float rounding of different tensor shapes.
 """
 import math
 import threading
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -117,15 +117,39 @@ def next_token_logprobs(logits: torch.Tensor, temperature: torch.Tensor) -> torc
     return torch.log_softmax(x / t.to(x.dtype).unsqueeze(-1), dim=-1)
 
 
+PAUSE_MODES = ("abort", "wait", "keep")
+
+
+class Token(NamedTuple):
+    """One sampled token: its id, logprob, the top_n (id, logprob) at its position, and the policy version that sampled it."""
+
+    id: int
+    logprob: float
+    top: List[Tuple[int, float]]
+    version: int
+
+
 class Policy:
-    """The served model: a copy of the trainer's weights, swapped whole under a lock when a step is done."""
+    """The served model: a copy of the trainer's weights, swapped whole under a lock when a step is done.
+
+    Weight updates under running generations (vLLM's `POST /pause?mode=` / `POST /resume`, docs/weight-updates.md):
+    while paused no generation starts; a running one is ended at its next token (abort: its finish_reason is "abort",
+    and one that arrives during an abort-mode pause is ended at once, before any token, since only a request sent
+    before the gateway began holding calls can arrive then), frozen until the resume and then sampled on by the new
+    weights (keep), or run to its end before the pause answers (wait). Each token is sampled under the lock, so every
+    token has exactly one version: the weights that computed it.
+    """
 
     def __init__(self, model: TinyLM, tokenizer: CharTokenizer, name: str = "rlgate-tiny", seed: int = 0):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
         self.version = 0
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.paused = False
+        self.pause_mode: Optional[str] = None
+        self._aborts = 0  # abort-mode pauses so far: a generation that started before the latest one ends
+        self._running = 0
         self._rng = torch.Generator().manual_seed(seed)
 
     def load(self, state_dict, version: int) -> None:
@@ -133,50 +157,120 @@ class Policy:
             self.model.load_state_dict(state_dict)
             self.version = version
 
+    def pause(self, mode: str) -> None:
+        """Pauses generation in `mode`; returns once the pause holds (wait: once running generations ended). Pausing
+        again while paused is the same pause (in its first mode)."""
+        if mode not in PAUSE_MODES:
+            raise ValueError("mode must be one of %s; got %r" % (", ".join(PAUSE_MODES), mode))
+        with self.lock:
+            if not self.paused:
+                self.paused = True
+                self.pause_mode = mode
+                if mode == "abort":
+                    self._aborts += 1
+            if self.pause_mode == "wait":
+                while self._running:
+                    self.lock.wait()
+
+    def resume(self) -> None:
+        with self.lock:
+            self.paused = False
+            self.lock.notify_all()
+
     def generator(self, seed: Optional[int], choice: int) -> torch.Generator:
         """A request's own generator when it gives a seed (reproducible whatever the order of calls), else the server's."""
         if seed is None:
             return self._rng
         return torch.Generator().manual_seed((int(seed) * 1_000_003 + choice) % (2**63))
 
-    @torch.no_grad()
-    def sample(
+    def generate(
         self, prompt: Sequence[int], max_tokens: int, temperature: float, generator: torch.Generator, top_n: int = 0
-    ) -> Tuple[List[int], List[float], List[List[Tuple[int, float]]], str, int]:
-        """Samples up to max_tokens ids after `prompt`; stops after the stop token.
-
-        Returns (ids, their logprobs, the top_n (id, logprob) per position, finish_reason, policy version). Each
-        position runs a full forward of the prefix (no KV cache), the same computation as training's.
-        """
+    ) -> "Generation":
+        """The tokens sampled after `prompt`, one at a time as they are sampled (iterate the Generation)."""
         if len(prompt) + max_tokens > self.model.max_len:
             raise ValueError(
                 "prompt (%d tokens) + max_tokens (%d) exceeds the model's %d positions"
                 % (len(prompt), max_tokens, self.model.max_len)
             )
-        with self.lock:
-            seq = list(prompt)
-            out: List[int] = []
-            lps: List[float] = []
-            tops: List[List[Tuple[int, float]]] = []
-            finish = "length"
-            t = torch.tensor([float(temperature)])
-            for _ in range(max_tokens):
-                logits = self.model(torch.tensor([seq], dtype=torch.long))[0, -1]
-                logp = next_token_logprobs(logits.unsqueeze(0), t)[0]
-                if temperature > 0:
-                    tok = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
-                else:
-                    tok = int(torch.argmax(logp).item())
-                out.append(tok)
-                lps.append(float(logp[tok].item()))
-                if top_n > 0:
-                    values, ids = torch.topk(logp, min(top_n, logp.shape[0]))
-                    tops.append([(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist())])
-                seq.append(tok)
-                if tok == self.tokenizer.stop_id:
-                    finish = "stop"
-                    break
-            return out, lps, tops, finish, self.version
+        return Generation(self, prompt, max_tokens, temperature, generator, top_n)
+
+    @torch.no_grad()
+    def _next(self, seq: List[int], t: torch.Tensor, temperature: float, generator: torch.Generator, top_n: int) -> Token:
+        """One token after `seq` (the caller holds the lock). A full forward of the prefix (no KV cache): the same
+        computation as training's."""
+        logits = self.model(torch.tensor([seq], dtype=torch.long))[0, -1]
+        logp = next_token_logprobs(logits.unsqueeze(0), t)[0]
+        if temperature > 0:
+            tok = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
+        else:
+            tok = int(torch.argmax(logp).item())
+        top: List[Tuple[int, float]] = []
+        if top_n > 0:
+            values, ids = torch.topk(logp, min(top_n, logp.shape[0]))
+            top = [(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist())]
+        return Token(tok, float(logp[tok].item()), top, self.version)
+
+    def sample(
+        self, prompt: Sequence[int], max_tokens: int, temperature: float, generator: torch.Generator, top_n: int = 0
+    ) -> Tuple[List[int], List[float], List[List[Tuple[int, float]]], str, int]:
+        """Samples up to max_tokens ids after `prompt`; stops after the stop token.
+
+        Returns (ids, their logprobs, the top_n (id, logprob) per position, finish_reason, the policy version of the
+        first token — of the answer's start when it has none).
+        """
+        generation = self.generate(prompt, max_tokens, temperature, generator, top_n)
+        version = self.version
+        tokens = list(generation)
+        if tokens:
+            version = tokens[0].version
+        return [t.id for t in tokens], [t.logprob for t in tokens], [t.top for t in tokens], generation.finish_reason, version
+
+
+class Generation:
+    """One answer being sampled: iterating it yields each Token as it is sampled (a token at a time under the policy's
+    lock, so generations interleave and weights can change between two tokens); `finish_reason` is "stop", "length" or
+    "abort" once it ended."""
+
+    def __init__(self, policy: Policy, prompt, max_tokens: int, temperature: float, generator: torch.Generator, top_n: int):
+        self.policy = policy
+        self.prompt = list(prompt)
+        self.max_tokens = max_tokens
+        self.temperature = float(temperature)
+        self.generator = generator
+        self.top_n = top_n
+        self.finish_reason: Optional[str] = None
+
+    def __iter__(self) -> Iterator[Token]:
+        p = self.policy
+        with p.lock:
+            if p.paused and p.pause_mode == "abort":
+                self.finish_reason = "abort"
+                return
+            while p.paused:
+                p.lock.wait()
+            p._running += 1
+            epoch = p._aborts
+        try:
+            seq = list(self.prompt)
+            t = torch.tensor([self.temperature])
+            for _ in range(self.max_tokens):
+                with p.lock:
+                    while p.paused and p.pause_mode == "keep":
+                        p.lock.wait()
+                    if p._aborts != epoch:  # an abort-mode pause since it started: the weights changed under it
+                        self.finish_reason = "abort"
+                        return
+                    token = p._next(seq, t, self.temperature, self.generator, self.top_n)
+                seq.append(token.id)
+                yield token
+                if token.id == p.tokenizer.stop_id:
+                    self.finish_reason = "stop"
+                    return
+            self.finish_reason = "length"
+        finally:
+            with p.lock:
+                p._running -= 1
+                p.lock.notify_all()
 
 
 def build_model(vocab: int, seed: int, dim: int = 64, layers: int = 2, heads: int = 4, max_len: int = 128) -> TinyLM:

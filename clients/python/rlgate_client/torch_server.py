@@ -1,25 +1,32 @@
 """A vLLM-compatible HTTP endpoint over a torch Policy: what rlgate's gateway needs from vLLM for /v1/completions.
 
-Routes (stdlib http.server, one thread per connection; generations are serialized by the policy's lock):
+Routes (stdlib http.server, one thread per connection; generations interleave a token at a time under the policy's lock):
   POST /v1/completions   prompt as text or token ids, n, max_tokens, temperature, seed, logprobs,
-                         return_token_ids; answered as vLLM (>= 0.10.2) answers it: choice-level
-                         prompt_token_ids and token_ids (when return_token_ids), logprobs in the completions
-                         layout (tokens, token_logprobs, top_logprobs, text_offset) when logprobs is set.
+                         return_token_ids, stream (one choice; stream_options.include_usage); answered as vLLM
+                         (>= 0.10.2) answers it: choice-level prompt_token_ids and token_ids (when return_token_ids; in a
+                         stream prompt_token_ids on the first chunk, each chunk's token_ids its delta), logprobs in the
+                         completions layout (tokens, token_logprobs, top_logprobs, text_offset) when logprobs is set.
+  POST /pause?mode=abort|wait|keep, POST /resume, GET /is_paused
+                         weight updates as vLLM serves them (VLLM_SERVER_DEV_MODE=1; docs/weight-updates.md): an
+                         abort-mode pause ends running answers with finish_reason "abort" (a stream with an abort chunk
+                         and [DONE]), keep freezes them until the resume, wait answers once they ended.
+  POST /tokenize {"prompt"} → {"count", "max_model_len", "tokens"}, POST /detokenize {"tokens"} → {"prompt"}
   GET  /v1/models        the served model (max_model_len = the model's positions)
   GET  /health           200
   GET  /version          {"version": ...}
-  GET  /policy           {"model", "version"}: the policy version served now (rlgate's closed-loop driver waits on it)
+  GET  /policy           {"model", "version", "paused"}: the policy version served now (the closed-loop harness waits on it)
 
-Not served (a clear 400/404 instead): streaming, chat completions (a character model has no chat template), top_p /
-top_k / penalties other than their neutral values, echo, best_of. The stop token ends a generation and stays in the
-text and the ids, so text re-encodes to the ids that were sampled.
+Not served (a clear 400/404 instead): streams of several choices, chat completions (a character model has no chat
+template), top_p / top_k / penalties other than their neutral values, echo, best_of. The stop token ends a generation
+and stays in the text and the ids, so text re-encodes to the ids that were sampled.
 """
 import json
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from urllib.parse import parse_qs
+from typing import Generator, Iterator, List, NamedTuple, Optional
 
 from .torch_policy import Policy
 
@@ -77,14 +84,25 @@ def _prompts(policy: Policy, prompt) -> list:
     return out
 
 
-def completions(policy: Policy, body: dict) -> dict:
+class CompletionRequest(NamedTuple):
+    prompts: List[List[int]]
+    n: int
+    max_tokens: int
+    logprobs: Optional[int]
+    temperature: float
+    seed: Optional[int]
+    want_ids: bool
+    stream: bool
+    include_usage: bool
+
+
+def parse_completion(policy: Policy, body: dict) -> CompletionRequest:
+    """A /v1/completions body checked as this server serves it (RequestError where it does not)."""
     if not isinstance(body, dict):
         raise RequestError(400, "request body must be a JSON object")
     model = body.get("model")
     if model is not None and model != policy.name:
         raise RequestError(404, "The model `%s` does not exist." % model, kind="NotFoundError", param="model")
-    if body.get("stream"):
-        raise RequestError(400, "stream: this example server answers whole responses only (ask with stream false)", param="stream")
     for key in ("echo", "suffix"):
         if body.get(key):
             raise RequestError(400, "%s is not supported by this example server" % key, param=key)
@@ -106,66 +124,154 @@ def completions(policy: Policy, body: dict) -> dict:
     seed = body.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise RequestError(400, "seed: expected an integer", param="seed")
-    want_ids = body.get("return_token_ids") is True
     prompts = _prompts(policy, body.get("prompt"))
-    tok = policy.tokenizer
+    stream = body.get("stream") is True
+    if stream and len(prompts) * n != 1:
+        raise RequestError(400, "stream: this example server streams one choice of one prompt (n 1)", param="stream")
+    options = body.get("stream_options")
+    if options is not None and not stream:
+        raise RequestError(400, "Stream options can only be defined when `stream=True`.", param="stream_options")
+    for ids in prompts:
+        if len(ids) + max_tokens > policy.model.max_len:
+            raise RequestError(
+                400,
+                "prompt (%d tokens) + max_tokens (%d) exceeds the model's %d positions" % (len(ids), max_tokens, policy.model.max_len),
+                param="max_tokens",
+            )
+    return CompletionRequest(
+        prompts=prompts,
+        n=n,
+        max_tokens=max_tokens,
+        logprobs=logprobs,
+        temperature=float(temperature),
+        seed=seed,
+        want_ids=body.get("return_token_ids") is True,
+        stream=stream,
+        include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+    )
 
+
+def _logprobs_json(policy: Policy, tokens, offset: int) -> dict:
+    """The completions layout of `tokens`' logprobs, their text starting at character `offset`."""
+    tok = policy.tokenizer
+    pieces = [tok.decode([t.id]) for t in tokens]
+    offsets = list(range(offset, offset + len(pieces)))  # one character per token
+    top_json = []
+    for t in tokens:
+        entry = {tok.decode([t.id]): t.logprob}  # vLLM lists the sampled token beside the top ones
+        for top_id, top_lp in t.top:
+            entry.setdefault(tok.decode([top_id]), top_lp)
+        top_json.append(entry)
+    return {"text_offset": offsets, "token_logprobs": [t.logprob for t in tokens], "tokens": pieces, "top_logprobs": top_json}
+
+
+def _head(policy: Policy) -> dict:
+    return {"id": "cmpl-%s" % uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()), "model": policy.name}
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
+
+
+def completions(policy: Policy, req: CompletionRequest) -> dict:
+    """A whole (not streamed) answer; a choice an abort-mode pause ended has finish_reason "abort" and the tokens
+    sampled by then, as vLLM returns it."""
+    tok = policy.tokenizer
     choices = []
     prompt_tokens = 0
     completion_tokens = 0
-    for p_index, ids in enumerate(prompts):
+    for p_index, ids in enumerate(req.prompts):
         prompt_tokens += len(ids)
-        for c in range(n):
-            index = p_index * n + c
-            try:
-                out, lps, tops, finish, _ = policy.sample(
-                    ids, max_tokens, float(temperature), policy.generator(seed, index), top_n=logprobs or 0
-                )
-            except ValueError as e:
-                raise RequestError(400, str(e), param="max_tokens")
+        for c in range(req.n):
+            index = p_index * req.n + c
+            generation = policy.generate(ids, req.max_tokens, req.temperature, policy.generator(req.seed, index), top_n=req.logprobs or 0)
+            tokens = list(generation)
+            out = [t.id for t in tokens]
             completion_tokens += len(out)
-            lp_json = None
-            if logprobs is not None:
-                pieces = [tok.decode([i]) for i in out]
-                offsets, at = [], 0
-                for piece in pieces:
-                    offsets.append(at)
-                    at += len(piece)
-                top_json = []
-                for i, (t, lp) in enumerate(zip(out, lps)):
-                    entry = {tok.decode([t]): lp}  # vLLM lists the sampled token beside the top ones
-                    for top_id, top_lp in tops[i] if i < len(tops) else []:
-                        entry.setdefault(tok.decode([top_id]), top_lp)
-                    top_json.append(entry)
-                lp_json = {"text_offset": offsets, "token_logprobs": lps, "tokens": pieces, "top_logprobs": top_json}
             choices.append(
                 {
                     "index": index,
                     "text": tok.decode(out),
-                    "logprobs": lp_json,
-                    "finish_reason": finish,
+                    "logprobs": _logprobs_json(policy, tokens, 0) if req.logprobs is not None else None,
+                    "finish_reason": generation.finish_reason,
                     "stop_reason": None,
                     "prompt_logprobs": None,
-                    "prompt_token_ids": ids if want_ids else None,
-                    "token_ids": out if want_ids else None,
+                    "prompt_token_ids": ids if req.want_ids else None,
+                    "token_ids": out if req.want_ids else None,
                 }
             )
     return {
-        "id": "cmpl-%s" % uuid.uuid4().hex,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": policy.name,
+        **_head(policy),
         "choices": choices,
         "service_tier": None,
         "system_fingerprint": None,
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens,
-            "prompt_tokens_details": None,
-        },
+        "usage": _usage(prompt_tokens, completion_tokens),
         "kv_transfer_params": None,
     }
+
+
+def stream_completion(policy: Policy, req: CompletionRequest) -> Iterator[dict]:
+    """A streamed answer's chunks as vLLM writes them (every field, nulls included), a token each: the last token's
+    chunk carries finish_reason stop or length; an abort-mode pause ends the stream with a chunk of no text and
+    finish_reason "abort". Then the usage chunk when asked for (the caller writes [DONE])."""
+    tok = policy.tokenizer
+    ids = req.prompts[0]
+    head = _head(policy)
+    generation = policy.generate(ids, req.max_tokens, req.temperature, policy.generator(req.seed, 0), top_n=req.logprobs or 0)
+    sampled = 0
+    for token in generation:
+        last = token.id == tok.stop_id or sampled + 1 == req.max_tokens
+        finish = ("stop" if token.id == tok.stop_id else "length") if last else None
+        choice = {
+            "index": 0,
+            "text": tok.decode([token.id]),
+            "logprobs": _logprobs_json(policy, [token], sampled) if req.logprobs is not None else None,
+            "finish_reason": finish,
+            "stop_reason": None,
+            "prompt_token_ids": ids if req.want_ids and sampled == 0 else None,
+            "token_ids": [token.id] if req.want_ids else None,
+        }
+        sampled += 1
+        yield {**head, "choices": [choice], "usage": None}
+    if generation.finish_reason == "abort":
+        if sampled == 0 and req.want_ids:
+            # Ended before its first token: the prompt ids still come first, on a chunk of their own (the gateway
+            # passes an abort chunk on to nobody, so ids on it would be lost with it).
+            yield {**head, "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": None, "stop_reason": None,
+                                        "prompt_token_ids": ids, "token_ids": []}], "usage": None}
+        yield {**head, "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "abort", "stop_reason": None,
+                                    "prompt_token_ids": None, "token_ids": [] if req.want_ids else None}], "usage": None}
+    if req.include_usage:
+        yield {**head, "choices": [], "usage": _usage(len(ids), sampled)}
+
+
+def tokenize(policy: Policy, body) -> dict:
+    """vLLM's POST /tokenize of a text prompt."""
+    prompt = body.get("prompt") if isinstance(body, dict) else None
+    if not isinstance(prompt, str):
+        raise RequestError(400, "prompt: expected a string", param="prompt")
+    try:
+        ids = policy.tokenizer.encode(prompt)
+    except ValueError as e:
+        raise RequestError(400, "prompt: %s" % e, param="prompt")
+    return {"count": len(ids), "max_model_len": policy.model.max_len, "tokens": ids, "token_strs": None}
+
+
+def detokenize(policy: Policy, body) -> dict:
+    """vLLM's POST /detokenize."""
+    ids = body.get("tokens") if isinstance(body, dict) else None
+    try:
+        if not isinstance(ids, list):
+            raise ValueError("expected a list of token ids")
+        policy.tokenizer.check_ids(ids)
+    except ValueError as e:
+        raise RequestError(400, "tokens: %s" % e, param="tokens")
+    return {"prompt": policy.tokenizer.decode(ids)}
 
 
 def models(policy: Policy) -> dict:
@@ -211,21 +317,62 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/version":
             return self._send(200, {"version": VERSION})
         if path == "/policy":
-            return self._send(200, {"model": policy.name, "version": policy.version})
+            return self._send(200, {"model": policy.name, "version": policy.version, "paused": policy.paused})
+        if path == "/is_paused":
+            return self._send(200, {"is_paused": policy.paused})
         self._send(404, {"error": {"message": "Not Found: %s" % path, "type": "NotFoundError", "param": None, "code": 404}})
+
+    def _stream(self, chunks: Generator[dict, None, None]) -> None:
+        """Server-sent events, each written (chunked) as soon as it is made; ends with [DONE]."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+        def write(data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        try:
+            for chunk in chunks:
+                write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            write(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            chunks.close()  # a client that left ends its generation (it no longer counts as running)
 
     def do_POST(self):
         policy = self.server.policy
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError as e:
+                raise RequestError(400, "request body is not JSON: %s" % e)
             if path == "/v1/completions":
+                req = parse_completion(policy, body)
+                if req.stream:
+                    return self._stream(stream_completion(policy, req))
+                return self._send(200, completions(policy, req))
+            if path == "/pause":
+                mode = parse_qs(query).get("mode", ["abort"])[0]
                 try:
-                    body = json.loads(raw or b"null")
+                    policy.pause(mode)
                 except ValueError as e:
-                    raise RequestError(400, "request body is not JSON: %s" % e)
-                return self._send(200, completions(policy, body))
+                    raise RequestError(400, str(e), param="mode")
+                return self._send(200, {"status": "paused"})
+            if path == "/resume":
+                policy.resume()
+                return self._send(200, {"status": "resumed"})
+            if path == "/tokenize":
+                return self._send(200, tokenize(policy, body))
+            if path == "/detokenize":
+                return self._send(200, detokenize(policy, body))
             if path == "/v1/chat/completions":
                 raise RequestError(
                     404, "this example server serves /v1/completions only: a character-level model has no chat template",

@@ -16,7 +16,16 @@ served copy behind a vLLM-compatible /v1/completions endpoint (torch_server.py) 
   4. the batches are acked, the served copy takes the new weights and the policy version rises by one
      (GET /policy on the server; the rollout driver tags the next rollouts with it).
 
+Asynchronous (--async): rollouts keep running while the trainer trains. Each update goes through the gateways' policy
+protocol, relayed by the core (TrainerClient.update_policy: PausePolicy / ResumePolicy; rlgate core --gateway-api):
+pause (--update-mode abort: the server ends running answers, the gateways hold new calls), the served copy takes the
+new weights, resume with version N: the gateways continue every interrupted answer, and each token's policy version reaches the batches (rlgate_client.token_versions). A step reports
+the staleness of what it trained on (current version - each trained token's) and trains stale tokens with decoupled
+PPO: the ratio against the weights the step starts from, weighted by the truncated importance weight of the policy that
+sampled them (off_policy).
+
 Run:  python3 -m rlgate_client.torch_trainer --core 127.0.0.1:8702 --serve 127.0.0.1:8800 --rollouts-per-step 16
+      [--async]   (with rlgate core --gateway-api http://127.0.0.1:8700)
       (rlgate-torch-trainer once pip-installed; docs/trainers.md has the whole loop, examples/closed-loop the harness)
 """
 import argparse
@@ -31,10 +40,11 @@ from typing import Dict, List
 import numpy as np
 import torch
 
-from .torch_policy import DEFAULT_ALPHABET, CharTokenizer, Policy, build_model, next_token_logprobs
+from .torch_policy import DEFAULT_ALPHABET, PAUSE_MODES, CharTokenizer, Policy, build_model, next_token_logprobs
 from .torch_server import PolicyServer
 from .trainer import Batch, TrainerClient
 from .tree import ancestor_mask, tries
+from .versions import token_versions
 
 
 def token_temperatures(batch: Batch) -> np.ndarray:
@@ -121,18 +131,68 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, temps: np.ndarray) -> t
     return forward(model, batch, temps)[0]
 
 
-def surrogate(batch: Batch, new: torch.Tensor, clip: float, entropy=None, entropy_coef: float = 0.0) -> torch.Tensor:
-    """sum(loss_weights * mask * (-min(ratio * A, clip(ratio) * A) - entropy_coef * entropy)),
-    ratio = exp(new - batch logprobs)."""
+def surrogate(
+    batch: Batch, new: torch.Tensor, clip: float, entropy=None, entropy_coef: float = 0.0, old=None, behaviour_weights=None
+) -> torch.Tensor:
+    """sum(loss_weights * mask * (-w * min(ratio * A, clip(ratio) * A) - entropy_coef * entropy)),
+    ratio = exp(new - old), old the batch's (sampling) logprobs unless given, w the behaviour weights (1 unless given:
+    off_policy)."""
     mask = torch.from_numpy(batch.loss_mask.astype(bool))
-    old = torch.from_numpy(batch.logprobs.copy()).to(new.dtype)
+    old = torch.from_numpy(batch.logprobs.copy()).to(new.dtype) if old is None else old.to(new.dtype)
     adv = torch.from_numpy(batch.advantages.copy()).to(new.dtype)
     w = torch.from_numpy(batch.loss_weights.copy()).to(new.dtype)
     ratio = torch.exp(torch.where(mask, new - old, torch.zeros_like(new)))
     per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
+    if behaviour_weights is not None:
+        per_token = per_token * behaviour_weights.to(new.dtype)
     if entropy is not None and entropy_coef:
         per_token = per_token - entropy_coef * entropy
     return torch.sum(torch.where(mask, w * per_token, torch.zeros_like(per_token)))
+
+
+class Staleness:
+    """How old each trained token of a step is: its policy version (rlgate_client.token_versions, where the gateway
+    says a weight update fell inside its answer) against the version the step trains from."""
+
+    def __init__(self, rows: Batch, current: int):
+        trained = rows.loss_mask == 1
+        age = np.full(rows.tokens, -1, dtype=np.int64)  # -1: no integer version (counted, treated as stale)
+        versions = token_versions(rows)
+        for t in np.nonzero(trained)[0]:
+            v = versions[t]
+            if v is not None and v.lstrip("-").isdigit():
+                age[t] = current - int(v)
+        self.trained = trained
+        self.age = age
+        self.versions = sorted({versions[t] for t in np.nonzero(trained)[0] if versions[t] is not None}, key=_version_order)
+        self.unversioned = int(np.sum(trained & (age < 0)))
+        self.stale = trained & (age != 0)
+
+    def figures(self) -> dict:
+        ages = self.age[self.trained & (self.age >= 0)]
+        return {
+            "staleness_mean": float(ages.mean()) if ages.size else 0.0,
+            "staleness_max": int(ages.max()) if ages.size else 0,
+            "stale_tokens": int(self.stale.sum()),
+            "unversioned_tokens": self.unversioned,
+        }
+
+
+def _version_order(v: str):
+    return (0, int(v), "") if v.lstrip("-").isdigit() else (1, 0, v)
+
+
+def off_policy(rows: Batch, proximal: torch.Tensor, stale: np.ndarray, cap: float):
+    """Decoupled PPO (AReaL) on the stale tokens: their ratio is taken against the proximal policy (the weights the
+    step starts from, `proximal` = their logprobs) and the loss weighted by min(exp(proximal - sampling), cap), the
+    truncated importance weight of the policy that sampled them. Fresh tokens (sampled by the weights the step starts
+    from) keep ratio against their sampling logprobs and weight 1: a synchronous step is plain PPO.
+    Returns (old logprobs, behaviour weights, |proximal - sampling| per token)."""
+    behaviour = torch.from_numpy(rows.logprobs.copy()).to(proximal.dtype)
+    mask = torch.from_numpy(stale)
+    old = torch.where(mask, proximal, behaviour)
+    weights = torch.where(mask, torch.clamp(torch.exp(proximal - behaviour), max=cap), torch.ones_like(behaviour))
+    return old, weights, (proximal - behaviour).abs()
 
 
 def merged_tree(step: "Step"):
@@ -224,6 +284,8 @@ class Step:
         self.temps: List[np.ndarray] = []
         self.reports: List[dict] = []
         self.rewards: Dict[str, float] = {}  # rollout id → reward
+        self.tasks: Dict[str, str] = {}  # rollout id → task
+        self.waited_ms = 0.0  # the trainer's idle time: waiting for the step's batches
 
     def add(self, batch: Batch, temps: np.ndarray, report: dict) -> None:
         self.batches.append(batch)
@@ -231,6 +293,13 @@ class Step:
         self.reports.append(report)
         for info in batch.row_info:
             self.rewards[info.rollout_id] = info.reward
+            self.tasks[info.rollout_id] = info.task
+
+    def reward_by_task(self) -> Dict[str, float]:
+        by: Dict[str, List[float]] = {}
+        for rollout, reward in self.rewards.items():
+            by.setdefault(self.tasks[rollout], []).append(reward)
+        return {task: float(np.mean(r)) for task, r in sorted(by.items())}
 
 
 def consistency(step: Step) -> dict:
@@ -270,7 +339,9 @@ def main(argv=None):
     p.add_argument("--max-len", type=int, default=64, help="the model's positions (prompt + completion)")
     p.add_argument("--alphabet", default=DEFAULT_ALPHABET, help="the characters that are the model's tokens")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: the same numbers on every run)")
-    p.add_argument("--importance-cap", type=float, default=2.0)
+    p.add_argument("--importance-cap", type=float, default=2.0, help="cap of the truncated importance weights (reported to the core; stale tokens' behaviour weights)")
+    p.add_argument("--async", dest="run_async", action="store_true", help="rollouts run while the trainer trains: each update pauses the gateways through the core (PausePolicy; the core needs --gateway-api), swaps the served weights and resumes them with the new version (ResumePolicy)")
+    p.add_argument("--update-mode", choices=PAUSE_MODES, default="abort", help="with --async: how the gateways pause running answers for an update (abort: continued after it, every token's version exact)")
     p.add_argument("--layout", choices=["rows", "tree"], default="", help="the batches' layout (default: the core's): tree trains each rollout's token trie once, with tree attention")
     p.add_argument("--save", help="write the final weights here (torch.save of the state dict)")
     p.add_argument("--json", action="store_true", help="one JSON line per step (and one when serving starts)")
@@ -308,6 +379,8 @@ def main(argv=None):
     inbox: "queue.Queue" = queue.Queue()
     tls = dict(tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key)
     client = TrainerClient(args.core, token=args.token, insecure=args.insecure, **tls)
+    if args.run_async:  # calls from now on record version 0, until the first update names 1
+        client.resume_policy(0)
 
     def read():
         try:
@@ -324,12 +397,15 @@ def main(argv=None):
     step = Step()
     try:
         while not args.steps or version < args.steps:
+            waiting = time.perf_counter()
             try:
                 item = inbox.get(timeout=args.step_wait if step.batches else None)
             except queue.Empty:  # the step's last rollouts did not come: train on what came
                 print("torch-trainer: %d of %d rollouts after waiting %gs: training on them"
                       % (len(step.rewards), args.rollouts_per_step, args.step_wait), file=sys.stderr, flush=True)
                 item = TRAIN
+            finally:
+                step.waited_ms += (time.perf_counter() - waiting) * 1000
             if item is None:
                 raise SystemExit("torch-trainer: the core's batch stream ended")
             if isinstance(item, Exception):
@@ -341,7 +417,8 @@ def main(argv=None):
                     continue
                 seen.add(batch.batch_id)
                 temps = token_temperatures(batch)
-                with torch.no_grad():  # the weights that sampled this batch: the served copy's
+                with torch.no_grad():  # the weights the step starts from: the served copy's (in an asynchronous
+                    # loop some tokens were sampled by older versions; Staleness says which)
                     recomputed = batch_logprobs(model, batch, temps).numpy()
                 report = client.report_logprobs(batch.batch_id, recomputed, importance_cap=args.importance_cap)
                 step.add(batch, temps, report)
@@ -350,23 +427,34 @@ def main(argv=None):
 
             t0 = time.perf_counter()
             rows, temps = merged(step)
+            staleness = Staleness(rows, version)
             losses = []
-            for _ in range(args.ppo_epochs):
+            for epoch in range(args.ppo_epochs):
                 optimizer.zero_grad()
                 new, entropy = forward(model, rows, temps)
-                loss = surrogate(rows, new, args.clip, entropy, args.entropy_coef)
+                if epoch == 0:  # before any update of this step: the proximal policy's logprobs
+                    old, weights, dlogp = off_policy(rows, new.detach(), staleness.stale, args.importance_cap)
+                loss = surrogate(rows, new, args.clip, entropy, args.entropy_coef, old=old, behaviour_weights=weights)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
                 losses.append(float(loss.item()))
             client.ack([b.batch_id for b in step.batches])
+            trained_ms = (time.perf_counter() - t0) * 1000
             version += 1
-            policy.load(model.state_dict(), version)
+            t1 = time.perf_counter()
+            if args.run_async:  # rollouts run on meanwhile: the update pauses them through the core and the gateways
+                with client.update_policy(version, args.update_mode):
+                    policy.load(model.state_dict(), version)
+            else:
+                policy.load(model.state_dict(), version)
+            update_ms = (time.perf_counter() - t1) * 1000
 
-            sampled_by = sorted({c.policy_version for b in step.batches for info in b.row_info for c in info.calls})
             rewards = list(step.rewards.values())
             c = consistency(step)
             mask_tokens = sum(int(b.loss_mask.sum()) for b in step.batches)
+            fresh = staleness.trained & ~staleness.stale
+            d = dlogp.numpy()
             record = {
                 "event": "step",
                 "step": version - 1,
@@ -379,19 +467,30 @@ def main(argv=None):
                 "layout": step.batches[0].layout if step.batches else "",
                 "trained_tokens": mask_tokens,
                 "reward_mean": float(np.mean(rewards)),
-                "sampled_by": sampled_by,
+                "exact": sum(1 for r in rewards if r == 1.0),
+                "reward_by_task": step.reward_by_task(),
+                "sampled_by": staleness.versions,
+                **staleness.figures(),
+                # Sampling vs the weights the step starts from: ~0 on tokens their versions call fresh, and not on stale
+                # ones, when every token's version is the weights that sampled it.
+                "fresh_max_abs_dlogp": float(d[fresh].max()) if fresh.any() else 0.0,
+                "stale_mean_abs_dlogp": float(d[staleness.stale].mean()) if staleness.stale.any() else 0.0,
                 "loss": losses,
                 "pearson": c["pearson"],
                 "k3_kl": c["k3_kl"],
                 "abs_diff_p99": c["abs_diff_p99"],
-                "step_ms": (time.perf_counter() - t0) * 1000,
+                "step_ms": trained_ms,
+                "update_ms": update_ms,
+                "waited_ms": step.waited_ms,
+                "at": time.time(),
             }
             say(
                 record,
-                "step %d: %d rollouts, %d rows, %d tokens (%d trained), sampled by policy %s | reward %.3f | "
-                "logprobs vs inference: pearson %.6f, k3 KL %.2e, |dlogp| p99 %.2e | loss %s | now serving version %d"
+                "step %d: %d rollouts, %d rows, %d tokens (%d trained), sampled by policy %s (staleness mean %.2f max %d) | "
+                "reward %.3f | logprobs vs inference: pearson %.6f, k3 KL %.2e, |dlogp| p99 %.2e | loss %s | now serving version %d"
                 % (record["step"], record["rollouts"], record["rows"], record["tokens"], mask_tokens,
-                   ",".join(sampled_by) or "?", record["reward_mean"], c["pearson"] if c["pearson"] is not None else float("nan"),
+                   ",".join(staleness.versions) or "?", record["staleness_mean"], record["staleness_max"], record["reward_mean"],
+                   c["pearson"] if c["pearson"] is not None else float("nan"),
                    c["k3_kl"] or 0.0, c["abs_diff_p99"] or 0.0, " ".join("%+.4f" % x for x in losses), version),
             )
             step = Step()

@@ -5,13 +5,21 @@
 - the surrogate's gradient at ratio 1 is -loss_weight * advantage on trained tokens and 0 elsewhere, and a ratio
   past the clip on the advantage's side gives no gradient;
 - the server answers /v1/completions in vLLM's layout (choice-level prompt_token_ids / token_ids, completions
-  logprobs), text re-encodes to the sampled ids, a seed gives the same sample, and what it does not serve is a 4xx.
+  logprobs), whole or streamed (the stream's chunks join to the whole answer), text re-encodes to the sampled ids, a
+  seed gives the same sample, and what it does not serve is a 4xx;
+- weight updates under running generations as vLLM's /pause and /resume do them: abort ends a stream with an abort
+  chunk (before its first token: the prompt ids still come first), keep freezes a generation and the new weights
+  sample the rest, wait answers once running generations ended; every token records the version that sampled it;
+- a step's staleness comes from its tokens' versions, and stale tokens train against the proximal policy with
+  truncated importance weights while fresh ones train as plain PPO.
 
 Run: python3 -m unittest discover -s clients/python/tests -p test_torch_trainer.py (needs python3-torch).
 """
 import json
 import os
 import sys
+import threading
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -30,7 +38,16 @@ if torch is not None:
     from rlgate_client import load_protos
     from rlgate_client.torch_policy import CharTokenizer, Policy, build_model
     from rlgate_client.torch_server import PolicyServer
-    from rlgate_client.torch_trainer import Step, batch_forward, batch_logprobs, merged, surrogate, token_temperatures
+    from rlgate_client.torch_trainer import (
+        Staleness,
+        Step,
+        batch_forward,
+        batch_logprobs,
+        merged,
+        off_policy,
+        surrogate,
+        token_temperatures,
+    )
     from rlgate_client.trainer import Batch
 
 
@@ -159,6 +176,34 @@ class TorchTrainerTest(unittest.TestCase):
         np.testing.assert_allclose(entropy.grad.numpy(), np.where(batch.loss_mask == 1, -0.05 * batch.loss_weights, 0.0), atol=1e-9)
 
 
+    def test_staleness_and_off_policy_weights_follow_each_tokens_version(self):
+        # Row 0: one call whose answer an update split (tokens 0-1 by version 3, 2-3 by 4); row 1: a call of version 4.
+        batch = make_batch([([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 1, 1]), ([7, 8, 9], [0, 1, 1])])
+        call = batch.row_info[0].calls[0]
+        call.policy_version = "3"
+        call.version_runs.add(start=0, version="3")
+        call.version_runs.add(start=2, version="4")
+        batch.row_info[1].calls[0].policy_version = "4"
+        st = Staleness(batch, current=4)
+        np.testing.assert_array_equal(st.age, [-1, -1, 1, 1, 0, 0, -1, 0, 0])  # -1 on context
+        self.assertEqual(st.versions, ["3", "4"])
+        self.assertEqual(st.figures(), {"staleness_mean": 2 / 6, "staleness_max": 1, "stale_tokens": 2, "unversioned_tokens": 0})
+        proximal = torch.from_numpy(batch.logprobs.copy()) + 0.5
+        old, weights, _ = off_policy(batch, proximal, st.stale, cap=1.5)
+        stale = st.stale
+        np.testing.assert_allclose(old.numpy()[stale], proximal.numpy()[stale])
+        np.testing.assert_allclose(old.numpy()[~stale], batch.logprobs[~stale])
+        np.testing.assert_allclose(weights.numpy()[stale], 1.5)  # exp(0.5) = 1.65, truncated at the cap
+        np.testing.assert_allclose(weights.numpy()[~stale], 1.0)
+        # A synchronous step (every token fresh) is plain PPO: the same loss as without the weights.
+        sync = make_batch([([1, 2, 3], [0, 1, 1])])
+        st = Staleness(sync, current=0)
+        self.assertFalse(st.stale.any())
+        old, weights, _ = off_policy(sync, torch.from_numpy(sync.logprobs.copy()) + 0.3, st.stale, cap=2.0)
+        new = torch.from_numpy(sync.logprobs.copy()) + 0.1
+        self.assertEqual(float(surrogate(sync, new, 0.2, old=old, behaviour_weights=weights)), float(surrogate(sync, new, 0.2)))
+
+
 @unittest.skipIf(torch is None, NO_TORCH)
 class PolicyServerTest(unittest.TestCase):
     def setUp(self):
@@ -171,7 +216,8 @@ class PolicyServerTest(unittest.TestCase):
         self.server.close()
 
     def post(self, path, body):
-        req = urllib.request.Request(self.server.url + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+        data = b"" if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server.url + path, data=data, method="POST", headers={"content-type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=10) as res:
                 return res.status, json.loads(res.read())
@@ -221,13 +267,19 @@ class PolicyServerTest(unittest.TestCase):
         status, models = self.get("/v1/models")
         self.assertEqual(models["data"][0]["id"], "tiny")
         self.assertEqual(models["data"][0]["max_model_len"], 64)
-        self.assertEqual(self.get("/policy")[1], {"model": "tiny", "version": 0})
+        self.assertEqual(self.get("/policy")[1], {"model": "tiny", "version": 0, "paused": False})
         self.policy.load(self.policy.model.state_dict(), 3)
         self.assertEqual(self.get("/policy")[1]["version"], 3)
+        self.assertEqual(self.get("/is_paused")[1], {"is_paused": False})
+        self.assertEqual(self.post("/tokenize", {"prompt": "t1>"})[1]["tokens"], self.tok.encode("t1>"))
+        self.assertEqual(self.post("/detokenize", {"tokens": self.tok.encode("t1>")})[1], {"prompt": "t1>"})
 
     def test_what_it_does_not_serve_is_a_clear_4xx(self):
         cases = [
-            ("/v1/completions", {"prompt": "t0>", "stream": True}, 400, "stream"),
+            ("/v1/completions", {"prompt": "t0>", "stream": True, "n": 2}, 400, "stream"),
+            ("/v1/completions", {"prompt": "t0>", "stream_options": {"include_usage": True}}, 400, "stream"),
+            ("/pause?mode=now", None, 400, "mode must be one of"),
+            ("/tokenize", {"prompt": "hello"}, 400, "outside the model's alphabet"),
             ("/v1/completions", {"prompt": "hello"}, 400, "outside the model's alphabet"),
             ("/v1/completions", {"prompt": [99]}, 400, "outside the vocabulary"),
             ("/v1/completions", {"prompt": ""}, 400, "empty"),
@@ -240,6 +292,108 @@ class PolicyServerTest(unittest.TestCase):
             status, res = self.post(path, body)
             self.assertEqual(status, code, (body, res))
             self.assertIn(text, res["error"]["message"], body)
+
+    def stream(self, body):
+        """The chunks of a streamed completion (an open response: read them with next(); [DONE] ends it)."""
+        req = urllib.request.Request(self.server.url + "/v1/completions", data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"content-type": "application/json"})
+        res = urllib.request.urlopen(req, timeout=10)
+        self.assertEqual(res.headers["content-type"], "text/event-stream")
+
+        def chunks():
+            with res:
+                for line in res:
+                    if line.startswith(b"data: "):
+                        if line.strip() == b"data: [DONE]":
+                            return
+                        yield json.loads(line[6:])
+
+        return chunks()
+
+    def test_a_stream_is_the_whole_answer_a_token_at_a_time(self):
+        body = {"prompt": "t1>", "max_tokens": 8, "temperature": 0.8, "seed": 5, "logprobs": 1, "return_token_ids": True}
+        whole = self.post("/v1/completions", body)[1]["choices"][0]
+        chunks = list(self.stream({**body, "stream_options": {"include_usage": True}}))
+        usage = chunks.pop()
+        self.assertEqual(usage["choices"], [])
+        choices = [c["choices"][0] for c in chunks]
+        self.assertEqual(choices[0]["prompt_token_ids"], self.tok.encode("t1>"))
+        self.assertTrue(all(c["prompt_token_ids"] is None for c in choices[1:]))
+        self.assertTrue(all(len(c["token_ids"]) == 1 for c in choices))
+        self.assertEqual(sum((c["token_ids"] for c in choices), []), whole["token_ids"])
+        self.assertEqual("".join(c["text"] for c in choices), whole["text"])
+        self.assertEqual(sum((c["logprobs"]["token_logprobs"] for c in choices), []), whole["logprobs"]["token_logprobs"])
+        self.assertEqual(sum((c["logprobs"]["text_offset"] for c in choices), []), whole["logprobs"]["text_offset"])
+        self.assertEqual([c["finish_reason"] for c in choices], [None] * (len(choices) - 1) + [whole["finish_reason"]])
+        self.assertEqual(usage["usage"]["completion_tokens"], len(whole["token_ids"]))
+
+    def slow_and_endless(self):
+        """The served model never samples its stop token (every answer runs to max_tokens) and samples a token each
+        20 ms: an update sent after an answer's first token lands in its middle."""
+        with torch.no_grad():
+            self.policy.model.head.bias[self.tok.stop_id] = -1e4
+        sample = self.policy._next
+
+        def slow(*args):
+            time.sleep(0.02)
+            return sample(*args)
+
+        self.policy._next = slow
+
+    def test_an_abort_mode_pause_ends_running_streams_and_new_ones_at_once(self):
+        self.slow_and_endless()
+        body = {"prompt": "t0>", "max_tokens": 40, "seed": 1, "return_token_ids": True}
+        chunks = self.stream(body)
+        first = next(chunks)["choices"][0]
+        self.assertEqual(self.post("/pause?mode=abort", None), (200, {"status": "paused"}))
+        self.assertEqual(self.get("/is_paused")[1], {"is_paused": True})
+        rest = [c["choices"][0] for c in chunks]
+        self.assertEqual(rest[-1]["finish_reason"], "abort")
+        self.assertEqual(rest[-1]["text"], "")
+        ids = first["token_ids"] + sum((c["token_ids"] for c in rest), [])
+        self.assertLess(len(ids), 40)  # ended before max_tokens
+        # The same request again while paused: ended at once, its prompt ids on a chunk before the abort.
+        late = [c["choices"][0] for c in self.stream(body)]
+        self.assertEqual([c["finish_reason"] for c in late], [None, "abort"])
+        self.assertEqual(late[0]["prompt_token_ids"], self.tok.encode("t0>"))
+        self.assertEqual(late[0]["token_ids"], [])
+        # A whole answer is answered as aborted too; after the resume the request samples in full.
+        self.assertEqual(self.post("/v1/completions", body)[1]["choices"][0]["finish_reason"], "abort")
+        self.assertEqual(self.post("/resume", None), (200, {"status": "resumed"}))
+        again = self.post("/v1/completions", body)[1]["choices"][0]
+        self.assertEqual(again["finish_reason"], "length")
+        self.assertEqual(again["token_ids"][: len(ids)], ids)  # the same seed: the same start
+
+    def test_keep_freezes_a_generation_and_the_new_weights_sample_the_rest(self):
+        self.slow_and_endless()
+        tokens = iter(self.policy.generate(self.tok.encode("t0>"), 12, 1.0, self.policy.generator(2, 0)))
+        before = [next(tokens) for _ in range(3)]
+        self.policy.pause("keep")
+
+        def update():
+            time.sleep(0.2)  # the generation is frozen meanwhile
+            self.policy.load(self.policy.model.state_dict(), 1)
+            self.policy.resume()
+
+        threading.Thread(target=update).start()
+        t0 = time.monotonic()
+        after = list(tokens)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.15)
+        self.assertEqual([t.version for t in before], [0, 0, 0])
+        self.assertEqual([t.version for t in after], [1] * 9)
+
+    def test_wait_answers_once_running_generations_ended(self):
+        self.slow_and_endless()
+        chunks = self.stream({"prompt": "t0>", "max_tokens": 30, "seed": 1})
+        next(chunks)
+        paused = []
+        waiter = threading.Thread(target=lambda: paused.append(self.post("/pause?mode=wait", None)))
+        waiter.start()
+        rest = [c["choices"][0] for c in chunks]  # the stream runs to its end: wait does not abort it
+        waiter.join(10)
+        self.assertEqual(rest[-1]["finish_reason"], "length")
+        self.assertEqual(paused, [(200, {"status": "paused"})])
+        self.post("/resume", None)
 
 
 if __name__ == "__main__":
