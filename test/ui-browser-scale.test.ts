@@ -102,7 +102,7 @@ describe("live UI at run scale in headless Chromium", () => {
     await page.type("#filter", "needle");
     await page.waitFor(`document.querySelector('#page-info').textContent === '1–1 of 1'`);
     assert.deepEqual(await rowIds(page), [seededId(7)]);
-    assert.match(await page.evaluate<string>("document.querySelector('#counters').textContent"), /^1 rollouts match/);
+    assert.match(await page.evaluate<string>("document.querySelector('#counters').textContent"), /^1 rollout matches/);
     await page.evaluate(
       "(() => { const f = document.querySelector('#filter'); f.value = 'g-7'; f.dispatchEvent(new Event('input')); })()",
     );
@@ -129,6 +129,13 @@ describe("live UI at run scale in headless Chromium", () => {
     const live = res.json as { key: string; base_urls: { openai: string } };
     await playAgent(live.base_urls.openai, 1, true, { authorization: `Bearer ${live.key}` });
     await page.waitFor(`document.querySelector('#chart-calls').dataset.calls === '${PLAYED * TURNS + 1}'`);
+    // The newest page took the new rollout and the counts followed; the next page goes on where it left off.
+    await page.waitFor("document.querySelector('#page-info').textContent === '1–201 of 3,003'");
+    await page.click("#page-older");
+    await page.waitFor("document.querySelector('#page-info').textContent === '202–401 of 3,003'");
+    assert.equal((await rowIds(page))[0], seededId(SEEDED - 1 - 198));
+    await page.click("#page-newer");
+    await page.waitFor("document.querySelector('#page-info').textContent === '1–200 of 3,003'");
   });
 
   test("a rollout's link opens it, also one far outside the page shown", async () => {

@@ -8,7 +8,7 @@ import { onFirstPage, state } from "./state.js";
 /** @typedef {import("./types.js").Rollout} Rollout */
 /** @typedef {import("./types.js").RolloutPage} RolloutPage */
 
-export const PAGE_SIZE = 200;
+const PAGE_SIZE = 200;
 
 // A load answered after a later one started is dropped: the page shows the latest search.
 let generation = 0;
@@ -44,7 +44,7 @@ async function loadPage(cursor) {
 /** The page shown again (after a reconnect, or a search), from the newest when `fromNewest`. */
 export async function reloadPage(fromNewest = false) {
   if (fromNewest) state.cursors = [];
-  const [rollouts] = await Promise.all([loadPage(state.cursors.at(-1) ?? null), countOpen()]);
+  const [rollouts] = await Promise.all([loadPage(state.cursors.at(-1)?.cursor ?? null), countOpen()]);
   return rollouts;
 }
 
@@ -52,8 +52,9 @@ export async function reloadPage(fromNewest = false) {
 export async function olderPage() {
   const cursor = state.nextCursor;
   if (!cursor) return null;
+  const rows = state.rows.size;
   const rollouts = await loadPage(cursor);
-  if (rollouts) state.cursors.push(cursor);
+  if (rollouts) state.cursors.push({ cursor, rows });
   return rollouts;
 }
 
@@ -61,7 +62,7 @@ export async function olderPage() {
 export async function newerPage() {
   if (onFirstPage()) return null;
   const cursors = state.cursors.slice(0, -1);
-  const rollouts = await loadPage(cursors.at(-1) ?? null);
+  const rollouts = await loadPage(cursors.at(-1)?.cursor ?? null);
   if (rollouts) state.cursors = cursors;
   return rollouts;
 }

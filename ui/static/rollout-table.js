@@ -3,7 +3,6 @@
 // reconstruction is flagged, the pager (which rollouts of how many) and the header's counts.
 import { $, breakCount, breakTitle, el, fmt, input, shortId } from "./dom.js";
 import { state } from "./state.js";
-import { PAGE_SIZE } from "./rollout-list.js";
 
 /** @typedef {import("./types.js").Row} Row */
 
@@ -82,7 +81,7 @@ function callRate() {
 }
 
 function renderPager() {
-  const first = state.cursors.length * PAGE_SIZE;
+  const first = state.cursors.reduce((n, page) => n + page.rows, 0);
   const count = state.rows.size;
   $("#page-info").textContent = count
     ? `${(first + 1).toLocaleString()}–${(first + count).toLocaleString()} of ${state.total.toLocaleString()}`
@@ -111,8 +110,10 @@ export function renderRollouts() {
     $("#rollouts tbody").replaceChildren(...trs);
     $("#rollouts-empty").hidden = state.total > 0 || Boolean(state.query || state.status);
     renderPager();
+    const one = state.total === 1;
+    const searched = state.query || state.status ? (one ? " matches" : " match") : "";
     $("#counters").textContent =
-      `${state.total.toLocaleString()} rollouts${state.query || state.status ? " match" : ""} · ` +
+      `${state.total.toLocaleString()} rollout${one ? "" : "s"}${searched} · ` +
       `${state.open.toLocaleString()} open · ${callRate()} calls/s`;
   });
 }

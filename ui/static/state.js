@@ -15,8 +15,11 @@ export const state = {
   /** The search the page shows: text and status, as the server applies them. */
   query: "",
   status: "",
-  /** Cursors of the pages before the one shown (first page: none), and the next page's. */
-  cursors: /** @type {string[]} */ ([]),
+  /**
+   * How the page shown was reached from the newest: per page turned, its cursor and how many rows the page before it
+   * held (the newest page grows as rollouts are created); none on the newest page. And the next page's cursor.
+   */
+  cursors: /** @type {{ cursor: string, rows: number }[]} */ ([]),
   nextCursor: /** @type {string | null} */ (null),
   selected: /** @type {string | null} */ (null),
   detail: /** @type {Reconstruction | null} */ (null),
