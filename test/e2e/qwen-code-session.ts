@@ -1,13 +1,8 @@
-// The one-prompt Qwen Code session the e2e tests run through rlgate against the sim: where the CLI is, the prompt, the
-// scripted turns that answer it and the settings that keep the CLI offline (QWEN_CODE_NOTES.md says why each is set).
-import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+// The one-prompt Qwen Code session the e2e tests run through rlgate against the sim: the prompt and the scripted turns
+// that answer it. How the CLI is launched (its settings, its offline switches) is the registry's
+// (runner/harnesses/qwen-code.ts; QWEN_CODE_NOTES.md says why each is set).
 import type { ScriptTurn } from "../../sim/index.ts";
 
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-export const QWEN_CLI = join(ROOT, "node_modules", "@qwen-code", "qwen-code", "cli.js");
-export const QWEN_PRESENT = existsSync(QWEN_CLI);
 /** Kill qwen if it has not exited by then (a normal run takes ~10-15 s; qwen retries 5xx for minutes). */
 export const QWEN_TIMEOUT_MS = 120_000;
 
@@ -31,6 +26,3 @@ export const SCRIPT: ScriptTurn[] = [
   SHELL_TURN,
   { reasoning: "The command exited with code 0, so the file is written.", content: FINAL_TEXT },
 ];
-
-// Everything that could reach the network or make side calls is off; see QWEN_CODE_NOTES.md.
-export { QWEN_SETTINGS } from "../../runner/harnesses/qwen-code.ts";

@@ -4,24 +4,14 @@
 // answer is the scripted one; every call is ok, aborted answers were continued, and every sampled token has a version.
 // The session (prompt, script, settings) is test/e2e/qwen-code-session.ts, as qwen-code.test.ts runs it.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { killGroup } from "../../runner/harness-local.ts";
-import { createRollout, postJson, rolloutCalls, startStack, tempDir, type Stack } from "../helpers.ts";
-import { requireInCi } from "../require-in-ci.ts";
-import {
-  FINAL_TEXT,
-  PROMPT,
-  PROOF_FILE,
-  PROOF_TEXT,
-  QWEN_CLI,
-  QWEN_PRESENT,
-  QWEN_SETTINGS,
-  QWEN_TIMEOUT_MS,
-  SCRIPT,
-} from "./qwen-code-session.ts";
+import { harnessDirs, killLiveRuns, runCli } from "../../runner/harness-local.ts";
+import { QWEN_CODE } from "../../runner/harnesses/qwen-code.ts";
+import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "../helpers.ts";
+import { cliSkip, launch } from "./harnesses.ts";
+import { FINAL_TEXT, PROMPT, PROOF_FILE, PROOF_TEXT, QWEN_TIMEOUT_MS, SCRIPT } from "./qwen-code-session.ts";
 
 const cleanup: Array<() => Promise<void> | void> = [];
 after(async () => {
@@ -32,7 +22,7 @@ test(
   "Qwen Code through two weight updates that land mid-answer (abort, keep): one answer each, nothing lost",
   {
     timeout: QWEN_TIMEOUT_MS + 60_000,
-    skip: requireInCi("the qwen CLI (a devDependency: npm install)", QWEN_PRESENT ? null : `qwen absent (${QWEN_CLI})`),
+    skip: cliSkip(QWEN_CODE),
   },
   async () => {
     const stack: Stack = await startStack({
@@ -41,13 +31,8 @@ test(
     });
     cleanup.push(() => stack.close());
     const rollout = await createRollout(stack.gateway.url, { harness: "qwen-code", policy_version: "0" });
-    const dir = tempDir("qwen-update");
-    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-    const workspace = join(dir, "workspace");
-    const home = join(dir, "home");
-    const tmp = join(dir, "tmp");
-    for (const d of [workspace, join(home, ".qwen"), tmp]) mkdirSync(d, { recursive: true });
-    writeFileSync(join(home, ".qwen", "settings.json"), JSON.stringify(QWEN_SETTINGS, null, 2));
+    const dirs = harnessDirs("qwen-update");
+    cleanup.push(() => rmSync(dirs.dir, { recursive: true, force: true }));
 
     // The updates: each of the first two generations, once running in the sim, meets a pause and a resume.
     const modes = ["abort", "keep"] as const;
@@ -66,33 +51,14 @@ test(
       );
     });
 
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env["PATH"] ?? "/usr/bin:/bin",
-      HOME: home,
-      TMPDIR: tmp,
-      TERM: "dumb",
-      NO_COLOR: "1",
-      QWEN_CODE_SYSTEM_SETTINGS_PATH: join(dir, "no-system-settings.json"),
-      QWEN_CODE_SYSTEM_DEFAULTS_PATH: join(dir, "no-system-defaults.json"),
-      QWEN_CODE_DISABLE_PRECONNECT: "1",
-      QWEN_DISABLE_AUTO_TITLE: "1",
-      OPENAI_BASE_URL: rollout.base_urls.openai,
-      OPENAI_API_KEY: "sk-rlgate-e2e",
-      OPENAI_MODEL: "Qwen/Qwen3-8B",
-    };
-    const proc: ChildProcess = spawn(
-      process.execPath,
-      [QWEN_CLI, "-p", PROMPT, "--yolo", "--auth-type", "openai", "-o", "json"],
-      { cwd: workspace, env, stdio: ["ignore", "pipe", "pipe"], detached: true },
-    );
-    cleanup.push(() => killGroup(proc));
-    let stdout = "";
-    let stderr = "";
-    proc.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    proc.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    const timer = setTimeout(() => killGroup(proc), QWEN_TIMEOUT_MS);
-    const code = await new Promise<number | null>((resolve) => proc.on("close", (c) => resolve(c)));
-    clearTimeout(timer);
+    // The registry's Qwen Code launch (its settings and switches), its answer as JSON.
+    const qwen = launch(QWEN_CODE, dirs, rollout, PROMPT, { model: "Qwen/Qwen3-8B" });
+    cleanup.push(killLiveRuns);
+    const { code, stdout, stderr } = await runCli(qwen.command, [...qwen.args, "-o", "json"], {
+      cwd: dirs.workspace,
+      env: qwen.env,
+      timeoutMs: QWEN_TIMEOUT_MS,
+    });
     await Promise.all(updating);
 
     const calls = (await rolloutCalls(stack.gateway.url, rollout.id)).sort((a, b) => a.seq - b.seq);
@@ -100,7 +66,7 @@ test(
       .map((c) => `#${c.seq} ${c.status} ${c.error ?? ""} ${JSON.stringify(c.policyUpdate ?? {})}`)
       .join("\n")}`;
     assert.equal(code, 0, diag);
-    assert.equal(readFileSync(join(workspace, PROOF_FILE), "utf8"), `${PROOF_TEXT}\n`, diag);
+    assert.equal(readFileSync(join(dirs.workspace, PROOF_FILE), "utf8"), `${PROOF_TEXT}\n`, diag);
     const result = (JSON.parse(stdout) as any[]).at(-1);
     assert.equal(result.is_error, false, diag);
     assert.equal(result.result.trim(), FINAL_TEXT, diag);
