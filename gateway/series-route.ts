@@ -27,7 +27,9 @@ export function seriesAnswer(store: Pick<Store, "series" | "lastActivity">, url:
   const points = Math.floor(numberParam(url, "points", DEFAULT_POINTS, MAX_POINTS));
   const lastActivity = store.lastActivity();
   const to = Math.floor(numberParam(url, "to", Math.min(now, (lastActivity ?? now) + 999), Number.MAX_SAFE_INTEGER));
-  const stepS = Math.max(1, Math.ceil(windowS / points));
+  // Windows longer than a minute are whole minutes: read from the store's minutes.
+  const fine = Math.max(1, Math.ceil(windowS / points));
+  const stepS = fine > 60 ? Math.ceil(fine / 60) * 60 : fine;
   const series = store.series(to, stepS * 1000, Math.ceil(windowS / stepS));
   return { from: series[0]!.at, to, stepMs: stepS * 1000, lastActivity, points: series };
 }

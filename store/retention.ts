@@ -210,6 +210,7 @@ export async function sweepRetention(t: StoreTables, retainMs: number, now = Dat
   // Calls without a rollout are stored under "", numbered by a microsecond stamp; series keys are seconds.
   result.unattributedCalls = await sweepKeys(t, t.calls, { start: ["", 0], end: ["", cutoff] }, result);
   result.seriesSeconds = await sweepKeys(t, t.series, { start: 0, end: Math.floor(cutoff / 1e6) }, result);
+  await sweepKeys(t, t.seriesMinutes, { start: 0, end: Math.floor(cutoff / 6e7) }, result);
   result.ms = performance.now() - started;
   return result;
 }

@@ -72,6 +72,10 @@ test("windows: whole seconds up to the one that holds `to`, empty ones kept; per
         [2000, 1, 2],
       ],
     );
+    // Windows of whole minutes come from the minutes table: the same figures.
+    const minute = store.series(T + 59_999, 60_000, 1)[0]!;
+    assert.deepEqual([minute.at, minute.calls, minute.errors, minute.finished, minute.rewardMean], [T, 101, 1, 2, 0.5]);
+    assert.equal(minute.overheadP50, first.overheadP50);
   } finally {
     await store.close();
   }

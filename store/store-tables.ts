@@ -22,8 +22,9 @@ export interface StoreTables {
   branches: Database<true, [string, string]>;
   /** Trainers' agreement figures and replay reports (reports.ts): counted in stats, never removed by retention. */
   reports: Database;
-  /** The charts' per-second figures (series.ts): counted in stats, never removed by retention. */
+  /** The charts' figures per second and per minute (series.ts): removed by retention past its window. */
   series: Database;
+  seriesMinutes: Database;
   /** Drops what the opening process keeps in memory of a removed rollout. */
   forget(rolloutId: string): void;
 }
@@ -43,6 +44,7 @@ const NAMES = {
   branches: "branches",
   reports: "reports",
   series: "call-series",
+  seriesMinutes: "call-series-minutes",
 } as const;
 
 /**

@@ -22,7 +22,7 @@ import {
   type RolloutPage,
   type RolloutPageRequest,
 } from "./rollout-search.ts";
-import { callPoint, lastActivity, readSeries, SeriesRecorder, type SeriesPoint, type SeriesTable } from "./series.ts";
+import { callPoint, lastActivity, readSeries, SeriesRecorder, type SeriesPoint, type SeriesTables } from "./series.ts";
 import { DiskSpace, type DiskSpaceOptions, type StoreFullError } from "./disk-space.ts";
 import type { CallRecord, RolloutRecord } from "./records.ts";
 import type { StoreTables } from "./store-tables.ts";
@@ -161,7 +161,7 @@ export class Store {
    */
   readonly #rolloutsByTime: Database<RolloutIndexEntry, [number, string]>;
   /** Per second: the calls that started and the rollouts that finished in it (series.ts), for the live page's charts. */
-  readonly #series: SeriesTable;
+  readonly #series: SeriesTables;
   readonly #seriesRecorder: SeriesRecorder;
   readonly #keys: Database<string, string>;
   readonly #calls: Database<StoredCall, [string, number]>;
@@ -234,7 +234,10 @@ export class Store {
     // from the store, so no later call is stored as a reference to a call that is not there.
     // Written by the workers of a shared store only: per rollout, its calls in commit order (see unseenCalls).
     this.#callLog = this.#root.openDB({ name: "call-log" });
-    this.#series = this.#root.openDB({ name: "call-series" });
+    this.#series = {
+      seconds: this.#root.openDB({ name: "call-series" }),
+      minutes: this.#root.openDB({ name: "call-series-minutes" }),
+    };
     const recorder = (this.#seriesRecorder = new SeriesRecorder(this.#root, this.#series));
     this.#committer = new CallCommitter(
       this.#root,
@@ -754,7 +757,7 @@ export class Store {
   lastActivity(): number | null {
     this.#seriesRecorder.flush();
     if (this.#shared) this.#root.resetReadTxn();
-    return lastActivity(this.#series);
+    return lastActivity(this.#series.seconds);
   }
 
   /** Resolves once the call is committed; the gateway awaits this before the harness gets its last byte. */
@@ -921,7 +924,8 @@ export class Store {
       consumerState: this.#consumerState,
       branches: this.#branches,
       reports: this.#reportsTable,
-      series: this.#series,
+      series: this.#series.seconds,
+      seriesMinutes: this.#series.minutes,
       forget: (id) => {
         this.#rolloutCache.delete(id);
         this.#catchUpDecoders.delete(id);

@@ -37,9 +37,14 @@ export function seriesChanged() {
   changed = true;
 }
 
-/** Every few seconds: read again what changed, or what the passing time moved. */
+/**
+ * Every few seconds: read again what changed, or what the passing time moved. A long window is read less often (a
+ * week is up to 604,800 stored seconds): at most once per 1/600 of it.
+ */
 export function tickSeries() {
-  if (changed || Date.now() - loadedAt > IDLE_REFRESH_MS) loadSeries().catch(() => {});
+  const since = Date.now() - loadedAt;
+  const every = (Number(input("#series-window").value) * 1000) / 600;
+  if ((changed && since >= every) || since > Math.max(IDLE_REFRESH_MS, every)) loadSeries().catch(() => {});
 }
 
 /** @param {number} ms */
