@@ -163,6 +163,17 @@ describe("Gemini request → chat completion", () => {
 
   test("structured output: responseJsonSchema (or responseSchema) and the JSON mime type", () => {
     const schema = { type: "object", properties: { reasoning: { type: "string" } } };
+    // Gemini CLI's routing call: a response schema in Google's upper-case words under responseJsonSchema.
+    assert.deepEqual(
+      chat({
+        contents: [{ parts: [{ text: "x" }] }],
+        generationConfig: {
+          responseMimeType: "application/json",
+          responseJsonSchema: { type: "OBJECT", properties: { reasoning: { type: "STRING" } } },
+        },
+      })["response_format"],
+      { type: "json_schema", json_schema: { name: "response", schema } },
+    );
     assert.deepEqual(
       chat({ contents: [{ parts: [{ text: "x" }] }], generationConfig: { responseJsonSchema: schema } })[
         "response_format"

@@ -292,10 +292,11 @@ function applyGenerationConfig(config: Json, chat: Json, warnings: string[]): vo
       throw invalid("generationConfig.stopSequences", "expected an array of strings");
     chat["stop"] = stop;
   }
+  // Gemini CLI writes its responseJsonSchema with Google's upper-case type names too (`"type": "OBJECT"`), which
+  // Google accepts and a guided-decoding backend refuses: both are read as Google's schema.
   const schema = config["responseJsonSchema"] ?? config["responseSchema"];
   if (schema != null) {
-    const json = config["responseJsonSchema"] != null ? schema : jsonSchemaOf(schema);
-    chat["response_format"] = { type: "json_schema", json_schema: { name: "response", schema: json } };
+    chat["response_format"] = { type: "json_schema", json_schema: { name: "response", schema: jsonSchemaOf(schema) } };
   } else if (config["responseMimeType"] === "application/json") chat["response_format"] = { type: "json_object" };
   for (const key of UNSUPPORTED_CONFIG) {
     if (config[key] != null) warnings.push(`generationConfig.${key}: not applied by a chat-completions upstream`);

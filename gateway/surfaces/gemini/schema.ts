@@ -1,11 +1,15 @@
 // Gemini's `parameters` are an OpenAPI 3.0 Schema object as Google writes it (`type: "OBJECT"`, `nullable`,
 // `propertyOrdering`); a chat-completions upstream renders JSON Schema into the model's prompt. The same schema in
 // JSON Schema's words: type names in lower case, `nullable: true` as a "null" type beside the others, Google's own
-// ordering hint left out. `parametersJsonSchema` is JSON Schema already and goes as it is.
+// ordering hint left out. `parametersJsonSchema` is JSON Schema already and goes as it is; response schemas are read
+// this way whichever field holds them (request.ts).
 import { isObject, type Json } from "../../upstream/fields.ts";
 
 /** Nested schemas deeper than this are not rewritten (the request body's depth is bounded before; this bounds work). */
 const MAX_DEPTH = 64;
+
+/** Keywords whose values are data, not schemas: kept as they are. */
+const VALUES = new Set(["enum", "required", "example", "examples", "default", "const"]);
 
 function typeName(value: unknown): unknown {
   return typeof value === "string" ? value.toLowerCase() : value;
@@ -20,7 +24,7 @@ export function jsonSchemaOf(schema: unknown, depth = 0): unknown {
     if (key === "type") out[key] = Array.isArray(value) ? value.map(typeName) : typeName(value);
     else if (key === "properties" && isObject(value))
       out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, jsonSchemaOf(sub, depth + 1)]));
-    else if (key === "enum" || key === "required" || key === "example" || key === "default") out[key] = value;
+    else if (VALUES.has(key)) out[key] = value;
     else out[key] = isObject(value) || Array.isArray(value) ? jsonSchemaOf(value, depth + 1) : value;
   }
   if (schema["nullable"] === true && typeof out["type"] === "string") out["type"] = [out["type"], "null"];
