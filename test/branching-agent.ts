@@ -1,6 +1,15 @@
 // The scripted client of the branching tests: a tool-using agent over the chat API, whole or streamed.
 import assert from "node:assert/strict";
-import { createRollout, postJson, readSse, streamedMessage, TOOLS } from "./helpers.ts";
+import {
+  createRollout,
+  postJson,
+  readSse,
+  rolloutCalls,
+  streamedMessage,
+  TOOLS,
+  type CreatedRollout,
+  type Stack,
+} from "./helpers.ts";
 
 export type Message = Record<string, any>;
 
@@ -56,4 +65,26 @@ export async function scriptedBackbones(url: string): Promise<Record<string, { i
     backbones[String(stream)] = { id: r.id, answers: run.answers };
   }
   return backbones;
+}
+
+/**
+ * A backbone run of an SDK-driven agent (three calls), finished, then a branch of it at call 2 run by the same agent:
+ * both runs' answers, which of the branch's calls were replays, and how many requests the upstream got meanwhile.
+ */
+export async function backboneThenBranch<T>(
+  stack: Stack,
+  baseOf: (rollout: CreatedRollout) => string,
+  agent: (base: string) => Promise<T[]>,
+): Promise<{ first: T[]; again: T[]; replayed: boolean[]; upstreamRequests: number }> {
+  const url = stack.gateway.url;
+  const backbone = await createRollout(url, {});
+  const first = await agent(baseOf(backbone));
+  assert.equal(first.length, 3);
+  await finish(url, backbone.id, 1);
+  const branch = await createRollout(url, { branch: { of: backbone.id, at_call: 2 } });
+  const before = stack.sim.stats.requests;
+  const again = await agent(baseOf(branch));
+  const upstreamRequests = stack.sim.stats.requests - before;
+  const replayed = (await rolloutCalls(url, branch.id)).map((c) => c.replayOf !== undefined);
+  return { first, again, replayed, upstreamRequests };
 }

@@ -3,7 +3,8 @@
 import { GoogleGenAI, type Content, type GenerateContentResponse, type Part } from "@google/genai";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { AGENT_SCRIPT, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { backboneThenBranch } from "./branching-agent.ts";
+import { AGENT_SCRIPT, startStack, type Stack } from "./helpers.ts";
 
 const MODEL = "gemini-2.5-flash";
 const TOOLS = [
@@ -55,23 +56,16 @@ describe("branch replays on the Gemini surface", () => {
 
   for (const stream of [false, true]) {
     test(`${stream ? "streamed" : "whole"}: the SDK reads the backbone's responses, ids and all; only the point goes upstream`, async () => {
-      const url = stack.gateway.url;
-      const backbone = await createRollout(url, {});
-      const first = await agent(backbone.base_urls.anthropic, stream);
-      assert.equal(first.length, 3);
-      assert.equal((await postJson(`${url}/api/rollouts/${backbone.id}/finish`, { reward: 1 })).status, 200);
-      const branch = await createRollout(url, { branch: { of: backbone.id, at_call: 2 } });
-      const before = stack.sim.stats.requests;
-      const again = await agent(branch.base_urls.anthropic, stream);
-      assert.equal(again.length, 3);
-      assert.deepEqual(again.slice(0, 2), first.slice(0, 2));
-      const calls = await rolloutCalls(url, branch.id);
-      assert.deepEqual(
-        calls.map((c) => c.replayOf !== undefined),
-        [true, true, false],
+      const run = await backboneThenBranch(
+        stack,
+        (r) => r.base_urls.anthropic,
+        (base) => agent(base, stream),
       );
       // Upstream: the three counts (/tokenize: nothing generated, never replayed) and the point's generation only.
-      assert.equal(stack.sim.stats.requests - before, 3 + 1);
+      assert.equal(run.upstreamRequests, 3 + 1);
+      assert.equal(run.again.length, 3);
+      assert.deepEqual(run.again.slice(0, 2), run.first.slice(0, 2));
+      assert.deepEqual(run.replayed, [true, true, false]);
     });
   }
 });

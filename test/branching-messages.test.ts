@@ -3,7 +3,8 @@
 import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { AGENT_SCRIPT, createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
+import { backboneThenBranch } from "./branching-agent.ts";
+import { AGENT_SCRIPT, startStack, type Stack } from "./helpers.ts";
 
 const TOOLS = [
   {
@@ -44,21 +45,14 @@ describe("branch replays on the Messages surface", () => {
 
   for (const stream of [false, true]) {
     test(`${stream ? "streamed" : "whole"}: the SDK reads the backbone's messages, ids and all; only the point goes upstream`, async () => {
-      const url = stack.gateway.url;
-      const backbone = await createRollout(url, {});
-      const first = await agent(backbone.base_urls.anthropic, stream);
-      assert.equal(first.length, 3);
-      assert.equal((await postJson(`${url}/api/rollouts/${backbone.id}/finish`, { reward: 1 })).status, 200);
-      const branch = await createRollout(url, { branch: { of: backbone.id, at_call: 2 } });
-      const before = stack.sim.stats.requests;
-      const again = await agent(branch.base_urls.anthropic, stream);
-      assert.equal(stack.sim.stats.requests - before, 1);
-      assert.deepEqual(again.slice(0, 2), first.slice(0, 2));
-      const calls = await rolloutCalls(url, branch.id);
-      assert.deepEqual(
-        calls.map((c) => c.replayOf !== undefined),
-        [true, true, false],
+      const run = await backboneThenBranch(
+        stack,
+        (r) => r.base_urls.anthropic,
+        (base) => agent(base, stream),
       );
+      assert.equal(run.upstreamRequests, 1);
+      assert.deepEqual(run.again.slice(0, 2), run.first.slice(0, 2));
+      assert.deepEqual(run.replayed, [true, true, false]);
     });
   }
 });
