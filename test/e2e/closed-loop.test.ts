@@ -11,7 +11,14 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { test } from "node:test";
-import { formatFigure, runClosedLoop, torchTrainerMissing } from "../../scripts/closed-loop.ts";
+import {
+  formatFigure,
+  rewardWindows,
+  runClosedLoop,
+  torchTrainerMissing,
+  type ClosedLoopOptions,
+  type ClosedLoopResult,
+} from "../../scripts/closed-loop.ts";
 import { ROOT } from "../helpers.ts";
 import { requireInCi } from "../require-in-ci.ts";
 
@@ -38,25 +45,36 @@ test(
 
 const STEPS = 16;
 const WINDOW = 4;
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** The bounded loop every case runs: one target, groups of 16, STEPS steps; its figure printed. */
+async function smallLoop(options: Partial<ClosedLoopOptions>): Promise<ClosedLoopResult> {
+  const result = await runClosedLoop({
+    steps: STEPS,
+    n: 16,
+    targets: ["2718"],
+    seed: 0,
+    python,
+    timeoutMs: 240_000,
+    ...options,
+  });
+  console.log(formatFigure(result, WINDOW));
+  assert.equal(result.steps.length, STEPS);
+  return result;
+}
+
+/** The mean reward must rise by `by` from the first WINDOW steps to the last. */
+function assertRewardRises(result: ClosedLoopResult, by: number): void {
+  const { first, last } = rewardWindows(result, WINDOW);
+  assert.ok(last >= first + by, `mean reward: first ${WINDOW} steps ${first}, last ${WINDOW} steps ${last}`);
+}
 
 for (const layout of ["rows", "tree"] as const) {
   test(
     `the trainer's own policy samples through the gateway, trains on the core's batches and gets better (${layout} layout)`,
     { skip, timeout: 300_000 },
     async () => {
-      const result = await runClosedLoop({
-        steps: STEPS,
-        n: 16,
-        targets: ["2718"],
-        seed: 0,
-        python,
-        timeoutMs: 240_000,
-        layout,
-      });
-      console.log(formatFigure(result, WINDOW));
+      const result = await smallLoop({ layout });
       const { steps } = result;
-      assert.equal(steps.length, STEPS);
 
       // The policy that sampled is the policy that trains: the same float32 logprobs before the first update.
       assert.ok(steps[0]!.pearson >= 0.999, `pearson r at step 0: ${steps[0]!.pearson}`);
@@ -72,10 +90,7 @@ for (const layout of ["rows", "tree"] as const) {
         assert.equal(s.tokens, s.rowTokens);
         for (const l of s.loss) assert.ok(Number.isFinite(l));
       }
-
-      const first = mean(steps.slice(0, WINDOW).map((s) => s.reward));
-      const last = mean(steps.slice(-WINDOW).map((s) => s.reward));
-      assert.ok(last >= first + 0.25, `mean reward: first ${WINDOW} steps ${first}, last ${WINDOW} steps ${last}`);
+      assertRewardRises(result, 0.25);
     },
   );
 }
@@ -84,19 +99,8 @@ test(
   "asynchronous: rollouts run while the trainer trains, updates pause and resume the gateway, every token has its version",
   { skip, timeout: 300_000 },
   async () => {
-    const result = await runClosedLoop({
-      steps: STEPS,
-      n: 16,
-      targets: ["2718"],
-      seed: 0,
-      python,
-      timeoutMs: 240_000,
-      async: true,
-      lag: 1,
-    });
-    console.log(formatFigure(result, WINDOW));
+    const result = await smallLoop({ async: true, lag: 1 });
     const { steps } = result;
-    assert.equal(steps.length, STEPS);
     // Every update went through the gateway's pause and resume; no harness saw an aborted answer, none was lost.
     assert.equal(result.pauses, STEPS);
     assert.equal(result.abortsSeen, 0);
@@ -120,8 +124,6 @@ test(
       steps.some((s) => s.staleTokens > 0),
       "no step trained a stale token",
     );
-    const first = mean(steps.slice(0, WINDOW).map((s) => s.reward));
-    const last = mean(steps.slice(-WINDOW).map((s) => s.reward));
-    assert.ok(last >= first + 0.2, `mean reward: first ${WINDOW} steps ${first}, last ${WINDOW} steps ${last}`);
+    assertRewardRises(result, 0.2);
   },
 );
