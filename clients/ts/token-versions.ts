@@ -7,13 +7,15 @@ import type { TrainingBatch } from "./batch.ts";
 export function tokenVersions(batch: TrainingBatch): Array<string | null> {
   const rowOf = batch.tree ? (t: number) => batch.tree!.tokenRows[t]! : rowsLookup(batch.offsets);
   // A call's trained tokens counted in token order: per row in `rows` (each row its own copy), per call in `tree`
-  // (every sampled token once, depth-first order keeps a call's tokens in order).
+  // (every sampled token once, depth-first order keeps a call's tokens in order). Call seqs are a rollout's own: the
+  // tree's key names the rollout too, or the rollouts of a batch would count their calls' tokens together.
   return versionsByCall(batch.tokenIds.length, batch.lossMask, (t) => {
     const c = batch.callIndex[t]!;
     if (c < 0) return null;
     const row = rowOf(t);
     const call = batch.rowInfo[row]?.calls[c];
-    return call ? { call, key: batch.tree ? `${call.seq}` : `${row}:${call.seq}` } : null;
+    if (!call) return null;
+    return { call, key: batch.tree ? `${batch.rowInfo[row]!.rolloutId}:${call.seq}` : `${row}:${call.seq}` };
   });
 }
 

@@ -32,8 +32,9 @@ def token_versions(batch) -> List[Optional[str]]:
         if not runs or int(batch.loss_mask[t]) != 1:
             out[t] = call.policy_version
             continue
-        # Trained tokens counted in order: per row in `rows` (each row its own copy), per call in `tree`.
-        key = call.seq if tree else (r, call.seq)
+        # Trained tokens counted in order: per row in `rows` (each row its own copy), per call in `tree`. Call
+        # seqs are a rollout's own: the tree's key names the rollout too, or a batch's rollouts would count together.
+        key = (batch.row_info[r].rollout_id, call.seq) if tree else (r, call.seq)
         k = seen.get(key, 0)
         seen[key] = k + 1
         version = runs[0].version
