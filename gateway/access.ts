@@ -38,7 +38,7 @@ export function checkHarnessAccess(
   }
   throw new GatewayError(
     "RLGATE_UNAUTHORIZED",
-    "this gateway requires the rollout's key on every harness call: send 'Authorization: Bearer rlk_…' or 'x-api-key: rlk_…' (the key POST /api/rollouts returned)",
+    "this gateway requires the rollout's key on every harness call: send 'Authorization: Bearer rlk_…', 'x-api-key: rlk_…' or, from a Gemini client, 'x-goog-api-key: rlk_…' (the key POST /api/rollouts returned)",
   );
 }
 
