@@ -1,8 +1,8 @@
 // A trainer's weight update through the core (trainer.proto PausePolicy / ResumePolicy): relayed to the control API
 // of every gateway the core was given (`rlgate core --gateway-api`), POST /api/policy/pause and /resume with the
 // gateways' token, which are idempotent there; a resume's version becomes the core's current version (staleness).
-// A pause is all or nothing: one that a gateway refuses (or does not answer) is undone at the others, so a trainer
-// never updates weights under a fleet that is only partly paused.
+// A pause is all or nothing: one that a gateway refuses (or does not answer) is undone at every gateway, so a trainer
+// never updates weights under a fleet that is only partly paused, nor is one left paused by an update that failed.
 import {
   LinkError,
   type GatewayPolicy,
@@ -55,10 +55,9 @@ export class PolicyRelay {
     const results = await Promise.allSettled(urls.map((url) => this.#post(url, "pause", body)));
     const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${urls[i]}: ${reason(r.reason)}`] : []));
     if (failed.length) {
-      // Undone where it was taken (a resume without a version), so no gateway stays paused by a failed update.
-      await Promise.allSettled(
-        urls.filter((_, i) => results[i]!.status === "fulfilled").map((url) => this.#post(url, "resume", {})),
-      );
+      // Undone everywhere (a resume without a version, idempotent), so no gateway stays paused by a failed update: at
+      // a gateway that failed too, for a failure may have come after it paused (its answer lost on the way).
+      await Promise.allSettled(urls.map((url) => this.#post(url, "resume", {})));
       throw new LinkError("RLGATE_UNAVAILABLE", `the pause was refused and undone: ${failed.join("; ")}`);
     }
     return this.#state(
