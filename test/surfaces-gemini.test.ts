@@ -345,6 +345,33 @@ for (const prompts of ["messages", "tokens"] as const) {
   });
 }
 
+describe("Gemini on a gateway that requires rollout keys", () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ gateway: { modelMap: "gemini-*=Qwen/Qwen3-8B", requireKey: true } });
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  test("the SDK's key (x-goog-api-key) is the rollout key; without it, Google's 401", async () => {
+    const rollout = await createRollout(stack.gateway.url);
+    const answer = await client(stack.gateway.url, rollout.key).models.generateContent({
+      model: MODEL,
+      contents: "Hi",
+    });
+    assert.equal(answer.candidates?.[0]?.finishReason, "STOP");
+    assert.equal((await rolloutCalls(stack.gateway.url, rollout.id)).length, 1);
+    await assert.rejects(
+      client(rollout.base_urls.anthropic, "AIza-not-a-rollout-key").models.generateContent({
+        model: MODEL,
+        contents: "Hi",
+      }),
+      (error: unknown) => error instanceof ApiError && error.status === 401 && /x-goog-api-key/.test(error.message),
+    );
+  });
+});
+
 describe("Gemini errors (Google's shape)", () => {
   let stack: Stack;
   before(async () => {
