@@ -3,9 +3,10 @@
 // core's batches, serves the new weights each step) and the one-tool harness (examples/closed-loop/harness.py) that
 // drives rollouts through the gateway. Prints reward per step and the training–inference Pearson r.
 //
-//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--layout rows|tree] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
+//   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--layout rows|tree] [--concurrency 4] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
 //   npm run closed-loop -- --async [--lag 1] [--update-mode abort|wait|keep]   rollouts keep running while the trainer
-//                                   trains; each update pauses and resumes through the gateway (docs/trainers.md)
+//                                   trains; each update pauses and resumes the gateway through the core's gRPC
+//                                   PausePolicy / ResumePolicy (docs/trainers.md)
 //   npm run closed-loop -- --compare   the synchronous loop, then the asynchronous one: wall times side by side
 //
 // runClosedLoop is what test/e2e/closed-loop.test.ts runs (smaller). Debian's python3-torch, python3-grpcio,
