@@ -40,6 +40,19 @@ function scriptingOf(harness: Harness, o: CheckOptions): HarnessScripting {
   };
 }
 
+/**
+ * The model the harness is given: --model, or, for a preset that puts the name in the URL's path (Gemini CLI), its own
+ * name mapped to the sim's (a served name's '/' would not route).
+ */
+function modelOf(harness: Harness, o: CheckOptions, defaulted: boolean): { model: string; modelMap?: string } {
+  if (defaulted && harness.modelInPath && harness.ownModel)
+    return {
+      model: harness.ownModel.name,
+      modelMap: o.modelMap ?? `${harness.ownModel.pattern}=${SERVED_MODEL}`,
+    };
+  return { model: o.model, modelMap: o.modelMap };
+}
+
 /** A hint when the harness never offered the tool the script calls (the usual reason a custom command fails). */
 export function toolHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
   const shell = scripting.shell("true").name;
@@ -80,8 +93,9 @@ export function harnessCheckCommand(): Command {
     .option("--model-map <map>", "serve's --model-map, for a harness that asks for its own model names")
     .option("--timeout <seconds>", "stop a run of the harness after this long", (v) => Number(v), 240)
     .option("--verbose", "print the tail of each run's output", false)
-    .action(async (spec: string, serveArgs: string[], o: CheckOptions) => {
+    .action(async (spec: string, serveArgs: string[], o: CheckOptions, command: Command) => {
       const harness = resolveHarness(spec);
+      const { model, modelMap } = modelOf(harness, o, command.getOptionValueSource("model") === "default");
       const scripting = scriptingOf(harness, o);
       const sessions = o.sessions.split(",");
       const modes = o.prompts.split(",");
@@ -113,8 +127,8 @@ export function harnessCheckCommand(): Command {
             const result = await runSession(harness, label, plan, {
               serveArgs: ["--prompts", mode, ...serveArgs],
               timeoutMs: o.timeout * 1000,
-              model: o.model,
-              modelMap: o.modelMap,
+              model,
+              modelMap,
               verbose: o.verbose,
             });
             rows.push(result.row);
