@@ -141,8 +141,10 @@ export class ContinuedCompletion implements UpstreamAnswer {
           if (Array.isArray(ids)) for (const id of ids) sampled.push(id as number);
           if (choice["finish_reason"] === "abort") {
             interrupted = true;
-            // Tokens the abort chunk still carries go on; its finish does not.
-            if (!(Array.isArray(ids) && ids.length > 0) && !choice["text"]) continue;
+            // Tokens the abort chunk still carries go on; its finish does not. An abort before the first token is
+            // the first request's only event and holds the prompt ids, which the harness (and the record) reads once.
+            const carriesPromptIds = !rewrite && choice["prompt_token_ids"] !== undefined;
+            if (!(Array.isArray(ids) && ids.length > 0) && !choice["text"] && !carriesPromptIds) continue;
             choice["finish_reason"] = null;
             out.push(event(JSON.stringify(rewrite ? continuationChunk(chunk, firstId) : chunk)));
             continue;
