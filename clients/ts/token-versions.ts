@@ -6,23 +6,20 @@ import type { TrainingBatch } from "./batch.ts";
 
 export function tokenVersions(batch: TrainingBatch): Array<string | null> {
   const rowOf = batch.tree ? (t: number) => batch.tree!.tokenRows[t]! : rowsLookup(batch.offsets);
-  // A call's trained tokens counted in token order: per row in `rows` (each row its own copy), per call in `tree`
-  // (every sampled token once, depth-first order keeps a call's tokens in order). Call seqs are a rollout's own: the
-  // tree's key names the rollout too, or the rollouts of a batch would count their calls' tokens together.
+  // A call's runs are over its trained tokens in the row that trains them (the core writes them so per row): in
+  // `tree` a trained token's row is the one it takes its fields from, and depth-first order keeps its tokens in order.
   return versionsByCall(batch.tokenIds.length, batch.lossMask, (t) => {
     const c = batch.callIndex[t]!;
     if (c < 0) return null;
     const row = rowOf(t);
     const call = batch.rowInfo[row]?.calls[c];
-    if (!call) return null;
-    return { call, key: batch.tree ? `${batch.rowInfo[row]!.rolloutId}:${call.seq}` : `${row}:${call.seq}` };
+    return call ? { call, key: `${row}:${c}` } : null;
   });
 }
 
 /**
  * The version of each of `n` tokens (visited in order), given each token's call (null: context) and the key its call's
- * trained tokens are counted under (the runs' `start` counts them). The rule every view of versions shares: the core's
- * staleness judges a row's tokens by it too.
+ * trained tokens are counted under (the runs' `start` counts them).
  */
 export function versionsByCall(
   n: number,

@@ -23,7 +23,7 @@ import {
 import { bytesOf, concatTyped, float32s, int32s, uint8s, type CallInfo } from "../../protocol/index.ts";
 import type { GroupContext, PendingRollout, ReadyRow, RowRouting, RowSignal } from "./core-store.ts";
 import { buildTreeSpec } from "./tree-spec.ts";
-import { callsAfterMasking, isStale, rowStaleness, rowVersions, type StalenessRule } from "./staleness.ts";
+import { isStale, rowStaleness, rowVersions, trainedRuns, type StalenessRule } from "./staleness.ts";
 
 export type DropReason =
   "infra_error" | "oversize" | "flagged" | "no_reward" | "zero_variance" | "overlong" | "overlong_masked" | "stale";
@@ -93,10 +93,9 @@ interface Traj {
   routing: RowRouting | null;
 }
 
-/** A trajectory with its tokens' versions, and whether stale tokens left its loss mask (--stale mask). */
+/** A trajectory with its tokens' versions. */
 interface JudgedTraj extends Traj {
   versions: Array<string | null>;
-  versionsMasked?: boolean;
 }
 
 function trainedTrajectories(r: PendingRollout, keptIndex: number): Traj[] {
@@ -281,7 +280,7 @@ export async function groupAdvantages(
       dropped.push({ rolloutId: r.rolloutId, reason: "overlong_masked" });
     });
   }
-  // Each trajectory's token versions, read by the loss mask the gateway gave (the runs count its trained tokens).
+  // Each trajectory's token versions, by their places in their calls' answers.
   let staleMasked = 0;
   const trajs = kept.flatMap((r, k) =>
     trainedTrajectories(r, k).map((t): JudgedTraj => {
@@ -290,9 +289,8 @@ export async function groupAdvantages(
       if (rule?.mode !== "mask") return { ...t, versions };
       // Stale tokens out of the loss, as context; the rollout stays in its group's statistics.
       const lossMask = t.lossMask.map((m, i) => (m === 1 && isStale(versions[i]!, rule) ? 0 : m));
-      const gone = t.lossMask.reduce((n, m, i) => n + m - lossMask[i]!, 0);
-      staleMasked += gone;
-      return { ...t, versions, lossMask, versionsMasked: gone > 0 };
+      staleMasked += t.lossMask.reduce((n, m, i) => n + m - lossMask[i]!, 0);
+      return { ...t, versions, lossMask };
     }),
   );
   const lossMask = concatTyped(
@@ -335,7 +333,8 @@ export async function groupAdvantages(
     const r = t.rollout;
     const own = rowCalls(t);
     const { callIndex } = own;
-    const calls = t.versionsMasked ? callsAfterMasking(own.calls, callIndex, t.versions, t.lossMask) : own.calls;
+    // The runs as a trainer reads them: over this row's trained tokens of each call.
+    const calls = trainedRuns(own.calls, callIndex, t.versions, t.lossMask);
     const last = calls[calls.length - 1];
     rows.push({
       rolloutId: r.rolloutId,

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CurrentVersion, versionNumber } from "./policy-version.ts";
-import { callsAfterMasking, isStale, rowStaleness, rowVersions } from "./staleness.ts";
+import { trainedRuns, isStale, rowStaleness, rowVersions } from "./staleness.ts";
 
 test("a version is the number it ends with; one without none", () => {
   assert.deepEqual(["42", "v42", "step-42", "ckpt_7b_0003", "", "main", "9".repeat(20)].map(versionNumber), [
@@ -54,7 +54,7 @@ test("a row's versions, staleness, and its runs re-counted over the tokens still
   const rule = { maxStaleness: 2, mode: "mask" as const, current: 4 };
   assert.deepEqual(rowStaleness(versions, mask, rule), { staleness: 3, staleTokens: 2 });
   const masked = Uint8Array.from(mask, (m, t) => (m && isStale(versions[t]!, rule) ? 0 : m));
-  const after = callsAfterMasking(calls, callIndex, versions, masked);
+  const after = trainedRuns(calls, callIndex, versions, masked);
   assert.deepEqual(after[0]!.versionRuns, [{ start: 0, version: "4" }]);
   assert.equal(after[1], calls[1], "a call without runs is left as it is");
   assert.deepEqual(rowStaleness(rowVersions(after, callIndex, masked), masked, rule), { staleness: 0, staleTokens: 0 });

@@ -10,7 +10,6 @@
 // - drop: a rollout with any stale trained token leaves its group (advantage and loss), counted `stale`. The
 //   strictest bound: the trainer never sees a token older than current − K, at the cost #822 describes.
 // Tokens whose version has no number (policy-version.ts) are never stale.
-import { versionsByCall } from "../../clients/ts/token-versions.ts";
 import type { CallInfo, VersionRun } from "../../protocol/index.ts";
 import { versionNumber } from "./policy-version.ts";
 
@@ -25,16 +24,26 @@ export interface StalenessRule {
   current: number | null;
 }
 
-/** The version of each token of a row (null on context), by its calls (the row's own, `callIndex` into them). */
+/**
+ * The version of each token of a row (null on context), by its calls (the row's own, `callIndex` into them). A call's
+ * version runs, as the gateway sends them, are over its sampled tokens: a token's place among them is its distance
+ * from the call's first token in the row (a row holds a call's answer from its first token, in one piece), whatever
+ * its loss mask — the first tokens of an answer may be trained in another row (a sibling choice sharing them).
+ */
 export function rowVersions(
   calls: readonly CallInfo[],
   callIndex: Int32Array,
   lossMask: Uint8Array,
 ): Array<string | null> {
-  return versionsByCall(lossMask.length, lossMask, (t) => {
+  const first = new Map<number, number>();
+  return Array.from({ length: lossMask.length }, (_, t) => {
     const c = callIndex[t]!;
     const call = c >= 0 ? calls[c] : undefined;
-    return call ? { call, key: String(c) } : null;
+    if (!call) return null;
+    if (!first.has(c)) first.set(c, t);
+    let version = call.policyVersion;
+    for (const run of call.versionRuns ?? []) if (run.start <= t - first.get(c)!) version = run.version;
+    return version;
   });
 }
 
@@ -65,10 +74,11 @@ export function rowStaleness(
 }
 
 /**
- * A row's calls after some of its trained tokens left the loss (`mask` the new loss mask): the version runs count a
- * call's trained tokens, so each call that has runs gets them again over the tokens still trained.
+ * A row's calls as a batch carries them: each call's version runs over the row's trained tokens of it in order (the
+ * clients' rule, clients/ts/token-versions.ts), from `versions` (rowVersions, over its sampled tokens) and `mask`
+ * (the loss mask the row is trained by, after --stale mask).
  */
-export function callsAfterMasking(
+export function trainedRuns(
   calls: readonly CallInfo[],
   callIndex: Int32Array,
   versions: ReadonlyArray<string | null>,

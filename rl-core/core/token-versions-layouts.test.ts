@@ -61,40 +61,36 @@ function versionAt(call: CallInfo, k: number): string {
 type Sampled = { call: number; k: number } | null;
 
 /**
- * An agent rollout of two trajectories: the first trains call 0's answer (6 tokens, an update from version 1 to 4
- * after its 3rd) and the second, a re-serialization, shares the first 3 of them (mask 0) before its own call 1
- * (4 tokens, an update from 4 to 6 after its 1st). Ids are unique to the rollout past the prompt.
+ * An agent rollout of three trajectories. The first trains call 1's answer (6 tokens, an update from version 1 to 4
+ * after its 3rd). Call 2 was asked for two choices (an update from 4 to 6 after their 1st token) that begin alike:
+ * the second choice's trajectory comes first and trains their 2 common tokens, so the first choice's trajectory has
+ * them untrained (mask 0) before its own 2 — the runs' positions are the answer's, not its trained tokens'. Both
+ * re-serialize call 1's answer after its 3rd token (shared, mask 0). Ids are unique to the rollout past the prompt.
  */
 function rollout(id: string, reward: number, base: number): { r: PendingRollout; sampled: Sampled[][] } {
+  const update = (from: string, to: string, at: number) => [
+    { start: 0, version: from },
+    { start: at, version: to },
+  ];
   const calls: CallInfo[] = [
-    {
-      seq: 1,
-      policyVersion: "1",
-      finishReason: "tool_calls",
-      versionRuns: [
-        { start: 0, version: "1" },
-        { start: 3, version: "4" },
-      ],
-    },
-    {
-      seq: 2,
-      policyVersion: "4",
-      finishReason: "stop",
-      versionRuns: [
-        { start: 0, version: "4" },
-        { start: 1, version: "6" },
-      ],
-    },
+    { seq: 1, policyVersion: "1", finishReason: "tool_calls", versionRuns: update("1", "4", 3) },
+    { seq: 2, policyVersion: "4", finishReason: "stop", versionRuns: update("4", "6", 1) },
+    { seq: 2, policyVersion: "4", finishReason: "stop", versionRuns: update("4", "6", 1) },
   ];
-  const answer0 = Array.from({ length: 6 }, (_, k) => base + k);
-  const answer1 = Array.from({ length: 4 }, (_, k) => base + 50 + k);
+  const answer1 = Array.from({ length: 6 }, (_, k) => base + k);
+  const [choice0, choice1] = [50, 60].map((b) => [base + 40, base + 41, base + b, base + b + 1]);
+  const head = [7, 8, ...answer1.slice(0, 3), 9];
   const rows = [
-    { ids: [7, 8, ...answer0], mask: [0, 0, 1, 1, 1, 1, 1, 1] },
-    { ids: [7, 8, ...answer0.slice(0, 3), 9, ...answer1], mask: [0, 0, 0, 0, 0, 0, 1, 1, 1, 1] },
+    { ids: [7, 8, ...answer1], mask: [0, 0, 1, 1, 1, 1, 1, 1] },
+    { ids: [...head, ...choice1!], mask: [0, 0, 0, 0, 0, 0, 1, 1, 1, 1] },
+    { ids: [...head, ...choice0!], mask: [0, 0, 0, 0, 0, 0, 0, 0, 1, 1] },
   ];
+  const answer = (call: number) => [0, 1, 2, 3].map((k) => ({ call, k }));
+  const shared = [null, null, ...[0, 1, 2].map((k) => ({ call: 0, k })), null];
   const sampled: Sampled[][] = [
-    [null, null, ...answer0.map((_, k) => ({ call: 0, k }))],
-    [null, null, ...[0, 1, 2].map((k) => ({ call: 0, k })), null, ...answer1.map((_, k) => ({ call: 1, k }))],
+    [null, null, ...answer1.map((_, k) => ({ call: 0, k }))],
+    [...shared, ...answer(2)],
+    [...shared, ...answer(1)],
   ];
   const callIndex = sampled.flatMap((row) => row.map((s) => s?.call ?? -1));
   const r = pending(id, reward, rows, { calls, callIndex: bytesOf(Int32Array.from(callIndex)) });
@@ -123,7 +119,7 @@ describe("per-token versions: the core's rows, both layouts, each --stale mode, 
   const rule = { maxStaleness: 2, current: 6 } as const;
   for (const mode of ["keep", "mask"] as const satisfies readonly StaleMode[])
     for (const layout of ["rows", "tree"] as const)
-      test(`${mode}, ${layout}: two rollouts of the same call seqs in one batch`, async () => {
+      test(`${mode}, ${layout}: rollouts of the same call seqs in one batch, choices sharing their first tokens`, async () => {
         const made = [rollout("a", 1, 1000), rollout("b", 0, 2000), rollout("c", 0.5, 3000)];
         const group = await groupAdvantages(
           made.map((m) => m.r),
@@ -144,9 +140,10 @@ describe("per-token versions: the core's rows, both layouts, each --stale mode, 
         const expected: Array<string | null> = [];
         const expectTrained: boolean[] = [];
         let stale = 0;
-        for (const { r, sampled } of made)
-          sampled.forEach((row, i) => {
-            const mask = r.lossMask.subarray(...(i === 0 ? [0, 8] : [8, 18]));
+        for (const { r, sampled } of made) {
+          let at = 0;
+          for (const row of sampled) {
+            const mask = r.lossMask.subarray(at, (at += row.length));
             row.forEach((s, t) => {
               const version = s ? versionAt(r.calls[s.call]!, s.k) : null;
               const isStale = mask[t] === 1 && Number(version) < rule.current - rule.maxStaleness;
@@ -154,7 +151,8 @@ describe("per-token versions: the core's rows, both layouts, each --stale mode, 
               expected.push(mask[t] === 1 ? version : null);
               expectTrained.push(mask[t] === 1 && !(isStale && mode === "mask"));
             });
-          });
+          }
+        }
         assert.deepEqual(trained, expectTrained, "trained tokens");
         assert.deepEqual(
           versions.map((v, i) => (expectTrained[i] ? v : null)),
@@ -170,7 +168,7 @@ describe("per-token versions: the core's rows, both layouts, each --stale mode, 
         assert.equal(group.staleMasked, mode === "mask" ? stale : 0);
         assert.deepEqual(
           batch.rowInfo.map((r) => r.staleness),
-          mode === "keep" ? [5, 2, 5, 2, 5, 2] : [2, 2, 2, 2, 2, 2],
+          mode === "keep" ? [5, 2, 0, 5, 2, 0, 5, 2, 0] : [2, 2, 0, 2, 2, 0, 2, 2, 0],
           "current − the oldest trained version, per row",
         );
       });

@@ -32,9 +32,9 @@ def token_versions(batch) -> List[Optional[str]]:
         if not runs or int(batch.loss_mask[t]) != 1:
             out[t] = call.policy_version
             continue
-        # Trained tokens counted in order: per row in `rows` (each row its own copy), per call in `tree`. Call
-        # seqs are a rollout's own: the tree's key names the rollout too, or a batch's rollouts would count together.
-        key = (batch.row_info[r].rollout_id, call.seq) if tree else (r, call.seq)
+        # A call's runs are over its trained tokens in the row that trains them (the core writes them so per row):
+        # in `tree` a trained token's row is the one it takes its fields from (token_rows), in depth-first order.
+        key = (r, c)
         k = seen.get(key, 0)
         seen[key] = k + 1
         version = runs[0].version
