@@ -53,8 +53,10 @@ function modelOf(harness: Harness, o: CheckOptions, defaulted: boolean): { model
   return { model: o.model, modelMap: o.modelMap };
 }
 
-/** A hint when the harness never offered the tool the script calls (the usual reason a custom command fails). */
-export function toolHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
+/** A hint when the harness made no call, or never offered the tool the script calls (why a custom command usually fails). */
+export function harnessHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
+  if (calls.length === 0)
+    return "the harness made no call through rlgate: point it at {base_url} (OpenAI style) or {anthropic_base_url}, or read OPENAI_BASE_URL / ANTHROPIC_BASE_URL (--verbose shows its output)";
   const shell = scripting.shell("true").name;
   const offered = new Set(calls.flatMap((c) => offeredTools(c.requestReceived)));
   if (offered.size === 0 || offered.has(shell)) return null;
@@ -132,7 +134,7 @@ export function harnessCheckCommand(): Command {
               verbose: o.verbose,
             });
             rows.push(result.row);
-            const hint = toolHint(result.calls, scripting);
+            const hint = harnessHint(result.calls, scripting);
             if (hint) hints.add(hint);
           } catch (error) {
             rows.push(notRun(harness.name, label, `failed: ${(error as Error).message.split("\n")[0]}`));
