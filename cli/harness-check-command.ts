@@ -53,7 +53,7 @@ function modelOf(harness: Harness, o: CheckOptions, defaulted: boolean): { model
   return { model: o.model, modelMap: o.modelMap };
 }
 
-/** A hint when the harness made no call, or never offered the tool the script calls (why a custom command usually fails). */
+/** A hint when the harness made no call, or never offered the tool the script calls (why a command line fails). */
 export function harnessHint(calls: readonly CallRecord[], scripting: HarnessScripting): string | null {
   if (calls.length === 0)
     return "the harness made no call through rlgate: point it at {base_url} (OpenAI style) or {anthropic_base_url}, or read OPENAI_BASE_URL / ANTHROPIC_BASE_URL (--verbose shows its output)";

@@ -56,10 +56,10 @@ function reversedArguments(call: ScriptedToolCall): ScriptedToolCall {
 }
 
 /**
- * A session of 24 model calls: a shell call a turn, varied as a model varies them (every third turn two calls at once,
- * every fifth text before its call, every seventh without thinking, every fourth with its arguments in reverse order —
- * models do not keep a schema's key order, and harnesses that parse arguments with their schema write them back in
- * its order), the last turn answers.
+ * A session of 24 model calls: a shell call a turn, varied as a model varies them (every third turn two calls at
+ * once, every fifth text before its call, every seventh without thinking, every fourth with its arguments in reverse
+ * order — models do not keep a schema's key order, and harnesses that parse arguments with their schema write them
+ * back in its order), the last turn answers.
  */
 function longSession(s: HarnessScripting): ScriptTurn[] {
   const turns = opening(s, {

@@ -1,5 +1,5 @@
 // Qwen Code (`@qwen-code/qwen-code`, chat completions): OPENAI_* variables point it at the rollout; its settings turn
-// off everything that would reach the network or make side calls of its own (test/e2e/QWEN_CODE_NOTES.md says why each).
+// off everything that would reach the network or make side calls of its own (test/e2e/QWEN_CODE_NOTES.md: why each).
 import { openaiBase, PLACEHOLDER_KEY } from "./base-urls.ts";
 import type { Harness } from "./types.ts";
 
@@ -32,9 +32,9 @@ export const QWEN_CODE: Harness = {
   }),
   scripting: {
     cannedAssistantTurns: 1,
-    // `/compress` runs in -p mode too; its request ends asking for a snapshot: "…generate the <state_snapshot>" under a
-    // summarizer's system prompt (0.15), "…produce the <state_snapshot> XML." appended to the agent's history (0.2x). A
-    // sim that answers either without one makes the CLI keep its history: no compaction to see.
+    // `/compress` runs in -p mode too; its request ends asking for a snapshot: "…generate the <state_snapshot>" under
+    // a summarizer's system prompt (0.15), "…produce the <state_snapshot> XML." appended to the agent's history
+    // (0.2x). A sim that answers either without one makes the CLI keep its history: no compaction to see.
     compaction: { command: "/compress", summaryRequest: "the <state_snapshot>" },
     shell: (command) => ({ name: "run_shell_command", arguments: { command, description: "Run a command" } }),
     subAgent: (prompt) => ({
