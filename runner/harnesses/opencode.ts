@@ -71,6 +71,8 @@ interface Flavour {
   config?: Record<string, unknown>;
   /** Text of its title request (a side call a scripted thread answers). */
   titleThread: string;
+  /** Why its compaction is not scripted, where OpenCode's script does not fit it. */
+  noCompaction?: string;
 }
 
 function opencodeFamily(f: Flavour): Harness {
@@ -81,7 +83,7 @@ function opencodeFamily(f: Flavour): Harness {
     }),
     // No compaction command in `run`: it compacts by itself once a call's tokens reach the model's context limit
     // less its output limit; the summarizer runs under "You are a context summarization agent" with this request.
-    compaction: { summaryRequest: "anchored summary" },
+    ...(f.noCompaction ? { noCompaction: f.noCompaction } : { compaction: { summaryRequest: "anchored summary" } }),
     sideThreads: [{ thread: f.titleThread, reasoning: "A short title.", content: "Scripted file task" }],
     shell: (command) => ({ name: "bash", arguments: { command, description: "Run a command" } }),
   };
@@ -132,5 +134,7 @@ export const KILO = opencodeFamily({
   // looks up api.kilo.ai for its own hosted provider).
   env: { KILO_DISABLE_SESSION_INGEST: "1", KILO_TELEMETRY_LEVEL: "off" },
   config: { enabled_providers: ["rlgate"] },
+  noCompaction:
+    "not scripted for Kilo: under OpenCode's low context budget it compacts after its first tool call, its summarizer asking 'Here is the conversation so far'",
   titleThread: OPENCODE_TITLE_THREAD,
 });
