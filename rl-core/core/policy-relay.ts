@@ -13,8 +13,13 @@ import {
 import type { CurrentVersion } from "./policy-version.ts";
 
 const PAUSE_MODES = ["abort", "wait", "keep"] as const;
-/** A wait-mode pause answers once the running answers ended: as long as the gateway's longest pause timeout. */
-const GATEWAY_DEADLINE_MS = 24 * 3600_000;
+/**
+ * How long a gateway may take to answer: a wait-mode pause answers once the running answers ended, which its pause
+ * outlives by no more than its timeout (the gateway's default 300 s unless asked); a resume is quick, but waits
+ * behind a pause the gateway is still taking. Bounded, because relayed operations wait for each other.
+ */
+const DEFAULT_PAUSE_TIMEOUT_S = 300;
+const ANSWER_SLACK_MS = 30_000;
 
 interface GatewayAnswer {
   paused?: boolean;
@@ -34,6 +39,10 @@ export interface PolicyRelayOptions {
 
 export class PolicyRelay {
   readonly #options: PolicyRelayOptions;
+  // Pauses and resumes are relayed one at a time, as each gateway runs them: a trainer that repeats a pause while its
+  // first is still out (a deadline it gave up on) gets the repeat after the first ended, so the first one's undo
+  // cannot resume what the repeat paused.
+  #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: PolicyRelayOptions) {
     this.#options = { ...options, gatewayApis: options.gatewayApis.map((u) => u.replace(/\/+$/, "")) };
@@ -52,7 +61,12 @@ export class PolicyRelay {
         "this core relays pauses to no gateway: start it with --gateway-api http://HOST:PORT (each gateway's control API)",
       );
     const body = request.timeoutS > 0 ? { mode, timeout_s: request.timeoutS } : { mode };
-    const results = await Promise.allSettled(urls.map((url) => this.#post(url, "pause", body)));
+    const deadlineMs = (request.timeoutS || DEFAULT_PAUSE_TIMEOUT_S) * 1000 + ANSWER_SLACK_MS;
+    return this.#serial(() => this.#pause(urls, body, deadlineMs));
+  }
+
+  async #pause(urls: readonly string[], body: object, deadlineMs: number): Promise<PolicyState> {
+    const results = await Promise.allSettled(urls.map((url) => this.#post(url, "pause", body, deadlineMs)));
     const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${urls[i]}: ${reason(r.reason)}`] : []));
     if (failed.length) {
       // Undone everywhere (a resume without a version, idempotent), so no gateway stays paused by a failed update: at
@@ -65,8 +79,11 @@ export class PolicyRelay {
     );
   }
 
-  async resume(request: ResumePolicyRequest): Promise<PolicyState> {
-    const version = request.version;
+  resume(request: ResumePolicyRequest): Promise<PolicyState> {
+    return this.#serial(() => this.#resume(request.version));
+  }
+
+  async #resume(version: string): Promise<PolicyState> {
     // The version first: once any gateway serves it, rollouts sampled by it may arrive.
     if (version) this.#options.current.observe([version]);
     const urls = this.#options.gatewayApis;
@@ -78,6 +95,12 @@ export class PolicyRelay {
     );
   }
 
+  #serial<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(run, run);
+    this.#queue = next.catch(() => {});
+    return next;
+  }
+
   #state(gateways: GatewayPolicy[]): PolicyState {
     return {
       paused: gateways.length > 0 && gateways.every((g) => g.paused),
@@ -86,13 +109,18 @@ export class PolicyRelay {
     };
   }
 
-  async #post(url: string, action: "pause" | "resume", body: object): Promise<GatewayAnswer> {
+  async #post(
+    url: string,
+    action: "pause" | "resume",
+    body: object,
+    deadlineMs = DEFAULT_PAUSE_TIMEOUT_S * 1000 + ANSWER_SLACK_MS,
+  ): Promise<GatewayAnswer> {
     const token = this.#options.token;
     const res = await fetch(`${url}/api/policy/${action}`, {
       method: "POST",
       headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(GATEWAY_DEADLINE_MS),
+      signal: AbortSignal.timeout(deadlineMs),
     });
     const text = await res.text();
     if (!res.ok) throw new Error(`HTTP ${res.status} ${text.slice(0, 500)}`);
