@@ -41,8 +41,8 @@ function scriptingOf(harness: Harness, o: CheckOptions): HarnessScripting {
 }
 
 /**
- * The model the harness is given: --model, or, for a preset that puts the name in the URL's path (Gemini CLI), its own
- * name mapped to the sim's (a served name's '/' would not route).
+ * The model the harness is given: --model, or, for a preset that puts the name in the URL's path (Gemini CLI), a name
+ * of its own family mapped to the sim's, so the CLI runs as it does against its own API.
  */
 function modelOf(harness: Harness, o: CheckOptions, defaulted: boolean): { model: string; modelMap?: string } {
   if (defaulted && harness.modelInPath && harness.ownModel)

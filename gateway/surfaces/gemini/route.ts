@@ -9,8 +9,9 @@ export interface GeminiRoute {
   method: GeminiMethod;
 }
 
-const METHOD_ROUTE = /^\/v1(?:beta)?\/models\/([^/:]+):([A-Za-z]+)$/;
-const MODEL_ROUTE = /^\/v1beta\/models\/([^/:]+)$/;
+// A served model's name may hold '/' (`Qwen/Qwen3-8B`) or ':' (`qwen3:8b`): the method is what follows the last ':'.
+const METHOD_ROUTE = /^\/v1(?:beta)?\/models\/(.+):([A-Za-z]+)$/;
+const MODEL_ROUTE = /^\/v1beta\/models\/(.+)$/;
 
 function modelName(segment: string): string | null {
   try {
