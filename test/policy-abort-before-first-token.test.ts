@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, test } from "node:test";
 import { startGateway, type Gateway } from "../gateway/index.ts";
-import { startSim, type Sim } from "../sim/server.ts";
+import { startSim, type SimServer as Sim } from "../sim/server.ts";
 import { createRollout, rolloutCalls, tempDir } from "./helpers.ts";
 
 // Only a token-id prompt has an exact continuation (gateway/policy/continued-completion.ts).
