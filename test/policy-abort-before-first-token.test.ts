@@ -30,7 +30,7 @@ async function abortingProxy(sim: Sim): Promise<{ url: string; server: Server; c
       const upstream = await fetch(`${sim.url}${req.url}`, {
         method: req.method,
         headers: { "content-type": req.headers["content-type"] ?? "application/json" },
-        body: req.method === "GET" ? undefined : body,
+        body: req.method === "GET" ? undefined : new Uint8Array(body),
       });
       const text = await upstream.text();
       const isCompletion = req.url === "/v1/completions";
