@@ -229,7 +229,9 @@ export function coreCommand(): Command {
       "name the gateways' certificates are checked for, when not the host dialed",
     )
     .option("--gateway-insecure", "dial the gateways in plaintext even beyond loopback", false)
-    .action(async (opts) => {
+    .action(async (opts, command: Command) => {
+      if (opts.maxStaleness === undefined && command.getOptionValueSource("stale") === "cli")
+        command.error(`error: --stale ${opts.stale} judges nothing without --max-staleness K`);
       const core = await startCore({
         gateways: opts.gateway,
         gatewayToken: opts.gatewayToken,
