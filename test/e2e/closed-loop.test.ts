@@ -26,7 +26,7 @@ const python = process.env["RLGATE_PYTHON"] ?? "/usr/bin/python3";
 const skip = requireInCi("python3-torch python3-grpcio python3-grpc-tools python3-numpy", torchTrainerMissing(python));
 
 test(
-  "the trainer's pieces pass their Python tests (padded forward, sampled = recomputed, surrogate, server)",
+  "the trainer's pieces pass their Python tests (padded forward, sampled = recomputed, surrogate, server, its process)",
   {
     skip,
     timeout: 120_000,
@@ -38,7 +38,7 @@ test(
     });
     const out = `${run.stdout}\n${run.stderr}`;
     assert.equal(run.status, 0, out);
-    assert.match(out, /Ran 12 tests/);
+    assert.match(out, /Ran 13 tests/);
     assert.doesNotMatch(out, /skipped/);
   },
 );

@@ -15,12 +15,21 @@ Routes (stdlib http.server, one thread per connection; generations interleave a 
   GET  /health           200
   GET  /version          {"version": ...}
   GET  /policy           {"model", "version", "paused"}: the policy version served now (the closed-loop harness waits on it)
+  POST /update_weights?version=N   body: a state dict as torch.save writes it; the served weights become it, as
+                         version N (the trainer's hand-off: torch_policy_process.py; between its pause and its resume)
+
+`python3 -m rlgate_client.torch_server` serves a fresh TinyLM in a process of its own (its own interpreter and GIL:
+sampling runs beside training, not between its steps) and prints one JSON line, {"event": "listening", "url"}, once it
+answers.
 
 Not served (a clear 400/404 instead): streams of several choices, chat completions (a character model has no chat
 template), top_p / top_k / penalties other than their neutral values, echo, best_of. The stop token ends a generation
 and stays in the text and the ids, so text re-encodes to the ids that were sampled.
 """
+import argparse
+import io
 import json
+import sys
 import threading
 import time
 import uuid
@@ -28,7 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 from typing import Generator, Iterator, List, NamedTuple, Optional
 
-from .torch_policy import Policy
+import torch
+
+from .torch_policy import DEFAULT_ALPHABET, CharTokenizer, Policy, build_model
 
 VERSION = "rlgate-torch-example"
 NEUTRAL = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0}
@@ -292,6 +303,23 @@ def models(policy: Policy) -> dict:
     }
 
 
+def update_weights(policy: Policy, query: str, raw: bytes) -> dict:
+    """The trainer's new weights (torch.save bytes of the state dict) served from now on as version `version`. The
+    trainer sends them while the gateways hold calls and the server is paused, so no token straddles two versions."""
+    version = parse_qs(query).get("version", [""])[0]
+    if not version.lstrip("-").isdigit():
+        raise RequestError(400, "version: expected an integer", param="version")
+    try:
+        state = torch.load(io.BytesIO(raw))
+    except Exception as e:
+        raise RequestError(400, "body: not a state dict torch.save wrote (%s)" % e)
+    try:
+        policy.load(state, int(version))
+    except RuntimeError as e:  # another model's weights
+        raise RequestError(400, "body: %s" % e)
+    return {"version": policy.version}
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "rlgate-torch"
     protocol_version = "HTTP/1.1"  # keep-alive: the gateway pools its upstream connections
@@ -350,6 +378,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
+            if path == "/update_weights":
+                return self._send(200, update_weights(policy, query, raw))
             try:
                 body = json.loads(raw) if raw else None
             except ValueError as e:
@@ -406,3 +436,34 @@ class PolicyServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--serve", default="127.0.0.1:8800", help="host:port (port 0: any free port)")
+    p.add_argument("--model-name", default="rlgate-tiny")
+    p.add_argument("--seed", type=int, default=0, help="initial weights and sampling without a request seed")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--max-len", type=int, default=64)
+    p.add_argument("--alphabet", default=DEFAULT_ALPHABET)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: the same numbers on every run)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    tokenizer = CharTokenizer(args.alphabet)
+    model = build_model(tokenizer.vocab_size, args.seed, dim=args.dim, layers=args.layers, heads=args.heads, max_len=args.max_len)
+    host, _, port = args.serve.rpartition(":")
+    server = PolicyServer(Policy(model, tokenizer, name=args.model_name, seed=args.seed), host or "127.0.0.1", int(port))
+    print(json.dumps({"event": "listening", "url": server.url}), flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,9 @@
 """A PyTorch trainer for rlgate's RL core that also serves its own policy: the closed loop on one machine.
 
-The process holds a tiny causal LM (torch_policy.TinyLM over a character vocabulary) twice: the trained copy, and the
+The trainer holds a tiny causal LM (torch_policy.TinyLM over a character vocabulary) twice: the trained copy, and the
 served copy behind a vLLM-compatible /v1/completions endpoint (torch_server.py) that the gateway is pointed at
-(`rlgate serve --upstream http://127.0.0.1:8800`). Per training step:
+(`rlgate serve --upstream http://127.0.0.1:8800`). The served copy runs in a child process (torch_policy_process.py),
+so sampling computes beside training; each update hands it the new weights over a local socket. Per training step:
 
   1. batches come from the core (TrainerClient.batches) until the step's rollouts are in (--rollouts-per-step);
   2. each batch's per-token logprobs are recomputed with the weights that sampled it, before any update, and sent
@@ -13,7 +14,7 @@ served copy behind a vLLM-compatible /v1/completions endpoint (torch_server.py) 
          ratio = exp(logp_new - logp_batch)
          loss  = sum(loss_weights * loss_mask * -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
      (minus --entropy-coef times each trained token's entropy), backward, gradient clipping, an Adam step each;
-  4. the batches are acked, the served copy takes the new weights and the policy version rises by one
+  4. the batches are acked, the served copy takes the new weights (PolicyProcess.load) and the policy version rises by one
      (GET /policy on the server; the rollout driver tags the next rollouts with it).
 
 Asynchronous (--async): rollouts keep running while the trainer trains. Each update goes through the gateways' policy
@@ -40,8 +41,8 @@ from typing import Dict, List
 import numpy as np
 import torch
 
-from .torch_policy import DEFAULT_ALPHABET, PAUSE_MODES, CharTokenizer, Policy, build_model, next_token_logprobs
-from .torch_server import PolicyServer
+from .torch_policy import DEFAULT_ALPHABET, PAUSE_MODES, CharTokenizer, build_model, next_token_logprobs
+from .torch_policy_process import PolicyProcess
 from .trainer import Batch, TrainerClient
 from .tree import ancestor_mask, tries
 from .versions import token_versions
@@ -356,13 +357,12 @@ def main(argv=None):
     tokenizer = CharTokenizer(args.alphabet)
     dims = dict(dim=args.dim, layers=args.layers, heads=args.heads, max_len=args.max_len)
     model = build_model(tokenizer.vocab_size, args.seed, **dims)
-    served = build_model(tokenizer.vocab_size, args.seed, **dims)
-    served.load_state_dict(model.state_dict())
-    policy = Policy(served, tokenizer, name=args.model_name, seed=args.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-    host, _, port = args.serve.rpartition(":")
-    server = PolicyServer(policy, host or "127.0.0.1", int(port)).start()
+    # The served copy lives in its own process (sampling beside training, not between its steps), version 0 the
+    # trainer's own initial weights.
+    server = PolicyProcess(args.serve, args.model_name, args.seed, dims, args.alphabet).start()
+    server.load(model.state_dict(), 0)
 
     def say(record: dict, text: str) -> None:
         print(json.dumps(record) if args.json else text, flush=True)
@@ -445,9 +445,9 @@ def main(argv=None):
             t1 = time.perf_counter()
             if args.run_async:  # rollouts run on meanwhile: the update pauses them through the core and the gateways
                 with client.update_policy(version, args.update_mode):
-                    policy.load(model.state_dict(), version)
+                    server.load(model.state_dict(), version)
             else:
-                policy.load(model.state_dict(), version)
+                server.load(model.state_dict(), version)
             update_ms = (time.perf_counter() - t1) * 1000
 
             rewards = list(step.rewards.values())

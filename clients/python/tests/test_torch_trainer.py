@@ -10,11 +10,14 @@
 - weight updates under running generations as vLLM's /pause and /resume do them: abort ends a stream with an abort
   chunk (before its first token: the prompt ids still come first), keep freezes a generation and the new weights
   sample the rest, wait answers once running generations ended; every token records the version that sampled it;
+- the policy server in its own process serves the weights the trainer hands it (POST /update_weights), bit for bit,
+  as the version named, and refuses what is not a state dict of its model;
 - a step's staleness comes from its tokens' versions, and stale tokens train against the proximal policy with
   truncated importance weights while fresh ones train as plain PPO.
 
 Run: python3 -m unittest discover -s clients/python/tests -p test_torch_trainer.py (needs python3-torch).
 """
+import io
 import json
 import os
 import sys
@@ -37,6 +40,7 @@ NO_TORCH = "PyTorch is not installed for this Python (Debian: apt-get install py
 if torch is not None:
     from rlgate_client import load_protos
     from rlgate_client.torch_policy import CharTokenizer, Policy, build_model
+    from rlgate_client.torch_policy_process import PolicyProcess
     from rlgate_client.torch_server import PolicyServer
     from rlgate_client.torch_trainer import (
         Staleness,
@@ -398,3 +402,42 @@ class PolicyServerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(torch is None, NO_TORCH)
+class PolicyProcessTest(unittest.TestCase):
+    def test_the_server_process_samples_with_the_weights_handed_to_it(self):
+        torch.set_num_threads(1)
+        tok = CharTokenizer()
+        trained = build_model(tok.vocab_size, seed=5, max_len=64)  # not the server's own initial weights (seed 0)
+        server = PolicyProcess("127.0.0.1:0", "tiny", 0, dict(dim=64, layers=2, heads=4, max_len=64), tok.alphabet).start()
+        try:
+            server.load(trained.state_dict(), 3)
+            with urllib.request.urlopen(server.url + "/policy", timeout=10) as res:
+                self.assertEqual(json.loads(res.read())["version"], 3)
+            body = {"model": "tiny", "prompt": "t0>", "max_tokens": 8, "seed": 11, "logprobs": 0, "return_token_ids": True}
+            req = urllib.request.Request(server.url + "/v1/completions", data=json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=10) as res:
+                choice = json.loads(res.read())["choices"][0]
+            # The same sample and logprobs as the handed weights give in this process: float32, bit for bit.
+            local = Policy(trained, tok, name="tiny")
+            ids, lps, _, _, _ = local.sample(tok.encode("t0>"), 8, 1.0, local.generator(11, 0))
+            self.assertEqual(choice["token_ids"], ids)
+            self.assertEqual(choice["logprobs"]["token_logprobs"], lps)
+            # Weights of another shape, or no state dict at all: a 400, and the served version stays.
+            for payload in (build_model(tok.vocab_size, seed=0, dim=32, max_len=64).state_dict(), None):
+                req = urllib.request.Request(server.url + "/update_weights?version=4", method="POST",
+                                             data=b"junk" if payload is None else _saved(payload))
+                with self.assertRaises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(req, timeout=10)
+                self.assertEqual(refused.exception.code, 400)
+            with urllib.request.urlopen(server.url + "/policy", timeout=10) as res:
+                self.assertEqual(json.loads(res.read())["version"], 3)
+        finally:
+            server.close()
+
+
+def _saved(state_dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state_dict, buffer)
+    return buffer.getvalue()
