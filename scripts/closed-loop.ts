@@ -1,7 +1,8 @@
 // The closed loop on one machine: a gateway whose upstream is the PyTorch trainer's own policy endpoint, an RL core
-// (GRPO), the trainer (clients/python/rlgate_client/torch_trainer.py: samples with its current weights, trains on the
-// core's batches, serves the new weights each step) and the one-tool harness (examples/closed-loop/harness.py) that
-// drives rollouts through the gateway. Prints reward per step and the training–inference Pearson r.
+// (GRPO), the trainer (clients/python/rlgate_client/torch_trainer.py: trains on the core's batches and hands the new
+// weights each step to its policy server, a child process of its own that samples with them) and the one-tool harness
+// (examples/closed-loop/harness.py) that drives rollouts through the gateway. Prints reward per step and the
+// training–inference Pearson r.
 //
 //   npm run closed-loop -- [--steps 40] [--n 8] [--targets 2718,3141] [--seed 0] [--layout rows|tree] [--concurrency 4] [--trainer-args="--lr 0.01"] [--harness-args="--temperature 0.7"]
 //   npm run closed-loop -- --async [--lag 1] [--update-mode abort|wait|keep]   rollouts keep running while the trainer
@@ -15,7 +16,7 @@ import { DEFAULT_PYTHON } from "../cli/default-python.ts";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -111,6 +112,8 @@ export interface ClosedLoopResult {
   pauses: number;
   continued: number;
   heldCalls: number;
+  /** The machine's 1-minute load average when the first rollout started and when the last update was done. */
+  load: [number, number];
 }
 
 /** Whether `python` imports what the trainer needs; the reason when it does not. */
@@ -277,6 +280,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
     await Promise.race([ready, trainerDied, timedOut]);
     // The loop's wall time: from the first rollout to the last update (the processes' start-up is not part of it).
     const started = Date.now();
+    const loadAtStart = loadavg()[0]!;
     harness = startPython(
       python,
       [
@@ -309,6 +313,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
     if (trainerCode !== 0) throw failure("the trainer", trainer, trainerCode);
 
     const seconds = (Date.now() - started) / 1000;
+    const load: [number, number] = [loadAtStart, loadavg()[0]!];
 
     const updates = policyUpdateFigures(await (await fetch(`${gateway.url}/metrics`)).text());
     const done = harness.records.find((r) => r["event"] === "done");
@@ -355,6 +360,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<ClosedL
       calls: done["calls"] as number,
       abortsSeen: done["aborts_seen"] as number,
       ...updates,
+      load,
     };
   } finally {
     clearTimeout(timer);
@@ -407,24 +413,30 @@ export function formatFigure(result: ClosedLoopResult, window = 5): string {
       `${mean(result.steps.filter((s) => s.staleTokens > 0).map((s) => s.staleMeanAbsDlogp)).toExponential(1)}; ` +
       `${result.calls} calls, ${result.pauses} updates paused the gateway, ${result.continued} answers continued, ` +
       `${result.heldCalls} calls held, ${result.abortsSeen} aborts reached the harness; trainer waited ` +
-      `${(result.steps.reduce((a, s) => a + s.waitedMs, 0) / 1000).toFixed(1)} s for batches`,
+      `${(result.steps.reduce((a, s) => a + s.waitedMs, 0) / 1000).toFixed(1)} s for batches; load average ` +
+      `${result.load[0].toFixed(1)} → ${result.load[1].toFixed(1)}`,
   );
   return lines.join("\n");
 }
 
-/** The synchronous and asynchronous runs side by side: wall time, reward, staleness. */
+/** The synchronous and asynchronous runs side by side: wall time, the trainer's wait for batches, reward, staleness,
+ * calls, updates that paused the gateway, aborts that reached the harness, trained tokens without a version. */
 export function formatComparison(sync: ClosedLoopResult, async: ClosedLoopResult, window = 5): string {
   const line = (r: ClosedLoopResult) => {
     const { first, last } = rewardWindows(r, window);
+    const waited = r.steps.reduce((a, s) => a + s.waitedMs, 0) / 1000;
     return (
       `${r.mode.padEnd(6)}${`${r.seconds.toFixed(1)} s`.padEnd(10)}${(r.seconds / r.steps.length).toFixed(2).padEnd(9)}` +
-      `${first.toFixed(3)} → ${last.toFixed(3)}      ` +
-      `${mean(r.steps.map((s) => s.stalenessMean)).toFixed(2)}/${Math.max(...r.steps.map((s) => s.stalenessMax))}`
+      `${`${waited.toFixed(1)} s`.padEnd(9)}${first.toFixed(3)} → ${last.toFixed(3)}      ` +
+      `${`${mean(r.steps.map((s) => s.stalenessMean)).toFixed(2)}/${Math.max(...r.steps.map((s) => s.stalenessMax))}`.padEnd(20)}` +
+      `${String(r.calls).padEnd(7)}${String(r.pauses).padEnd(8)}${String(r.abortsSeen).padEnd(7)}` +
+      `${String(r.steps.reduce((a, s) => a + s.unversionedTokens, 0)).padEnd(13)}` +
+      `${r.load[0].toFixed(1)} → ${r.load[1].toFixed(1)}`
     );
   };
   const w = Math.min(window, Math.floor(sync.steps.length / 2));
   return [
-    `mode  wall      s/step   reward (first ${w} → last ${w})  staleness mean/max`,
+    `mode  wall      s/step   waited   reward (first ${w} → last ${w})  staleness mean/max  calls  pauses  aborts  unversioned  load`,
     line(sync),
     line(async),
     `async/sync wall time ${(async.seconds / sync.seconds).toFixed(2)} (${(sync.seconds / async.seconds).toFixed(2)}× faster)`,
