@@ -1,13 +1,14 @@
 // The clean-clone walk: every shell block of the given pages (default README.md), run verbatim and in order, as a
-// newcomer would paste them, in a fresh copy of this working tree (its own store, a new HOME) that shares this
+// newcomer would paste them, in a fresh copy of this working tree (its own store, a new HOME and /tmp) that shares this
 // checkout's node_modules. Blocks marked `<!-- walk: skip (why) -->` are left out (scripts/readme-walk/blocks.ts).
 // It runs in a network namespace of its own where `unshare` allows (the pages' fixed ports, 8700 and on, then never
 // meet another gateway on this machine). It fails on the first block that fails, and when the gateway counted a
 // harness call that was not ok (an upstream error, a refusal): a block can exit 0 over a call that went wrong.
 //
-//   npx tsx scripts/readme-walk.ts [--timeout 300] [--keep] [PAGE…]
+//   npx tsx scripts/readme-walk.ts [--timeout 300] [--keep] [--each] [PAGE[+PAGE…]…]
+//   npx tsx scripts/readme-walk.ts --all      (npm run test:docs-walk: README.md and every docs page, each on its own)
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
@@ -26,15 +27,25 @@ function ipCommand(): string | null {
   return null;
 }
 
-/** The command that runs `script` with bash: in a network namespace of its own where this machine allows one. */
-function isolated(script: string): { command: string; args: string[]; isolation: string } {
+const UNSHARE = ["--user", "--map-root-user", "--net", "--mount"];
+
+/**
+ * The command that runs `script` with bash: where this machine allows, in a network namespace of its own and with
+ * `tmp` as its /tmp (the pages write /tmp/rlgate-…: a walk then never meets another walk's, or a reader's, files).
+ */
+function isolated(script: string, tmp: string): { command: string; args: string[]; isolation: string } {
   const ip = ipCommand();
-  const probe = spawnSync("unshare", ["--user", "--map-root-user", "--net", "true"], { stdio: "ignore" });
+  const probe = spawnSync("unshare", [...UNSHARE, "true"], { stdio: "ignore" });
   if (ip && probe.status === 0) {
+    // Set up as the namespace's root, then run the blocks as a user, as a reader does (as root, nginx would hand its
+    // files to a user this namespace does not map): the caller's uid, or 1000 when that is root.
+    const uid = process.getuid?.() || 1000;
+    const asUser = `unshare --user --map-user=${uid} --map-group=${process.getgid?.() || uid}`;
+    const setup = `${ip} link set lo up && mount --bind "$1" /tmp && exec ${asUser} bash "$0"`;
     return {
       command: "unshare",
-      args: ["--user", "--map-root-user", "--net", "bash", "-c", `${ip} link set lo up && exec bash "$0"`, script],
-      isolation: "a network namespace of its own",
+      args: [...UNSHARE, "bash", "-c", setup, script, tmp],
+      isolation: "a network namespace and a /tmp of its own",
     };
   }
   return { command: "bash", args: [script], isolation: "this machine's network (no user namespaces here)" };
@@ -50,24 +61,34 @@ function callsByStatus(metrics: string): Map<string, number> {
   return counts;
 }
 
-async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    options: { timeout: { type: "string", default: "300" }, keep: { type: "boolean", default: false } },
-    allowPositionals: true,
-  });
-  const pages = positionals.length > 0 ? positionals : ["README.md"];
+interface WalkResult {
+  pages: string[];
+  run: number;
+  skipped: { where: string; why: string }[];
+  seconds: number;
+  ok: boolean;
+}
+
+/** Walks `pages`' blocks in one shell, in a fresh copy of the tree with its own HOME (and network namespace). */
+async function walk(pages: string[], timeoutS: number, keep: boolean): Promise<WalkResult> {
+  const started = Date.now();
   const blocks = pages.flatMap((page) => shellBlocks(page, readFileSync(join(ROOT, page), "utf8")));
-  const work = mkdtempSync(join(tmpdir(), "rlgate-walk-"));
+  // Not under /tmp, which the walk replaces with a folder of its own.
+  const work = mkdtempSync(join(existsSync("/var/tmp") ? "/var/tmp" : tmpdir(), "rlgate-walk-"));
   const checkout = join(work, "rlgate");
   const logs = join(work, "logs");
   const home = join(work, "home");
-  for (const dir of [checkout, logs, home]) mkdirSync(dir, { recursive: true });
+  const tmp = join(work, "tmp");
+  for (const dir of [checkout, logs, home, tmp]) mkdirSync(dir, { recursive: true });
   copyWorkingTree(checkout, SHARED);
   const script = join(work, "walk.sh");
   writeFileSync(script, walkScript(blocks));
 
-  const run = isolated(script);
-  const runnable = blocks.filter((b) => b.mode.kind !== "skip").length;
+  const run = isolated(script, tmp);
+  const skipped = blocks.flatMap((b) =>
+    b.mode.kind === "skip" ? [{ where: `${b.file}:${b.line}`, why: b.mode.why }] : [],
+  );
+  const runnable = blocks.length - skipped.length;
   console.error(
     `walk: ${runnable} of ${blocks.length} shell blocks of ${pages.join(", ")} in ${checkout}, on ${run.isolation}`,
   );
@@ -91,13 +112,10 @@ async function main(): Promise<number> {
       // already gone
     }
   };
-  const timer = setTimeout(
-    () => {
-      console.error(`walk: timed out after ${values.timeout} s`);
-      stopGroup("SIGKILL");
-    },
-    Number(values.timeout) * 1000,
-  );
+  const timer = setTimeout(() => {
+    console.error(`walk: timed out after ${timeoutS} s`);
+    stopGroup("SIGKILL");
+  }, timeoutS * 1000);
   const code = await new Promise<number>((resolve) => child.on("exit", (c, s) => resolve(c ?? (s ? 1 : 0))));
   clearTimeout(timer);
   stopGroup("SIGTERM");
@@ -111,14 +129,60 @@ async function main(): Promise<number> {
     const summary = [...counts].map(([status, n]) => `${status} ${n}`).join(", ");
     const bad = [...counts].filter(([status, n]) => status !== "ok" && n > 0);
     console.error(`walk: harness calls the gateway counted: ${summary || "none"}`);
-    if (bad.length > 0 || (counts.get("ok") ?? 0) === 0) {
-      console.error("walk: a harness call was not ok (or none was made): see the blocks' output above");
+    if (bad.length > 0) {
+      console.error("walk: a harness call was not ok: see the blocks' output above");
       failed = true;
     }
   }
-  if (failed || values.keep) console.error(`walk: its files are in ${work}`);
+  if (failed || keep) console.error(`walk: its files are in ${work}`);
   else rmSync(work, { recursive: true, force: true });
-  return failed ? 1 : 0;
+  return { pages, run: runnable, skipped, seconds: (Date.now() - started) / 1000, ok: !failed };
+}
+
+/** One line per walk, then its skips: what a reader of CI's log wants to know. */
+function report(results: readonly WalkResult[]): string {
+  const lines = ["walk summary:"];
+  for (const r of results) {
+    lines.push(
+      `  ${r.ok ? "ok  " : "FAIL"} ${r.pages.join(" + ")}: ${r.run} run, ${r.skipped.length} skipped, ${r.seconds.toFixed(0)} s`,
+    );
+    for (const s of r.skipped) lines.push(`         skipped ${s.where}: ${s.why}`);
+  }
+  return lines.join("\n");
+}
+
+/** Pages read on from another's state: walked after it, in the same walk. */
+const FOLLOWS: Record<string, string> = { "docs/cli.md": "README.md" };
+
+/** README.md and every docs page with a shell block, each its own walk, a page that follows another after it. */
+function everyPage(): string[] {
+  const docs = readdirSync(join(ROOT, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .map((name) => `docs/${name}`)
+    .filter((page) => shellBlocks(page, readFileSync(join(ROOT, page), "utf8")).length > 0);
+  const walks = ["README.md", ...docs.filter((page) => !FOLLOWS[page])];
+  return walks.map((first) => [first, ...docs.filter((page) => FOLLOWS[page] === first)].join("+"));
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    options: {
+      timeout: { type: "string", default: "300" },
+      keep: { type: "boolean", default: false },
+      each: { type: "boolean", default: false },
+      all: { type: "boolean", default: false },
+    },
+    allowPositionals: true,
+  });
+  const pages = values.all ? everyPage() : positionals.length > 0 ? positionals : ["README.md"];
+  // --each (and --all): every argument its own walk (a fresh tree, gateway and namespace); PAGE+PAGE walks pages that
+  // go together (docs/cli.md uses the README's gateway and core) in one.
+  const walks =
+    values.each || values.all ? pages.map((arg) => arg.split("+")) : [pages.flatMap((arg) => arg.split("+"))];
+  const results: WalkResult[] = [];
+  for (const group of walks) results.push(await walk(group, Number(values.timeout), values.keep));
+  console.error(report(results));
+  return results.every((r) => r.ok) ? 0 : 1;
 }
 
 process.exit(await main());

@@ -26,7 +26,7 @@ const PAGE = [
 
 test("shell blocks come in order, verbatim, with their marks; other languages are left out", () => {
   assert.deepEqual(shellBlocks("p.md", PAGE), [
-    { file: "p.md", line: 3, text: "npm start", mode: { kind: "serve", port: 8700 } },
+    { file: "p.md", line: 3, text: "npm start", mode: { kind: "serve", ports: [8700] } },
     { file: "p.md", line: 7, text: 'echo "a"\necho b', mode: { kind: "run" } },
     { file: "p.md", line: 13, text: "vllm serve x", mode: { kind: "skip", why: "needs a GPU" } },
   ]);
@@ -42,6 +42,6 @@ test("a mark applies to the next block only", () => {
 
 test("a skip without its reason, an unknown mark, or a mark before a non-shell block is refused", () => {
   assert.throws(() => shellBlocks("p.md", "<!-- walk: skip -->\n```sh\na\n```"), /p\.md:2: walk mark 'skip'/);
-  assert.throws(() => shellBlocks("p.md", "<!-- walk: later -->\n```sh\na\n```"), /neither/);
+  assert.throws(() => shellBlocks("p.md", "<!-- walk: later -->\n```sh\na\n```"), /none of/);
   assert.throws(() => shellBlocks("p.md", "<!-- walk: skip (x) -->\n```json\n{}\n```"), /before a json block/);
 });

@@ -1,10 +1,12 @@
 // The shell blocks of a Markdown page, in order, with what the walk does with each. A block runs as written unless
 // the line before it says otherwise, in an HTML comment GitHub does not show:
 //   <!-- walk: skip (why) -->   not run: it needs a GPU, a real inference server, or is the test suite itself
-//   <!-- walk: serve PORT -->   a long-running server: started in the background, the walk goes on once PORT answers
+//   <!-- walk: serve PORT… -->  long-running servers: started in the background, the walk goes on once each PORT
+//                               answers (a later serve block on one of its ports stops it first)
+//   <!-- walk: background -->   a long-running client (a trainer in its own terminal): started, and the walk goes on
 // A skip without its reason is refused, so a page never loses a block to the walk silently.
 
-export type WalkMode = { kind: "run" } | { kind: "skip"; why: string } | { kind: "serve"; port: number };
+export type WalkMode = { kind: "run" } | { kind: "skip"; why: string } | { kind: "serve"; ports: number[] };
 
 export interface ShellBlock {
   /** The page it is on, as given. */
@@ -22,9 +24,10 @@ const MARK = /^<!--\s*walk:\s*(.*?)\s*-->$/;
 function modeOf(mark: string, where: string): WalkMode {
   const skip = /^skip\s*\((.+)\)$/.exec(mark);
   if (skip) return { kind: "skip", why: skip[1]! };
-  const serve = /^serve\s+(\d+)$/.exec(mark);
-  if (serve) return { kind: "serve", port: Number(serve[1]) };
-  throw new Error(`${where}: walk mark '${mark}' is neither 'skip (why)' nor 'serve PORT'`);
+  const serve = /^serve((?:\s+\d+)+)$/.exec(mark);
+  if (serve) return { kind: "serve", ports: serve[1]!.trim().split(/\s+/).map(Number) };
+  if (mark === "background") return { kind: "serve", ports: [] };
+  throw new Error(`${where}: walk mark '${mark}' is none of 'skip (why)', 'serve PORT…', 'background'`);
 }
 
 /** Every fenced shell block of `markdown` (named `file` in messages), with its walk mode. */

@@ -1,6 +1,7 @@
 // The walk as one bash script: the pages' shell blocks verbatim, in order, in one shell (a variable or function a
 // block defines is there for the next, as in a reader's terminal), under `set -euo pipefail`. A serve block runs in
-// the background with its output in a log, and the script goes on once its port answers.
+// the background with its output in a log, and the script goes on once its port answers; a later serve block on the
+// same port stops it first, as a reader stops one server before starting the next on its port.
 import type { ShellBlock } from "./blocks.ts";
 
 /** Seconds a serve block's port gets to answer (a first start compiles TypeScript and loads tokenizers). */
@@ -16,6 +17,18 @@ walk_wait_port() {  # PORT PID LOG: until 127.0.0.1:PORT accepts a connection; f
   done
   echo "walk: port $1 did not answer in ${SERVE_WAIT_S} s; its log:" >&2; cat "$3" >&2; return 1
 }
+walk_stop() {  # PID: it and what it started, children first (a reader's Ctrl-C on a server)
+  local child
+  for child in $(pgrep -P "$1" || true); do walk_stop "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+walk_free_port() {  # PORT: stops the serve block holding PORT, if any, and waits until the port is free
+  local var="walk_serving_$1"
+  if [[ -n "\${!var:-}" ]]; then
+    walk_stop "\${!var}"; unset "$var"
+    for (( i = 0; i < 150; i++ )); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 0; sleep 0.2; done
+  fi
+}
 `;
 
 function logName(block: ShellBlock): string {
@@ -24,7 +37,7 @@ function logName(block: ShellBlock): string {
 
 /**
  * The script running `blocks` (skips left out, named), writing serve logs under $WALK_LOGS; at the end it saves
- * the first served port's /metrics to $WALK_LOGS/metrics.txt for the caller's check.
+ * the first serve block's last port's /metrics to $WALK_LOGS/metrics.txt for the caller's check.
  */
 export function walkScript(blocks: readonly ShellBlock[]): string {
   const parts = [PREAMBLE];
@@ -37,17 +50,25 @@ export function walkScript(blocks: readonly ShellBlock[]): string {
     }
     if (block.mode.kind === "serve") {
       const log = `"$WALK_LOGS/${logName(block)}"`;
+      const ports = block.mode.ports;
       parts.push(
-        `echo ${JSON.stringify(`walk: ${where} (serve ${block.mode.port}, in the background)`)} >&2`,
+        `echo ${JSON.stringify(`walk: ${where} (serve ${ports.join(" ")}, in the background)`)} >&2`,
+        ...ports.map((port) => `walk_free_port ${port}`),
         `(\n${block.text}\n) > ${log} 2>&1 &`,
-        `walk_wait_port ${block.mode.port} $! ${log}`,
+        ...ports.map((port) => `walk_serving_${port}=$!`),
+        ...ports.map((port) => `walk_wait_port ${port} $! ${log}`),
       );
-      metricsPort ??= block.mode.port;
+      metricsPort ??= ports.at(-1) ?? null; // the block's own server: the others are what it stands on
       continue;
     }
     parts.push(`echo ${JSON.stringify(`walk: ${where}`)} >&2`, block.text);
   }
-  if (metricsPort !== null) parts.push(`curl -sf http://127.0.0.1:${metricsPort}/metrics > "$WALK_LOGS/metrics.txt"`);
+  if (metricsPort !== null) {
+    // Gone when a later serve block took its port: then there is nothing of it to check.
+    parts.push(
+      `curl -sf http://127.0.0.1:${metricsPort}/metrics > "$WALK_LOGS/metrics.txt" || rm -f "$WALK_LOGS/metrics.txt"`,
+    );
+  }
   parts.push(`echo "walk: every block ran" >&2`);
   return parts.join("\n") + "\n";
 }
