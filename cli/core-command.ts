@@ -178,7 +178,7 @@ export function coreCommand(): Command {
     )
     .option(
       "--max-staleness <K>",
-      "a trained token sampled by a policy version older than current - K is stale (current: the newest version a trainer's ResumePolicy named or a rollout carried; a version is the number it ends with); none judged without it",
+      "a trained token sampled by a policy version older than current - K is stale (current: the version a trainer's last ResumePolicy named, else the newest a rollout carried; a version counts by its number: 42, v42, step-42 — others are never judged); none judged without it",
       integer,
     )
     .addOption(

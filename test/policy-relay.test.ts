@@ -56,7 +56,7 @@ function relayOf(): PolicyRelay {
   return new PolicyRelay({
     gatewayApis: [stacks[0]!.gateway.url, proxyUrl],
     token: null,
-    current: new CurrentVersion("", () => {}),
+    current: new CurrentVersion("", { save: () => {} }),
   });
 }
 

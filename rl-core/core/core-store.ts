@@ -166,9 +166,9 @@ export class CoreStore {
     return typeof stored === "string" ? stored : "";
   }
 
-  /** Keeps the current policy version (written in the background: a lost write is learned again from rollouts). */
-  setPolicyVersion(version: string): void {
-    void this.#meta.put("policyVersion", version);
+  /** Keeps the current policy version; settles once written (close() waits for every write too). */
+  async setPolicyVersion(version: string): Promise<void> {
+    await this.#meta.put("policyVersion", version);
   }
 
   isSeen(rolloutId: string): boolean {

@@ -183,6 +183,8 @@ export class Core {
   };
   /** The newest policy version seen (a trainer's resume, rollouts' calls): what staleness counts from. */
   readonly #version: CurrentVersion;
+  /** A trainer's PausePolicy / ResumePolicy, relayed to the gateways' control API. */
+  readonly #policy: PolicyRelay;
   /** Groups taken from the tracker and being committed (their rollouts are still held, unacked). */
   readonly #processing = new Map<string, PendingGroup>();
   /** Received rollouts being written to the store: a group is processed only once its members' writes are done. */
@@ -234,7 +236,18 @@ export class Core {
     this.port = port;
     this.address = dialAddress(host, port);
     this.#plan = options.followDecisions ? new DecisionPlan(readDecisions(options.followDecisions)) : null;
-    this.#version = new CurrentVersion(store.policyVersion(), (v) => store.setPolicyVersion(v));
+    this.#version = new CurrentVersion(store.policyVersion(), {
+      save: (v) => store.setPolicyVersion(v),
+      onLowered: (from, to) => {
+        this.metrics.versionLowered.inc();
+        this.#log(`core: a trainer's resume lowered the current policy version from ${from} to ${to}`);
+      },
+    });
+    this.#policy = new PolicyRelay({
+      gatewayApis: options.gatewayApis ?? [],
+      token: options.gatewayToken ?? null,
+      current: this.#version,
+    });
     this.#tracker = new GroupTracker({
       defaultSize: options.groupSize ?? 0,
       timeoutMs: options.groupTimeoutMs ?? DEFAULT_GROUP_TIMEOUT_MS,
@@ -282,11 +295,7 @@ export class Core {
       whitenScope: options.whitenScope ?? "batch",
       singleton: options.singleton ?? "zero",
       layout: options.layout ?? "rows",
-      policy: new PolicyRelay({
-        gatewayApis: options.gatewayApis ?? [],
-        token: options.gatewayToken ?? null,
-        current: this.#version,
-      }),
+      policy: this.#policy,
       klReward: {
         klCoef: options.klCoef ?? 0,
         klKind: options.klEstimator ?? "k1",
@@ -655,6 +664,9 @@ export class Core {
     this.#closed = true;
     await this.#stopParts();
     await shutdownServer(this.#server, 1000);
+    // A resume still relayed sets the current version once the gateways answered: it is kept before the store closes.
+    await this.#policy.idle();
+    await this.#version.saved();
     await this.#store.close();
   }
 }

@@ -32,6 +32,11 @@ export class CoreMetrics {
     labelNames: ["action"] as const,
     registers: [this.registry],
   });
+  readonly versionLowered = new Counter({
+    name: "rlgate_core_policy_version_lowered_total",
+    help: "Trainer resumes that named a policy version lower than the current one (a restart from an older checkpoint, a new run): it became current",
+    registers: [this.registry],
+  });
   readonly groups = new Counter({
     name: "rlgate_core_groups_total",
     help: "Groups processed, by what completed them (size or timeout)",

@@ -1,6 +1,7 @@
 // A trainer's weight update through the core (trainer.proto PausePolicy / ResumePolicy): relayed to the control API
 // of every gateway the core was given (`rlgate core --gateway-api`), POST /api/policy/pause and /resume with the
-// gateways' token, which are idempotent there; a resume's version becomes the core's current version (staleness).
+// gateways' token, which are idempotent there; a resume's version becomes the core's current version (staleness,
+// policy-version.ts) once every gateway took it.
 // A pause is all or nothing: one that a gateway refuses (or does not answer) is undone at every gateway, so a trainer
 // never updates weights under a fleet that is only partly paused, nor is one left paused by an update that failed.
 import {
@@ -20,6 +21,8 @@ const PAUSE_MODES = ["abort", "wait", "keep"] as const;
  */
 const DEFAULT_PAUSE_TIMEOUT_S = 300;
 const ANSWER_SLACK_MS = 30_000;
+/** The longest version a gateway takes (gateway/policy/control.ts): one it would refuse is refused here first. */
+const MAX_VERSION_CHARS = 128;
 
 interface GatewayAnswer {
   paused?: boolean;
@@ -84,15 +87,23 @@ export class PolicyRelay {
   }
 
   async #resume(version: string): Promise<PolicyState> {
-    // The version first: once any gateway serves it, rollouts sampled by it may arrive.
-    if (version) this.#options.current.observe([version]);
+    // Checked before any gateway is asked, as each gateway checks it: a version they would all refuse is not current.
+    if (version.length > MAX_VERSION_CHARS)
+      throw new LinkError("RLGATE_BAD_REQUEST", `version is at most ${MAX_VERSION_CHARS} characters`);
     const urls = this.#options.gatewayApis;
     const results = await Promise.allSettled(urls.map((url) => this.#post(url, "resume", version ? { version } : {})));
     const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${urls[i]}: ${reason(r.reason)}`] : []));
+    // Current only once every gateway serves it (a resume that failed anywhere is repeated by the trainer).
     if (failed.length) throw new LinkError("RLGATE_UNAVAILABLE", `the resume failed (repeat it): ${failed.join("; ")}`);
+    if (version) this.#options.current.resume(version);
     return this.#state(
       results.map((r, i) => gatewayPolicy(urls[i]!, (r as PromiseFulfilledResult<GatewayAnswer>).value)),
     );
+  }
+
+  /** Settles once every pause and resume asked so far has ended (the core waits for it before it closes). */
+  async idle(): Promise<void> {
+    await this.#queue;
   }
 
   #serial<T>(run: () => Promise<T>): Promise<T> {
