@@ -2,7 +2,8 @@
 // concurrent rollouts (abort, wait and keep mode in turn, each landing on answers in flight), driven the way a trainer
 // drives them — through an RL core's gRPC PausePolicy / ResumePolicy, which the core relays to the gateway's control
 // API (`--via http` posts to the gateway directly). Prints calls lost or failed, aborts a harness saw, tokens without
-// a version and the time each held call waited. Sim (vLLM flavour, tokens mode, 1 ms per token) and gateway run
+// a version or with another than the one that sampled them (test/token-version-check.ts), and the time each held
+// call waited. Sim (vLLM flavour, tokens mode, 1 ms per token) and gateway run
 // in this process; bounded by --timeout.
 //
 //   npm run bench:policy-updates [-- --updates 100 --rollouts 32 --via core|http --timeout 600]
@@ -30,7 +31,8 @@ const timer = setTimeout(
   Number(args.timeout) * 1000,
 );
 
-const stack = await startStack({ sim: { seed: 11, interTokenMs: 1 }, gateway: { prompts: "tokens" } });
+const SIM_SEED = 11;
+const stack = await startStack({ sim: { seed: SIM_SEED, interTokenMs: 1 }, gateway: { prompts: "tokens" } });
 const dataDir = tempDir("bench-policy-core");
 const core = await startCore({ gateways: [], gatewayApis: [stack.gateway.url], port: 0, metricsPort: null, dataDir });
 const trainer = new TrainerClient(core.address);
@@ -42,6 +44,7 @@ try {
   const figures = await policyUpdateLoad(stack, {
     updates: Number(args.updates),
     rollouts: Number(args.rollouts),
+    simSeed: SIM_SEED,
     update: async (mode, version) => {
       if (args.via === "http") {
         await http("pause", { mode });
@@ -60,7 +63,12 @@ try {
   console.log(
     `  gateway: ${state.pauses} pauses, version ${state.version}; core's current version ${core.currentVersion || "-"}`,
   );
-  const ok = figures.lost === 0 && figures.failed === 0 && figures.abortsSeen === 0 && figures.untagged === 0;
+  const ok =
+    figures.lost === 0 &&
+    figures.failed === 0 &&
+    figures.abortsSeen === 0 &&
+    figures.untagged === 0 &&
+    figures.mismatched === 0;
   if (!ok) process.exitCode = 1;
 } finally {
   trainer.close();

@@ -1,9 +1,12 @@
 // Weight updates under load, shared by the bounded test (test/policy-update.test.ts) and the full figure
 // (bench/policy-updates.ts): `rollouts` agents call on (streamed chat, tokens mode) until `updates` updates have landed,
 // each on answers in flight, in abort, wait and keep mode by turn; then the figures the issue asks for are read back
-// from what the harnesses received and what the gateway recorded. Nothing here asserts: the caller does, or prints.
+// from what the harnesses received and what the gateway recorded, and each sampled token's recorded version is checked
+// against the version whose weights sampled it (token-version-check.ts). Nothing here asserts: the caller does, or
+// prints.
 import type { Stack } from "./helpers.ts";
 import { createRollout, rolloutCalls } from "./helpers.ts";
+import { versionMismatches } from "./token-version-check.ts";
 
 export const UPDATE_MODES = ["abort", "wait", "keep"] as const;
 export type UpdateMode = (typeof UPDATE_MODES)[number];
@@ -11,6 +14,8 @@ export type UpdateMode = (typeof UPDATE_MODES)[number];
 export interface LoadOptions {
   updates: number;
   rollouts: number;
+  /** The sim's seed (its logprobs noise-free): what tells which version sampled each token. */
+  simSeed: number;
   /** Tokens per answer; default 40. */
   maxTokens?: number;
   /** One update: pause in `mode`, then resume with `version` (the gateway's HTTP API, or a trainer's gRPC). */
@@ -29,6 +34,10 @@ export interface LoadFigures {
   abortsSeen: number;
   /** Sampled tokens without a version. */
   untagged: number;
+  /** Sampled tokens whose recorded version is not the one that sampled them (token-version-check.ts). */
+  mismatched: number;
+  /** Sampled tokens recorded with a version other than the rollout's first ("0"): the check met updates. */
+  updatedTokens: number;
   sampledTokens: number;
   continued: number;
   /** Per call held by a pause: ms. */
@@ -96,6 +105,8 @@ export async function policyUpdateLoad(stack: Stack, options: LoadOptions): Prom
 
   const calls = (await Promise.all(rollouts.map((r) => rolloutCalls(url, r.id)))).flat();
   let untagged = 0;
+  let mismatched = 0;
+  let updatedTokens = 0;
   let sampledTokens = 0;
   let continued = 0;
   const heldMs: number[] = [];
@@ -107,6 +118,9 @@ export async function policyUpdateLoad(stack: Stack, options: LoadOptions): Prom
     runs.forEach((run, k) => {
       if (run.version === null) untagged += Math.min(tokens, runs[k + 1]?.start ?? tokens) - run.start;
     });
+    const check = versionMismatches(call, options.simSeed);
+    mismatched += check.mismatched;
+    updatedTokens += check.updated;
     continued += call.policyUpdate?.continued ?? 0;
     if (call.policyUpdate?.heldMs !== undefined) heldMs.push(call.policyUpdate.heldMs);
   }
@@ -118,6 +132,8 @@ export async function policyUpdateLoad(stack: Stack, options: LoadOptions): Prom
     lost,
     abortsSeen,
     untagged,
+    mismatched,
+    updatedTokens,
     sampledTokens,
     continued,
     heldMs,
@@ -125,7 +141,7 @@ export async function policyUpdateLoad(stack: Stack, options: LoadOptions): Prom
   };
 }
 
-/** The figures in one line: what the issue asks for (0 lost or failed, 0 tokens without a version, held per call). */
+/** The figures in one line: what the issue asks for (0 lost or failed, every token's version right, held per call). */
 export function describeLoad(f: LoadFigures): string {
   const held = [...f.heldMs].sort((a, b) => a - b);
   const at = (q: number) => (held.length ? held[Math.min(held.length - 1, Math.floor(q * held.length))]! : 0);
@@ -133,7 +149,8 @@ export function describeLoad(f: LoadFigures): string {
   return (
     `${f.updates} updates under ${f.rollouts} concurrent rollouts in ${(f.wallMs / 1000).toFixed(1)} s: ` +
     `${f.calls} calls, ${f.lost} lost, ${f.failed} failed, ${f.abortsSeen} aborts seen by a harness, ` +
-    `${f.continued} answers continued; ${f.untagged} of ${f.sampledTokens} sampled tokens without a version; ` +
+    `${f.continued} answers continued; of ${f.sampledTokens} sampled tokens ${f.untagged} without a version, ` +
+    `${f.mismatched} with a version other than the one that sampled them (${f.updatedTokens} sampled after an update); ` +
     `${held.length} calls held: mean ${mean.toFixed(1)} ms, p50 ${at(0.5).toFixed(1)}, p99 ${at(0.99).toFixed(1)}, ` +
     `max ${(held.at(-1) ?? 0).toFixed(1)} ms`
   );

@@ -12,6 +12,7 @@ import { TrajectoryConsumer } from "../clients/ts/index.ts";
 import type { RolloutMessage } from "../protocol/index.ts";
 import { createRollout, postJson, rolloutCalls, startStack, type Stack } from "./helpers.ts";
 import { describeLoad, policyUpdateLoad } from "./policy-update-load.ts";
+import { versionMismatches } from "./token-version-check.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const SEED = 11;
@@ -141,6 +142,18 @@ for (const flavor of ["vllm", "sglang"] as FlavorName[]) {
         assert.equal(logprobs[i], expected, `token ${i} scored by version ${version}`);
       }
       assert.notEqual(logprobs[cut], refCall!.choices[0]!.logprobs![cut], "the new version scores differently");
+      // The load figure's check (token-version-check.ts) passes this call, and fails it when its runs are off.
+      const runsOf = (versions: { start: number; version: string }[]) => ({
+        ...call!,
+        policyUpdate: { ...call!.policyUpdate, versions },
+      });
+      assert.equal(versionMismatches(call!, SEED).mismatched, 0);
+      const shifted = runsOf([
+        { start: 0, version: "0" },
+        { start: cut + 1, version: "1" },
+      ]);
+      assert.equal(versionMismatches(shifted, SEED).mismatched, 1, "one token a run late");
+      assert.equal(versionMismatches(runsOf([{ start: 0, version: "0" }]), SEED).mismatched, ids.length - cut);
 
       // The trajectory stream carries the runs on the call's CallInfo (batches pass CallInfo on, in either layout).
       const finished = await postJson(`${s.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: 1 });
@@ -284,13 +297,14 @@ describe("weight updates under load (bounded: 20 updates under 16 concurrent rol
     for (const stack of stacks) await stack.close();
   });
 
-  test("no call lost, failed or cut short; every token has a version; held time per call reported", async () => {
+  test("no call lost, failed or cut short; every token has the version that sampled it; held time per call reported", async () => {
     const s = await startStack({ sim: { seed: SEED, interTokenMs: 1 }, gateway: { prompts: "tokens" } });
     stacks.push(s);
     const UPDATES = 20;
     const figures = await policyUpdateLoad(s, {
       updates: UPDATES,
       rollouts: 16,
+      simSeed: SEED,
       update: async (mode, version) => {
         await policy(s, "pause", { mode });
         await policy(s, "resume", { version });
@@ -301,6 +315,8 @@ describe("weight updates under load (bounded: 20 updates under 16 concurrent rol
     assert.equal(figures.lost, 0, "one finish per harness call");
     assert.equal(figures.abortsSeen, 0, "no harness saw an abort");
     assert.equal(figures.untagged, 0, "every sampled token has a version");
+    assert.equal(figures.mismatched, 0, "every sampled token has the version that sampled it");
+    assert.ok(figures.updatedTokens > 0, "tokens sampled after updates were checked");
     const metrics = await (await fetch(`${s.gateway.url}/metrics`)).text();
     assert.match(metrics, new RegExp(`rlgate_policy_held_calls_total ${figures.heldMs.length}\\b`));
     const state = await (await fetch(`${s.gateway.url}/api/policy`)).json();
