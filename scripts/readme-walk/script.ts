@@ -52,7 +52,7 @@ export function walkScript(blocks: readonly ShellBlock[]): string {
       const log = `"$WALK_LOGS/${logName(block)}"`;
       const ports = block.mode.ports;
       parts.push(
-        `echo ${JSON.stringify(`walk: ${where} (serve ${ports.join(" ")}, in the background)`)} >&2`,
+        `echo ${JSON.stringify(`walk: ${where} (${ports.length ? `serve ${ports.join(" ")}, ` : ""}in the background)`)} >&2`,
         ...ports.map((port) => `walk_free_port ${port}`),
         `(\n${block.text}\n) > ${log} 2>&1 &`,
         ...ports.map((port) => `walk_serving_${port}=$!`),
