@@ -181,7 +181,7 @@ export class Core {
     staleKept: 0,
     staleMasked: 0,
   };
-  /** The newest policy version seen (a trainer's resume, rollouts' calls): what staleness counts from. */
+  /** The current policy version (a trainer's last resume, else rollouts' newest): what staleness counts from. */
   readonly #version: CurrentVersion;
   /** A trainer's PausePolicy / ResumePolicy, relayed to the gateways' control API. */
   readonly #policy: PolicyRelay;
@@ -484,7 +484,7 @@ export class Core {
     };
   }
 
-  /** The policy version staleness counts from now (the newest seen). */
+  /** The policy version staleness counts from now (policy-version.ts). */
   get currentVersion(): string {
     return this.#version.version;
   }
