@@ -26,7 +26,7 @@ class PolicyProcess:
             "--serve", serve, "--model-name", model_name, "--seed", str(seed), "--alphabet", alphabet,
             "--threads", str(threads),
             "--dim", str(dims["dim"]), "--layers", str(dims["layers"]), "--heads", str(dims["heads"]),
-            "--max-len", str(dims["max_len"]),
+            "--max-len", str(dims["max_len"]), "--exit-with-stdin",
         ]  # fmt: skip
         self.process = None
         self.url = None
@@ -36,7 +36,8 @@ class PolicyProcess:
         # the package the trainer runs from, also where it was put on sys.path by hand (clients/python/torch_trainer.py)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
-        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, text=True, env=env)
+        # stdin a pipe only this process holds: the server exits when it closes, so it never outlives the trainer
+        self.process = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.process.stdout.readline()
         if not line:
             raise SystemExit("torch-trainer: the policy server exited with %s before it listened" % self.process.wait())

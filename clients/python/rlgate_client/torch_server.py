@@ -29,6 +29,7 @@ and stays in the text and the ids, so text re-encodes to the ids that were sampl
 import argparse
 import io
 import json
+import os
 import sys
 import threading
 import time
@@ -449,6 +450,7 @@ def main(argv=None):
     p.add_argument("--max-len", type=int, default=64)
     p.add_argument("--alphabet", default=DEFAULT_ALPHABET)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: the same numbers on every run)")
+    p.add_argument("--exit-with-stdin", action="store_true", help="exit when stdin closes (a child of the trainer)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
@@ -457,6 +459,8 @@ def main(argv=None):
     host, _, port = args.serve.rpartition(":")
     server = PolicyServer(Policy(model, tokenizer, name=args.model_name, seed=args.seed), host or "127.0.0.1", int(port))
     print(json.dumps({"event": "listening", "url": server.url}), flush=True)
+    if args.exit_with_stdin:  # the trainer's end closes the pipe, however it ended (a SIGKILL too)
+        threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), name="parent-watch", daemon=True).start()
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:

@@ -187,7 +187,9 @@ def off_policy(rows: Batch, proximal: torch.Tensor, stale: np.ndarray, cap: floa
     """Decoupled PPO (AReaL) on the stale tokens: their ratio is taken against the proximal policy (the weights the
     step starts from, `proximal` = their logprobs) and the loss weighted by min(exp(proximal - sampling), cap), the
     truncated importance weight of the policy that sampled them. Fresh tokens (sampled by the weights the step starts
-    from) keep ratio against their sampling logprobs and weight 1: a synchronous step is plain PPO.
+    from) keep ratio against their sampling logprobs and weight 1: a synchronous step is plain PPO. (AReaL masks a
+    token whose weight is above the cap instead of truncating it; on the closed loop's toy task that learned no better:
+    docs/trainers.md, Measured.)
     Returns (old logprobs, behaviour weights, |proximal - sampling| per token)."""
     behaviour = torch.from_numpy(rows.logprobs.copy()).to(proximal.dtype)
     mask = torch.from_numpy(stale)
@@ -362,7 +364,15 @@ def main(argv=None):
     # The served copy lives in its own process (sampling beside training, not between its steps), version 0 the
     # trainer's own initial weights.
     server = PolicyProcess(args.serve, args.model_name, args.seed, dims, args.alphabet).start()
-    server.load(model.state_dict(), 0)
+    try:
+        server.load(model.state_dict(), 0)
+        train(args, model, optimizer, tokenizer, server)
+    finally:
+        server.close()
+
+
+def train(args, model, optimizer, tokenizer, server: PolicyProcess) -> None:
+    """Says what it serves, then trains a step per --rollouts-per-step rollouts of the core's batches until --steps."""
 
     def say(record: dict, text: str) -> None:
         print(json.dumps(record) if args.json else text, flush=True)
@@ -498,7 +508,6 @@ def main(argv=None):
         if args.save:
             torch.save(model.state_dict(), args.save)
         client.close()
-        server.close()
 
 
 def run():
