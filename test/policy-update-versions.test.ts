@@ -1,6 +1,6 @@
 // The core's current policy version as a trainer drives it (rl-core/core/policy-version.ts, policy-relay.ts), through
 // gRPC ResumePolicy to a real gateway: a resume that names a lower version makes it current (a trainer restarted from
-// an older checkpoint) and is counted; a resume a gateway refuses leaves the current version as it was; a resume still
+// an older checkpoint) and is counted, and under --stale drop the rollouts it samples then train; a resume a gateway refuses leaves the current version as it was; a resume still
 // relayed when the core closes is kept in its store, as is a version written just before the store closes.
 import assert from "node:assert/strict";
 import { once } from "node:events";
@@ -11,7 +11,7 @@ import { after, test } from "node:test";
 import { TrainerClient } from "../clients/ts/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
 import { CoreStore } from "../rl-core/core/core-store.ts";
-import { startStack, tempDir, type Stack } from "./helpers.ts";
+import { createRollout, postJson, startStack, tempDir, until, type Stack } from "./helpers.ts";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 after(async () => {
@@ -72,6 +72,39 @@ test("a resume that names a lower version makes it current, and is counted", asy
   assert.equal((await trainer.status()).currentVersion, "step-10");
   const gateway = (await (await fetch(`${await gatewayUrl()}/api/policy`)).json()) as { version: string };
   assert.equal(gateway.version, "step-10", "the gateway serves it too");
+});
+
+test("--stale drop after a mistyped high version: the trainer's next resume lowers it, and its rollouts train", async () => {
+  const s = await startStack({ gateway: { prompts: "tokens", grpcPort: 0 } });
+  cleanups.push(() => s.close());
+  const core = await startCore({
+    gateways: [s.gateway.grpc!.address],
+    gatewayApis: [s.gateway.url],
+    port: 0,
+    metricsPort: null,
+    dataDir: dataDir(),
+    groupSize: 2,
+    maxStaleness: 2,
+    stale: "drop",
+    batchTimeoutMs: 100,
+  });
+  cleanups.push(() => core.close());
+  const trainer = trainerOf(core);
+  await trainer.resumePolicy("50"); // meant 5
+  await trainer.resumePolicy("5");
+  for (let i = 0; i < 2; i++) {
+    const rollout = await createRollout(s.gateway.url, { group: "g" });
+    const ask = { model: "Qwen/Qwen3-8B", max_tokens: 8, messages: [{ role: "user", content: `task ${i}` }] };
+    const answered = await postJson(`${s.gateway.url}/r/${rollout.id}/v1/chat/completions`, ask);
+    assert.equal(answered.status, 200, answered.text);
+    assert.equal((await postJson(`${s.gateway.url}/api/rollouts/${rollout.id}/finish`, { reward: i })).status, 200);
+  }
+  await until(() => (core.status().groupsDone >= 1 ? true : undefined), 30_000, "the group");
+  const status = core.status();
+  assert.equal(status.currentVersion, "5");
+  assert.equal(status.rolloutsDropped["stale"] ?? 0, 0, "sampled by 5, current 5: none stale (with 50 current, both)");
+  await core.flush();
+  assert.equal(core.status().batchesReady, 1);
 });
 
 test("a resume a gateway refuses, or one every gateway would refuse, does not change the current version", async () => {
