@@ -8,6 +8,7 @@ import type { ShellBlock } from "./blocks.ts";
 const SERVE_WAIT_S = 120;
 
 const PREAMBLE = `set -euo pipefail
+declare -A walk_started=()  # PID of each serve or background block still meant to run -> its log
 walk_wait_port() {  # PORT PID LOG: until 127.0.0.1:PORT accepts a connection; fails if PID exits first
   local tries=$(( ${SERVE_WAIT_S} * 5 ))
   for (( i = 0; i < tries; i++ )); do
@@ -17,6 +18,16 @@ walk_wait_port() {  # PORT PID LOG: until 127.0.0.1:PORT accepts a connection; f
   done
   echo "walk: port $1 did not answer in ${SERVE_WAIT_S} s; its log:" >&2; cat "$3" >&2; return 1
 }
+walk_check_started() {  # a server or client that the walk did not stop and that exited with an error fails the walk
+  local pid status
+  for pid in "\${!walk_started[@]}"; do
+    kill -0 "$pid" 2>/dev/null && continue
+    status=0; wait "$pid" || status=$?
+    if (( status != 0 )); then
+      echo "walk: \${walk_started[$pid]##*/} exited $status; its log:" >&2; cat "\${walk_started[$pid]}" >&2; return 1
+    fi
+  done
+}
 walk_stop() {  # PID: it and what it started, children first (a reader's Ctrl-C on a server)
   local child
   for child in $(pgrep -P "$1" || true); do walk_stop "$child"; done
@@ -25,7 +36,7 @@ walk_stop() {  # PID: it and what it started, children first (a reader's Ctrl-C 
 walk_free_port() {  # PORT: stops the serve block holding PORT, if any, and waits until the port is free
   local var="walk_serving_$1"
   if [[ -n "\${!var:-}" ]]; then
-    walk_stop "\${!var}"; unset "$var"
+    walk_stop "\${!var}"; unset "walk_started[\${!var}]" "$var"
     for (( i = 0; i < 150; i++ )); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 0; sleep 0.2; done
   fi
 }
@@ -37,7 +48,8 @@ function logName(block: ShellBlock): string {
 
 /**
  * The script running `blocks` (skips left out, named), writing serve logs under $WALK_LOGS; at the end it saves
- * the first serve block's last port's /metrics to $WALK_LOGS/metrics.txt for the caller's check.
+ * the first serve block's last port's /metrics to $WALK_LOGS/metrics.txt for the caller's check, and fails if a serve
+ * or background block it did not stop exited with an error (a trainer that gave up, a server that crashed).
  */
 export function walkScript(blocks: readonly ShellBlock[]): string {
   const parts = [PREAMBLE];
@@ -55,6 +67,7 @@ export function walkScript(blocks: readonly ShellBlock[]): string {
         `echo ${JSON.stringify(`walk: ${where} (${ports.length ? `serve ${ports.join(" ")}, ` : ""}in the background)`)} >&2`,
         ...ports.map((port) => `walk_free_port ${port}`),
         `(\n${block.text}\n) > ${log} 2>&1 &`,
+        `walk_started[$!]=${log}`,
         ...ports.map((port) => `walk_serving_${port}=$!`),
         ...ports.map((port) => `walk_wait_port ${port} $! ${log}`),
       );
@@ -69,6 +82,6 @@ export function walkScript(blocks: readonly ShellBlock[]): string {
       `curl -sf http://127.0.0.1:${metricsPort}/metrics > "$WALK_LOGS/metrics.txt" || rm -f "$WALK_LOGS/metrics.txt"`,
     );
   }
-  parts.push(`echo "walk: every block ran" >&2`);
+  parts.push("walk_check_started", `echo "walk: every block ran" >&2`);
   return parts.join("\n") + "\n";
 }
