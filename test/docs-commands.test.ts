@@ -15,8 +15,9 @@ const PAGES = [
     .map((f) => `docs/${f}`),
 ];
 const SUB_COMMAND = "(?:serve|sim|show|core|run|replay|export|store|doctor|harness-check)(?:\\s|$)";
-/** `rlgate <sub-command>` where a command starts: a line's start, after env assignments, `&&`, `;`, `|`, `$(`. */
-const BARE = new RegExp(`(?:^|&&|;|\\||\\$\\(|^\\s*(?:[A-Z_][A-Z0-9_]*=\\S+\\s+)+)\\s*rlgate ${SUB_COMMAND}`);
+/** `rlgate <sub-command>` where a command starts: a line's start, after env assignments (not `X=$(npx rlgate …`, whose
+ *  command substitution the `$(` case reads), `&&`, `;`, `|`, `$(`. */
+const BARE = new RegExp(`(?:^|&&|;|\\||\\$\\(|^\\s*(?:[A-Z_][A-Z0-9_]*=(?!\\$\\()\\S+\\s+)+)\\s*rlgate ${SUB_COMMAND}`);
 /** The CLI run another way than npx rlgate. */
 const OTHER_SPELLING = new RegExp(`(?:tsx cli/index\\.ts|node bin/rlgate\\.js) ${SUB_COMMAND}`);
 
