@@ -39,8 +39,9 @@ function hashTree(dir: string, hash = createHash("sha256"), rel = ""): ReturnTyp
 }
 
 // One RUN step (each step is a container start and a commit): the setup runs in a shell of its own, so that its own
-// `exit` or `cd` ends only itself; images without git keep their workspace as it is.
-const PREPARE = `set -e; mkdir -p "$1"; cd "$1"; if [ -n "$2" ]; then (cd "$1" && bash -ec "$2"); fi
+// `exit` or `cd` ends only itself; its stderr joins its stdout in that shell (the build reads the two through separate
+// pipes, which would reorder its lines); images without git keep their workspace as it is.
+const PREPARE = `set -e; mkdir -p "$1"; cd "$1"; if [ -n "$2" ]; then (cd "$1" && bash -ec "$2" 2>&1); fi
 if command -v git >/dev/null; then ${SQUASH}; fi; chown -R ${CONTAINER_UID}:${CONTAINER_UID} "$1"`;
 
 export function containerfile(task: Task, baseId: string): string {
