@@ -65,6 +65,7 @@ export function harnessHint(calls: readonly CallRecord[], scripting: HarnessScri
 
 export function harnessCheckCommand(): Command {
   return new Command("harness-check")
+    .summary("does your harness give exact trajectories? a scripted session through rlgate, both prompt modes")
     .description(
       "Run your harness's command line (or a preset) through a scripted session against a simulated vLLM behind rlgate, in both prompt modes, and print what its rollouts became: main trajectories, breaks with causes, amplification, sub-agents, side calls, trained/sampled. Arguments after the command go to `rlgate serve`.",
     )

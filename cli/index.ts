@@ -1,17 +1,25 @@
 // The `rlgate` command line: one sub-command per job.
 import { Command } from "commander";
-import { coreCommand } from "./core-command.ts";
-import { exportCommand } from "./export-command.ts";
-import { harnessCheckCommand } from "./harness-check-command.ts";
-import { replayCommand } from "./replay-command.ts";
-import { runCommand } from "./run-command.ts";
-import { doctorCommand } from "./doctor-command.ts";
-import { serveCommand } from "./serve-command.ts";
-import { showCommand } from "./show-command.ts";
-import { simCommand } from "./sim-command.ts";
-import { storeCommand } from "./store-command.ts";
 import { StartRefusal } from "../util/refusal.ts";
 import { humanDefaults } from "./help-defaults.ts";
+
+/**
+ * Each sub-command's module, loaded only when it runs: `run` and `serve` load the gateway, the sim, the runner and
+ * tokenizers (seconds), which `rlgate show` or `rlgate export` never need. `rlgate --help` (or no sub-command, or an
+ * unknown one, which commander answers with the closest name) loads them all, in this order, to list them.
+ */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import("./serve-command.ts")).serveCommand(),
+  sim: async () => (await import("./sim-command.ts")).simCommand(),
+  show: async () => (await import("./show-command.ts")).showCommand(),
+  core: async () => (await import("./core-command.ts")).coreCommand(),
+  run: async () => (await import("./run-command.ts")).runCommand(),
+  "harness-check": async () => (await import("./harness-check-command.ts")).harnessCheckCommand(),
+  replay: async () => (await import("./replay-command.ts")).replayCommand(),
+  export: async () => (await import("./export-command.ts")).exportCommand(),
+  store: async () => (await import("./store-command.ts")).storeCommand(),
+  doctor: async () => (await import("./doctor-command.ts")).doctorCommand(),
+};
 
 const program = new Command()
   .name("rlgate")
@@ -20,17 +28,14 @@ const program = new Command()
       "recorded with the exact token ids and logprobs the model saw and sampled.",
   )
   .version("0.1.0")
-  .showHelpAfterError()
-  .addCommand(serveCommand())
-  .addCommand(simCommand())
-  .addCommand(showCommand())
-  .addCommand(coreCommand())
-  .addCommand(runCommand())
-  .addCommand(harnessCheckCommand())
-  .addCommand(replayCommand())
-  .addCommand(exportCommand())
-  .addCommand(storeCommand())
-  .addCommand(doctorCommand());
+  .showHelpAfterError();
+const asked = process.argv[2] ?? "";
+const load = Object.hasOwn(COMMANDS, asked)
+  ? [asked]
+  : ["-V", "--version"].includes(asked)
+    ? []
+    : Object.keys(COMMANDS);
+for (const command of await Promise.all(load.map((name) => COMMANDS[name]!()))) program.addCommand(command);
 humanDefaults(program);
 
 /** A failure to listen, said plainly (which address, why, what to change) instead of a stack trace. */
