@@ -1,5 +1,5 @@
 // The walk's script (scripts/readme-walk/script.ts) run by bash on small pages: a serve block a later one replaces
-// is stopped and not held against the walk; a background block that exits with an error fails it; a failing block
+// is stopped and not held against the walk, nor are the background blocks started since; a background block that exits with an error fails it; a failing block
 // stops it there.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -41,6 +41,17 @@ test("a serve block on a port a later one takes is stopped first, and the walk e
   const { status, output } = walk(`${block}\`\`\`sh\necho between\n\`\`\`\n${block}`);
   assert.equal(status, 0, output);
   assert.match(output, /between[\s\S]*walk: every block ran/);
+});
+
+test("a background block started after a server a later serve block replaces is stopped with it, not held against the walk", async () => {
+  const port = await freePort();
+  const server = `<!-- walk: serve ${port} -->\n\`\`\`sh\n${serve(port)}\n\`\`\`\n`;
+  // A client that gives up (exit 3) once its server is gone, as the example trainer does when its core stops.
+  const client = `while (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; do sleep 0.1; done; echo server gone; exit 3`;
+  const page = `${server}<!-- walk: background -->\n\`\`\`sh\n${client}\n\`\`\`\n${server}\`\`\`sh\nsleep 1\n\`\`\`\n`;
+  const { status, output } = walk(page);
+  assert.equal(status, 0, output);
+  assert.match(output, /walk: every block ran/);
 });
 
 test("a background block that exits with an error fails the walk, with its log", () => {

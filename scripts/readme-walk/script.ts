@@ -1,7 +1,8 @@
 // The walk as one bash script: the pages' shell blocks verbatim, in order, in one shell (a variable or function a
 // block defines is there for the next, as in a reader's terminal), under `set -euo pipefail`. A serve block runs in
 // the background with its output in a log, and the script goes on once its port answers; a later serve block on the
-// same port stops it first, as a reader stops one server before starting the next on its port.
+// same port stops it first, as a reader stops one server before starting the next on its port, and with it the
+// background blocks started since (a trainer reading that server would only fail once it is gone).
 import type { ShellBlock } from "./blocks.ts";
 
 /** Seconds a serve block's port gets to answer (a first start compiles TypeScript and loads tokenizers). */
@@ -9,6 +10,9 @@ const SERVE_WAIT_S = 120;
 
 const PREAMBLE = `set -euo pipefail
 declare -A walk_started=()  # PID of each serve or background block still meant to run -> its log
+declare -A walk_order=()  # PID of each serve or background block -> when it started (a count)
+declare -A walk_background=()  # PIDs of background blocks (no port of their own)
+walk_count=0
 walk_wait_port() {  # PORT PID LOG: until 127.0.0.1:PORT accepts a connection; fails if PID exits first
   local tries=$(( ${SERVE_WAIT_S} * 5 ))
   for (( i = 0; i < tries; i++ )); do
@@ -33,9 +37,12 @@ walk_stop() {  # PID: it and what it started, children first (a reader's Ctrl-C 
   for child in $(pgrep -P "$1" || true); do walk_stop "$child"; done
   kill "$1" 2>/dev/null || true
 }
-walk_free_port() {  # PORT: stops the serve block holding PORT, if any, and waits until the port is free
-  local var="walk_serving_$1"
+walk_free_port() {  # PORT: stops the serve block holding PORT (and background blocks started since), if any, and
+  local var="walk_serving_$1" pid  # waits until the port is free
   if [[ -n "\${!var:-}" ]]; then
+    for pid in "\${!walk_background[@]}"; do
+      if (( walk_order[$pid] > walk_order[\${!var}] )); then walk_stop "$pid"; unset "walk_started[$pid]" "walk_background[$pid]"; fi
+    done
     walk_stop "\${!var}"; unset "walk_started[\${!var}]" "$var"
     for (( i = 0; i < 150; i++ )); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 0; sleep 0.2; done
   fi
@@ -68,6 +75,8 @@ export function walkScript(blocks: readonly ShellBlock[]): string {
         ...ports.map((port) => `walk_free_port ${port}`),
         `(\n${block.text}\n) > ${log} 2>&1 &`,
         `walk_started[$!]=${log}`,
+        `walk_order[$!]=$(( ++walk_count ))`,
+        ...(ports.length ? [] : ["walk_background[$!]=1"]),
         ...ports.map((port) => `walk_serving_${port}=$!`),
         ...ports.map((port) => `walk_wait_port ${port} $! ${log}`),
       );
