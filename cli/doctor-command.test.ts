@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { createServer } from "node:net";
+import { freePort } from "../util/listen.ts";
 import { after, before, describe, test } from "node:test";
 import { startSim, type SimServer } from "../sim/index.ts";
 import {
@@ -27,15 +27,6 @@ after(async () => {
   await sim?.close();
 });
 
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 describe("rlgate doctor", () => {
   test("an upstream that answers /v1/models is ok, with its models; with or without /v1 in the URL", async () => {
     for (const url of [sim.url, `${sim.url}/v1/`]) {
@@ -46,13 +37,13 @@ describe("rlgate doctor", () => {
   });
 
   test("an upstream not listening is a failure that names the address and the reason", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const check = await checkUpstream(`http://127.0.0.1:${port}`, 30_000);
     assert.deepEqual([check.level, check.detail], ["fail", `http://127.0.0.1:${port}/v1/models: ECONNREFUSED`]);
   });
 
   test("several replicas, from --upstream and an upstreams file: a line each; a bad list is one failed line", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), "rlgate-doctor-"));
     try {
       const file = join(dir, "upstreams.txt");
@@ -160,7 +151,7 @@ describe("rlgate doctor", () => {
   });
 
   test("the command: the reference kernels warn (with why), an unreachable upstream fails, exit code 1", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const run = spawnSync(
       process.execPath,
       ["--import", "tsx", "cli/index.ts", "doctor", "--upstream", `http://127.0.0.1:${port}`, "--timeout", "20s"],

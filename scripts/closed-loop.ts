@@ -15,7 +15,7 @@
 import { DEFAULT_PYTHON } from "../cli/default-python.ts";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "../util/listen.ts";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -123,17 +123,6 @@ export function torchTrainerMissing(python: string): string | null {
   if (probe.status === 0) return null;
   const last = probe.stderr.trim().split("\n").pop() ?? "";
   return `${python} cannot import torch, grpc, grpc_tools and numpy (${last}): install Debian's python3-torch python3-grpcio python3-grpc-tools python3-numpy`;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 interface Child {

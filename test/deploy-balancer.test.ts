@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { startGateway, type Gateway } from "../gateway/index.ts";
 import { startCore, type Core } from "../rl-core/core/index.ts";
 import { startSim, type SimServer } from "../sim/index.ts";
-import { freePort } from "./grpc-helpers.ts";
+import { freePort } from "../util/listen.ts";
 import { postJson, ROOT, tempDir, until } from "./helpers.ts";
 import { requireInCi } from "./require-in-ci.ts";
 

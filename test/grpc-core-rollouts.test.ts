@@ -12,7 +12,7 @@ import { TrainerClient, type TrainingBatch } from "../clients/ts/index.ts";
 import { Core, startCore } from "../rl-core/core/index.ts";
 import { computeAdvantages } from "../rl-core/estimators/index.ts";
 import { referenceKernels } from "../rl-core/kernels/index.ts";
-import { freePort } from "./grpc-helpers.ts";
+import { freePort } from "../util/listen.ts";
 import {
   AGENT_SCRIPT,
   createRollout,

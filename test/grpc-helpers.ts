@@ -1,7 +1,7 @@
 // Fixtures for the gRPC link's tests: synthetic agent rollouts written straight into a gateway's store, a
 // gateway without an upstream, and CLI processes that can be killed.
 import { spawnSync } from "node:child_process";
-import { createServer } from "node:net";
+import { freePort } from "../util/listen.ts";
 import { startGateway, type Gateway, type GatewayOptions } from "../gateway/index.ts";
 import type { CallRecord, RolloutRecord, RolloutStatus } from "../store/records.ts";
 import type { Store } from "../store/store.ts";
@@ -95,17 +95,6 @@ export async function putSyntheticRollout(store: Store, r: SyntheticRollout): Pr
     await store.putCall(call);
   }
   return store.finishRollout({ ...record, status: r.status ?? "ok", reward: r.reward, finishedAt: Date.now() });
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

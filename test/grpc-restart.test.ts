@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, test } from "node:test";
 import { TrainerClient } from "../clients/ts/index.ts";
-import { freePort, restartableGateway } from "./grpc-helpers.ts";
+import { freePort } from "../util/listen.ts";
+import { restartableGateway } from "./grpc-helpers.ts";
 import { createRollout, postJson, spawnCli, tempDir, until, type CliProcess } from "./helpers.ts";
 
 const gatewayDir = tempDir("restart-gw");

@@ -3,21 +3,13 @@
 // stops it there.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "../util/listen.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { shellBlocks } from "../scripts/readme-walk/blocks.ts";
 import { walkScript } from "../scripts/readme-walk/script.ts";
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A server on PORT that answers until it is stopped, or for 20 s (what the walk leaves running goes by itself). */
 const serve = (port: number): string =>

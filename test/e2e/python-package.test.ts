@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "../../util/listen.ts";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, test } from "node:test";
@@ -81,15 +81,6 @@ async function venvWith(name: string, systemSite: boolean, pipArgs: string[]): P
   return venv;
 }
 
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /** One group of two rollouts (rewards 1 and 0) for the next trainer to take. */
 async function oneGroup(group: string): Promise<void> {
   const gw = stack.gateway.url;
@@ -144,7 +135,7 @@ test(
     const venv = await venvWith("offline", true, ["--no-build-isolation", "--no-index"]);
     await trainsFrom(venv, "pkg-offline");
     // No core at the address: a sentence and a failed exit, not a silent wait.
-    const port = await closedPort();
+    const port = await freePort();
     const run = spawnSync(
       join(venv, "bin/rlgate-example-trainer"),
       ["--core", `127.0.0.1:${port}`, "--connect-timeout", "0"],
