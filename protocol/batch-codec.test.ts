@@ -6,7 +6,8 @@ import { describe, test } from "node:test";
 import { Server } from "@grpc/grpc-js";
 import { TrainerClient as Trainer } from "../clients/ts/index.ts";
 import type { StoredBatch } from "../rl-core/core/core-store.ts";
-import { batchMessage, type BatchSource } from "../rl-core/core/served-batches.ts";
+import { batchMessage } from "../rl-core/core/served-batches.ts";
+import { memoryBatchSource } from "../rl-core/core/test-support.ts";
 import { TrainerService } from "../rl-core/core/trainer-service.ts";
 import { treeBatch } from "../rl-core/core/tree-layout.ts";
 import { bytesOf, type BatchMessage, type RowInfo } from "./index.ts";
@@ -150,14 +151,7 @@ describe("aligned batch encoder", () => {
 
   test("two trainers streaming at once get intact batches (the encoder's buffer is reused)", async () => {
     const batches = new Map(Array.from({ length: 12 }, (_, i) => [i + 1, batch(i + 1, 8, 4096 + i * 3)]));
-    const source: BatchSource = {
-      next: (exclude) => [...batches.keys()].find((id) => !exclude.has(id)) ?? null,
-      get: (id) => batches.get(id),
-      remove: async (ids) => ids.filter((id) => batches.delete(id)).length,
-      get size() {
-        return batches.size;
-      },
-    };
+    const source = memoryBatchSource(batches);
     const expected = new Map([...batches].map(([id, b]) => [id, Buffer.concat(ROW_ARRAYS.map((n) => b[n]!))]));
     const service = new TrainerService({ source, token: null, status: () => ({}) as never });
     const server = new Server();

@@ -9,8 +9,7 @@ import { bindServer, serverOptions, shutdownServer, trainerService, type CoreSta
 import { buildBatch } from "./batch-packer.ts";
 import type { StoredBatch } from "./core-store.ts";
 import { groupAdvantages } from "./group-advantages.ts";
-import type { BatchSource } from "./served-batches.ts";
-import { pending } from "./test-support.ts";
+import { memoryBatchSource, pending } from "./test-support.ts";
 import { TrainerService } from "./trainer-service.ts";
 
 async function storedBatch(id: number): Promise<StoredBatch> {
@@ -32,14 +31,7 @@ test(
   async () => {
     const batches = new Map<number, StoredBatch>();
     for (const id of [1, 2]) batches.set(id, await storedBatch(id));
-    const source: BatchSource = {
-      next: (exclude) => [...batches.keys()].find((id) => !exclude.has(id)) ?? null,
-      get: (id) => batches.get(id),
-      remove: async (ids) => ids.filter((id) => batches.delete(id)).length,
-      get size() {
-        return batches.size;
-      },
-    };
+    const source = memoryBatchSource(batches);
     const service = new TrainerService({ source, token: null, status: () => ({}) as CoreStatus });
     const server = new Server(serverOptions());
     server.addService(trainerService, service.handlers());

@@ -26,9 +26,8 @@ import { startCore } from "./core.ts";
 import { requireInCi } from "../../test/require-in-ci.ts";
 import { estimatorSettingsProblem, overlongPenalty, type OutcomeEstimator } from "./estimator-settings.ts";
 import { groupAdvantages, type GroupOptions } from "./group-advantages.ts";
-import { pending, type Row } from "./test-support.ts";
+import { memoryBatchSource, pending, type Row } from "./test-support.ts";
 import { servedOutcomeAdvantages } from "./served-advantages.ts";
-import type { BatchSource } from "./served-batches.ts";
 import { TrainerService } from "./trainer-service.ts";
 
 /** A Python with NumPy: RLGATE_PYTHON, Debian's, or the one on PATH; null when none has it. */
@@ -244,14 +243,7 @@ async function serve(
   options: Partial<ConstructorParameters<typeof TrainerService>[0]> = {},
 ): Promise<{ client: TrainerClient; close(): Promise<void> }> {
   const batches = new Map([[batch.batchId, batch]]);
-  const source: BatchSource = {
-    next: (exclude) => [...batches.keys()].find((id) => !exclude.has(id)) ?? null,
-    get: (id) => batches.get(id),
-    remove: async (ids) => ids.filter((id) => batches.delete(id)).length,
-    get size() {
-      return batches.size;
-    },
-  };
+  const source = memoryBatchSource(batches);
   const service = new TrainerService({
     source,
     token: null,

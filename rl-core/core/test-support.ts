@@ -1,6 +1,7 @@
-// Synthetic pending rollouts and ready rows for the core's unit tests.
+// Synthetic pending rollouts, ready rows and batch sources for the core's unit tests.
 import { bytesOf } from "../../protocol/index.ts";
-import type { PendingRollout, ReadyRow } from "./core-store.ts";
+import type { PendingRollout, ReadyRow, StoredBatch } from "./core-store.ts";
+import type { BatchSource } from "./served-batches.ts";
 
 export interface Row {
   ids: number[];
@@ -64,5 +65,17 @@ export function readyRow(
     finishReason: "stop",
     policyVersion: "",
     ...fields,
+  };
+}
+
+/** A trainer service's batch source over an in-memory map of batches by id (lowest id first; removal deletes). */
+export function memoryBatchSource(batches: Map<number, StoredBatch>): BatchSource {
+  return {
+    next: (exclude) => [...batches.keys()].find((id) => !exclude.has(id)) ?? null,
+    get: (id) => batches.get(id),
+    remove: async (ids) => ids.filter((id) => batches.delete(id)).length,
+    get size() {
+      return batches.size;
+    },
   };
 }
