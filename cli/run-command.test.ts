@@ -142,8 +142,11 @@ describe("rlgate run (command line)", () => {
           "--gateway",
           stack.gateway.url,
         ]);
+        // A run that ends before its rollout opens (refused at start) is a failure below, not a wait forever.
+        let exited = false;
+        void run.then(() => (exited = true));
         let finished = false;
-        while (!finished) {
+        while (!finished && !exited) {
           const { rollouts } = (await (await fetch(`${stack.gateway.url}/api/rollouts?limit=10`)).json()) as any;
           const open = rollouts.find((x: any) => x.status === "open");
           if (open) {
